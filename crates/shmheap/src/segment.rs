@@ -1,0 +1,683 @@
+//! The node segment: one file under `/dev/shm`, mapped at the same address in
+//! every rank of the node.
+//!
+//! ```text
+//! base                                   base + HEADER_LEN
+//! | SegmentHeader | registry (ranks × slots) | arena 0 | arena 1 | … | arena n-1 |
+//! ```
+//!
+//! The launcher creates the file ([`SegmentFile::create`]): `O_EXCL`, mode
+//! 0600, a name unique per job (user id, job id, random part), sparse size
+//! `HEADER_LEN + ranks × arena_len`, the header written in place and its
+//! magic published last with a release store. Each rank then maps the whole
+//! file at the header's base with `MAP_FIXED_NOREPLACE` ([`Segment::attach`]);
+//! the last rank to attach unlinks the file, so a crash afterwards leaves
+//! nothing behind (the launcher also removes it on every exit path).
+//!
+//! Only the header region is backed at creation. Each rank's arena reserves
+//! real backing with `fallocate` as it grows ([`Segment::reserve`]), so an
+//! exhausted `/dev/shm` is an allocation error, never a `SIGBUS`.
+//!
+//! # Example
+//! ```
+//! use shmheap::segment::{SegmentFile, SegmentSpec};
+//!
+//! let spec = SegmentSpec { ranks: 2, arena_len: 64 << 20, ..SegmentSpec::default() };
+//! let file = SegmentFile::create(&spec, "doc").unwrap();
+//! assert!(file.path().exists());
+//! drop(file); // removes the file
+//! ```
+
+use crate::env;
+use crate::error::{Error, Exhausted, Limit, Result};
+use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::barrier::NodeBarrier;
+use crate::sync::futex::Backoff;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicI32;
+
+/// Default base address of the segment: 32 TiB.
+///
+/// On x86-64 Linux (47-bit user space) non-PIE binaries and their `brk` heap
+/// sit below 4 GiB, PIE binaries load near `0x55…` (85 TiB), and `mmap`
+/// allocations and stacks grow down from `0x7f…`; 32 TiB is far from all of
+/// them, leaves 53 TiB for the segment, and lies in AddressSanitizer's
+/// high-memory range. Override with `HMPI_SHM_BASE`.
+pub const DEFAULT_BASE: usize = 0x2000_0000_0000;
+/// Default virtual size of one rank's arena (sparse: only used memory is backed).
+pub const DEFAULT_ARENA_LEN: usize = 16 << 30;
+/// Bytes before the first arena: the header and the registry.
+pub const HEADER_LEN: usize = 2 << 20;
+/// Alignment of the base and of arena sizes.
+pub const SEGMENT_ALIGN: usize = 2 << 20;
+/// Registry slots per rank (see [`Segment::publish`]).
+pub const REGISTRY_SLOTS: usize = 64;
+/// The most ranks one node segment serves.
+pub const MAX_RANKS: u32 = 2048;
+/// Smallest arena: room for its metadata and some data.
+pub const MIN_ARENA_LEN: usize = 4 << 20;
+
+const MAGIC: u64 = u64::from_le_bytes(*b"HMPISEG\0");
+const VERSION: u32 = 1;
+const REGISTRY_OFFSET: usize = 4096;
+
+/// What a new segment looks like.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentSpec {
+    /// Ranks on the node (one arena each).
+    pub ranks: u32,
+    /// Address at which every rank maps the segment.
+    pub base: usize,
+    /// Virtual size of each arena.
+    pub arena_len: usize,
+    /// Directory of the segment file.
+    pub dir: PathBuf,
+}
+
+impl Default for SegmentSpec {
+    fn default() -> Self {
+        SegmentSpec {
+            ranks: 1,
+            base: DEFAULT_BASE,
+            arena_len: DEFAULT_ARENA_LEN,
+            dir: PathBuf::from("/dev/shm"),
+        }
+    }
+}
+
+impl SegmentSpec {
+    /// The defaults, overridden by `HMPI_SHM_BASE`, `HMPI_HEAP_PER_RANK` and
+    /// `HMPI_SHM_DIR`.
+    pub fn from_env(ranks: u32) -> Result<Self> {
+        let mut spec = SegmentSpec {
+            ranks,
+            ..SegmentSpec::default()
+        };
+        if let Some(base) = env::read(
+            env::SHM_BASE,
+            "an address such as 0x200000000000",
+            env::parse_addr,
+        )? {
+            spec.base = base;
+        }
+        if let Some(len) = env::read(
+            env::HEAP_PER_RANK,
+            "a size such as 16G or 512M",
+            env::parse_size,
+        )? {
+            spec.arena_len = len;
+        }
+        if let Some(dir) = env::read(env::SHM_DIR, "a directory", |s| Some(PathBuf::from(s)))? {
+            spec.dir = dir;
+        }
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Checks sizes and alignment; arena sizes are rounded up to
+    /// [`SEGMENT_ALIGN`] by [`SegmentSpec::arena_len_rounded`].
+    pub fn validate(&self) -> Result<()> {
+        if self.ranks == 0 || self.ranks > MAX_RANKS {
+            return Err(Error::Config {
+                var: env::LOCAL_SIZE,
+                value: self.ranks.to_string(),
+                reason: format!("a node segment serves 1 to {MAX_RANKS} ranks"),
+            });
+        }
+        if self.base == 0 || self.base % SEGMENT_ALIGN != 0 {
+            return Err(Error::Config {
+                var: env::SHM_BASE,
+                value: format!("{:#x}", self.base),
+                reason: format!("the base must be a non-zero multiple of {SEGMENT_ALIGN:#x}"),
+            });
+        }
+        if self.arena_len < MIN_ARENA_LEN {
+            return Err(Error::Config {
+                var: env::HEAP_PER_RANK,
+                value: self.arena_len.to_string(),
+                reason: format!("an arena needs at least {MIN_ARENA_LEN} bytes"),
+            });
+        }
+        let end = self.total_len().and_then(|len| self.base.checked_add(len));
+        match end {
+            Some(end) if end <= (1usize << 47) => Ok(()),
+            _ => Err(Error::Config {
+                var: env::HEAP_PER_RANK,
+                value: self.arena_len.to_string(),
+                reason: format!(
+                    "{} arenas of this size from base {:#x} do not fit below the 128 TiB user address limit",
+                    self.ranks, self.base
+                ),
+            }),
+        }
+    }
+
+    /// The arena size actually used: rounded up to [`SEGMENT_ALIGN`].
+    pub fn arena_len_rounded(&self) -> usize {
+        self.arena_len.next_multiple_of(SEGMENT_ALIGN)
+    }
+
+    /// The segment's total (virtual) length, if it does not overflow.
+    pub fn total_len(&self) -> Option<usize> {
+        self.arena_len_rounded()
+            .checked_mul(self.ranks as usize)?
+            .checked_add(HEADER_LEN)
+    }
+}
+
+/// The segment header, at the segment's base. Written by the creator before
+/// it publishes `magic`; read-only afterwards except for the atomics.
+#[repr(C)]
+pub struct SegmentHeader {
+    magic: AtomicU64,
+    version: u32,
+    ranks: u32,
+    base: u64,
+    total_len: u64,
+    arena_len: u64,
+    creator_pid: u32,
+    _reserved: u32,
+    /// Ranks that have mapped the segment.
+    attached: AtomicU32,
+    /// Set once the file has been unlinked.
+    unlinked: AtomicU32,
+    /// A barrier over all ranks of the node.
+    barrier: NodeBarrier,
+}
+
+const _: () = assert!(std::mem::size_of::<SegmentHeader>() <= REGISTRY_OFFSET);
+const _: () = assert!(REGISTRY_OFFSET + MAX_RANKS as usize * REGISTRY_SLOTS * 8 <= HEADER_LEN);
+
+/// A segment file made by a launcher. Dropping it removes the file (if the
+/// ranks have not already unlinked it).
+#[derive(Debug)]
+pub struct SegmentFile {
+    path: PathBuf,
+}
+
+fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Error + 'a {
+    move |source| Error::Io {
+        op,
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+fn last_os_error(op: &'static str, path: &Path) -> Error {
+    io_err(op, path)(std::io::Error::last_os_error())
+}
+
+/// A random 64-bit value from the kernel.
+fn random_u64() -> u64 {
+    let mut x = 0u64;
+    // SAFETY: the buffer is a valid, writable 8-byte location.
+    let n = unsafe { libc::getrandom(&mut x as *mut u64 as *mut libc::c_void, 8, 0) };
+    if n != 8 {
+        // Unreachable in practice (getrandom on 8 bytes does not fail once
+        // the pool is initialised); fall back to time and pid, which is still
+        // unique enough together with O_EXCL.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        x = t ^ ((std::process::id() as u64) << 32);
+    }
+    x
+}
+
+/// RAII wrapper around a raw file descriptor used during creation/attach.
+struct Fd(libc::c_int);
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        // SAFETY: we own this descriptor and close it exactly once.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+fn open_path(path: &Path, flags: libc::c_int, mode: libc::mode_t, op: &'static str) -> Result<Fd> {
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::Config {
+        var: env::SHM_NAME,
+        value: path.display().to_string(),
+        reason: "the path contains a NUL byte".into(),
+    })?;
+    // SAFETY: `c` is a valid NUL-terminated path; open has no other
+    // memory-safety preconditions.
+    let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC, mode as libc::c_uint) };
+    if fd < 0 {
+        return Err(last_os_error(op, path));
+    }
+    Ok(Fd(fd))
+}
+
+fn fallocate(fd: libc::c_int, offset: usize, len: usize) -> std::io::Result<()> {
+    loop {
+        // SAFETY: fallocate only touches the file behind `fd`; mode 0
+        // allocates backing without changing the file size.
+        let r = unsafe { libc::fallocate(fd, 0, offset as libc::off_t, len as libc::off_t) };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+impl SegmentFile {
+    /// Creates the segment file for a job: `O_EXCL`, mode 0600, sparse size,
+    /// header backed and initialised, magic published last.
+    pub fn create(spec: &SegmentSpec, job: &str) -> Result<SegmentFile> {
+        spec.validate()?;
+        let total_len = spec.total_len().expect("validated");
+        // SAFETY: getuid cannot fail and has no preconditions.
+        let uid = unsafe { libc::getuid() };
+        let job: String = job
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let path = spec
+            .dir
+            .join(format!("hmpi-{uid}-{job}-{:016x}", random_u64()));
+        let fd = open_path(
+            &path,
+            libc::O_RDWR | libc::O_CREAT | libc::O_EXCL,
+            0o600,
+            "create segment file",
+        )?;
+        let file = SegmentFile { path };
+        // The mode given to open is filtered by the umask; make it exact.
+        // SAFETY: `fd` is an open descriptor we own.
+        if unsafe { libc::fchmod(fd.0, 0o600) } != 0 {
+            return Err(last_os_error("set the mode of", &file.path));
+        }
+        // SAFETY: as above; ftruncate only changes the file's size.
+        if unsafe { libc::ftruncate(fd.0, total_len as libc::off_t) } != 0 {
+            return Err(last_os_error("size segment file", &file.path));
+        }
+        fallocate(fd.0, 0, HEADER_LEN).map_err(io_err("reserve the header of", &file.path))?;
+        // Map just the header, anywhere, to initialise it in place.
+        // SAFETY: a fresh shared mapping of a range of our own file; no
+        // existing memory is affected (no MAP_FIXED).
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                HEADER_LEN,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.0,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(last_os_error("map the header of", &file.path));
+        }
+        let h = p as *mut SegmentHeader;
+        // SAFETY: `h` points to HEADER_LEN bytes of zeroed, writable, shared
+        // memory that nobody else has mapped yet (the file name is new and
+        // its magic is not published); the header fits (asserted above).
+        unsafe {
+            (*h).version = VERSION;
+            (*h).ranks = spec.ranks;
+            (*h).base = spec.base as u64;
+            (*h).total_len = total_len as u64;
+            (*h).arena_len = spec.arena_len_rounded() as u64;
+            (*h).creator_pid = std::process::id();
+            // SYNC POINT: Release publishes the fields above to attachers,
+            // which check the magic with Acquire.
+            (*h).magic.store(MAGIC, Ordering::Release);
+            libc::munmap(p, HEADER_LEN);
+        }
+        Ok(file)
+    }
+
+    /// The file's path (what ranks receive in `HMPI_SHM_NAME`).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Removes the file now; a file already unlinked by the ranks is fine.
+    pub fn remove(&self) -> Result<()> {
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_err("remove segment file", &self.path)(e)),
+        }
+    }
+}
+
+impl Drop for SegmentFile {
+    fn drop(&mut self) {
+        let _ = self.remove();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The attached segment of this process.
+
+static HEADER: std::sync::atomic::AtomicPtr<SegmentHeader> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+static LOCAL_RANK: AtomicU32 = AtomicU32::new(0);
+static SEG_FD: AtomicI32 = AtomicI32::new(-1);
+/// [start, end) of the mapping, for the allocator's address checks.
+static SEG_START: AtomicUsize = AtomicUsize::new(0);
+static SEG_END: AtomicUsize = AtomicUsize::new(0);
+
+/// This process's handle to the attached node segment.
+#[derive(Clone, Copy)]
+pub struct Segment {
+    header: &'static SegmentHeader,
+    local_rank: u32,
+}
+
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Segment")
+            .field("base", &format_args!("{:#x}", self.base()))
+            .field("len", &self.len())
+            .field("ranks", &self.ranks())
+            .field("local_rank", &self.local_rank)
+            .finish()
+    }
+}
+
+/// Is `addr` inside the attached segment? `false` when none is attached.
+#[inline]
+pub fn contains(addr: usize) -> bool {
+    // Relaxed: the bounds are written before HEADER is published and never
+    // change afterwards; a stale zero only sends an address to the system
+    // allocator's path, which happens only for memory from before the
+    // attach (none of the segment's memory can reach a thread before the
+    // Release store that publishes the attach).
+    addr.wrapping_sub(SEG_START.load(Ordering::Relaxed))
+        < SEG_END
+            .load(Ordering::Relaxed)
+            .wrapping_sub(SEG_START.load(Ordering::Relaxed))
+}
+
+impl Segment {
+    /// Maps the segment at `path` as local rank `local_rank` of `local_size`.
+    ///
+    /// Checks the header (magic, version, rank count, sizes), maps the whole
+    /// file at the recorded base with `MAP_FIXED_NOREPLACE`, counts this
+    /// rank as attached and, if it is the last, unlinks the file. A process
+    /// attaches at most once.
+    pub fn attach(path: &Path, local_rank: u32, local_size: u32) -> Result<Segment> {
+        if !HEADER.load(Ordering::Acquire).is_null() {
+            return Err(Error::AlreadyAttached);
+        }
+        let fd = open_path(path, libc::O_RDWR, 0, "open segment file")?;
+        // Read the header through a temporary mapping.
+        // SAFETY: a fresh read-only shared mapping, placed by the kernel.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd.0,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(last_os_error("map the header of", path));
+        }
+        let (magic, version, ranks, base, total_len, arena_len) = {
+            let h = p as *const SegmentHeader;
+            // SAFETY: `h` points to a readable page of the file; the fields
+            // are plain integers and atomics, valid for any bit pattern.
+            // SYNC POINT: Acquire on the magic pairs with the creator's
+            // Release store, so the fields read after it are complete.
+            unsafe {
+                (
+                    (*h).magic.load(Ordering::Acquire),
+                    (*h).version,
+                    (*h).ranks,
+                    (*h).base as usize,
+                    (*h).total_len as usize,
+                    (*h).arena_len as usize,
+                )
+            }
+        };
+        // SAFETY: unmapping the temporary mapping made above.
+        unsafe { libc::munmap(p, 4096) };
+        if magic != MAGIC {
+            return Err(Error::BadHeader(format!(
+                "{} has no hmpi segment magic",
+                path.display()
+            )));
+        }
+        if version != VERSION {
+            return Err(Error::BadHeader(format!(
+                "{} has layout version {version}, this library understands {VERSION}",
+                path.display()
+            )));
+        }
+        if ranks != local_size || local_rank >= ranks {
+            return Err(Error::BadHeader(format!(
+                "{} is made for {ranks} ranks; this process is local rank {local_rank} of {local_size}",
+                path.display()
+            )));
+        }
+        if total_len != HEADER_LEN + ranks as usize * arena_len || base % SEGMENT_ALIGN != 0 {
+            return Err(Error::BadHeader(format!(
+                "{} has inconsistent sizes",
+                path.display()
+            )));
+        }
+        // SAFETY: a shared mapping of our file at `base`; MAP_FIXED_NOREPLACE
+        // refuses (EEXIST) instead of replacing anything already mapped there.
+        let m = unsafe {
+            libc::mmap(
+                base as *mut libc::c_void,
+                total_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_FIXED_NOREPLACE | libc::MAP_NORESERVE,
+                fd.0,
+                0,
+            )
+        };
+        if m == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EEXIST) {
+                return Err(Error::AddressInUse {
+                    base,
+                    len: total_len,
+                });
+            }
+            return Err(io_err("map segment", path)(e));
+        }
+        if m as usize != base {
+            // A kernel older than 4.17 treats the flag as a hint only.
+            // SAFETY: unmapping the mapping we just made elsewhere.
+            unsafe { libc::munmap(m, total_len) };
+            return Err(Error::AddressInUse {
+                base,
+                len: total_len,
+            });
+        }
+        // SAFETY: the mapping at `base` holds the header (checked above) and
+        // stays mapped for the rest of the process's life.
+        let header: &'static SegmentHeader = unsafe { &*(base as *const SegmentHeader) };
+        SEG_START.store(base, Ordering::Relaxed);
+        SEG_END.store(base + total_len, Ordering::Relaxed);
+        LOCAL_RANK.store(local_rank, Ordering::Relaxed);
+        SEG_FD.store(fd.0, Ordering::Relaxed);
+        std::mem::forget(fd); // kept open for `reserve` (valid after unlink)
+        let seg = Segment { header, local_rank };
+        // SYNC POINT: AcqRel: the last attacher must see every other
+        // attacher's increment before it unlinks.
+        if header.attached.fetch_add(1, Ordering::AcqRel) + 1 == ranks {
+            let c = CString::new(path.as_os_str().as_bytes()).expect("checked at open");
+            // SAFETY: unlinking a path; no memory is involved.
+            unsafe { libc::unlink(c.as_ptr()) };
+            header.unlinked.store(1, Ordering::Release);
+        }
+        Ok(seg)
+    }
+
+    /// Makes `seg` the process's segment for [`Segment::current`]. Called
+    /// once the rank's own arena is ready.
+    pub(crate) fn publish_current(seg: &Segment) {
+        // SYNC POINT: Release pairs with the Acquire in `current`: whoever
+        // sees the header also sees the bounds, the rank and the arena set
+        // up before this store.
+        HEADER.store(
+            seg.header as *const SegmentHeader as *mut SegmentHeader,
+            Ordering::Release,
+        );
+    }
+
+    /// The segment this process is attached to, if any.
+    #[inline]
+    pub fn current() -> Option<Segment> {
+        let h = HEADER.load(Ordering::Acquire);
+        if h.is_null() {
+            return None;
+        }
+        Some(Segment {
+            // SAFETY: a non-null HEADER points to the header of a segment
+            // mapped for the rest of the process's life.
+            header: unsafe { &*h },
+            local_rank: LOCAL_RANK.load(Ordering::Relaxed),
+        })
+    }
+
+    /// First address of the segment.
+    pub fn base(&self) -> usize {
+        self.header.base as usize
+    }
+
+    /// Length of the segment in bytes.
+    pub fn len(&self) -> usize {
+        self.header.total_len as usize
+    }
+
+    /// Whether the segment has zero length (never true for a valid segment).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of ranks (arenas) on the node.
+    pub fn ranks(&self) -> u32 {
+        self.header.ranks
+    }
+
+    /// This process's local rank.
+    pub fn local_rank(&self) -> u32 {
+        self.local_rank
+    }
+
+    /// Virtual size of each arena.
+    pub fn arena_len(&self) -> usize {
+        self.header.arena_len as usize
+    }
+
+    /// First address of local rank `rank`'s arena.
+    pub fn arena_base(&self, rank: u32) -> usize {
+        debug_assert!(rank < self.ranks());
+        self.base() + HEADER_LEN + rank as usize * self.arena_len()
+    }
+
+    /// Whether `addr` lies in this segment.
+    pub fn contains(&self, addr: usize) -> bool {
+        addr.wrapping_sub(self.base()) < self.len()
+    }
+
+    /// The local rank whose arena holds `addr`, if `addr` is in an arena.
+    pub fn owner_of(&self, addr: usize) -> Option<u32> {
+        let off = addr.checked_sub(self.base() + HEADER_LEN)?;
+        let r = off / self.arena_len();
+        (r < self.ranks() as usize).then_some(r as u32)
+    }
+
+    /// Reserves backing for `len` bytes at `addr` (inside the segment) with
+    /// `fallocate`, so that touching them cannot raise `SIGBUS`.
+    pub fn reserve(&self, addr: usize, len: usize) -> Result<(), Limit> {
+        debug_assert!(self.contains(addr) && self.contains(addr + len - 1));
+        let fd = SEG_FD.load(Ordering::Relaxed);
+        match fallocate(fd, addr - self.base(), len) {
+            Ok(()) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => Err(Limit::NoSpace),
+            Err(e) => {
+                // Anything else (EIO, EFBIG, EOPNOTSUPP) is as fatal for an
+                // allocation as no space; say what happened on stderr since
+                // the allocator's callers only see a null pointer.
+                crate::diag::write_stderr(&format!(
+                    "hmpi: fallocate on the node segment failed: {e}\n"
+                ));
+                Err(Limit::NoSpace)
+            }
+        }
+    }
+
+    /// Reports an exhausted arena to the caller's error type.
+    pub(crate) fn exhausted(&self, requested: usize, limit: Limit) -> Exhausted {
+        Exhausted {
+            rank: self.local_rank,
+            requested,
+            limit,
+        }
+    }
+
+    fn registry_slot(&self, rank: u32, slot: usize) -> &AtomicU64 {
+        assert!(rank < self.ranks(), "rank {rank} out of range");
+        assert!(slot < REGISTRY_SLOTS, "registry slot {slot} out of range");
+        let p = self.base() + REGISTRY_OFFSET + (rank as usize * REGISTRY_SLOTS + slot) * 8;
+        // SAFETY: the registry lies inside the header region (asserted at
+        // compile time for MAX_RANKS), which is mapped, backed and zeroed
+        // at creation; `p` is 8-byte aligned.
+        unsafe { &*(p as *const AtomicU64) }
+    }
+
+    /// Publishes `value` (non-zero) in this rank's registry `slot`, for the
+    /// layers above to find each other's shared structures.
+    pub fn publish(&self, slot: usize, value: u64) {
+        assert_ne!(value, 0, "zero means 'not published'");
+        // SYNC POINT: Release pairs with `lookup`'s Acquire: whatever the
+        // value points to is initialised before it is visible.
+        self.registry_slot(self.local_rank, slot)
+            .store(value, Ordering::Release);
+    }
+
+    /// The value rank `rank` published in `slot`, or 0 if none yet.
+    pub fn lookup(&self, rank: u32, slot: usize) -> u64 {
+        self.registry_slot(rank, slot).load(Ordering::Acquire)
+    }
+
+    /// Waits until rank `rank` has published in `slot`, then returns it.
+    pub fn wait_lookup(&self, rank: u32, slot: usize) -> u64 {
+        let mut backoff = Backoff::new();
+        loop {
+            let v = self.lookup(rank, slot);
+            if v != 0 {
+                return v;
+            }
+            backoff.snooze();
+        }
+    }
+
+    /// Blocks until every rank of the node has called `barrier`.
+    pub fn barrier(&self) {
+        self.header.barrier.wait(self.ranks());
+    }
+
+    /// Ranks attached so far.
+    pub fn attached(&self) -> u32 {
+        self.header.attached.load(Ordering::Acquire)
+    }
+
+    /// Whether the segment file has been unlinked (all ranks attached).
+    pub fn is_unlinked(&self) -> bool {
+        self.header.unlinked.load(Ordering::Acquire) != 0
+    }
+}
