@@ -1,10 +1,22 @@
-//! Diagnostics that are safe inside the allocator (no allocation).
+//! Diagnostics that are safe inside the allocator: nothing here allocates.
 
-/// Writes `msg` to standard error with one `write(2)` call per chunk.
-/// Used on allocator paths where formatting into a `String` is fine only
-/// if the caller knows it may allocate from the system allocator.
-pub fn write_stderr(msg: &str) {
-    let mut bytes = msg.as_bytes();
+use std::io::Write;
+
+/// Formats into a stack buffer (truncating past 512 bytes) and writes it to
+/// standard error. Safe to call from allocator paths as long as the
+/// arguments' `Display` implementations do not allocate (integers and
+/// string slices do not).
+pub fn write_stderr_fmt(args: std::fmt::Arguments<'_>) {
+    let mut buf = [0u8; 512];
+    let len = {
+        let mut cur = &mut buf[..];
+        let _ = cur.write_fmt(args);
+        512 - cur.len()
+    };
+    write_bytes(&buf[..len]);
+}
+
+fn write_bytes(mut bytes: &[u8]) {
     while !bytes.is_empty() {
         // SAFETY: the pointer and length describe a live byte slice.
         let n = unsafe { libc::write(2, bytes.as_ptr().cast(), bytes.len()) };

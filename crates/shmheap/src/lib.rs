@@ -6,17 +6,29 @@
 //! into the heap means the same thing in every rank, so the layers above can
 //! move data with one copy, or none.
 //!
+//! * [`ShmHeap`] and the functions beside it ([`attach`], [`is_shared`],
+//!   [`owner_of`], [`stats`], …): the allocator;
 //! * [`segment`]: creating and attaching the segment, its header and registry;
+//! * [`size_class`]: the allocator's size classes;
 //! * [`sync`]: process-shared primitives (mutex, MCS lock, MPSC queue,
 //!   barrier, flags and counters) that live in the segment.
 
 #![warn(missing_docs)]
 
+mod arena;
 mod diag;
 pub mod env;
 pub mod error;
+mod heap;
 pub mod segment;
+pub mod size_class;
 pub mod sync;
+mod tcache;
 
-pub use error::{Error, Result};
+pub use arena::ArenaStats;
+pub use error::{Error, Exhausted, Limit, Result};
+pub use heap::{
+    attach, attach_from_env, drain_remote_frees, flush_thread_cache, is_attached, is_shared,
+    local_stats, owner_of, stats, usable_size, ShmHeap,
+};
 pub use segment::Segment;

@@ -611,9 +611,11 @@ impl Segment {
             Err(e) => {
                 // Anything else (EIO, EFBIG, EOPNOTSUPP) is as fatal for an
                 // allocation as no space; say what happened on stderr since
-                // the allocator's callers only see a null pointer.
-                crate::diag::write_stderr(&format!(
-                    "hmpi: fallocate on the node segment failed: {e}\n"
+                // the allocator's callers only see a null pointer. No
+                // allocation here: this runs inside the allocator.
+                crate::diag::write_stderr_fmt(format_args!(
+                    "hmpi: fallocate on the node segment failed with errno {}\n",
+                    e.raw_os_error().unwrap_or(0)
                 ));
                 Err(Limit::NoSpace)
             }
