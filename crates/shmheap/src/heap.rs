@@ -175,20 +175,19 @@ pub fn flush_thread_cache() {
 }
 
 /// Allocates in the heap (attached case). `Err` carries the limit hit.
+#[inline]
 fn heap_alloc(arena: &'static Arena, size: usize, align: usize) -> Result<usize, Exhausted> {
-    // SAFETY: own_arena is set only after the segment is attached.
-    let seg = Segment::current().expect("attached");
     let attempt = || -> Result<usize, Limit> {
         match class_for(size, align) {
             Some(class) => {
-                let b = tcache::alloc(arena, &seg, class)?;
+                let b = tcache::alloc(arena, class)?;
                 if class >= FIRST_SINGLE_CLASS {
                     arena.mark_dirty(b);
                 }
                 Ok(b)
             }
             None => {
-                let b = arena.alloc_huge(&seg, size, align)?;
+                let b = arena.alloc_huge(&attached(), size, align)?;
                 arena.mark_dirty(b);
                 Ok(b)
             }
@@ -199,10 +198,15 @@ fn heap_alloc(arena: &'static Arena, size: usize, align: usize) -> Result<usize,
         // Blocks freed by other ranks may make room: reclaim, then retry.
         Err(_) if arena.has_remote_frees() => {
             arena.drain_remote();
-            attempt().map_err(|l| seg.exhausted(size, l))
+            attempt().map_err(|l| attached().exhausted(size, l))
         }
-        Err(l) => Err(seg.exhausted(size, l)),
+        Err(l) => Err(attached().exhausted(size, l)),
     }
+}
+
+/// The attached segment; only called where a heap block or arena exists.
+pub(crate) fn attached() -> Segment {
+    Segment::current().expect("heap memory exists only once the segment is attached")
 }
 
 /// Allocates zeroed memory in the heap, skipping `memset` for memory that
@@ -215,10 +219,9 @@ fn heap_alloc_zeroed(arena: &'static Arena, size: usize, align: usize) -> Result
         unsafe { ptr::write_bytes(b as *mut u8, 0, size) };
         return Ok(b);
     }
-    let seg = Segment::current().expect("attached");
     let b = match class_for(size, align) {
-        Some(class) => tcache::alloc(arena, &seg, class),
-        None => arena.alloc_huge(&seg, size, align),
+        Some(class) => tcache::alloc(arena, class),
+        None => arena.alloc_huge(&attached(), size, align),
     };
     let b = match b {
         Ok(b) => b,
@@ -241,24 +244,27 @@ fn heap_alloc_zeroed(arena: &'static Arena, size: usize, align: usize) -> Result
     Ok(b)
 }
 
-/// Frees a heap address (`addr` inside the segment).
-fn heap_free(seg: &Segment, addr: usize) {
-    let Some(arena) = arena_of(seg, addr) else {
-        crate::diag::write_stderr_fmt(format_args!(
+/// Frees a block of the caller's own arena (`own.contains(addr)`).
+#[inline]
+fn free_own(own: &'static Arena, addr: usize) {
+    match own.kind_class(addr) {
+        (KIND_CLASS, class) => tcache::free(own, class, addr),
+        (KIND_HUGE, _) => own.free_huge(addr),
+        (kind, _) => crate::diag::write_stderr_fmt(format_args!(
+            "hmpi: free of {addr:#x}, which is not a live block (page kind {kind})\n"
+        )),
+    }
+}
+
+/// Frees a heap address outside the caller's own arena.
+#[cold]
+fn free_remote(addr: usize) {
+    let seg = attached();
+    match arena_of(&seg, addr) {
+        Some(arena) => arena.remote_push(addr),
+        None => crate::diag::write_stderr_fmt(format_args!(
             "hmpi: free of {addr:#x}, which is in the node segment but not in an arena's data\n"
-        ));
-        return;
-    };
-    if seg.owner_of(addr) == Some(seg.local_rank()) {
-        match arena.kind_class(addr) {
-            (KIND_CLASS, class) => tcache::free(arena, class, addr),
-            (KIND_HUGE, _) => arena.free_huge(addr),
-            (kind, _) => crate::diag::write_stderr_fmt(format_args!(
-                "hmpi: free of {addr:#x}, which is not a live block (page kind {kind})\n"
-            )),
-        }
-    } else {
-        arena.remote_push(addr);
+        )),
     }
 }
 
@@ -324,11 +330,11 @@ unsafe impl GlobalAlloc for ShmHeap {
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         let addr = ptr as usize;
-        if segment::contains(addr) {
-            heap_free(&Segment::current().expect("attached"), addr);
-        } else {
+        match own_arena() {
+            Some(own) if own.contains(addr) => free_own(own, addr),
+            _ if segment::contains(addr) => free_remote(addr),
             // SAFETY: memory outside the segment came from System.
-            unsafe { System.dealloc(ptr, layout) }
+            _ => unsafe { System.dealloc(ptr, layout) },
         }
     }
 
@@ -352,7 +358,7 @@ unsafe impl GlobalAlloc for ShmHeap {
             // SAFETY: memory outside the segment came from System.
             return unsafe { System.realloc(ptr, layout, new_size) };
         }
-        let seg = Segment::current().expect("attached");
+        let seg = attached();
         let Some(arena) = arena_of(&seg, addr) else {
             return ptr::null_mut();
         };

@@ -46,6 +46,10 @@ pub const fn class_of(size: usize) -> usize {
 /// The block size of class `class`.
 #[inline]
 pub const fn class_size(class: usize) -> usize {
+    CLASS_SIZES[class]
+}
+
+const fn compute_class_size(class: usize) -> usize {
     if class < 8 {
         16 * (class + 1)
     } else {
@@ -74,7 +78,32 @@ pub const fn span_blocks(class: usize) -> usize {
 }
 
 /// How many blocks of class `class` one thread may keep cached.
+#[inline]
 pub const fn cache_capacity(class: usize) -> usize {
+    CACHE_CAPACITY[class]
+}
+
+const CLASS_SIZES: [usize; NCLASSES] = {
+    let mut t = [0; NCLASSES];
+    let mut c = 0;
+    while c < NCLASSES {
+        t[c] = compute_class_size(c);
+        c += 1;
+    }
+    t
+};
+
+const CACHE_CAPACITY: [usize; NCLASSES] = {
+    let mut t = [0; NCLASSES];
+    let mut c = 0;
+    while c < NCLASSES {
+        t[c] = compute_cache_capacity(c);
+        c += 1;
+    }
+    t
+};
+
+const fn compute_cache_capacity(class: usize) -> usize {
     let c = (256 << 10) / class_size(class);
     if c < 2 {
         2

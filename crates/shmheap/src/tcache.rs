@@ -16,7 +16,6 @@
 
 use crate::arena::{next_of, set_next, Arena, Chain};
 use crate::error::Limit;
-use crate::segment::Segment;
 use crate::size_class::{cache_capacity, class_size, NCLASSES};
 use crate::sync::mutex::RawShmMutex;
 use std::cell::{Cell, UnsafeCell};
@@ -168,7 +167,7 @@ fn start_thread() -> bool {
 
 /// Allocates one block of `class`.
 #[inline]
-pub(crate) fn alloc(arena: &Arena, seg: &Segment, class: usize) -> Result<usize, Limit> {
+pub(crate) fn alloc(arena: &Arena, class: usize) -> Result<usize, Limit> {
     with_cache(|tc| {
         let bin = &mut tc.bins[class];
         if bin.head != 0 {
@@ -179,21 +178,20 @@ pub(crate) fn alloc(arena: &Arena, seg: &Segment, class: usize) -> Result<usize,
             tc.add_cached(-(class_size(class) as isize));
             Ok(b)
         } else {
-            refill(arena, seg, tc, class)
+            refill(arena, tc, class)
         }
     })
-    .unwrap_or_else(|| arena.class_take(seg, class, 1).map(|c| c.head))
+    .unwrap_or_else(|| {
+        arena
+            .class_take(&crate::heap::attached(), class, 1)
+            .map(|c| c.head)
+    })
 }
 
 #[cold]
-fn refill(
-    arena: &Arena,
-    seg: &Segment,
-    tc: &mut ThreadCache,
-    class: usize,
-) -> Result<usize, Limit> {
+fn refill(arena: &Arena, tc: &mut ThreadCache, class: usize) -> Result<usize, Limit> {
     let want = (cache_capacity(class) / 2).max(1);
-    let chain = arena.class_take(seg, class, want)?;
+    let chain = arena.class_take(&crate::heap::attached(), class, want)?;
     let first = chain.head;
     // SAFETY: the chain's blocks are ours.
     let rest = unsafe { next_of(first) };
