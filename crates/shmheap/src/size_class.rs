@@ -32,7 +32,7 @@ pub const fn class_of(size: usize) -> usize {
         if size == 0 {
             0
         } else {
-            (size + 15) / 16 - 1
+            size.div_ceil(16) - 1
         }
     } else {
         // 2^k < size <= 2^(k+1), four classes between them.
@@ -69,7 +69,7 @@ pub const fn span_pages(class: usize) -> usize {
     } else {
         PAGE
     };
-    (bytes + PAGE - 1) / PAGE
+    bytes.div_ceil(PAGE)
 }
 
 /// Blocks in one span of class `class`.

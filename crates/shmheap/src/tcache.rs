@@ -135,10 +135,8 @@ pub(crate) fn cached_bytes() -> usize {
 #[inline]
 fn with_cache<R>(f: impl FnOnce(&mut ThreadCache) -> R) -> Option<R> {
     let state = STATE.try_with(|s| s.get()).unwrap_or(DEAD);
-    if state != LIVE {
-        if state != UNINIT || !start_thread() {
-            return None;
-        }
+    if state != LIVE && (state != UNINIT || !start_thread()) {
+        return None;
     }
     CACHE
         .try_with(|c| {

@@ -25,11 +25,8 @@ fn fill(p: *mut u8, len: usize, seed: u8) {
 fn check(p: *const u8, len: usize, seed: u8) {
     for i in 0..len {
         // SAFETY: the caller's block has `len` bytes.
-        assert_eq!(
-            unsafe { *p.add(i) },
-            seed.wrapping_add(i as u8),
-            "byte {i} of {len}"
-        );
+        let v = unsafe { *p.add(i) };
+        assert_eq!(v, seed.wrapping_add(i as u8), "byte {i} of {len}");
     }
 }
 
