@@ -1,0 +1,315 @@
+//! `hmpirun`: runs N ranks of a program on this node.
+//!
+//! ```text
+//! hmpirun -n N [--bind-to core|none] [--tag-output] [--timeout SECS] [--] PROGRAM [ARGS...]
+//! ```
+//!
+//! Exits with the job's exit code ([`hmpi_core::launch::JobReport::exit_code`]):
+//! 0, the first failing rank's status, 124 on timeout, 128 + signal when
+//! interrupted; 2 on bad usage, 126/127 when the program cannot be run.
+//!
+//! # Example
+//! ```text
+//! $ hmpirun -n 2 --tag-output sh -c 'echo hello from $HMPI_RANK'
+//! [0] hello from 0
+//! [1] hello from 1
+//! ```
+
+use hmpi_core::env;
+use hmpi_core::launch::{allowed_cpus, Bind, LaunchError, Launcher};
+use std::ffi::OsString;
+use std::time::Duration;
+
+const USAGE: &str = "\
+Usage: hmpirun -n N [OPTIONS] [--] PROGRAM [ARGS...]
+
+Runs N ranks of PROGRAM on this node, sharing one node heap.
+
+Options:
+  -n, -np, --np N        number of ranks (required)
+  --bind-to core|none    bind rank i to the i-th allowed CPU, or not at all
+                         (default: core if N <= allowed CPUs, else none)
+  --tag-output           prefix every output line with [rank]
+  --timeout SECS         end the job after SECS seconds (exit code 124);
+                         default $HMPI_TIMEOUT, 0 for no limit
+  -h, --help             print this help
+  -V, --version          print the version
+
+Everything after PROGRAM is passed to it unchanged.";
+
+/// What the command line asks for.
+#[derive(Debug, PartialEq)]
+enum Cli {
+    Help,
+    Version,
+    Run(Options),
+}
+
+#[derive(Debug, PartialEq)]
+struct Options {
+    ranks: u32,
+    bind: Option<Bind>,
+    tag_output: bool,
+    timeout: Option<Duration>,
+    program: OsString,
+    args: Vec<OsString>,
+}
+
+fn parse_ranks(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!(
+            "invalid number of ranks {s:?}: expected a positive integer"
+        )),
+    }
+}
+
+fn parse_timeout(s: &str, source: &str) -> Result<Option<Duration>, String> {
+    match env::parse_seconds(s) {
+        Some(d) if d.is_zero() => Ok(None),
+        Some(d) => Ok(Some(d)),
+        None => Err(format!(
+            "invalid timeout {s:?} in {source}: expected seconds, such as 30 or 2.5"
+        )),
+    }
+}
+
+/// Parses the arguments after the program name. `env_timeout` is the value
+/// of `HMPI_TIMEOUT`, if set.
+fn parse(args: Vec<OsString>, env_timeout: Option<&str>) -> Result<Cli, String> {
+    let mut ranks = None;
+    let mut bind = None;
+    let mut tag_output = false;
+    let mut timeout = None;
+    let mut it = args.into_iter();
+    let mut program = None;
+    while let Some(arg) = it.next() {
+        let Some(s) = arg.to_str() else {
+            // Not UTF-8: not one of our options, so it is the program.
+            program = Some(arg);
+            break;
+        };
+        if s == "--" {
+            program = it.next();
+            if program.is_none() {
+                return Err("missing PROGRAM after '--'".into());
+            }
+            break;
+        }
+        if !s.starts_with('-') || s == "-" {
+            program = Some(arg);
+            break;
+        }
+        let (name, inline) = match s.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (s, None),
+        };
+        let value = |it: &mut std::vec::IntoIter<OsString>| -> Result<String, String> {
+            if let Some(v) = &inline {
+                return Ok(v.clone());
+            }
+            match it.next() {
+                Some(v) => v
+                    .into_string()
+                    .map_err(|v| format!("invalid value {v:?} for {name}")),
+                None => Err(format!("option {name} needs a value")),
+            }
+        };
+        match name {
+            "-h" | "--help" => return Ok(Cli::Help),
+            "-V" | "--version" => return Ok(Cli::Version),
+            "-n" | "-np" | "--np" | "--n" => ranks = Some(parse_ranks(&value(&mut it)?)?),
+            "--bind-to" => {
+                bind = Some(match value(&mut it)?.as_str() {
+                    "core" => Bind::Core,
+                    "none" => Bind::None,
+                    other => {
+                        return Err(format!(
+                            "invalid value {other:?} for --bind-to: expected core or none"
+                        ))
+                    }
+                })
+            }
+            "--tag-output" if inline.is_none() => tag_output = true,
+            "--timeout" => timeout = Some(parse_timeout(&value(&mut it)?, "--timeout")?),
+            _ => return Err(format!("unknown option {s:?}")),
+        }
+    }
+    let Some(program) = program else {
+        return Err("missing PROGRAM".into());
+    };
+    let Some(ranks) = ranks else {
+        return Err("missing the number of ranks (-n N)".into());
+    };
+    let timeout = match (timeout, env_timeout) {
+        (Some(t), _) => t,
+        (None, Some(v)) => parse_timeout(v, env::TIMEOUT)?,
+        (None, None) => None,
+    };
+    Ok(Cli::Run(Options {
+        ranks,
+        bind,
+        tag_output,
+        timeout,
+        program,
+        args: it.collect(),
+    }))
+}
+
+fn usage_error(msg: &str) -> ! {
+    eprintln!("hmpirun: {msg}\n\n{USAGE}");
+    std::process::exit(2);
+}
+
+fn main() {
+    let env_timeout = match std::env::var(env::TIMEOUT) {
+        Ok(v) => Some(v),
+        Err(std::env::VarError::NotPresent) => None,
+        Err(std::env::VarError::NotUnicode(v)) => {
+            usage_error(&format!("invalid value {v:?} for {}", env::TIMEOUT))
+        }
+    };
+    let opts = match parse(
+        std::env::args_os().skip(1).collect(),
+        env_timeout.as_deref(),
+    ) {
+        Ok(Cli::Help) => {
+            println!("{USAGE}");
+            return;
+        }
+        Ok(Cli::Version) => {
+            println!("hmpirun {}", env!("CARGO_PKG_VERSION"));
+            return;
+        }
+        Ok(Cli::Run(opts)) => opts,
+        Err(msg) => usage_error(&msg),
+    };
+    let bind = opts.bind.unwrap_or_else(|| {
+        if opts.ranks as usize <= allowed_cpus().len() {
+            Bind::Core
+        } else {
+            Bind::None
+        }
+    });
+    let mut launcher = Launcher::new(opts.program, opts.ranks)
+        .args(opts.args)
+        .bind(bind)
+        .tag_output(opts.tag_output);
+    if let Some(t) = opts.timeout {
+        launcher = launcher.timeout(t);
+    }
+    match launcher.run() {
+        Ok(report) => std::process::exit(report.exit_code()),
+        Err(e) => {
+            eprintln!("hmpirun: {e}");
+            let code = match &e {
+                LaunchError::InvalidArgument(_) => 2,
+                LaunchError::Spawn { source, .. } => match source.kind() {
+                    std::io::ErrorKind::NotFound => 127,
+                    std::io::ErrorKind::PermissionDenied => 126,
+                    _ => 1,
+                },
+                _ => 1,
+            };
+            std::process::exit(code);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &[&str]) -> Vec<OsString> {
+        s.iter().map(OsString::from).collect()
+    }
+
+    fn run(s: &[&str]) -> Options {
+        match parse(args(s), None) {
+            Ok(Cli::Run(o)) => o,
+            other => panic!("{s:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn forms_of_the_rank_count() {
+        for form in [
+            &["-n", "4", "prog"][..],
+            &["-np", "4", "prog"],
+            &["--np", "4", "prog"],
+            &["-n=4", "prog"],
+            &["--np=4", "prog"],
+        ] {
+            assert_eq!(run(form).ranks, 4, "{form:?}");
+        }
+    }
+
+    #[test]
+    fn everything_after_the_program_is_its_own() {
+        let o = run(&[
+            "-n",
+            "2",
+            "--tag-output",
+            "--",
+            "prog",
+            "-n",
+            "--timeout",
+            "x",
+        ]);
+        assert!(o.tag_output);
+        assert_eq!(o.program, "prog");
+        assert_eq!(o.args, args(&["-n", "--timeout", "x"]));
+        let o = run(&[
+            "--bind-to",
+            "none",
+            "--timeout=2.5",
+            "-n",
+            "1",
+            "prog",
+            "--",
+            "-h",
+        ]);
+        assert_eq!(o.bind, Some(Bind::None));
+        assert_eq!(o.timeout, Some(Duration::from_millis(2500)));
+        assert_eq!(o.args, args(&["--", "-h"]));
+    }
+
+    #[test]
+    fn timeouts() {
+        let o = match parse(args(&["-n", "1", "p"]), Some("7")) {
+            Ok(Cli::Run(o)) => o,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(o.timeout, Some(Duration::from_secs(7)));
+        // The option wins over the variable; 0 means no limit.
+        let o = match parse(args(&["-n", "1", "--timeout", "0", "p"]), Some("7")) {
+            Ok(Cli::Run(o)) => o,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(o.timeout, None);
+        let e = parse(args(&["-n", "1", "p"]), Some("soon")).unwrap_err();
+        assert!(e.contains("HMPI_TIMEOUT"), "{e}");
+    }
+
+    #[test]
+    fn bad_usage() {
+        for (line, needle) in [
+            (&[][..], "missing PROGRAM"),
+            (&["prog"], "-n N"),
+            (&["-n", "0", "prog"], "positive integer"),
+            (&["-n", "x", "prog"], "positive integer"),
+            (&["-n"], "needs a value"),
+            (&["-n", "2", "--bind-to", "socket", "p"], "core or none"),
+            (&["-n", "2", "--frobnicate", "p"], "unknown option"),
+            (&["-n", "2", "--"], "missing PROGRAM"),
+            (&["-n", "2", "--timeout", "-1", "p"], "invalid timeout"),
+        ] {
+            let e = parse(args(line), None).unwrap_err();
+            assert!(e.contains(needle), "{line:?}: {e}");
+        }
+        assert_eq!(
+            parse(args(&["-n", "2", "--help", "p"]), None),
+            Ok(Cli::Help)
+        );
+    }
+}

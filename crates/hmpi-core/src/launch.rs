@@ -1,0 +1,874 @@
+//! The job launcher: starts the ranks of a job on this node, watches them,
+//! and tears the job down when a rank fails, time runs out, or the launcher
+//! is interrupted. The `hmpirun` binary is a thin command line over
+//! [`Launcher`]; tests and benchmarks use it directly.
+//!
+//! A run goes like this:
+//!
+//! 1. the node segment is created ([`SegmentFile::create`]) under a fresh job
+//!    id `<launcher pid>-<random hex>`;
+//! 2. every rank is spawned in its own process group, optionally bound to
+//!    one CPU, with `PR_SET_PDEATHSIG` so that it dies with the launcher,
+//!    and with the job's variables ([`crate::env`]);
+//! 3. the launcher sleeps in `poll(2)` on a self-pipe that `SIGCHLD`,
+//!    `SIGINT`, `SIGTERM` and `SIGHUP` write to, and reaps each rank with
+//!    `waitpid(pid, WNOHANG)`, so that concurrent jobs in one process never
+//!    take each other's children;
+//! 4. on the first failure (a non-zero exit or a death by signal), on the
+//!    timeout, or on a signal (which is forwarded), every remaining rank's
+//!    group gets `SIGTERM` (or the forwarded signal), then `SIGKILL` after
+//!    one second;
+//! 5. once every rank is reaped, stray members of the ranks' groups are
+//!    killed, the output threads are joined and the segment file is removed.
+//!
+//! No rank outlives [`Launcher::run`] on any path, including a failed spawn
+//! of rank k after ranks 0..k started.
+//!
+//! Output: by default the ranks share the launcher's stdout and stderr. With
+//! [`Launcher::tag_output`] each line is prefixed with `[rank] `; with
+//! [`Launcher::capture_output`] the streams are collected into the
+//! [`RankReport`]s instead (and the launcher prints nothing itself). Rank 0
+//! inherits the launcher's stdin unless it is a terminal (a rank is not in
+//! the terminal's foreground group, so reading it would stop the rank); the
+//! other ranks read from `/dev/null`.
+//!
+//! # Example
+//! ```
+//! use std::time::Duration;
+//! use hmpi_core::launch::{Launcher, RankStatus};
+//!
+//! let report = Launcher::new("/bin/sh", 3)
+//!     .args(["-c", "[ $HMPI_RANK != 1 ] || exit 3; sleep 30"])
+//!     .timeout(Duration::from_secs(20))
+//!     .capture_output(true)
+//!     .run()
+//!     .unwrap();
+//! assert_eq!(report.first_failure, Some(1));
+//! assert_eq!(report.ranks[1].status, RankStatus::Exited(3));
+//! assert_eq!(report.ranks[0].status, RankStatus::Killed);
+//! assert_eq!(report.exit_code(), 3);
+//! ```
+
+mod output;
+mod signals;
+
+pub use signals::signal_name;
+
+use crate::env;
+use output::{Pumps, Sink, Stream};
+use shmheap::segment::{SegmentFile, SegmentSpec, MAX_RANKS};
+use signals::Registration;
+use std::ffi::OsString;
+use std::fmt;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long ranks get between `SIGTERM` (or a forwarded signal) and `SIGKILL`.
+pub const KILL_GRACE: Duration = Duration::from_secs(1);
+/// How long the launcher waits for the ranks' output after the job.
+const OUTPUT_GRACE: Duration = Duration::from_secs(1);
+/// The exit code of a job that ran out of time (as `timeout(1)`).
+pub const TIMEOUT_EXIT_CODE: i32 = 124;
+
+/// CPU binding of the ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bind {
+    /// Rank `i` runs on the `i`-th CPU of the launcher's allowed set
+    /// (modulo its size).
+    Core,
+    /// Ranks may run on any CPU the launcher may use.
+    None,
+}
+
+/// A job to launch: the program, its arguments and the number of ranks.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Launcher {
+    program: PathBuf,
+    ranks: u32,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    bind: Bind,
+    tag_output: bool,
+    capture_output: bool,
+    timeout: Option<Duration>,
+    spec: Option<SegmentSpec>,
+    fail_spawn_at: Option<u32>,
+}
+
+impl Launcher {
+    /// A job of `ranks` copies of `program` (looked up in `PATH` unless it
+    /// contains a `/`), without arguments, binding, tagging, capture or
+    /// time limit.
+    pub fn new(program: impl Into<PathBuf>, ranks: u32) -> Self {
+        Launcher {
+            program: program.into(),
+            ranks,
+            args: Vec::new(),
+            env: Vec::new(),
+            bind: Bind::None,
+            tag_output: false,
+            capture_output: false,
+            timeout: None,
+            spec: None,
+            fail_spawn_at: None,
+        }
+    }
+
+    /// Appends arguments for the program.
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Appends one argument for the program.
+    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Sets an environment variable for every rank. The job's own variables
+    /// ([`crate::env`]) cannot be overridden.
+    pub fn env(mut self, key: impl Into<OsString>, val: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), val.into()));
+        self
+    }
+
+    /// Sets the CPU binding (default [`Bind::None`]).
+    pub fn bind(mut self, bind: Bind) -> Self {
+        self.bind = bind;
+        self
+    }
+
+    /// Prefixes every output line with `[rank] ` (ignored when capturing).
+    pub fn tag_output(mut self, on: bool) -> Self {
+        self.tag_output = on;
+        self
+    }
+
+    /// Ends the job after `limit` (exit code 124). Zero means no limit.
+    pub fn timeout(mut self, limit: Duration) -> Self {
+        self.timeout = (!limit.is_zero()).then_some(limit);
+        self
+    }
+
+    /// Collects each rank's stdout and stderr into its [`RankReport`]
+    /// instead of forwarding them; the launcher's own messages are not
+    /// printed either.
+    pub fn capture_output(mut self, on: bool) -> Self {
+        self.capture_output = on;
+        self
+    }
+
+    /// Overrides the segment's spec (default: [`SegmentSpec::from_env`]).
+    /// Its `ranks` is replaced by the job's.
+    pub fn spec(mut self, spec: SegmentSpec) -> Self {
+        self.spec = Some(spec);
+        self
+    }
+
+    /// For tests: spawning rank `rank` fails, after a short pause that lets
+    /// the ranks before it start.
+    #[doc(hidden)]
+    pub fn inject_spawn_failure(mut self, rank: u32) -> Self {
+        self.fail_spawn_at = Some(rank);
+        self
+    }
+
+    /// Runs the job to its end and reports how each rank ended.
+    ///
+    /// Errors are the launcher's own (bad arguments, the segment, spawning);
+    /// a failing rank is reported in the [`JobReport`]. The calling thread
+    /// must stay alive until `run` returns (it does: `run` blocks), since
+    /// ranks are killed when the thread that spawned them exits.
+    pub fn run(&self) -> Result<JobReport, LaunchError> {
+        if self.ranks == 0 || self.ranks > MAX_RANKS {
+            return Err(LaunchError::InvalidArgument(format!(
+                "the number of ranks must be between 1 and {MAX_RANKS}, not {}",
+                self.ranks
+            )));
+        }
+        if self.program.as_os_str().is_empty() {
+            return Err(LaunchError::InvalidArgument(
+                "the program name is empty".into(),
+            ));
+        }
+        let mut spec = match &self.spec {
+            Some(spec) => spec.clone(),
+            None => SegmentSpec::from_env(self.ranks)?,
+        };
+        spec.ranks = self.ranks;
+        let cpus = match self.bind {
+            Bind::Core => allowed_cpus(),
+            Bind::None => Vec::new(),
+        };
+        let start = Instant::now();
+        let job_id = new_job_id();
+        // Declared first, dropped last: after every rank is reaped.
+        let segment = SegmentFile::create(&spec, &job_id)?;
+        let wake = Registration::new().map_err(|source| LaunchError::Io {
+            op: "install the launcher's signal handlers",
+            source,
+        })?;
+        let pumps = Pumps::new().map_err(|source| LaunchError::Io {
+            op: "create a pipe",
+            source,
+        })?;
+        let mut job = Job {
+            procs: Vec::with_capacity(self.ranks as usize),
+            pumps,
+            cause: None,
+            quiet: self.capture_output,
+        };
+        for rank in 0..self.ranks {
+            let cpu = (!cpus.is_empty()).then(|| cpus[rank as usize % cpus.len()]);
+            if let Err(e) = self.spawn(&mut job, rank, &job_id, segment.path(), cpu) {
+                job.abort();
+                return Err(e);
+            }
+        }
+        // A limit too far to represent is no limit.
+        let deadline = self.timeout.and_then(|t| start.checked_add(t));
+        job.monitor(&wake, deadline, self.timeout);
+        job.kill_strays();
+        let mut ranks: Vec<RankReport> = job
+            .procs
+            .iter()
+            .enumerate()
+            .map(|(rank, p)| RankReport {
+                rank: rank as u32,
+                status: p.status.clone().unwrap_or(RankStatus::Killed),
+                stdout: Vec::new(),
+                stderr: Vec::new(),
+            })
+            .collect();
+        for (rank, stream, bytes) in job.pumps.finish(OUTPUT_GRACE) {
+            let r = &mut ranks[rank as usize];
+            match stream {
+                Stream::Stdout => r.stdout = bytes,
+                Stream::Stderr => r.stderr = bytes,
+            }
+        }
+        let cause = job.cause;
+        drop(job);
+        drop(wake);
+        let segment_path = segment.path().to_path_buf();
+        drop(segment); // removes the file
+        Ok(JobReport {
+            ranks,
+            first_failure: match cause {
+                Some(Cause::Failure(rank)) => Some(rank),
+                _ => None,
+            },
+            timed_out: matches!(cause, Some(Cause::Timeout)),
+            interrupted: match cause {
+                Some(Cause::Interrupt(sig)) => Some(sig),
+                _ => None,
+            },
+            job: job_id,
+            segment: segment_path,
+            elapsed: start.elapsed(),
+        })
+    }
+
+    /// Starts rank `rank` and its output pumps.
+    fn spawn(
+        &self,
+        job: &mut Job,
+        rank: u32,
+        job_id: &str,
+        segment: &Path,
+        cpu: Option<usize>,
+    ) -> Result<(), LaunchError> {
+        let spawn_error = |source| LaunchError::Spawn {
+            program: self.program.clone(),
+            rank,
+            source,
+        };
+        if self.fail_spawn_at == Some(rank) {
+            std::thread::sleep(Duration::from_millis(200));
+            return Err(spawn_error(io::Error::other("injected failure")));
+        }
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let size = self.ranks.to_string();
+        cmd.env(env::RANK, rank.to_string())
+            .env(env::SIZE, &size)
+            .env(env::LOCAL_RANK, rank.to_string())
+            .env(env::LOCAL_SIZE, &size)
+            .env(env::JOB, job_id)
+            .env(env::SHM_NAME, segment);
+        cmd.process_group(0);
+        // SAFETY: isatty has no memory-safety preconditions.
+        let stdin_is_tty = unsafe { libc::isatty(libc::STDIN_FILENO) } == 1;
+        cmd.stdin(if rank == 0 && !stdin_is_tty {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        });
+        let piped = self.capture_output || self.tag_output;
+        if piped {
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
+        let cpu_set = cpu.map(cpu_set_of);
+        // SAFETY: getpid has no preconditions.
+        let launcher = unsafe { libc::getpid() };
+        // SAFETY: the closure runs in the child between fork and exec and
+        // only makes async-signal-safe system calls (prctl, getppid,
+        // sched_setaffinity); it allocates nothing and touches no lock.
+        unsafe {
+            cmd.pre_exec(move || in_child(launcher, cpu_set.as_ref()));
+        }
+        let mut child = cmd.spawn().map_err(spawn_error)?;
+        job.procs.push(Proc {
+            pid: child.id() as libc::pid_t,
+            status: None,
+        });
+        // `child` is dropped without waiting: `Job` reaps it by pid.
+        if piped {
+            let sink = if self.capture_output {
+                Sink::Capture
+            } else {
+                Sink::Tag
+            };
+            let streams = [
+                (Stream::Stdout, child.stdout.take().map(OwnedFd::from)),
+                (Stream::Stderr, child.stderr.take().map(OwnedFd::from)),
+            ];
+            for (stream, fd) in streams {
+                if let Some(fd) = fd {
+                    job.pumps
+                        .spawn(rank, stream, fd, sink)
+                        .map_err(|source| LaunchError::Io {
+                            op: "start an output thread",
+                            source,
+                        })?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What runs in a rank between fork and exec.
+fn in_child(launcher: libc::pid_t, cpus: Option<&libc::cpu_set_t>) -> io::Result<()> {
+    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number; no memory.
+    if unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    // The launcher may have died before the prctl: then nobody would kill
+    // us. (A parent that died is replaced by a subreaper or init.)
+    // SAFETY: getppid has no preconditions.
+    if unsafe { libc::getppid() } != launcher {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    if let Some(set) = cpus {
+        // Binding is a performance hint: failing to bind (a CPU taken away
+        // by a cgroup change meanwhile) does not fail the rank.
+        // SAFETY: `set` is a valid cpu_set_t of the size passed.
+        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) };
+    }
+    Ok(())
+}
+
+fn cpu_set_of(cpu: usize) -> libc::cpu_set_t {
+    // SAFETY: an all-zero cpu_set_t is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` comes from `allowed_cpus`, so it is below CPU_SETSIZE.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    set
+}
+
+/// The CPUs this process may run on, in increasing order (empty if the
+/// kernel cannot say).
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: an all-zero cpu_set_t is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is writable and of the size passed.
+    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if r != 0 {
+        return Vec::new();
+    }
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `cpu` is below CPU_SETSIZE, the size of `set`.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect()
+}
+
+/// A fresh job id: `<launcher pid>-<random hex>`.
+fn new_job_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    // RandomState is seeded from the OS once per thread and then stepped;
+    // the counter and the clock make ids of one thread differ too.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    // Relaxed: only uniqueness matters.
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    format!("{}-{:08x}", std::process::id(), h.finish() as u32)
+}
+
+/// Why the job is being torn down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    /// This rank failed first.
+    Failure(usize),
+    Timeout,
+    /// The launcher received this signal.
+    Interrupt(i32),
+}
+
+/// One spawned rank.
+struct Proc {
+    pid: libc::pid_t,
+    /// `None` while the rank has not been reaped.
+    status: Option<RankStatus>,
+}
+
+/// The running job. Dropping it kills and reaps every rank still alive.
+struct Job {
+    procs: Vec<Proc>,
+    pumps: Pumps,
+    cause: Option<Cause>,
+    /// Print no messages (output is captured).
+    quiet: bool,
+}
+
+impl Job {
+    fn live(&self) -> impl Iterator<Item = &Proc> {
+        self.procs.iter().filter(|p| p.status.is_none())
+    }
+
+    /// Sends `sig` to the process group of every rank not yet reaped.
+    fn signal_live(&self, sig: i32) {
+        for p in self.live() {
+            // SAFETY: kill has no memory-safety preconditions. The group
+            // id is the rank's pid, which is not reused while the rank is
+            // unreaped.
+            unsafe { libc::kill(-p.pid, sig) };
+        }
+    }
+
+    /// Reaps every rank that has ended (all of them with `block`). Returns
+    /// the ranks reaped.
+    fn reap(&mut self, block: bool) -> Vec<usize> {
+        let mut reaped = Vec::new();
+        let tearing_down = self.cause.is_some();
+        for (i, p) in self.procs.iter_mut().enumerate() {
+            if p.status.is_some() {
+                continue;
+            }
+            let mut status = 0;
+            let flags = if block { 0 } else { libc::WNOHANG };
+            let r = loop {
+                // SAFETY: `status` is a valid out-pointer. Waiting for one
+                // pid never takes another job's child.
+                let r = unsafe { libc::waitpid(p.pid, &mut status, flags) };
+                if r >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                    break r;
+                }
+            };
+            let st = if r == 0 {
+                continue; // still running
+            } else if r < 0 {
+                // ECHILD: someone else reaped it (SIGCHLD ignored, or a
+                // waitpid(-1) elsewhere in the process).
+                RankStatus::Lost
+            } else if tearing_down {
+                RankStatus::Killed
+            } else if libc::WIFSIGNALED(status) {
+                RankStatus::Signaled(libc::WTERMSIG(status))
+            } else {
+                RankStatus::Exited(libc::WEXITSTATUS(status))
+            };
+            p.status = Some(st);
+            reaped.push(i);
+        }
+        reaped
+    }
+
+    fn say(&self, msg: fmt::Arguments<'_>) {
+        if !self.quiet {
+            eprintln!("hmpirun: {msg}");
+        }
+    }
+
+    /// Starts the teardown for `cause`: `sig` to every live rank's group.
+    fn begin_teardown(&mut self, cause: Cause, sig: i32) -> Instant {
+        self.cause = Some(cause);
+        self.signal_live(sig);
+        Instant::now() + KILL_GRACE
+    }
+
+    /// Watches the job until every rank is reaped.
+    fn monitor(&mut self, wake: &Registration, deadline: Option<Instant>, limit: Option<Duration>) {
+        let mut kill_at: Option<Instant> = None;
+        loop {
+            wake.drain();
+            let reaped = self.reap(false);
+            let now = Instant::now();
+            if self.cause.is_none() {
+                let failed = reaped
+                    .into_iter()
+                    .find(|&i| !matches!(self.procs[i].status, Some(RankStatus::Exited(0))));
+                if let Some(i) = failed {
+                    let status = self.procs[i].status.clone().expect("reaped");
+                    self.say(format_args!("rank {i} {status}; terminating the job"));
+                    kill_at = Some(self.begin_teardown(Cause::Failure(i), libc::SIGTERM));
+                }
+            }
+            if let Some(sig) = wake.take_signal() {
+                if self.cause.is_none() {
+                    let name = signal_name(sig).unwrap_or("a signal");
+                    self.say(format_args!("received {name}; terminating the job"));
+                    kill_at = Some(self.begin_teardown(Cause::Interrupt(sig), sig));
+                } else {
+                    // Asked again: stop waiting for the ranks.
+                    kill_at = Some(now);
+                }
+            }
+            if self.cause.is_none() && deadline.is_some_and(|d| now >= d) {
+                let secs = limit.unwrap_or_default().as_secs_f64();
+                self.say(format_args!("timeout after {secs} s; terminating the job"));
+                kill_at = Some(self.begin_teardown(Cause::Timeout, libc::SIGTERM));
+            }
+            if self.live().next().is_none() {
+                return;
+            }
+            if kill_at.is_some_and(|k| now >= k) {
+                self.signal_live(libc::SIGKILL);
+                self.reap(true);
+                return;
+            }
+            let next = match (self.cause.is_none().then_some(deadline).flatten(), kill_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            if let Err(e) = wake.wait(next.map(|t| t.saturating_duration_since(Instant::now()))) {
+                // poll on our own pipe cannot fail in practice; never spin.
+                self.say(format_args!("cannot wait for the ranks: {e}"));
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+
+    /// Kills what is left of the ranks' process groups after they ended:
+    /// descendants that did not exit with their rank.
+    fn kill_strays(&self) {
+        for p in &self.procs {
+            // SAFETY: kill has no memory-safety preconditions. A group id
+            // cannot be reused as a pid while the group has members, and a
+            // reused pid would lead a group only after `setpgid`, so an
+            // empty group gives ESRCH here.
+            unsafe { libc::kill(-p.pid, libc::SIGKILL) };
+        }
+    }
+
+    /// Kills and reaps every rank (a failed spawn, or a panic).
+    fn abort(&mut self) {
+        if self.live().next().is_some() {
+            self.signal_live(libc::SIGKILL);
+            self.reap(true);
+        }
+        self.kill_strays();
+        self.pumps.finish(Duration::ZERO);
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        self.abort();
+    }
+}
+
+/// How one rank ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RankStatus {
+    /// It exited with this status.
+    Exited(i32),
+    /// A signal killed it (not one sent by the launcher).
+    Signaled(i32),
+    /// The launcher terminated it, because another rank failed, time ran
+    /// out, or the launcher was interrupted.
+    Killed,
+    /// Its status was collected by someone else in the launcher's process
+    /// (e.g. `SIGCHLD` set to ignore, or a `waitpid(-1)`), so it is unknown.
+    Lost,
+}
+
+impl RankStatus {
+    /// Whether the rank exited with status 0.
+    pub fn success(&self) -> bool {
+        *self == RankStatus::Exited(0)
+    }
+
+    /// The status as a shell reports it: the exit status, or 128 + signal.
+    pub fn code(&self) -> i32 {
+        match self {
+            RankStatus::Exited(code) => *code,
+            RankStatus::Signaled(sig) => 128 + sig,
+            RankStatus::Killed => 128 + libc::SIGTERM,
+            RankStatus::Lost => 1,
+        }
+    }
+}
+
+impl fmt::Display for RankStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RankStatus::Exited(code) => write!(f, "exited with status {code}"),
+            RankStatus::Signaled(sig) => match signal_name(*sig) {
+                Some(name) => write!(f, "was killed by signal {sig} ({name})"),
+                None => write!(f, "was killed by signal {sig}"),
+            },
+            RankStatus::Killed => write!(f, "was terminated by the launcher"),
+            RankStatus::Lost => write!(f, "ended with an unknown status"),
+        }
+    }
+}
+
+/// What one rank did.
+#[derive(Debug, Clone)]
+pub struct RankReport {
+    /// The rank.
+    pub rank: u32,
+    /// How it ended.
+    pub status: RankStatus,
+    /// Its standard output (only with [`Launcher::capture_output`]).
+    pub stdout: Vec<u8>,
+    /// Its standard error (only with [`Launcher::capture_output`]).
+    pub stderr: Vec<u8>,
+}
+
+/// How a job ended. At most one of `first_failure`, `timed_out` and
+/// `interrupted` is set: the cause of the teardown.
+#[derive(Debug, Clone)]
+pub struct JobReport {
+    /// Every rank, indexed by rank.
+    pub ranks: Vec<RankReport>,
+    /// The rank whose failure ended the job.
+    pub first_failure: Option<usize>,
+    /// The job ran out of time.
+    pub timed_out: bool,
+    /// The launcher received this signal and ended the job.
+    pub interrupted: Option<i32>,
+    /// The job id (`HMPI_JOB`).
+    pub job: String,
+    /// The segment file the ranks were given (`HMPI_SHM_NAME`); removed.
+    pub segment: PathBuf,
+    /// From the start of the launch to the last rank reaped.
+    pub elapsed: Duration,
+}
+
+impl JobReport {
+    /// Whether every rank exited with status 0.
+    pub fn success(&self) -> bool {
+        self.first_failure.is_none()
+            && !self.timed_out
+            && self.interrupted.is_none()
+            && self.ranks.iter().all(|r| r.status.success())
+    }
+
+    /// The launcher's exit code: 0 on success; the first failing rank's
+    /// status (128 + signal if a signal killed it); 124 on timeout; 128 +
+    /// signal if the launcher was interrupted.
+    pub fn exit_code(&self) -> i32 {
+        if let Some(sig) = self.interrupted {
+            128 + sig
+        } else if self.timed_out {
+            TIMEOUT_EXIT_CODE
+        } else if let Some(rank) = self.first_failure {
+            self.ranks[rank].status.code()
+        } else if let Some(r) = self.ranks.iter().find(|r| !r.status.success()) {
+            r.status.code()
+        } else {
+            0
+        }
+    }
+}
+
+/// Why a job could not be launched.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// The job's description is unusable.
+    InvalidArgument(String),
+    /// A rank could not be started. The ranks started before it were killed.
+    Spawn {
+        /// The program.
+        program: PathBuf,
+        /// The rank that failed to start.
+        rank: u32,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// The node segment could not be created.
+    Segment(shmheap::Error),
+    /// A resource of the launcher itself failed.
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The operating system's error.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for LaunchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LaunchError::InvalidArgument(why) => f.write_str(why),
+            LaunchError::Spawn {
+                program,
+                rank,
+                source,
+            } => {
+                let program = program.display();
+                match source.kind() {
+                    io::ErrorKind::NotFound => write!(
+                        f,
+                        "cannot start rank {rank}: program {program:?} not found{}",
+                        if program.to_string().contains('/') {
+                            ""
+                        } else {
+                            " in PATH"
+                        }
+                    ),
+                    io::ErrorKind::PermissionDenied => write!(
+                        f,
+                        "cannot start rank {rank}: program {program:?} is not executable ({source})"
+                    ),
+                    _ => write!(f, "cannot start rank {rank} ({program:?}): {source}"),
+                }
+            }
+            LaunchError::Segment(e) => write!(f, "cannot create the node segment: {e}"),
+            LaunchError::Io { op, source } => write!(f, "cannot {op}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for LaunchError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LaunchError::Spawn { source, .. } | LaunchError::Io { source, .. } => Some(source),
+            LaunchError::Segment(e) => Some(e),
+            LaunchError::InvalidArgument(_) => None,
+        }
+    }
+}
+
+impl From<shmheap::Error> for LaunchError {
+    fn from(e: shmheap::Error) -> Self {
+        LaunchError::Segment(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(statuses: &[RankStatus]) -> JobReport {
+        JobReport {
+            ranks: statuses
+                .iter()
+                .enumerate()
+                .map(|(i, s)| RankReport {
+                    rank: i as u32,
+                    status: s.clone(),
+                    stdout: Vec::new(),
+                    stderr: Vec::new(),
+                })
+                .collect(),
+            first_failure: None,
+            timed_out: false,
+            interrupted: None,
+            job: "j".into(),
+            segment: PathBuf::new(),
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn exit_codes() {
+        let ok = report(&[RankStatus::Exited(0), RankStatus::Exited(0)]);
+        assert!(ok.success());
+        assert_eq!(ok.exit_code(), 0);
+
+        let mut failed = report(&[RankStatus::Killed, RankStatus::Signaled(9)]);
+        failed.first_failure = Some(1);
+        assert!(!failed.success());
+        assert_eq!(failed.exit_code(), 137);
+
+        let mut timed_out = report(&[RankStatus::Killed]);
+        timed_out.timed_out = true;
+        assert_eq!(timed_out.exit_code(), 124);
+
+        let mut interrupted = report(&[RankStatus::Killed]);
+        interrupted.interrupted = Some(libc::SIGINT);
+        assert_eq!(interrupted.exit_code(), 130);
+    }
+
+    #[test]
+    fn messages() {
+        assert_eq!(RankStatus::Exited(3).to_string(), "exited with status 3");
+        assert_eq!(
+            RankStatus::Signaled(9).to_string(),
+            "was killed by signal 9 (SIGKILL)"
+        );
+        let e = LaunchError::Spawn {
+            program: "no-such-prog".into(),
+            rank: 0,
+            source: io::ErrorKind::NotFound.into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "cannot start rank 0: program \"no-such-prog\" not found in PATH"
+        );
+    }
+
+    #[test]
+    fn bad_rank_counts() {
+        let e = Launcher::new("/bin/true", 0).run().unwrap_err();
+        assert!(matches!(e, LaunchError::InvalidArgument(_)), "{e}");
+        assert!(e.to_string().contains("number of ranks"), "{e}");
+    }
+
+    #[test]
+    fn job_ids_differ() {
+        let a = new_job_id();
+        let b = new_job_id();
+        assert_ne!(a, b);
+        assert!(a.starts_with(&format!("{}-", std::process::id())));
+    }
+
+    #[test]
+    fn cpus() {
+        let cpus = allowed_cpus();
+        assert!(!cpus.is_empty());
+        assert!(cpus.windows(2).all(|w| w[0] < w[1]));
+    }
+}

@@ -1,0 +1,314 @@
+//! The ranks' piped output: one thread per stream that either tags every
+//! line with the rank (`[2] hello`) and forwards it, or collects the stream
+//! in memory.
+//!
+//! A tagged line is written with one `write(2)` call, so lines of different
+//! ranks do not interleave (a pipe guarantees it up to `PIPE_BUF` bytes, a
+//! terminal or file in practice). A thread ends at end of file, or when the
+//! launcher stops it: after the job, descendants that escaped their rank's
+//! process group may hold a pipe open, and the launcher must not wait for
+//! them forever.
+//!
+//! # Example
+//! ```ignore
+//! let mut pumps = Pumps::new()?;
+//! pumps.spawn(rank, Stream::Stdout, child_stdout.into(), Sink::Capture)?;
+//! // … the job runs and ends …
+//! for (rank, stream, bytes) in pumps.finish(Duration::from_secs(1)) { /* … */ }
+//! ```
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Longest line kept back waiting for its newline; longer ones are cut.
+const MAX_LINE: usize = 64 << 10;
+
+/// Which of a rank's streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Where a stream goes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Sink {
+    /// Prefix each line with `[rank] ` and write it to the launcher's
+    /// stream of the same kind.
+    Tag,
+    /// Keep everything in memory for the report.
+    Capture,
+}
+
+/// The pump threads of one job.
+pub(crate) struct Pumps {
+    threads: Vec<(u32, Stream, JoinHandle<Vec<u8>>)>,
+    done_tx: Sender<()>,
+    done_rx: Receiver<()>,
+    /// Readable once the launcher asks the threads to stop.
+    stop_read: OwnedFd,
+    stop_write: OwnedFd,
+    finished: bool,
+}
+
+/// Sends on the job's channel when a pump ends, even by panic.
+struct DoneGuard(Sender<()>);
+
+impl Drop for DoneGuard {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
+impl Pumps {
+    pub(crate) fn new() -> io::Result<Pumps> {
+        let mut fds = [-1; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe2 returns.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: pipe2 succeeded: both descriptors are open and ours.
+        let (stop_read, stop_write) =
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (done_tx, done_rx) = channel();
+        Ok(Pumps {
+            threads: Vec::new(),
+            done_tx,
+            done_rx,
+            stop_read,
+            stop_write,
+            finished: false,
+        })
+    }
+
+    /// Starts a thread that pumps `fd` (a rank's stream) into `sink`.
+    pub(crate) fn spawn(
+        &mut self,
+        rank: u32,
+        stream: Stream,
+        fd: OwnedFd,
+        sink: Sink,
+    ) -> io::Result<()> {
+        set_nonblocking(fd.as_raw_fd())?;
+        let stop = self.stop_read.as_raw_fd();
+        let done = DoneGuard(self.done_tx.clone());
+        let name = format!(
+            "hmpirun-{rank}-{}",
+            if stream == Stream::Stdout {
+                "out"
+            } else {
+                "err"
+            }
+        );
+        let handle = std::thread::Builder::new().name(name).spawn(move || {
+            let _done = done;
+            pump(fd, stop, rank, stream, sink)
+        })?;
+        self.threads.push((rank, stream, handle));
+        Ok(())
+    }
+
+    /// Waits up to `grace` for every stream to reach end of file, then stops
+    /// the remaining threads and joins them all. Returns each stream's
+    /// captured bytes (empty unless its sink was [`Sink::Capture`]).
+    pub(crate) fn finish(&mut self, grace: Duration) -> Vec<(u32, Stream, Vec<u8>)> {
+        if self.finished {
+            return Vec::new();
+        }
+        self.finished = true;
+        let deadline = Instant::now() + grace;
+        let mut done = 0;
+        while done < self.threads.len() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.done_rx.recv_timeout(left) {
+                Ok(()) => done += 1,
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        if done < self.threads.len() {
+            // The byte is never read, so the stop pipe stays readable for
+            // every thread.
+            write_all(self.stop_write.as_raw_fd(), b"x");
+        }
+        self.threads
+            .drain(..)
+            .map(|(rank, stream, handle)| (rank, stream, handle.join().unwrap_or_default()))
+            .collect()
+    }
+}
+
+impl Drop for Pumps {
+    fn drop(&mut self) {
+        // The threads use `stop_read`; they must be gone before it closes.
+        self.finish(Duration::ZERO);
+    }
+}
+
+fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own; no memory is involved.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Writes all of `buf` to `fd`, in one call unless the kernel takes less.
+/// Errors (a closed terminal, a full disk) drop the output: the job goes on.
+fn write_all(fd: RawFd, mut buf: &[u8]) {
+    while !buf.is_empty() {
+        // SAFETY: writing from a valid buffer of the given length.
+        let n = unsafe { libc::write(fd, buf.as_ptr() as *const libc::c_void, buf.len()) };
+        if n > 0 {
+            buf = &buf[n as usize..];
+            continue;
+        }
+        match io::Error::last_os_error().kind() {
+            io::ErrorKind::Interrupted => {}
+            io::ErrorKind::WouldBlock => {
+                // Our stdout was left non-blocking by someone; wait for room.
+                let mut pfd = libc::pollfd {
+                    fd,
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd.
+                unsafe { libc::poll(&mut pfd, 1, 100) };
+            }
+            _ => return,
+        }
+    }
+}
+
+/// Tags complete lines of `pending` and writes them; with `all`, also the
+/// incomplete rest (a newline is added).
+fn emit_lines(pending: &mut Vec<u8>, prefix: &[u8], out: RawFd, all: bool) {
+    let mut start = 0;
+    let mut line = Vec::new();
+    loop {
+        let rest = &pending[start..];
+        let end = match rest.iter().position(|&b| b == b'\n') {
+            Some(i) => i + 1,
+            None if rest.len() >= MAX_LINE || (all && !rest.is_empty()) => rest.len(),
+            None => break,
+        };
+        line.clear();
+        line.extend_from_slice(prefix);
+        line.extend_from_slice(&rest[..end]);
+        if line.last() != Some(&b'\n') {
+            line.push(b'\n');
+        }
+        write_all(out, &line);
+        start += end;
+    }
+    pending.drain(..start);
+}
+
+/// The body of a pump thread. Returns the captured bytes.
+fn pump(fd: OwnedFd, stop: RawFd, rank: u32, stream: Stream, sink: Sink) -> Vec<u8> {
+    let out = match stream {
+        Stream::Stdout => libc::STDOUT_FILENO,
+        Stream::Stderr => libc::STDERR_FILENO,
+    };
+    let prefix = format!("[{rank}] ").into_bytes();
+    let mut pending = Vec::new();
+    let mut buf = vec![0u8; 16 << 10];
+    let mut stopping = false;
+    loop {
+        // Read whatever is there.
+        // SAFETY: reading into a valid buffer of the given length.
+        let n = unsafe {
+            libc::read(
+                fd.as_raw_fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+            )
+        };
+        if n > 0 {
+            pending.extend_from_slice(&buf[..n as usize]);
+            if let Sink::Tag = sink {
+                emit_lines(&mut pending, &prefix, out, false);
+            }
+            continue;
+        }
+        if n == 0 {
+            break; // end of file
+        }
+        match io::Error::last_os_error().kind() {
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock if !stopping => {}
+            _ => break, // stopped and drained, or a read error
+        }
+        let mut pfds = [
+            libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: stop,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two valid pollfds; `stop` stays open until this thread is
+        // joined (`Pumps::finish`).
+        unsafe { libc::poll(pfds.as_mut_ptr(), 2, -1) };
+        if pfds[1].revents != 0 {
+            stopping = true; // one last read, then out
+        }
+    }
+    match sink {
+        Sink::Tag => {
+            emit_lines(&mut pending, &prefix, out, true);
+            Vec::new()
+        }
+        Sink::Capture => pending,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_tagged_and_completed() {
+        let mut fds = [-1; 2];
+        // SAFETY: room for two descriptors.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: both are open and ours.
+        let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let mut pending = b"one\ntwo\nthr".to_vec();
+        emit_lines(&mut pending, b"[7] ", w.as_raw_fd(), false);
+        assert_eq!(pending, b"thr");
+        emit_lines(&mut pending, b"[7] ", w.as_raw_fd(), true);
+        assert!(pending.is_empty());
+        drop(w);
+        let mut got = Vec::new();
+        std::io::Read::read_to_end(&mut std::fs::File::from(r), &mut got).unwrap();
+        assert_eq!(got, b"[7] one\n[7] two\n[7] thr\n");
+    }
+
+    #[test]
+    fn capture_until_eof_and_stop() {
+        let mut pumps = Pumps::new().unwrap();
+        let mut fds = [-1; 2];
+        // SAFETY: room for two descriptors.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: both are open and ours.
+        let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        pumps.spawn(3, Stream::Stderr, r, Sink::Capture).unwrap();
+        write_all(w.as_raw_fd(), b"partial");
+        // The writer stays open: `finish` must stop the thread after the
+        // grace period and still return what was read.
+        let t = Instant::now();
+        let got = pumps.finish(Duration::from_millis(50));
+        assert!(t.elapsed() < Duration::from_secs(5));
+        assert_eq!(got, vec![(3, Stream::Stderr, b"partial".to_vec())]);
+        drop(w);
+    }
+}
