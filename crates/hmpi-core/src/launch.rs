@@ -136,7 +136,10 @@ impl Launcher {
     }
 
     /// Sets an environment variable for every rank. The job's own variables
-    /// ([`crate::env`]) cannot be overridden.
+    /// ([`crate::env`]) cannot be overridden. The segment's variables
+    /// (`HMPI_HEAP_PER_RANK`, `HMPI_SHM_BASE`, `HMPI_SHM_DIR`) set here also
+    /// shape the segment the launcher creates, unless [`Launcher::spec`]
+    /// overrides it.
     pub fn env(mut self, key: impl Into<OsString>, val: impl Into<OsString>) -> Self {
         self.env.push((key.into(), val.into()));
         self
@@ -168,7 +171,8 @@ impl Launcher {
         self
     }
 
-    /// Overrides the segment's spec (default: [`SegmentSpec::from_env`]).
+    /// Overrides the segment's spec (default: [`SegmentSpec::from_vars`] over
+    /// this launcher's [`Launcher::env`] and the process environment).
     /// Its `ranks` is replaced by the job's.
     pub fn spec(mut self, spec: SegmentSpec) -> Self {
         self.spec = Some(spec);
@@ -203,7 +207,12 @@ impl Launcher {
         }
         let mut spec = match &self.spec {
             Some(spec) => spec.clone(),
-            None => SegmentSpec::from_env(self.ranks)?,
+            None => SegmentSpec::from_vars(self.ranks, &|var: &str| {
+                let set_here = self.env.iter().rev().find(|(k, _)| k == var);
+                set_here
+                    .map(|(_, v)| v.clone())
+                    .or_else(|| std::env::var_os(var))
+            })?,
         };
         spec.ranks = self.ranks;
         let cpus = match self.bind {

@@ -53,27 +53,41 @@ pub fn parse_addr(s: &str) -> Option<usize> {
     }
 }
 
-/// Reads variable `var`, parsing it with `parse`; `Ok(None)` when unset.
+/// Reads variable `var` from the process environment, parsing it with
+/// `parse`; `Ok(None)` when unset.
 pub fn read<T>(
     var: &'static str,
     what: &str,
     parse: impl Fn(&str) -> Option<T>,
 ) -> Result<Option<T>> {
-    match std::env::var(var) {
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(v)) => Err(Error::Config {
+    read_from(&|v: &str| std::env::var_os(v), var, what, parse)
+}
+
+/// Like [`read`], with the variables looked up through `lookup` (e.g. a
+/// launcher's overrides in front of the process environment).
+pub fn read_from<T>(
+    lookup: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+    var: &'static str,
+    what: &str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Option<T>> {
+    let Some(v) = lookup(var) else {
+        return Ok(None);
+    };
+    let Some(v) = v.to_str() else {
+        return Err(Error::Config {
             var,
             value: v.to_string_lossy().into_owned(),
             reason: "not valid UTF-8".into(),
+        });
+    };
+    match parse(v) {
+        Some(x) => Ok(Some(x)),
+        None => Err(Error::Config {
+            var,
+            value: v.to_owned(),
+            reason: format!("expected {what}"),
         }),
-        Ok(v) => match parse(&v) {
-            Some(x) => Ok(Some(x)),
-            None => Err(Error::Config {
-                var,
-                value: v,
-                reason: format!("expected {what}"),
-            }),
-        },
     }
 }
 

@@ -89,27 +89,31 @@ impl Default for SegmentSpec {
 
 impl SegmentSpec {
     /// The defaults, overridden by `HMPI_SHM_BASE`, `HMPI_HEAP_PER_RANK` and
-    /// `HMPI_SHM_DIR`.
+    /// `HMPI_SHM_DIR` from the process environment.
     pub fn from_env(ranks: u32) -> Result<Self> {
+        Self::from_vars(ranks, &|v: &str| std::env::var_os(v))
+    }
+
+    /// Like [`SegmentSpec::from_env`], with the variables looked up through
+    /// `lookup`.
+    pub fn from_vars(
+        ranks: u32,
+        lookup: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> Result<Self> {
         let mut spec = SegmentSpec {
             ranks,
             ..SegmentSpec::default()
         };
-        if let Some(base) = env::read(
-            env::SHM_BASE,
-            "an address such as 0x200000000000",
-            env::parse_addr,
-        )? {
+        let addr = "an address such as 0x200000000000";
+        if let Some(base) = env::read_from(lookup, env::SHM_BASE, addr, env::parse_addr)? {
             spec.base = base;
         }
-        if let Some(len) = env::read(
-            env::HEAP_PER_RANK,
-            "a size such as 16G or 512M",
-            env::parse_size,
-        )? {
+        let size = "a size such as 16G or 512M";
+        if let Some(len) = env::read_from(lookup, env::HEAP_PER_RANK, size, env::parse_size)? {
             spec.arena_len = len;
         }
-        if let Some(dir) = env::read(env::SHM_DIR, "a directory", |s| Some(PathBuf::from(s)))? {
+        let dir = |s: &str| Some(PathBuf::from(s));
+        if let Some(dir) = env::read_from(lookup, env::SHM_DIR, "a directory", dir)? {
             spec.dir = dir;
         }
         spec.validate()?;
