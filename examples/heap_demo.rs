@@ -56,7 +56,7 @@ fn run() -> Result<(), shmheap::Error> {
     let ok = if sum == expect { "ok" } else { "WRONG" };
     println!(
         "rank {me}/{n}: read {} MiB from rank {left}'s arena at {ptr:p} in place ({:.2} GB/s), sum {ok}",
-        nlen * 8 >> 20,
+        (nlen * 8) >> 20,
         (nlen * 8) as f64 / elapsed.as_secs_f64() / 1e9,
     );
     drop(theirs); // a cross-rank free: the block goes back to rank `left`
