@@ -31,7 +31,9 @@
 
 use crate::error::Limit;
 use crate::segment::Segment;
-use crate::size_class::{class_size, span_blocks, span_pages, NCLASSES, PAGE, PAGE_SHIFT};
+use crate::size_class::{
+    class_size, keep_empty_spans, span_blocks, span_pages, NCLASSES, PAGE, PAGE_SHIFT,
+};
 use crate::sync::mutex::RawShmMutex;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::*};
 
@@ -85,6 +87,8 @@ struct ClassCentral {
     lock: RawShmMutex,
     /// First partial span (page index) or NIL.
     partial: AtomicU32,
+    /// Partial spans with no block handed out.
+    empty: AtomicU32,
     /// Blocks handed out (to users or thread caches).
     out_blocks: AtomicU64,
 }
@@ -624,6 +628,7 @@ impl Arena {
                     Ok((p, dirty)) => {
                         self.label_span(p, npages, KIND_CLASS, class as u8, dirty);
                         self.partial_push(c, p);
+                        c.empty.store(c.empty.load(Relaxed) + 1, Relaxed);
                         page = p;
                     }
                     Err(e) if chain.count == 0 => return Err(e),
@@ -637,6 +642,10 @@ impl Arena {
                 d.bump.load(Relaxed),
                 d.free.load(Relaxed) as usize,
             );
+            if used == 0 {
+                // The loop below takes at least one block: no longer empty.
+                c.empty.store(c.empty.load(Relaxed) - 1, Relaxed);
+            }
             while chain.count < want {
                 let block = if free != 0 {
                     let b = free;
@@ -678,7 +687,7 @@ impl Arena {
             // SAFETY: the chain's blocks are free and owned by the caller,
             // who hands them over here.
             let next = unsafe { next_of(block) };
-            self.give_block(c, block);
+            self.give_block(class, c, block);
             block = next;
             n += 1;
         }
@@ -686,8 +695,10 @@ impl Arena {
         c.out_blocks.fetch_sub(n as u64, Relaxed);
     }
 
-    /// Puts one block back on its span (class lock held).
-    fn give_block(&self, c: &ClassCentral, block: usize) {
+    /// Puts one block back on its span (class lock held). A span that
+    /// becomes empty stays with the class while the class keeps fewer than
+    /// [`keep_empty_spans`] empty spans; otherwise it returns to the pool.
+    fn give_block(&self, class: usize, c: &ClassCentral, block: usize) {
         let page = self.desc(self.page_of(block)).head.load(Relaxed);
         let d = self.desc(page);
         // SAFETY: the block is free and ours; the span's list is guarded by
@@ -699,12 +710,16 @@ impl Arena {
         if d.listed.load(Relaxed) == 0 {
             self.partial_push(c, page);
         }
-        if used == 0 && (c.partial.load(Relaxed) != page || d.next.load(Relaxed) != NIL) {
-            // Empty, and not the class's last partial span: release it.
-            self.partial_remove(c, page);
-            let npages = d.npages.load(Relaxed);
-            let _g = self.span_lock.lock();
-            self.free_span(page, npages);
+        if used == 0 {
+            let empty = c.empty.load(Relaxed) + 1;
+            if empty as usize > keep_empty_spans(class) {
+                self.partial_remove(c, page);
+                let npages = d.npages.load(Relaxed);
+                let _g = self.span_lock.lock();
+                self.free_span(page, npages);
+            } else {
+                c.empty.store(empty, Relaxed);
+            }
         }
     }
 

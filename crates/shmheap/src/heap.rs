@@ -174,13 +174,31 @@ pub fn flush_thread_cache() {
     }
 }
 
-/// Allocates in the heap (attached case). `Err` carries the limit hit.
+/// A block of `class` from this thread's cache, refilled if empty.
 #[inline]
+fn cached_alloc(arena: &'static Arena, class: usize) -> Result<usize, Limit> {
+    match tcache::alloc_fast(class) {
+        0 => tcache::alloc_slow(arena, class),
+        b => Ok(b),
+    }
+}
+
+/// The allocation fast path: a block from this thread's cache for the
+/// classes that need no bookkeeping, or 0 (then take [`heap_alloc`]).
+#[inline(always)]
+fn alloc_fast(size: usize, align: usize) -> usize {
+    match class_for(size, align) {
+        Some(class) if class < FIRST_SINGLE_CLASS => tcache::alloc_fast(class),
+        _ => 0,
+    }
+}
+
+/// Allocates in the heap (attached case). `Err` carries the limit hit.
 fn heap_alloc(arena: &'static Arena, size: usize, align: usize) -> Result<usize, Exhausted> {
     let attempt = || -> Result<usize, Limit> {
         match class_for(size, align) {
             Some(class) => {
-                let b = tcache::alloc(arena, class)?;
+                let b = cached_alloc(arena, class)?;
                 if class >= FIRST_SINGLE_CLASS {
                     arena.mark_dirty(b);
                 }
@@ -220,7 +238,7 @@ fn heap_alloc_zeroed(arena: &'static Arena, size: usize, align: usize) -> Result
         return Ok(b);
     }
     let b = match class_for(size, align) {
-        Some(class) => tcache::alloc(arena, class),
+        Some(class) => cached_alloc(arena, class),
         None => arena.alloc_huge(&attached(), size, align),
     };
     let b = match b {
@@ -244,15 +262,34 @@ fn heap_alloc_zeroed(arena: &'static Arena, size: usize, align: usize) -> Result
     Ok(b)
 }
 
-/// Frees a block of the caller's own arena (`own.contains(addr)`).
-#[inline]
-fn free_own(own: &'static Arena, addr: usize) {
-    match own.kind_class(addr) {
-        (KIND_CLASS, class) => tcache::free(own, class, addr),
-        (KIND_HUGE, _) => own.free_huge(addr),
-        (kind, _) => crate::diag::write_stderr_fmt(format_args!(
+/// Frees a block of the caller's own arena that the cache did not take.
+#[cold]
+#[inline(never)]
+fn free_own_slow(own: &'static Arena, kind: u8, class: usize, addr: usize) {
+    match kind {
+        KIND_CLASS => tcache::free_slow(own, class, addr),
+        KIND_HUGE => own.free_huge(addr),
+        _ => crate::diag::write_stderr_fmt(format_args!(
             "hmpi: free of {addr:#x}, which is not a live block (page kind {kind})\n"
         )),
+    }
+}
+
+/// Allocation that missed the fast path; reports exhaustion.
+#[cold]
+#[inline(never)]
+fn alloc_slow(arena: &'static Arena, layout: Layout, zeroed: bool) -> *mut u8 {
+    let r = if zeroed {
+        heap_alloc_zeroed(arena, layout.size(), layout.align())
+    } else {
+        heap_alloc(arena, layout.size(), layout.align())
+    };
+    match r {
+        Ok(b) => b as *mut u8,
+        Err(e) => {
+            report_exhausted(&e);
+            ptr::null_mut()
+        }
     }
 }
 
@@ -315,12 +352,9 @@ unsafe impl GlobalAlloc for ShmHeap {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         match own_arena() {
-            Some(arena) => match heap_alloc(arena, layout.size(), layout.align()) {
-                Ok(b) => b as *mut u8,
-                Err(e) => {
-                    report_exhausted(&e);
-                    ptr::null_mut()
-                }
+            Some(arena) => match alloc_fast(layout.size(), layout.align()) {
+                0 => alloc_slow(arena, layout, false),
+                b => b as *mut u8,
             },
             // SAFETY: forwarding the caller's valid layout.
             None => unsafe { System.alloc(layout) },
@@ -330,23 +364,26 @@ unsafe impl GlobalAlloc for ShmHeap {
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         let addr = ptr as usize;
-        match own_arena() {
-            Some(own) if own.contains(addr) => free_own(own, addr),
-            _ if segment::contains(addr) => free_remote(addr),
+        if let Some(own) = own_arena() {
+            if own.contains(addr) {
+                let (kind, class) = own.kind_class(addr);
+                if kind == KIND_CLASS && tcache::free_fast(class, addr) {
+                    return;
+                }
+                return free_own_slow(own, kind, class, addr);
+            }
+        }
+        if segment::contains(addr) {
+            free_remote(addr);
+        } else {
             // SAFETY: memory outside the segment came from System.
-            _ => unsafe { System.dealloc(ptr, layout) },
+            unsafe { System.dealloc(ptr, layout) }
         }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         match own_arena() {
-            Some(arena) => match heap_alloc_zeroed(arena, layout.size(), layout.align()) {
-                Ok(b) => b as *mut u8,
-                Err(e) => {
-                    report_exhausted(&e);
-                    ptr::null_mut()
-                }
-            },
+            Some(arena) => alloc_slow(arena, layout, true),
             // SAFETY: forwarding the caller's valid layout.
             None => unsafe { System.alloc_zeroed(layout) },
         }

@@ -46,7 +46,7 @@ pub const fn class_of(size: usize) -> usize {
 /// The block size of class `class`.
 #[inline]
 pub const fn class_size(class: usize) -> usize {
-    CLASS_SIZES[class]
+    TABLES.size[class]
 }
 
 const fn compute_class_size(class: usize) -> usize {
@@ -61,7 +61,10 @@ const fn compute_class_size(class: usize) -> usize {
 
 /// Pages in one span of class `class`.
 pub const fn span_pages(class: usize) -> usize {
-    let s = class_size(class);
+    span_pages_of(class_size(class))
+}
+
+const fn span_pages_of(s: usize) -> usize {
     let bytes = if s > SINGLE_BLOCK_ABOVE {
         s
     } else if 8 * s > PAGE {
@@ -77,42 +80,64 @@ pub const fn span_blocks(class: usize) -> usize {
     span_pages(class) * PAGE / class_size(class)
 }
 
-/// How many blocks of class `class` one thread may keep cached.
+/// How many blocks of class `class` one thread may keep cached: a budget of
+/// 8 MiB per class, between 8 and 512 blocks. A thread only fills its cache
+/// with blocks it freed itself, so the budget costs memory only in threads
+/// that free many blocks of one size without reusing them.
 #[inline]
 pub const fn cache_capacity(class: usize) -> usize {
-    CACHE_CAPACITY[class]
+    TABLES.cache_capacity[class]
 }
 
-const CLASS_SIZES: [usize; NCLASSES] = {
-    let mut t = [0; NCLASSES];
-    let mut c = 0;
-    while c < NCLASSES {
-        t[c] = compute_class_size(c);
-        c += 1;
-    }
-    t
-};
+/// How many blocks a thread takes from its arena at once when its cache of
+/// class `class` is empty: about 64 KiB, between 1 and half the capacity.
+#[inline]
+pub const fn refill_count(class: usize) -> usize {
+    TABLES.refill[class]
+}
 
-const CACHE_CAPACITY: [usize; NCLASSES] = {
-    let mut t = [0; NCLASSES];
-    let mut c = 0;
-    while c < NCLASSES {
-        t[c] = compute_cache_capacity(c);
-        c += 1;
-    }
-    t
-};
+/// How many empty spans class `class` keeps before returning spans to the
+/// pool: about 1 MiB of them, at least one.
+#[inline]
+pub const fn keep_empty_spans(class: usize) -> usize {
+    TABLES.keep_empty[class]
+}
 
-const fn compute_cache_capacity(class: usize) -> usize {
-    let c = (256 << 10) / class_size(class);
-    if c < 2 {
-        2
-    } else if c > 128 {
-        128
+struct Tables {
+    size: [usize; NCLASSES],
+    cache_capacity: [usize; NCLASSES],
+    refill: [usize; NCLASSES],
+    keep_empty: [usize; NCLASSES],
+}
+
+const fn clamp(x: usize, lo: usize, hi: usize) -> usize {
+    if x < lo {
+        lo
+    } else if x > hi {
+        hi
     } else {
-        c
+        x
     }
 }
+
+const TABLES: Tables = {
+    let mut t = Tables {
+        size: [0; NCLASSES],
+        cache_capacity: [0; NCLASSES],
+        refill: [0; NCLASSES],
+        keep_empty: [0; NCLASSES],
+    };
+    let mut c = 0;
+    while c < NCLASSES {
+        let size = compute_class_size(c);
+        t.size[c] = size;
+        t.cache_capacity[c] = clamp((8 << 20) / size, 8, 512);
+        t.refill[c] = clamp((64 << 10) / size, 1, t.cache_capacity[c] / 2);
+        t.keep_empty[c] = clamp((1 << 20) / (span_pages_of(size) * PAGE), 1, 16);
+        c += 1;
+    }
+    t
+};
 
 /// The class for a request of `size` bytes aligned to `align` (a power of
 /// two), or `None` if it needs a huge span.
