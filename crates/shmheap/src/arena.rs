@@ -99,7 +99,6 @@ struct RemoteFrees {
     /// first word), 0 when empty.
     head: AtomicU64,
     count: AtomicU64,
-    bytes: AtomicU64,
 }
 
 /// One rank's arena header, at the arena's base address.
@@ -139,8 +138,6 @@ pub struct ArenaStats {
     pub cached_bytes: usize,
     /// Blocks freed by other ranks that the owner has not reclaimed yet.
     pub pending_remote_frees: usize,
-    /// Their bytes.
-    pub pending_remote_bytes: usize,
     /// Bytes of data pages handed out as spans (the break).
     pub span_bytes: usize,
     /// Bytes with reserved backing in the segment file.
@@ -745,33 +742,24 @@ impl Arena {
     // ----- remote frees -----------------------------------------------------
 
     /// Returns a block of this arena freed by another rank (any thread of
-    /// any rank may call this; lock-free).
+    /// any rank may call this; lock-free). `addr` must be the start of a
+    /// live block of this arena, as for any free. Reads nothing of the
+    /// owner's bookkeeping, so a remote free costs the pusher one atomic
+    /// count and one CAS on the owner's stack.
     pub(crate) fn remote_push(&self, addr: usize) {
-        let block = match self.kind_class(addr) {
-            // Class blocks may be freed through an interior pointer only in
-            // C; normalise to the block start so the owner's lists stay sound.
-            (KIND_CLASS, class) => {
-                let head = self.page_addr(self.desc(self.page_of(addr)).head.load(Relaxed));
-                let size = class_size(class);
-                head + (addr - head) / size * size
-            }
-            _ => addr,
-        };
-        let bytes = self.usable_size(block);
         self.remote.count.fetch_add(1, Relaxed);
-        self.remote.bytes.fetch_add(bytes as u64, Relaxed);
         let mut old = self.remote.head.load(Relaxed);
         loop {
             // SAFETY: the caller gives up the block; nobody else reads it
             // until it is published by the CAS below.
-            unsafe { set_next(block, old as usize) };
+            unsafe { set_next(addr, old as usize) };
             // SYNC POINT: Release publishes the link word (and the caller's
             // last writes to the block) to the owner's Acquire swap in
             // `drain_remote`.
             match self
                 .remote
                 .head
-                .compare_exchange_weak(old, block as u64, Release, Relaxed)
+                .compare_exchange_weak(old, addr as u64, Release, Relaxed)
             {
                 Ok(_) => return,
                 Err(cur) => old = cur,
@@ -779,25 +767,44 @@ impl Arena {
         }
     }
 
-    /// Reclaims every block other ranks have freed (owner only). Returns
-    /// how many.
+    /// Reclaims every block other ranks have freed (owner only), handing
+    /// each size class its blocks as one chain (one lock per class, not per
+    /// block). Returns how many.
     pub(crate) fn drain_remote(&self) -> usize {
+        if self.remote.head.load(Relaxed) == 0 {
+            return 0;
+        }
         // SYNC POINT: Acquire pairs with the pushers' Release CAS, so every
         // link word in the taken stack is visible.
         let mut block = self.remote.head.swap(0, Acquire) as usize;
-        let (mut n, mut bytes) = (0u64, 0u64);
+        let mut chains: [Chain; NCLASSES] = std::array::from_fn(|_| Chain { head: 0, count: 0 });
+        let mut n = 0u64;
         while block != 0 {
             // SAFETY: the stack is ours after the swap; each block is free.
             let next = unsafe { next_of(block) };
-            bytes += self.usable_size(block) as u64;
-            self.free_local(block);
+            match self.kind_class(block) {
+                (KIND_CLASS, class) => {
+                    let chain = &mut chains[class];
+                    // SAFETY: the block is free and ours; relinked into the
+                    // class's chain.
+                    unsafe { set_next(block, chain.head) };
+                    chain.head = block;
+                    chain.count += 1;
+                }
+                (KIND_HUGE, _) => self.free_huge(block),
+                (kind, _) => {
+                    debug_assert!(false, "remote free of {block:#x} in a span of kind {kind}")
+                }
+            }
             block = next;
             n += 1;
         }
-        if n > 0 {
-            self.remote.count.fetch_sub(n, Relaxed);
-            self.remote.bytes.fetch_sub(bytes, Relaxed);
+        for (class, chain) in chains.into_iter().enumerate() {
+            if chain.count > 0 {
+                self.class_give(class, chain);
+            }
         }
+        self.remote.count.fetch_sub(n, Relaxed);
         n as usize
     }
 
@@ -817,7 +824,6 @@ impl Arena {
             allocated_bytes: allocated as usize,
             cached_bytes: 0,
             pending_remote_frees: self.remote.count.load(Relaxed) as usize,
-            pending_remote_bytes: self.remote.bytes.load(Relaxed) as usize,
             span_bytes: (self.brk.load(Relaxed) as usize) << PAGE_SHIFT,
             backed_bytes: (self.backed.load(Relaxed) as usize) << PAGE_SHIFT,
             capacity_bytes: (self.page_count as usize) << PAGE_SHIFT,

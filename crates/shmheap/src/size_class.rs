@@ -81,7 +81,8 @@ pub const fn span_blocks(class: usize) -> usize {
 }
 
 /// How many blocks of class `class` one thread may keep cached: a budget of
-/// 8 MiB per class, between 8 and 512 blocks. A thread only fills its cache
+/// 16 MiB per class, between 8 and 512 blocks (64 blocks of 256 KiB, 16 of
+/// 1 MiB: a message-sized working set stays in the thread). A thread only fills its cache
 /// with blocks it freed itself, so the budget costs memory only in threads
 /// that free many blocks of one size without reusing them.
 #[inline]
@@ -97,7 +98,8 @@ pub const fn refill_count(class: usize) -> usize {
 }
 
 /// How many empty spans class `class` keeps before returning spans to the
-/// pool: about 1 MiB of them, at least one.
+/// pool: about 16 MiB of them (as much as one thread's cache of the class),
+/// at least one.
 #[inline]
 pub const fn keep_empty_spans(class: usize) -> usize {
     TABLES.keep_empty[class]
@@ -131,9 +133,9 @@ const TABLES: Tables = {
     while c < NCLASSES {
         let size = compute_class_size(c);
         t.size[c] = size;
-        t.cache_capacity[c] = clamp((8 << 20) / size, 8, 512);
+        t.cache_capacity[c] = clamp((16 << 20) / size, 8, 512);
         t.refill[c] = clamp((64 << 10) / size, 1, t.cache_capacity[c] / 2);
-        t.keep_empty[c] = clamp((1 << 20) / (span_pages_of(size) * PAGE), 1, 16);
+        t.keep_empty[c] = clamp((16 << 20) / (span_pages_of(size) * PAGE), 1, 128);
         c += 1;
     }
     t

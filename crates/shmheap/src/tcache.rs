@@ -29,6 +29,11 @@ const DEAD: u8 = 3;
 
 struct Bin {
     head: usize,
+    /// Refills since the last flush: each consecutive refill takes twice as
+    /// many blocks (up to half the capacity), so a thread that keeps
+    /// running dry takes few trips to the class lock, while one that needs
+    /// a single large block takes one.
+    streak: u8,
     /// Blocks on the list. Written by the owning thread only (load + store,
     /// no read-modify-write, so it costs what a plain field costs); read by
     /// statistics from other threads under the registry lock.
@@ -49,6 +54,7 @@ impl ThreadCache {
             bins: [const {
                 Bin {
                     head: 0,
+                    streak: 0,
                     count: AtomicU32::new(0),
                 }
             }; NCLASSES],
@@ -174,7 +180,13 @@ pub(crate) fn alloc_slow(arena: &Arena, class: usize) -> Result<usize, Limit> {
     if b != 0 {
         return Ok(b);
     }
-    let chain = arena.class_take(&crate::heap::attached(), class, refill_count(class))?;
+    let want = with_cache(|tc| {
+        let bin = &mut tc.bins[class];
+        let n = (refill_count(class) << bin.streak).min(cache_capacity(class) / 2);
+        bin.streak = (bin.streak + 1).min(8);
+        n.max(1)
+    });
+    let chain = arena.class_take(&crate::heap::attached(), class, want)?;
     let first = chain.head;
     // SAFETY: the chain's blocks are ours.
     let rest = unsafe { next_of(first) };
@@ -268,6 +280,7 @@ fn flush_half(arena: &Arena, tc: &mut ThreadCache, class: usize) {
         h
     };
     bin.count.store(keep as u32, Relaxed);
+    bin.streak = 0;
     arena.class_give(
         class,
         Chain {
