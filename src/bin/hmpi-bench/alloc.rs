@@ -42,7 +42,7 @@
 
 use crate::report::{self, fmt_size, Sample};
 use crate::{BenchError, Options, Outcome, Progress, Workload};
-use hmpi_core::launch::{Bind, Launcher};
+use hmpi_core::launch::{allowed_cpus, Bind, Launcher};
 use mimalloc::MiMalloc;
 use shmheap::ShmHeap;
 use std::alloc::{GlobalAlloc, Layout};
@@ -588,21 +588,6 @@ fn consume<A: RawAlloc>(a: &A, ring: &Ring, layout: Layout) -> u64 {
 
 // ---------------------------------------------------------------------------
 // Threads of one process.
-
-/// The CPUs this process may run on.
-fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: a zeroed cpu_set_t is a valid (empty) set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed.
-    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    if r != 0 {
-        return Vec::new();
-    }
-    (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: `cpu` is below CPU_SETSIZE, the set's capacity.
-        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
-        .collect()
-}
 
 /// Pins the calling thread to `cpu` (best effort: a failure leaves it free).
 fn pin_to(cpu: usize) {
