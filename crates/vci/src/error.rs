@@ -1,0 +1,119 @@
+//! The errors of the communication engine.
+//!
+//! Every failure on user input is a value of [`Error`]; nothing panics on a
+//! bad rank, tag or buffer.
+//!
+//! # Example
+//! ```
+//! use vci::{Error, TAG_UB};
+//!
+//! let e = Error::Tag { tag: TAG_UB + 1 };
+//! assert!(e.to_string().contains("tag"));
+//! ```
+
+use crate::request::Status;
+use std::fmt;
+
+/// Why an operation of the engine failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A rank outside `0..size` (and not a wildcard or `PROC_NULL` where
+    /// those are allowed).
+    Rank {
+        /// The rank given.
+        rank: i32,
+        /// The number of ranks.
+        size: u32,
+    },
+    /// A tag outside `0..=TAG_UB` (or `ANY_TAG` on a send).
+    Tag {
+        /// The tag given.
+        tag: i32,
+    },
+    /// The message was longer than the receive buffer: the buffer holds the
+    /// message's first `status.count` bytes.
+    Truncate {
+        /// The receive's status (`count` = bytes delivered).
+        status: Status,
+        /// The length of the message that was sent.
+        message_len: u64,
+    },
+    /// Some of the requests given to [`crate::wait_all`] ended in an error;
+    /// every status is here, each with its own `error`.
+    InStatus(Vec<Status>),
+    /// The shared heap failed (not attached, exhausted, bad configuration).
+    Heap(shmheap::Error),
+    /// An engine variable holds a value that cannot be used.
+    Config {
+        /// The variable's name.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// This process already has an [`crate::Endpoint`].
+    AlreadyInitialized,
+    /// A VCI's shared part published by a peer does not look like one.
+    BadPeer {
+        /// The peer's rank.
+        rank: u32,
+        /// The address found in its registry slot.
+        addr: u64,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Rank { rank, size } => {
+                write!(f, "invalid rank {rank}: the job has {size} ranks")
+            }
+            Error::Tag { tag } => write!(
+                f,
+                "invalid tag {tag}: tags are 0..={} (ANY_TAG only on receives)",
+                crate::TAG_UB
+            ),
+            Error::Truncate {
+                status,
+                message_len,
+            } => write!(
+                f,
+                "message truncated: {message_len} bytes from rank {} (tag {}) into a buffer of {}",
+                status.source, status.tag, status.count
+            ),
+            Error::InStatus(s) => {
+                let n = s.iter().filter(|s| s.error.is_some()).count();
+                write!(f, "{n} of {} requests failed", s.len())
+            }
+            Error::Heap(e) => write!(f, "shared heap: {e}"),
+            Error::Config { var, value, reason } => {
+                write!(f, "bad value {value:?} for {var}: {reason}")
+            }
+            Error::AlreadyInitialized => write!(f, "this process already has an endpoint"),
+            Error::BadPeer { rank, addr } => write!(
+                f,
+                "rank {rank} published {addr:#x} as its VCI, which is not a VCI in its arena"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Heap(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<shmheap::Error> for Error {
+    fn from(e: shmheap::Error) -> Self {
+        Error::Heap(e)
+    }
+}
+
+/// The engine's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,68 @@
+//! The communication engine of hmpi: two-sided messages between the ranks
+//! of one node through the shared heap.
+//!
+//! A message's way (see the project's architecture guide):
+//!
+//! 1. [`Endpoint::isend`] builds an [`envelope`] in the sender's arena
+//!    (payload inline when small) and appends it to the destination
+//!    [`vci`]'s incoming queue with one atomic swap — no lock;
+//! 2. the receiver's progress (run by whoever tests or waits) drains its
+//!    incoming queue into its private unexpected list in order, matches
+//!    posted receives with MPI's rules, and moves the data: inline copy, or
+//!    one `memcpy` from the sender's heap buffer (single copy), or from a
+//!    heap bounce buffer when the sender's buffer is private (two copy);
+//! 3. for single copy the receiver publishes completion (Release) and rings
+//!    the sender's doorbell; the sender's request sees it (Acquire) and
+//!    frees the envelope. Other envelopes are freed by the receiver (a
+//!    cross-rank free back to the sender's arena).
+//!
+//! Matching keys are (source, tag, context); [`ANY_SOURCE`] and [`ANY_TAG`]
+//! exist only on receives; [`PROC_NULL`] operations complete at once.
+//! Valid tags are `0..=`[`TAG_UB`].
+//!
+//! # Example
+//! ```
+//! use vci::{Endpoint, ANY_SOURCE, ANY_TAG};
+//!
+//! // Under `hmpirun -n N` every rank calls this; alone it is a world of one.
+//! let ep = Endpoint::new().unwrap();
+//! let me = ep.rank();
+//! // Single copy if `data` is in the node heap (a program whose global
+//! // allocator is `shmheap::ShmHeap`), two copy through a bounce buffer here.
+//! let data = vec![7u8; 1000];
+//! // SAFETY: the request is waited for below, never leaked.
+//! let s = unsafe { ep.isend(&data, me, 5, 0) }.unwrap();
+//! let mut got = vec![0u8; 1000];
+//! let st = ep.recv(&mut got, ANY_SOURCE, ANY_TAG, 0).unwrap();
+//! s.wait().unwrap();
+//! assert_eq!((st.source, st.tag, st.count), (me, 5, 1000));
+//! assert_eq!(got, data);
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod endpoint;
+pub mod envelope;
+pub mod error;
+pub mod request;
+pub mod slots;
+pub mod vci;
+
+pub use config::Config;
+pub use endpoint::Endpoint;
+pub use envelope::Protocol;
+pub use error::{Error, Result};
+pub use request::{wait_all, Request, Status, StatusError};
+pub use vci::Stats;
+
+/// Wildcard source for receives and probes.
+pub const ANY_SOURCE: i32 = -2;
+/// Wildcard tag for receives and probes (and the tag of a `PROC_NULL`
+/// status).
+pub const ANY_TAG: i32 = -1;
+/// The null process: sends to it and receives from it complete at once.
+pub const PROC_NULL: i32 = -3;
+/// The largest valid tag, 2^30 − 1 (MPI requires at least 32767). Tags are
+/// `0..=TAG_UB`; negative tags are invalid on sends.
+pub const TAG_UB: i32 = (1 << 30) - 1;

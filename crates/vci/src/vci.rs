@@ -1,0 +1,497 @@
+//! A virtual communication interface (VCI): one independent message stream
+//! of a rank.
+//!
+//! A VCI has two parts:
+//!
+//! * [`VciShared`], in the owning rank's arena, its address published in the
+//!   registry slot [`crate::slots::vci_slot`]`(index)`: the incoming queue
+//!   (a lock-free [`MpscQueue`] of envelopes; a sender appends with one
+//!   atomic swap) and a *doorbell*, the futex word the owner's waiting
+//!   threads sleep on;
+//! * [`Vci`], private to the owning process: the unexpected-message list,
+//!   the posted-receive list and the receive requests' bookkeeping, behind a
+//!   `std::sync::Mutex` (the VCI lock for the rank's threads), and the
+//!   per-protocol counters.
+//!
+//! Progress runs under the lock: it drains the incoming queue in FIFO
+//! order; each envelope matches the earliest matching posted receive, or is
+//! appended to the unexpected list. A new receive first drains the queue,
+//! then matches the earliest matching unexpected message, or is appended to
+//! the posted list. So "no unexpected message matches a posted receive"
+//! holds after every step, and matching follows MPI's rules
+//! (non-overtaking per source, tag and context; receives in posting order).
+//!
+//! Doorbell: whoever makes something happen that a waiter of this VCI may
+//! wait for (a sender after queueing an envelope, a receiver after
+//! completing a single-copy envelope of this rank) increments `seq` and, if
+//! a waiter announced itself in `sleepers`, wakes the futex. A waiter that
+//! has spun and yielded announces itself, reads `seq`, polls once more, and
+//! sleeps only while `seq` is unchanged (bounded by a short timeout).
+//!
+//! A rank has one VCI today ([`crate::Endpoint`]); the registry reserves
+//! slots for [`crate::slots::MAX_VCIS`].
+//!
+//! # Example
+//! ```
+//! use vci::vci::VciShared;
+//!
+//! // The shared part is cache-line aligned and starts with the queue.
+//! assert_eq!(std::mem::align_of::<VciShared>(), 64);
+//! assert_eq!(std::mem::size_of::<VciShared>() % 64, 0);
+//! ```
+
+use crate::envelope::{Envelope, Protocol};
+use crate::request::{Status, StatusError};
+use crate::{ANY_SOURCE, ANY_TAG};
+use shmheap::sync::futex::{futex_wait, wake_all, Backoff};
+use shmheap::sync::mpsc::{MpscLink, MpscQueue, Pop};
+use std::collections::{HashMap, VecDeque};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Magic number of an initialised [`VciShared`] ("VCI1").
+pub const VCI_MAGIC: u32 = 0x5643_4931;
+/// Longest doorbell sleep before a waiter polls again.
+const MAX_SLEEP: Duration = Duration::from_millis(2);
+
+/// The doorbell: a sequence number waiters sleep on, and how many may sleep.
+#[repr(C, align(64))]
+#[derive(Debug)]
+struct Doorbell {
+    seq: AtomicU32,
+    sleepers: AtomicU32,
+}
+
+impl Doorbell {
+    fn ring(&self) {
+        // SYNC POINT: SeqCst RMW. Its release half publishes the event the
+        // caller made (queued envelope, completion store) to a waiter whose
+        // SeqCst load of `seq` reads this value; with the SeqCst load of
+        // `sleepers` below and the waiter's SeqCst `sleepers` increment and
+        // `seq` load it forms a Dekker pair: either the waiter reads the new
+        // `seq` (and so sees the event, or does not sleep: the futex compares
+        // `seq`), or this thread sees the waiter in `sleepers` and wakes it.
+        self.seq.fetch_add(1, Ordering::SeqCst);
+        // SYNC POINT: SeqCst, second half of the Dekker pair above.
+        if self.sleepers.load(Ordering::SeqCst) != 0 {
+            wake_all(&self.seq);
+        }
+    }
+}
+
+/// The part of a VCI that other ranks use, in the owner's arena.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub struct VciShared {
+    incoming: MpscQueue,
+    bell: Doorbell,
+    magic: u32,
+    owner: u32,
+    index: u32,
+}
+
+impl VciShared {
+    /// A fresh shared part of VCI `index` of rank `owner`.
+    pub(crate) const fn new(owner: u32, index: u32) -> Self {
+        VciShared {
+            incoming: MpscQueue::new(),
+            bell: Doorbell {
+                seq: AtomicU32::new(0),
+                sleepers: AtomicU32::new(0),
+            },
+            magic: VCI_MAGIC,
+            owner,
+            index,
+        }
+    }
+
+    /// Whether this looks like VCI `index` of rank `owner`.
+    pub(crate) fn is_valid(&self, owner: u32, index: u32) -> bool {
+        self.magic == VCI_MAGIC && self.owner == owner && self.index == index
+    }
+
+    /// Queues `env` for this VCI's owner and rings its doorbell.
+    ///
+    /// # Safety
+    ///
+    /// `env` is a fresh envelope from [`Envelope::create`], in the node heap,
+    /// not queued anywhere; it belongs to the consumer from now on (it may
+    /// be completed or freed at any time after the push).
+    pub(crate) unsafe fn deliver(&self, env: NonNull<Envelope>) {
+        // SAFETY: the envelope's first field is its MpscLink (repr(C),
+        // asserted in envelope.rs); it lives in the node heap, mapped at the
+        // same address everywhere; the queue is in the owner's arena and
+        // never moves (contract of `push`), and the envelope is ours until
+        // the owner pops it (caller's contract).
+        unsafe { self.incoming.push(env.as_ptr().cast::<MpscLink>()) };
+        self.bell.ring();
+    }
+
+    /// Rings this VCI's doorbell (a single-copy send of its owner finished).
+    pub(crate) fn ring(&self) {
+        self.bell.ring();
+    }
+}
+
+/// Counters per protocol, readable by tests and benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Messages sent with the immediate protocol.
+    pub sent_immediate: u64,
+    /// Messages sent with the single-copy protocol.
+    pub sent_single_copy: u64,
+    /// Messages sent with the two-copy (bounce buffer) protocol.
+    pub sent_two_copy: u64,
+    /// Messages received with the immediate protocol.
+    pub recv_immediate: u64,
+    /// Messages received with the single-copy protocol.
+    pub recv_single_copy: u64,
+    /// Messages received with the two-copy protocol.
+    pub recv_two_copy: u64,
+    /// Messages that matched a posted receive on arrival.
+    pub matched_posted: u64,
+    /// Receives that matched a message from the unexpected list.
+    pub matched_unexpected: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    sent: [AtomicU64; 3],
+    received: [AtomicU64; 3],
+    matched_posted: AtomicU64,
+    matched_unexpected: AtomicU64,
+}
+
+fn bump(c: &AtomicU64) {
+    // Relaxed: a statistic; read only as a snapshot, orders nothing.
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+fn read(c: &AtomicU64) -> u64 {
+    // Relaxed: a statistic snapshot.
+    c.load(Ordering::Relaxed)
+}
+
+/// Where a receive stands.
+#[derive(Debug)]
+enum RecvState {
+    Posted,
+    Done(Status),
+}
+
+/// A receive request's bookkeeping.
+#[derive(Debug)]
+struct RecvSlot {
+    buf: *mut u8,
+    cap: usize,
+    source: i32,
+    tag: i32,
+    context: u32,
+    state: RecvState,
+}
+
+impl RecvSlot {
+    fn matches(&self, env: &Envelope) -> bool {
+        matches(self.source, self.tag, self.context, env)
+    }
+}
+
+/// Whether a receive or probe for (`source`, `tag`, `context`) matches `env`.
+fn matches(source: i32, tag: i32, context: u32, env: &Envelope) -> bool {
+    env.context() == context
+        && (source == ANY_SOURCE || source as u32 == env.source())
+        && (tag == ANY_TAG || tag == env.tag())
+}
+
+/// The private part of a VCI, under the VCI lock.
+#[derive(Debug, Default)]
+pub(crate) struct Private {
+    /// Envelopes that matched no posted receive, in arrival order.
+    unexpected: VecDeque<NonNull<Envelope>>,
+    /// Ids of posted receives, in posting order.
+    posted: VecDeque<u64>,
+    /// Every receive not yet collected by its request.
+    recvs: HashMap<u64, RecvSlot>,
+    next_id: u64,
+}
+
+// SAFETY: the raw pointers in `Private` are (1) envelopes in the node heap,
+// owned by this VCI's consumer (whoever holds the lock), and (2) receive
+// buffers borrowed by live `Request`s for as long as their slot exists;
+// both may be used from any thread of the process that holds the lock.
+unsafe impl Send for Private {}
+
+/// One VCI of this process: the shared part and the locked private part.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub struct Vci {
+    shared: &'static VciShared,
+    private: Mutex<Private>,
+    stats: Counters,
+}
+
+impl Vci {
+    /// A VCI around its (published) shared part.
+    pub(crate) fn new(shared: &'static VciShared) -> Self {
+        Vci {
+            shared,
+            private: Mutex::new(Private::default()),
+            stats: Counters::default(),
+        }
+    }
+
+    /// The shared part.
+    pub(crate) fn shared(&self) -> &'static VciShared {
+        self.shared
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Private> {
+        // A panic while holding the lock leaves the lists consistent (each
+        // step moves one element), so a poisoned lock is still usable.
+        self.private.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts a sent message.
+    pub(crate) fn count_send(&self, p: Protocol) {
+        bump(&self.stats.sent[p as usize - 1]);
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> Stats {
+        let s = &self.stats;
+        Stats {
+            sent_immediate: read(&s.sent[0]),
+            sent_single_copy: read(&s.sent[1]),
+            sent_two_copy: read(&s.sent[2]),
+            recv_immediate: read(&s.received[0]),
+            recv_single_copy: read(&s.received[1]),
+            recv_two_copy: read(&s.received[2]),
+            matched_posted: read(&s.matched_posted),
+            matched_unexpected: read(&s.matched_unexpected),
+        }
+    }
+
+    /// Drains the incoming queue: each envelope matches the earliest
+    /// matching posted receive or joins the unexpected list.
+    pub(crate) fn progress(&self, p: &mut Private) {
+        loop {
+            // SAFETY: the VCI lock (held: we have `&mut Private`) makes us
+            // the only consumer; the queue never moves and queued envelopes
+            // stay valid until popped (their senders' contract).
+            let node = match unsafe { self.shared.incoming.pop() } {
+                Pop::Item(n) => n,
+                // Inconsistent: a sender is between its swap and its link;
+                // it rings the doorbell after linking, so a waiter polls
+                // again.
+                Pop::Empty | Pop::Inconsistent => return,
+            };
+            let env = NonNull::new(node.cast::<Envelope>()).expect("queued nodes are non-null");
+            // SAFETY: a popped envelope is valid and ours until delivered.
+            let e = unsafe { env.as_ref() };
+            let hit = p
+                .posted
+                .iter()
+                .position(|id| p.recvs.get(id).is_some_and(|s| s.matches(e)));
+            match hit {
+                Some(i) => {
+                    let id = p.posted.remove(i).expect("index from position");
+                    let slot = p.recvs.get_mut(&id).expect("posted ids have slots");
+                    bump(&self.stats.matched_posted);
+                    // SAFETY: `env` was just popped and is ours; the slot's
+                    // buffer is borrowed by its live request.
+                    slot.state = RecvState::Done(unsafe { self.deliver(env, slot) });
+                }
+                None => p.unexpected.push_back(env),
+            }
+        }
+    }
+
+    /// Copies `env`'s payload into `slot`'s buffer and lets go of `env`.
+    ///
+    /// # Safety
+    ///
+    /// `env` is an envelope this VCI popped and has not let go of; the
+    /// slot's buffer is valid for `cap` bytes of writes.
+    unsafe fn deliver(&self, env: NonNull<Envelope>, slot: &RecvSlot) -> Status {
+        // SAFETY: valid until we let go below (caller's contract).
+        let e = unsafe { env.as_ref() };
+        let len = e.len();
+        let n = (len.min(slot.cap as u64)) as usize;
+        let proto = e.protocol();
+        let src: *const u8 = match proto {
+            Protocol::Immediate => Envelope::inline_ptr(env),
+            Protocol::SingleCopy | Protocol::TwoCopy => e.data() as *const u8,
+        };
+        if n > 0 {
+            // SAFETY: `src` holds `len >= n` bytes: the inline area, the
+            // sender's heap buffer (borrowed by its pending request until
+            // we complete the envelope) or the envelope's bounce buffer;
+            // `slot.buf` is valid for `cap >= n` bytes and is a distinct
+            // buffer (a receive buffer is borrowed mutably by its request).
+            unsafe { ptr::copy_nonoverlapping(src, slot.buf, n) };
+        }
+        bump(&self.stats.received[proto as usize - 1]);
+        let status = Status {
+            source: e.source() as i32,
+            tag: e.tag(),
+            count: n as u64,
+            error: (len > n as u64).then_some(StatusError::Truncate { message_len: len }),
+            cancelled: false,
+        };
+        match proto {
+            Protocol::SingleCopy => {
+                let reply = e.reply() as *const VciShared;
+                e.complete();
+                // From here on the sender may free the envelope.
+                // SAFETY: `reply` is the sender's VciShared, which lives in
+                // its arena for the rest of the job (never freed).
+                unsafe { &*reply }.ring();
+            }
+            // SAFETY: the envelope (and bounce buffer) is ours alone: the
+            // sender let go of it when it queued it.
+            Protocol::Immediate | Protocol::TwoCopy => unsafe { Envelope::destroy(env) },
+        }
+        status
+    }
+
+    /// Posts a receive; matches the earliest matching unexpected message
+    /// first. Returns the receive's id.
+    ///
+    /// # Safety
+    ///
+    /// `buf` is valid for `cap` bytes of writes until the receive's slot is
+    /// collected by [`Vci::take_recv`] (done or cancelled).
+    pub(crate) unsafe fn post_recv(
+        &self,
+        buf: *mut u8,
+        cap: usize,
+        source: i32,
+        tag: i32,
+        context: u32,
+    ) -> u64 {
+        let mut guard = self.lock();
+        let p = &mut *guard;
+        self.progress(p);
+        let id = p.next_id;
+        p.next_id += 1;
+        let mut slot = RecvSlot {
+            buf,
+            cap,
+            source,
+            tag,
+            context,
+            state: RecvState::Posted,
+        };
+        let hit = p.unexpected.iter().position(|e| {
+            // SAFETY: unexpected envelopes are ours and valid.
+            slot.matches(unsafe { e.as_ref() })
+        });
+        match hit {
+            Some(i) => {
+                let env = p.unexpected.remove(i).expect("index from position");
+                bump(&self.stats.matched_unexpected);
+                // SAFETY: `env` is ours (taken off the unexpected list);
+                // `buf` is valid (caller's contract).
+                slot.state = RecvState::Done(unsafe { self.deliver(env, &slot) });
+            }
+            None => p.posted.push_back(id),
+        }
+        p.recvs.insert(id, slot);
+        id
+    }
+
+    /// The status of receive `id` if it is finished (done or cancelled),
+    /// forgetting it; `None` while it is posted.
+    pub(crate) fn take_recv(&self, p: &mut Private, id: u64) -> Option<Status> {
+        match p.recvs.get(&id).map(|s| &s.state) {
+            Some(RecvState::Posted) => None,
+            Some(RecvState::Done(_)) => match p.recvs.remove(&id).map(|s| s.state) {
+                Some(RecvState::Done(st)) => Some(st),
+                _ => None,
+            },
+            // Unknown ids do not exist: requests collect their slot once.
+            None => Some(Status::empty()),
+        }
+    }
+
+    /// Cancels receive `id` if it has not matched yet. Returns whether it
+    /// was cancelled.
+    pub(crate) fn cancel_recv(&self, id: u64) -> bool {
+        let mut guard = self.lock();
+        let p = &mut *guard;
+        self.progress(p);
+        let Some(i) = p.posted.iter().position(|&x| x == id) else {
+            return false;
+        };
+        p.posted.remove(i);
+        if let Some(slot) = p.recvs.get_mut(&id) {
+            let mut st = Status::empty();
+            st.cancelled = true;
+            slot.state = RecvState::Done(st);
+        }
+        true
+    }
+
+    /// The status of the earliest unexpected message matching the key,
+    /// after draining the incoming queue.
+    pub(crate) fn iprobe(
+        &self,
+        p: &mut Private,
+        source: i32,
+        tag: i32,
+        context: u32,
+    ) -> Option<Status> {
+        self.progress(p);
+        p.unexpected.iter().find_map(|e| {
+            // SAFETY: unexpected envelopes are ours and valid.
+            let e = unsafe { e.as_ref() };
+            matches(source, tag, context, e).then(|| Status {
+                source: e.source() as i32,
+                tag: e.tag(),
+                count: e.len(),
+                error: None,
+                cancelled: false,
+            })
+        })
+    }
+
+    /// Drives progress until `poll` (run under the VCI lock after each
+    /// progress step) returns a value: spins, yields, then sleeps on the
+    /// doorbell.
+    pub(crate) fn wait_for<R>(&self, mut poll: impl FnMut(&Vci, &mut Private) -> Option<R>) -> R {
+        let bell = &self.shared.bell;
+        let mut backoff = Backoff::new();
+        let mut try_once = || {
+            let mut guard = self.lock();
+            self.progress(&mut guard);
+            poll(self, &mut guard)
+        };
+        loop {
+            if !backoff.is_sleeping() {
+                if let Some(r) = try_once() {
+                    return r;
+                }
+                backoff.snooze();
+                continue;
+            }
+            // SYNC POINT: SeqCst, the waiter's half of the Dekker pair in
+            // `Doorbell::ring`: announce ourselves before reading `seq`.
+            bell.sleepers.fetch_add(1, Ordering::SeqCst);
+            // SYNC POINT: SeqCst (acquire): reading a ringer's increment
+            // makes its event visible to the poll below; see `ring`.
+            let seq = bell.seq.load(Ordering::SeqCst);
+            let r = try_once();
+            if r.is_none() {
+                futex_wait(&bell.seq, seq, MAX_SLEEP);
+            }
+            // Relaxed: only a hint to ringers; a stale non-zero value costs
+            // one needless wake-up.
+            bell.sleepers.fetch_sub(1, Ordering::Relaxed);
+            if let Some(r) = r {
+                return r;
+            }
+        }
+    }
+}

@@ -1,0 +1,1260 @@
+//! The engine across real ranks started by the launcher.
+//!
+//! This test binary has its own small harness (`harness = false`, as the
+//! root crate's `tests/heap_ranks.rs`): run plainly, it runs the tests below
+//! one after another; each launches ranks that re-execute this binary with
+//! `HMPI_TEST_ROLE` naming the rank side to run (and `HMPI_TEST_PLAN` for
+//! generated programs). Its global allocator is the node heap, so `Vec`s
+//! are shared memory (single copy) once a rank has attached; stack, static
+//! and `System` buffers are private (two copy).
+
+use hmpi_core::launch::{JobReport, Launcher};
+use proptest::prelude::*;
+use shmheap::ShmHeap;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+use vci::{Endpoint, Error, Status, StatusError, ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB};
+
+#[global_allocator]
+static ALLOC: ShmHeap = ShmHeap::new();
+
+const ROLE: &str = "HMPI_TEST_ROLE";
+const PLAN: &str = "HMPI_TEST_PLAN";
+/// Default largest immediate payload.
+const EAGER: usize = vci::config::DEFAULT_EAGER_MAX;
+
+const ROLES: &[(&str, fn())] = &[
+    ("pingpong-heap", pingpong_heap_rank),
+    ("pingpong-private", pingpong_private_rank),
+    ("semantics", semantics_rank),
+    ("model", model_rank),
+    ("ring", ring_rank),
+    ("threads", threads_rank),
+];
+
+const TESTS: &[(&str, fn())] = &[
+    (
+        "pingpong_every_size_heap_buffers_single_copy",
+        pingpong_every_size_heap_buffers_single_copy,
+    ),
+    (
+        "pingpong_every_size_private_buffers_two_copy",
+        pingpong_every_size_private_buffers_two_copy,
+    ),
+    ("matching_semantics", matching_semantics),
+    (
+        "model_random_programs_match_the_reference",
+        model_random_programs_match_the_reference,
+    ),
+    (
+        "more_ranks_than_cores_ring_and_all_to_all",
+        more_ranks_than_cores_ring_and_all_to_all,
+    ),
+    (
+        "pingpong_heap_with_eager_max_4k",
+        pingpong_heap_with_eager_max_4k,
+    ),
+    (
+        "threads_of_two_ranks_share_one_vci",
+        threads_of_two_ranks_share_one_vci,
+    ),
+];
+
+fn main() {
+    if let Ok(role) = std::env::var(ROLE) {
+        let Some((_, body)) = ROLES.iter().find(|(name, _)| *name == role) else {
+            eprintln!("unknown {ROLE} {role:?}");
+            std::process::exit(2);
+        };
+        body();
+        // The parent checks that every rank got here.
+        println!("role {role} done");
+        return;
+    }
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let selected: Vec<_> = TESTS
+        .iter()
+        .filter(|(name, _)| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())))
+        .collect();
+    println!("\nrunning {} tests", selected.len());
+    let (mut passed, mut failed) = (0, Vec::new());
+    for (name, test) in selected {
+        let t0 = Instant::now();
+        match std::panic::catch_unwind(test) {
+            Ok(()) => {
+                println!("test {name} ... ok ({:.1?})", t0.elapsed());
+                passed += 1;
+            }
+            Err(_) => {
+                println!("test {name} ... FAILED");
+                failed.push(*name);
+            }
+        }
+    }
+    let verdict = if failed.is_empty() { "ok" } else { "FAILED" };
+    println!(
+        "\ntest result: {verdict}. {passed} passed; {} failed; 0 ignored; 0 measured; 0 filtered out\n",
+        failed.len()
+    );
+    if !failed.is_empty() {
+        std::process::exit(101);
+    }
+}
+
+// ---------------------------------------------------------------- parent
+
+fn launch(role: &str, ranks: u32, env: &[(&str, String)]) -> JobReport {
+    let exe = std::env::current_exe().expect("test binary path");
+    let mut l = Launcher::new(exe, ranks)
+        .env(ROLE, role)
+        .capture_output(true)
+        .timeout(Duration::from_secs(120));
+    for (k, v) in env {
+        l = l.env(k, v);
+    }
+    l.run().expect("launch ranks")
+}
+
+fn describe(report: &JobReport) -> String {
+    let mut s = format!("timed out: {}\n", report.timed_out);
+    for r in &report.ranks {
+        s += &format!(
+            "--- rank {} {:?}\nstdout:\n{}\nstderr:\n{}\n",
+            r.rank,
+            r.status,
+            String::from_utf8_lossy(&r.stdout),
+            String::from_utf8_lossy(&r.stderr)
+        );
+    }
+    s
+}
+
+fn run_ok(role: &str, ranks: u32, env: &[(&str, String)]) {
+    let report = launch(role, ranks, env);
+    assert!(
+        report.success(),
+        "job {role} failed:\n{}",
+        describe(&report)
+    );
+}
+
+fn pingpong_every_size_heap_buffers_single_copy() {
+    run_ok("pingpong-heap", 2, &[]);
+}
+
+fn pingpong_heap_with_eager_max_4k() {
+    run_ok(
+        "pingpong-heap",
+        2,
+        &[(vci::config::EAGER_MAX_VAR, "4K".to_string())],
+    );
+}
+
+fn threads_of_two_ranks_share_one_vci() {
+    run_ok("threads", 2, &[]);
+}
+
+fn pingpong_every_size_private_buffers_two_copy() {
+    run_ok("pingpong-private", 2, &[]);
+}
+
+fn matching_semantics() {
+    run_ok("semantics", 3, &[]);
+}
+
+fn more_ranks_than_cores_ring_and_all_to_all() {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
+    run_ok("ring", (cores + 3).max(5), &[]);
+}
+
+// ---------------------------------------------------------------- helpers
+
+/// `Endpoint::isend` for these tests.
+fn isend<'a>(
+    ep: &'a Endpoint,
+    buf: &'a [u8],
+    dest: i32,
+    tag: i32,
+    ctx: u32,
+) -> vci::Result<vci::Request<'a>> {
+    // SAFETY: every request in these tests is waited for, tested to
+    // completion or dropped; none is leaked.
+    unsafe { ep.isend(buf, dest, tag, ctx) }
+}
+
+/// `Endpoint::irecv` for these tests.
+fn irecv<'a>(
+    ep: &'a Endpoint,
+    buf: &'a mut [u8],
+    src: i32,
+    tag: i32,
+    ctx: u32,
+) -> vci::Result<vci::Request<'a>> {
+    // SAFETY: as for `isend`.
+    unsafe { ep.irecv(buf, src, tag, ctx) }
+}
+
+fn endpoint() -> Endpoint {
+    Endpoint::new().expect("endpoint")
+}
+
+fn byte(i: usize, seed: usize) -> u8 {
+    (i.wrapping_mul(131).wrapping_add(seed.wrapping_mul(7919)) % 251) as u8
+}
+
+fn fill(buf: &mut [u8], seed: usize) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = byte(i, seed);
+    }
+}
+
+fn check(buf: &[u8], seed: usize, what: &str) {
+    if let Some(i) = (0..buf.len()).find(|&i| buf[i] != byte(i, seed)) {
+        panic!(
+            "{what}: byte {i} of {} is {}, expected {}",
+            buf.len(),
+            buf[i],
+            byte(i, seed)
+        );
+    }
+}
+
+/// Every size from 0 to 16 MiB: powers of two and one either side.
+fn sizes() -> Vec<usize> {
+    let mut s = BTreeSet::from([0usize, 1, 2, 3]);
+    for k in 2..=24 {
+        let p = 1usize << k;
+        s.insert(p - 1);
+        s.insert(p);
+        if k < 24 {
+            s.insert(p + 1);
+        }
+    }
+    s.into_iter().collect()
+}
+
+/// A buffer in private memory (the system allocator), never in the heap.
+struct PrivBuf {
+    p: *mut u8,
+    len: usize,
+}
+
+impl PrivBuf {
+    fn new(len: usize) -> Self {
+        let layout = Layout::from_size_align(len.max(1), 64).unwrap();
+        // SAFETY: non-zero size.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        assert!(!p.is_null());
+        assert!(!shmheap::is_shared(p));
+        PrivBuf { p, len }
+    }
+
+    fn get(&mut self) -> &mut [u8] {
+        // SAFETY: `len` bytes allocated above, uniquely borrowed through
+        // `&mut self`.
+        unsafe { std::slice::from_raw_parts_mut(self.p, self.len) }
+    }
+
+    fn view(&self) -> &[u8] {
+        // SAFETY: `len` bytes allocated above, shared through `&self`.
+        unsafe { std::slice::from_raw_parts(self.p, self.len) }
+    }
+}
+
+impl Drop for PrivBuf {
+    fn drop(&mut self) {
+        let layout = Layout::from_size_align(self.len.max(1), 64).unwrap();
+        // SAFETY: allocated with this layout by `new`.
+        unsafe { System.dealloc(self.p, layout) };
+    }
+}
+
+fn heap_in_use() -> u64 {
+    shmheap::flush_thread_cache();
+    shmheap::local_stats().expect("stats").in_use_bytes() as u64
+}
+
+// ------------------------------------------------------------ ping-pong
+
+fn pingpong_heap_rank() {
+    let ep = endpoint();
+    assert_eq!(ep.size(), 2);
+    let me = ep.rank();
+    let peer = 1 - me;
+    let sizes = sizes();
+    warm_up(&ep, peer);
+    let mut in_use = Vec::with_capacity(2);
+    for _round in 0..2 {
+        for &n in &sizes {
+            let tag = (n % 1000) as i32;
+            let mut out = vec![0u8; n];
+            let mut inb = vec![0u8; n];
+            assert!(n == 0 || shmheap::is_shared(out.as_ptr()));
+            if me == 0 {
+                fill(&mut out, n);
+                ep.send(&out, peer, tag, 0).unwrap();
+                let st = ep.recv(&mut inb, peer, tag, 0).unwrap();
+                assert_eq!((st.source, st.tag, st.count), (peer, tag, n as u64));
+                check(&inb, n + 1, "pong");
+            } else {
+                let st = ep.recv(&mut inb, peer, tag, 0).unwrap();
+                assert_eq!((st.source, st.tag, st.count), (peer, tag, n as u64));
+                check(&inb, n, "ping");
+                fill(&mut out, n + 1);
+                ep.send(&out, peer, tag, 0).unwrap();
+            }
+        }
+        ep.barrier();
+        in_use.push(heap_in_use());
+    }
+    // Every envelope went back to its arena: a second round leaks nothing.
+    assert_eq!(in_use[0], in_use[1], "heap usage after round 1 and 2");
+    // Two rounds, and the warm-up's 32 immediate messages each way.
+    let eager = ep.config().eager_max;
+    let expected_eager = std::env::var(vci::config::EAGER_MAX_VAR).map_or(EAGER, |_| 4096);
+    assert_eq!(eager, expected_eager);
+    let small = sizes.iter().filter(|&&n| n <= eager).count() as u64 * 2 + 32;
+    let large = sizes.len() as u64 * 2 + 32 - small;
+    let s = ep.stats();
+    assert_eq!(s.sent_immediate, small, "{s:?}");
+    assert_eq!(s.sent_single_copy, large, "{s:?}");
+    assert_eq!(s.sent_two_copy, 0, "{s:?}");
+    assert_eq!(s.recv_immediate, small, "{s:?}");
+    assert_eq!(s.recv_single_copy, large, "{s:?}");
+    assert_eq!(s.recv_two_copy, 0, "{s:?}");
+    ep.barrier();
+}
+
+/// Grows the VCI's unexpected and posted lists (and the receive table) to
+/// 16 entries, so that their capacity stays put while heap usage is
+/// compared (how often each list is used in a ping-pong depends on timing).
+fn warm_up(ep: &Endpoint, peer: i32) {
+    const K: usize = 16;
+    let b = [1u8; 8];
+    for _ in 0..K {
+        ep.send(&b, peer, 999, 0).unwrap();
+    }
+    ep.barrier();
+    let mut inb = [[0u8; 8]; K];
+    for x in inb.iter_mut() {
+        ep.recv(x, peer, 999, 0).unwrap();
+    }
+    let reqs: Vec<_> = inb
+        .iter_mut()
+        .map(|x| irecv(ep, x, peer, 998, 0).unwrap())
+        .collect();
+    ep.barrier();
+    for _ in 0..K {
+        ep.send(&b, peer, 998, 0).unwrap();
+    }
+    ep.wait_all(reqs).unwrap();
+    ep.barrier();
+}
+
+/// A static (private, read-only) message.
+static STATIC_MSG: [u8; 3000] = {
+    let mut a = [0u8; 3000];
+    let mut i = 0;
+    while i < a.len() {
+        a[i] = ((i * 131 + 5 * 7919) % 251) as u8;
+        i += 1;
+    }
+    a
+};
+
+fn pingpong_private_rank() {
+    let ep = endpoint();
+    let me = ep.rank();
+    let peer = 1 - me;
+    let sizes = sizes();
+    const STACK: usize = 64 << 10;
+    for &n in &sizes {
+        let tag = 7;
+        // Up to 64 KiB + 1 on the stack, larger in private memory.
+        let mut stack_out = [0u8; STACK + 1];
+        let mut stack_in = [0u8; STACK + 1];
+        let (mut po, mut pi) = (PrivBuf::new(n), PrivBuf::new(n));
+        let (out, inb): (&mut [u8], &mut [u8]) = if n <= STACK + 1 {
+            (&mut stack_out[..n], &mut stack_in[..n])
+        } else {
+            (po.get(), pi.get())
+        };
+        if me == 0 {
+            fill(out, n);
+            ep.send(out, peer, tag, 0).unwrap();
+            let st = ep.recv(inb, peer, tag, 0).unwrap();
+            assert_eq!(st.count, n as u64);
+            check(inb, n + 1, "pong");
+        } else {
+            let st = ep.recv(inb, peer, tag, 0).unwrap();
+            assert_eq!(st.count, n as u64);
+            check(inb, n, "ping");
+            fill(out, n + 1);
+            ep.send(out, peer, tag, 0).unwrap();
+        }
+    }
+    // A static buffer: two copy as well.
+    if me == 0 {
+        assert!(!shmheap::is_shared(STATIC_MSG.as_ptr()));
+        ep.send(&STATIC_MSG, peer, 8, 0).unwrap();
+    } else {
+        let mut v = vec![0u8; STATIC_MSG.len()];
+        ep.recv(&mut v, peer, 8, 0).unwrap();
+        check(&v, 5, "static");
+    }
+    let small = sizes.iter().filter(|&&n| n <= EAGER).count() as u64;
+    let large = sizes.len() as u64 - small;
+    let s = ep.stats();
+    let (st, rt) = if me == 0 { (1, 0) } else { (0, 1) };
+    assert_eq!(s.sent_immediate, small, "{s:?}");
+    assert_eq!(s.sent_single_copy, 0, "{s:?}");
+    assert_eq!(s.sent_two_copy, large + st, "{s:?}");
+    assert_eq!(s.recv_immediate, small, "{s:?}");
+    assert_eq!(s.recv_two_copy, large + rt, "{s:?}");
+    ep.barrier();
+}
+
+// ------------------------------------------------------------ semantics
+
+/// Message `i` of a stream: its number in the first 4 bytes, then a pattern.
+fn numbered(i: usize, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len.max(4)];
+    fill(&mut v, i);
+    v[..4].copy_from_slice(&(i as u32).to_le_bytes());
+    v
+}
+
+fn number_of(v: &[u8]) -> usize {
+    u32::from_le_bytes(v[..4].try_into().unwrap()) as usize
+}
+
+fn semantics_rank() {
+    let ep = endpoint();
+    let me = ep.rank();
+    assert_eq!(ep.size(), 3);
+    assert!(matches!(Endpoint::new(), Err(Error::AlreadyInitialized)));
+
+    // 1. Non-overtaking across protocols: one (source, tag) stream of
+    //    immediate, single-copy and two-copy messages arrives in order.
+    const N: usize = 150;
+    let len_of = |i: usize| [8, 100, 1000, 40_000, 256, 257][i % 6];
+    if me == 0 {
+        let heap: Vec<Vec<u8>> = (0..N).map(|i| numbered(i, len_of(i))).collect();
+        let mut private: Vec<PrivBuf> = (0..N).map(|i| PrivBuf::new(len_of(i))).collect();
+        for (i, p) in private.iter_mut().enumerate() {
+            p.get().copy_from_slice(&heap[i]);
+        }
+        let reqs: Vec<_> = (0..N)
+            .map(|i| {
+                // Every third message from private memory.
+                let buf: &[u8] = if i % 3 == 2 {
+                    private[i].view()
+                } else {
+                    &heap[i]
+                };
+                isend(&ep, buf, 1, 5, 0).unwrap()
+            })
+            .collect();
+        ep.wait_all(reqs).unwrap();
+    } else if me == 1 {
+        let mut buf = vec![0u8; 40_000];
+        for i in 0..N {
+            let st = ep.recv(&mut buf, 0, 5, 0).unwrap();
+            let n = st.count as usize;
+            assert_eq!(n, len_of(i));
+            assert_eq!(number_of(&buf[..n]), i, "message order");
+            assert_eq!(&buf[4..n], &numbered(i, n)[4..]);
+        }
+        let s = ep.stats();
+        assert!(
+            s.recv_immediate > 0 && s.recv_single_copy > 0 && s.recv_two_copy > 0,
+            "{s:?}"
+        );
+    }
+    ep.barrier();
+
+    // 2. Wildcards, tags out of order, contexts.
+    if me == 0 {
+        for (tag, i) in [(1, 0), (2, 1), (3, 2), (10, 3), (11, 4), (12, 5)] {
+            ep.send(&numbered(i, 8), 1, tag, 0).unwrap();
+        }
+        ep.send(&numbered(6, 8), 1, 7, 1).unwrap();
+        ep.send(&numbered(7, 8), 1, 7, 0).unwrap();
+    } else if me == 1 {
+        let mut b = [0u8; 8];
+        for (tag, i) in [(1, 0), (2, 1), (3, 2)] {
+            let st = ep.recv(&mut b, ANY_SOURCE, ANY_TAG, 0).unwrap();
+            assert_eq!((st.source, st.tag, number_of(&b)), (0, tag, i));
+        }
+        let st = ep.recv(&mut b, 0, 12, 0).unwrap();
+        assert_eq!((st.tag, number_of(&b)), (12, 5));
+        let st = ep.recv(&mut b, 0, ANY_TAG, 0).unwrap();
+        assert_eq!((st.tag, number_of(&b)), (10, 3));
+        let st = ep.recv(&mut b, ANY_SOURCE, 11, 0).unwrap();
+        assert_eq!((st.tag, number_of(&b)), (11, 4));
+        // Tag 7 in context 0 skips the earlier tag 7 of context 1.
+        let st = ep.recv(&mut b, ANY_SOURCE, 7, 0).unwrap();
+        assert_eq!((st.tag, number_of(&b)), (7, 7));
+        let st = ep.recv(&mut b, ANY_SOURCE, ANY_TAG, 1).unwrap();
+        assert_eq!((st.tag, number_of(&b)), (7, 6));
+    }
+    ep.barrier();
+
+    // 3. Posted receives match in posting order. Rank 2 sends only after
+    //    rank 0's messages are queued (rank 0 tells it to), so the arrival
+    //    order at rank 1 is known.
+    if me == 1 {
+        let mut bufs = [[0u8; 8]; 5];
+        let [a, b, c, d, e] = &mut bufs;
+        let ra = irecv(&ep, a, ANY_SOURCE, ANY_TAG, 0).unwrap();
+        let rb = irecv(&ep, b, 0, 21, 0).unwrap();
+        let rc = irecv(&ep, c, 0, ANY_TAG, 0).unwrap();
+        let rd = irecv(&ep, d, ANY_SOURCE, 40, 0).unwrap();
+        let re = irecv(&ep, e, ANY_SOURCE, 40, 0).unwrap();
+        ep.barrier();
+        let st = ep.wait_all([ra, rb, rc, rd, re]).unwrap();
+        assert_eq!((st[0].tag, number_of(&bufs[0])), (21, 0));
+        assert_eq!((st[1].tag, number_of(&bufs[1])), (21, 1));
+        assert_eq!((st[2].tag, number_of(&bufs[2])), (22, 2));
+        assert_eq!((st[3].source, st[3].tag, number_of(&bufs[3])), (0, 40, 3));
+        assert_eq!((st[4].source, st[4].tag, number_of(&bufs[4])), (2, 40, 4));
+        assert!(ep.stats().matched_posted >= 5);
+    } else {
+        ep.barrier();
+        if me == 0 {
+            for (tag, i) in [(21, 0), (21, 1), (22, 2), (40, 3)] {
+                ep.send(&numbered(i, 8), 1, tag, 0).unwrap();
+            }
+            ep.send(&[], 2, 41, 0).unwrap();
+        } else {
+            ep.recv(&mut [], 0, 41, 0).unwrap();
+            ep.send(&numbered(4, 8), 1, 40, 0).unwrap();
+        }
+    }
+    ep.barrier();
+
+    // 4. Probe, then receive what it announced.
+    if me == 0 {
+        assert_eq!(ep.iprobe(ANY_SOURCE, 30, 0).unwrap(), None);
+        ep.send(&numbered(30, 5000), 2, 30, 0).unwrap();
+    } else if me == 2 {
+        let st = ep.probe(ANY_SOURCE, ANY_TAG, 0).unwrap();
+        assert_eq!((st.source, st.tag, st.count), (0, 30, 5000));
+        assert_eq!(ep.iprobe(0, 30, 0).unwrap(), Some(st));
+        assert_eq!(ep.iprobe(0, 31, 0).unwrap(), None);
+        assert_eq!(ep.iprobe(0, 30, 1).unwrap(), None);
+        let mut v = vec![0u8; st.count as usize];
+        ep.recv(&mut v, st.source, st.tag, 0).unwrap();
+        assert_eq!(v, numbered(30, 5000));
+        assert_eq!(ep.iprobe(ANY_SOURCE, ANY_TAG, 0).unwrap(), None);
+    }
+    ep.barrier();
+
+    // 5. Truncation: an error that still delivers the prefix, for every
+    //    protocol; the sender completes normally.
+    if me == 0 {
+        let big = numbered(1, 1000);
+        let mut private = PrivBuf::new(5000);
+        private.get().copy_from_slice(&numbered(2, 5000));
+        ep.send(&numbered(0, 100), 1, 50, 0).unwrap();
+        ep.send(&big, 1, 50, 0).unwrap();
+        ep.send(private.view(), 1, 50, 0).unwrap();
+    } else if me == 1 {
+        for (i, len) in [(0, 100u64), (1, 1000), (2, 5000)] {
+            let mut b = [0u8; 10];
+            match ep.recv(&mut b, 0, 50, 0) {
+                Err(Error::Truncate {
+                    status,
+                    message_len,
+                }) => {
+                    assert_eq!((status.count, message_len), (10, len));
+                    assert_eq!(
+                        status.error,
+                        Some(StatusError::Truncate { message_len: len })
+                    );
+                    assert_eq!(&b[..], &numbered(i, len as usize)[..10]);
+                }
+                other => panic!("expected truncation, got {other:?}"),
+            }
+        }
+    }
+    ep.barrier();
+    // wait_all reports it in the statuses.
+    if me == 1 {
+        let mut b = [0u8; 4];
+        let r = irecv(&ep, &mut b, 0, 51, 0).unwrap();
+        ep.barrier();
+        match ep.wait_all([r]) {
+            Err(Error::InStatus(st)) => assert_eq!((st[0].count, st[0].source), (4, 0)),
+            other => panic!("expected InStatus, got {other:?}"),
+        }
+    } else {
+        ep.barrier();
+        if me == 0 {
+            ep.send(&numbered(3, 20), 1, 51, 0).unwrap();
+        }
+    }
+    ep.barrier();
+
+    // 6. PROC_NULL.
+    let mut b = [9u8; 4];
+    let st = ep.recv(&mut b, PROC_NULL, 3, 0).unwrap();
+    assert_eq!((st.source, st.tag, st.count), (PROC_NULL, ANY_TAG, 0));
+    assert_eq!(b, [9; 4]);
+    let st = isend(&ep, &b, PROC_NULL, 3, 0).unwrap().wait().unwrap();
+    assert_eq!((st.source, st.tag, st.count), (PROC_NULL, ANY_TAG, 0));
+    assert_eq!(ep.probe(PROC_NULL, ANY_TAG, 0).unwrap().source, PROC_NULL);
+
+    // 7. Sends to self, every protocol, received before the sends are
+    //    waited for; and zero-byte messages to the next rank.
+    {
+        let small = numbered(0, 100);
+        let heap = numbered(1, 100_000);
+        let mut private = PrivBuf::new(100_000);
+        private.get().copy_from_slice(&numbered(2, 100_000));
+        let r0 = isend(&ep, &small, me, 60, 0).unwrap();
+        let r1 = isend(&ep, &heap, me, 60, 0).unwrap();
+        let r2 = isend(&ep, private.view(), me, 60, 0).unwrap();
+        let z = isend(&ep, &[], (me + 1) % 3, 61, 0).unwrap();
+        let mut v = vec![0u8; 100_000];
+        for (i, len) in [(0, 100), (1, 100_000), (2, 100_000)] {
+            let st = ep.recv(&mut v, me, 60, 0).unwrap();
+            assert_eq!(st.count, len as u64);
+            assert_eq!(&v[..len], &numbered(i, len)[..]);
+        }
+        let st = ep.recv(&mut [], (me + 2) % 3, 61, 0).unwrap();
+        assert_eq!((st.count, st.source), (0, (me + 2) % 3));
+        ep.wait_all([r0, r1, r2, z]).unwrap();
+    }
+    ep.barrier();
+
+    // 8. Cancel a pending receive; the message it would have matched goes
+    //    to the next receive. A matched receive cannot be cancelled.
+    if me == 1 {
+        let mut b1 = [0u8; 8];
+        let mut r = irecv(&ep, &mut b1, 0, 99, 0).unwrap();
+        assert!(r.cancel());
+        let st = r.wait().unwrap();
+        assert!(st.cancelled);
+        ep.barrier();
+        let mut b2 = [0u8; 8];
+        let mut r = irecv(&ep, &mut b2, 0, 99, 0).unwrap();
+        let st = loop {
+            if let Some(st) = r.test().unwrap() {
+                break st;
+            }
+            std::thread::yield_now();
+        };
+        assert!(!st.cancelled);
+        assert!(!r.cancel());
+        assert_eq!(r.test().unwrap(), Some(st));
+        drop(r);
+        assert_eq!(number_of(&b2), 99);
+    } else {
+        ep.barrier();
+        if me == 0 {
+            ep.send(&numbered(99, 8), 1, 99, 0).unwrap();
+        }
+    }
+    ep.barrier();
+
+    // 9. Bad arguments are errors, not panics.
+    let b = [0u8; 4];
+    let mut m = [0u8; 4];
+    assert!(matches!(
+        isend(&ep, &b, 3, 0, 0),
+        Err(Error::Rank { rank: 3, size: 3 })
+    ));
+    assert!(matches!(isend(&ep, &b, -7, 0, 0), Err(Error::Rank { .. })));
+    assert!(matches!(
+        isend(&ep, &b, ANY_SOURCE, 0, 0),
+        Err(Error::Rank { .. })
+    ));
+    assert!(matches!(
+        isend(&ep, &b, 0, ANY_TAG, 0),
+        Err(Error::Tag { tag: ANY_TAG })
+    ));
+    assert!(matches!(isend(&ep, &b, 0, -5, 0), Err(Error::Tag { .. })));
+    assert!(matches!(
+        isend(&ep, &b, 0, TAG_UB + 1, 0),
+        Err(Error::Tag { .. })
+    ));
+    assert!(matches!(
+        irecv(&ep, &mut m, 5, 0, 0),
+        Err(Error::Rank { .. })
+    ));
+    assert!(matches!(
+        irecv(&ep, &mut m, 0, -9, 0),
+        Err(Error::Tag { .. })
+    ));
+    assert!(matches!(
+        ep.iprobe(0, TAG_UB + 1, 0),
+        Err(Error::Tag { .. })
+    ));
+    // TAG_UB itself is valid.
+    let r = isend(&ep, &b, me, TAG_UB, 0).unwrap();
+    ep.recv(&mut m, me, TAG_UB, 0).unwrap();
+    r.wait().unwrap();
+    ep.barrier();
+}
+
+// ------------------------------------------------------------ ring
+
+fn ring_rank() {
+    let ep = endpoint();
+    let (me, n) = (ep.rank(), ep.size());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    for it in 0..300usize {
+        let len = [4, 17, 300, 4096, 70_000][it % 5];
+        let out = numbered(it * 100 + me as usize, len);
+        let s = isend(&ep, &out, right, it as i32, 0).unwrap();
+        let mut inb = vec![0u8; len];
+        let st = ep.recv(&mut inb, left, it as i32, 0).unwrap();
+        assert_eq!(number_of(&inb), it * 100 + left as usize);
+        assert_eq!(&inb[4..], &numbered(it * 100 + left as usize, len)[4..]);
+        assert_eq!(st.count as usize, len);
+        s.wait().unwrap();
+    }
+    // All to all with ANY_SOURCE: every rank gets one message from each.
+    for round in 0..20usize {
+        let outs: Vec<Vec<u8>> = (0..n)
+            .map(|d| numbered(me as usize * 1000 + d as usize, 2000 + round))
+            .collect();
+        let reqs: Vec<_> = (0..n)
+            .map(|d| isend(&ep, &outs[d as usize], d, 1000 + round as i32, 0).unwrap())
+            .collect();
+        let mut seen = BTreeSet::new();
+        let mut inb = vec![0u8; 4000];
+        for _ in 0..n {
+            let st = ep
+                .recv(&mut inb, ANY_SOURCE, 1000 + round as i32, 0)
+                .unwrap();
+            assert_eq!(number_of(&inb), st.source as usize * 1000 + me as usize);
+            assert!(seen.insert(st.source));
+        }
+        ep.wait_all(reqs).unwrap();
+    }
+    ep.barrier();
+}
+
+/// Threads of one rank use the endpoint at once: thread `t` of each rank
+/// exchanges messages with thread `t` of the other on tag `t`, some from
+/// a shared receive with ANY_TAG in context 1.
+fn threads_rank() {
+    fn assert_sync<T: Send + Sync>(_: &T) {}
+    let ep = endpoint();
+    assert_sync(&ep);
+    let me = ep.rank();
+    let peer = 1 - me;
+    const THREADS: usize = 3;
+    const ITERS: usize = 200;
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let ep = &ep;
+            s.spawn(move || {
+                for it in 0..ITERS {
+                    let len = [8, 300, 5000][(it + t) % 3];
+                    let id = (t * 1000 + it) * 2 + me as usize;
+                    let out = numbered(id, len);
+                    let s = isend(ep, &out, peer, t as i32, 0).unwrap();
+                    let mut inb = vec![0u8; len];
+                    let st = ep.recv(&mut inb, peer, t as i32, 0).unwrap();
+                    assert_eq!(st.tag, t as i32);
+                    let want = (t * 1000 + it) * 2 + peer as usize;
+                    assert_eq!(inb, numbered(want, len), "thread {t} iteration {it}");
+                    s.wait().unwrap();
+                }
+            });
+        }
+    });
+    ep.barrier();
+}
+
+// ------------------------------------------------------------ model
+
+/// One send of a generated program.
+#[derive(Debug, Clone)]
+struct Msg {
+    src: u32,
+    dst: u32,
+    tag: i32,
+    ctx: u32,
+    size: usize,
+    /// From private memory (two copy) rather than the heap.
+    private: bool,
+}
+
+/// One receive of a generated program (`ANY_SOURCE` / `ANY_TAG` allowed).
+#[derive(Debug, Clone)]
+struct Recv {
+    rank: u32,
+    src: i32,
+    tag: i32,
+    ctx: u32,
+    cap: usize,
+}
+
+const MODEL_RANKS: u32 = 3;
+const CONTEXTS: u32 = 2;
+
+fn encode(posted_first: bool, msgs: &[Msg], recvs: &[Recv]) -> String {
+    let mut s = format!("{}|", posted_first as u8);
+    for m in msgs {
+        s += &format!(
+            "{},{},{},{},{},{};",
+            m.src, m.dst, m.tag, m.ctx, m.size, m.private as u8
+        );
+    }
+    s += "|";
+    for r in recvs {
+        s += &format!("{},{},{},{},{};", r.rank, r.src, r.tag, r.ctx, r.cap);
+    }
+    s
+}
+
+fn decode(s: &str) -> (bool, Vec<Msg>, Vec<Recv>) {
+    let (mode, s) = s.split_once('|').expect("plan");
+    let (a, b) = s.split_once('|').expect("plan");
+    let nums = |x: &str| -> Vec<i64> { x.split(',').map(|n| n.parse().expect("number")).collect() };
+    let msgs = a
+        .split(';')
+        .filter(|x| !x.is_empty())
+        .map(|x| {
+            let v = nums(x);
+            Msg {
+                src: v[0] as u32,
+                dst: v[1] as u32,
+                tag: v[2] as i32,
+                ctx: v[3] as u32,
+                size: v[4] as usize,
+                private: v[5] != 0,
+            }
+        })
+        .collect();
+    let recvs = b
+        .split(';')
+        .filter(|x| !x.is_empty())
+        .map(|x| {
+            let v = nums(x);
+            Recv {
+                rank: v[0] as u32,
+                src: v[1] as i32,
+                tag: v[2] as i32,
+                ctx: v[3] as u32,
+                cap: v[4] as usize,
+            }
+        })
+        .collect();
+    (mode == "1", msgs, recvs)
+}
+
+fn size_strategy() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        5 => 8usize..64,
+        2 => 240usize..280,
+        2 => 1000usize..9000,
+    ]
+}
+
+fn program_strategy() -> impl Strategy<Value = (bool, Vec<Msg>, Vec<Recv>)> {
+    let msg = (
+        0..MODEL_RANKS,
+        0..MODEL_RANKS,
+        0..3i32,
+        0..CONTEXTS,
+        size_strategy(),
+        any::<bool>(),
+    )
+        .prop_map(|(src, dst, tag, ctx, size, private)| Msg {
+            src,
+            dst,
+            tag,
+            ctx,
+            size,
+            private,
+        });
+    let src = prop_oneof![2 => Just(ANY_SOURCE), 3 => 0..MODEL_RANKS as i32];
+    let tag = prop_oneof![2 => Just(ANY_TAG), 3 => 0..3i32];
+    let cap = prop_oneof![4 => Just(10_000usize), 1 => 8usize..300];
+    let recv =
+        (0..MODEL_RANKS, src, tag, 0..CONTEXTS, cap).prop_map(|(rank, src, tag, ctx, cap)| Recv {
+            rank,
+            src,
+            tag,
+            ctx,
+            cap,
+        });
+    (
+        any::<bool>(),
+        proptest::collection::vec(msg, 0..40),
+        proptest::collection::vec(recv, 0..45),
+    )
+}
+
+fn model_random_programs_match_the_reference() {
+    let cases = std::env::var("VCI_MODEL_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(150);
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    });
+    runner
+        .run(&program_strategy(), |(posted_first, msgs, recvs)| {
+            let plan = encode(posted_first, &msgs, &recvs);
+            let report = launch("model", MODEL_RANKS, &[(PLAN, plan)]);
+            prop_assert!(report.success(), "{}", describe(&report));
+            prop_assert!(report
+                .ranks
+                .iter()
+                .all(|r| String::from_utf8_lossy(&r.stdout).contains("role model done")));
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// Whether receive `r` would match message `m`.
+fn key_matches(r: &Recv, m: &Msg) -> bool {
+    r.ctx == m.ctx
+        && (r.src == ANY_SOURCE || r.src as u32 == m.src)
+        && (r.tag == ANY_TAG || r.tag == m.tag)
+}
+
+/// The rank side of the model test.
+///
+/// Two modes. *Unexpected first*: every rank posts all its sends
+/// (nonblocking), the ranks meet at a barrier (so every message is in its
+/// destination's queue), then each rank posts its receives in order.
+/// *Posted first*: every rank posts its receives, barrier, posts its sends,
+/// barrier. Either way, after the last barrier each receive has matched or
+/// never will (no message arrives later): the ones left pending are
+/// cancelled, and the messages left over are drained per context with
+/// ANY_SOURCE / ANY_TAG receives. The outcome must equal the reference
+/// matcher's on some arrival order that keeps each sender's order.
+/// Posts one receive per buffer, in order.
+fn post_all<'a>(
+    ep: &'a Endpoint,
+    bufs: &'a mut [Vec<u8>],
+    recvs: &[&Recv],
+) -> Vec<vci::Request<'a>> {
+    bufs.iter_mut()
+        .zip(recvs)
+        .map(|(b, r)| irecv(ep, b, r.src, r.tag, r.ctx).unwrap())
+        .collect()
+}
+
+fn model_rank() {
+    let ep = endpoint();
+    let me = ep.rank() as u32;
+    let (posted_first, msgs, recvs) = decode(&std::env::var(PLAN).expect("plan"));
+    let payload = |id: usize| numbered(id, msgs[id].size);
+
+    // Sends, in program order.
+    let mine: Vec<usize> = (0..msgs.len()).filter(|&i| msgs[i].src == me).collect();
+    let heap: Vec<Vec<u8>> = mine.iter().map(|&i| payload(i)).collect();
+    let mut private: Vec<PrivBuf> = mine.iter().map(|&i| PrivBuf::new(msgs[i].size)).collect();
+    for (k, p) in private.iter_mut().enumerate() {
+        p.get().copy_from_slice(&heap[k]);
+    }
+    let send_all = || -> Vec<vci::Request<'_>> {
+        mine.iter()
+            .enumerate()
+            .map(|(k, &i)| {
+                let m = &msgs[i];
+                let buf: &[u8] = if m.private {
+                    private[k].view()
+                } else {
+                    &heap[k]
+                };
+                isend(&ep, buf, m.dst as i32, m.tag, m.ctx).unwrap()
+            })
+            .collect()
+    };
+    let my_recvs: Vec<&Recv> = recvs.iter().filter(|r| r.rank == me).collect();
+    let mut bufs: Vec<Vec<u8>> = my_recvs.iter().map(|r| vec![0u8; r.cap]).collect();
+    let (sends, mut reqs) = if posted_first {
+        let reqs = post_all(&ep, &mut bufs, &my_recvs);
+        ep.barrier();
+        let sends = send_all();
+        ep.barrier();
+        (sends, reqs)
+    } else {
+        let sends = send_all();
+        ep.barrier();
+        (sends, post_all(&ep, &mut bufs, &my_recvs))
+    };
+    let mut statuses: Vec<Option<Status>> = Vec::new();
+    for r in reqs.iter_mut() {
+        match r.test() {
+            Ok(Some(st)) => statuses.push(Some(st)),
+            Err(Error::Truncate { status, .. }) => statuses.push(Some(status)),
+            Ok(None) => {
+                assert!(r.cancel(), "a pending receive can be cancelled");
+                statuses.push(None);
+            }
+            Err(e) => panic!("receive failed: {e}"),
+        }
+    }
+    for (r, st) in reqs.into_iter().zip(&statuses) {
+        let got = match r.wait() {
+            Ok(s) => s,
+            Err(Error::Truncate { status, .. }) => status,
+            Err(e) => panic!("{e}"),
+        };
+        match st {
+            None => assert!(got.cancelled),
+            Some(st) => assert_eq!(got, *st),
+        }
+    }
+    // Identify what each receive got.
+    let incoming: Vec<usize> = (0..msgs.len()).filter(|&i| msgs[i].dst == me).collect();
+    let mut observed: Vec<Option<usize>> = Vec::new();
+    for (k, st) in statuses.iter().enumerate() {
+        let Some(st) = st else {
+            observed.push(None);
+            continue;
+        };
+        let id = number_of(&bufs[k]);
+        assert!(
+            id < msgs.len() && msgs[id].dst == me,
+            "receive {k} got message {id}"
+        );
+        let m = &msgs[id];
+        let n = m.size.min(my_recvs[k].cap);
+        assert_eq!(
+            (st.source, st.tag, st.count),
+            (m.src as i32, m.tag, n as u64)
+        );
+        assert_eq!(
+            st.error,
+            (m.size > n).then_some(StatusError::Truncate {
+                message_len: m.size as u64
+            })
+        );
+        assert_eq!(&bufs[k][..n], &payload(id)[..n], "payload of message {id}");
+        observed.push(Some(id));
+    }
+    // Drain the leftovers, per context, in arrival order.
+    let matched: BTreeSet<usize> = observed.iter().flatten().copied().collect();
+    assert_eq!(
+        matched.len(),
+        observed.iter().flatten().count(),
+        "a message matched twice"
+    );
+    let mut drained: Vec<Vec<usize>> = vec![Vec::new(); CONTEXTS as usize];
+    let mut big = vec![0u8; 10_000];
+    for ctx in 0..CONTEXTS {
+        let left = incoming
+            .iter()
+            .filter(|&&i| msgs[i].ctx == ctx && !matched.contains(&i))
+            .count();
+        for _ in 0..left {
+            let st = ep.recv(&mut big, ANY_SOURCE, ANY_TAG, ctx).unwrap();
+            let id = number_of(&big);
+            assert_eq!(st.count as usize, msgs[id].size);
+            assert_eq!(&big[..msgs[id].size], &payload(id)[..]);
+            drained[ctx as usize].push(id);
+        }
+        assert_eq!(ep.iprobe(ANY_SOURCE, ANY_TAG, ctx).unwrap(), None);
+    }
+    ep.wait_all(sends).unwrap();
+    drop(private);
+
+    check_against_reference(
+        &msgs,
+        &my_recvs,
+        &incoming,
+        &observed,
+        &drained,
+        posted_first,
+    );
+    ep.barrier();
+}
+
+/// The edges "message a arrived before message b" that the observations
+/// imply when the receives were posted after every message had arrived:
+/// each receive took the earliest matching message, so its message arrived
+/// before every other candidate still unmatched.
+fn explain_unexpected_first(
+    msgs: &[Msg],
+    recvs: &[&Recv],
+    incoming: &[usize],
+    observed: &[Option<usize>],
+) -> Vec<(usize, usize)> {
+    let mut edges = Vec::new();
+    let mut consumed = BTreeSet::new();
+    for (k, r) in recvs.iter().enumerate() {
+        match observed[k] {
+            Some(m) => {
+                assert!(
+                    key_matches(r, &msgs[m]),
+                    "receive {k} {r:?} got non-matching {m}"
+                );
+                for &o in incoming {
+                    if o != m && !consumed.contains(&o) && key_matches(r, &msgs[o]) {
+                        edges.push((m, o));
+                    }
+                }
+                consumed.insert(m);
+            }
+            None => {
+                let cand: Vec<_> = incoming
+                    .iter()
+                    .filter(|&&o| !consumed.contains(&o) && key_matches(r, &msgs[o]))
+                    .collect();
+                assert!(
+                    cand.is_empty(),
+                    "receive {k} {r:?} was left pending but {cand:?} match"
+                );
+            }
+        }
+    }
+    edges
+}
+
+/// The same when every receive was posted before any message arrived: a
+/// message took the earliest posted receive that matched it and was still
+/// free, so every earlier matching receive was taken by a message that
+/// arrived before it.
+fn explain_posted_first(
+    msgs: &[Msg],
+    recvs: &[&Recv],
+    incoming: &[usize],
+    observed: &[Option<usize>],
+) -> Vec<(usize, usize)> {
+    let taker: HashMap<usize, usize> = observed
+        .iter()
+        .enumerate()
+        .filter_map(|(k, o)| o.map(|m| (m, k)))
+        .collect();
+    let mut edges = Vec::new();
+    for &m in incoming {
+        let limit = match taker.get(&m) {
+            Some(&k) => {
+                assert!(
+                    key_matches(recvs[k], &msgs[m]),
+                    "receive {k} {:?} got non-matching {m}",
+                    recvs[k]
+                );
+                k
+            }
+            None => recvs.len(),
+        };
+        for (j, r) in recvs[..limit].iter().enumerate() {
+            if key_matches(r, &msgs[m]) {
+                let Some(first) = observed[j] else {
+                    panic!("receive {j} {r:?} was left pending but message {m} matches it");
+                };
+                edges.push((first, m));
+            }
+        }
+    }
+    edges
+}
+
+/// What the reference matcher does when messages arrive in `arrival`
+/// order: which message each receive gets, and the leftovers in arrival
+/// order.
+fn reference(
+    msgs: &[Msg],
+    recvs: &[&Recv],
+    arrival: &[usize],
+    posted_first: bool,
+) -> (Vec<Option<usize>>, Vec<usize>) {
+    let mut got = vec![None; recvs.len()];
+    let mut unexpected = Vec::new();
+    if posted_first {
+        // Each arriving message takes the earliest free matching receive.
+        for &m in arrival {
+            match (0..recvs.len()).find(|&k| got[k].is_none() && key_matches(recvs[k], &msgs[m])) {
+                Some(k) => got[k] = Some(m),
+                None => unexpected.push(m),
+            }
+        }
+    } else {
+        // Each receive takes the earliest matching message.
+        unexpected = arrival.to_vec();
+        for (k, r) in recvs.iter().enumerate() {
+            if let Some(p) = unexpected.iter().position(|&m| key_matches(r, &msgs[m])) {
+                got[k] = Some(unexpected.remove(p));
+            }
+        }
+    }
+    (got, unexpected)
+}
+
+/// Finds an arrival order that explains the observations (arrival order
+/// keeps each sender's order; `explain_*` add what the matching implies,
+/// the drains add their order), then replays the reference matcher on it
+/// and requires the very same outcome.
+fn check_against_reference(
+    msgs: &[Msg],
+    recvs: &[&Recv],
+    incoming: &[usize],
+    observed: &[Option<usize>],
+    drained: &[Vec<usize>],
+    posted_first: bool,
+) {
+    let mut edges: Vec<(usize, usize)> = Vec::new();
+    for (k, &a) in incoming.iter().enumerate() {
+        if let Some(&b) = incoming[k + 1..]
+            .iter()
+            .find(|&&b| msgs[b].src == msgs[a].src)
+        {
+            edges.push((a, b));
+        }
+    }
+    edges.extend(if posted_first {
+        explain_posted_first(msgs, recvs, incoming, observed)
+    } else {
+        explain_unexpected_first(msgs, recvs, incoming, observed)
+    });
+    for d in drained {
+        for w in d.windows(2) {
+            edges.push((w[0], w[1]));
+        }
+    }
+    // Kahn's algorithm over the incoming messages.
+    let mut indeg: HashMap<usize, usize> = incoming.iter().map(|&i| (i, 0)).collect();
+    let mut out: HashMap<usize, Vec<usize>> = HashMap::new();
+    for &(a, b) in &edges {
+        *indeg.get_mut(&b).unwrap() += 1;
+        out.entry(a).or_default().push(b);
+    }
+    let mut ready: VecDeque<usize> = incoming.iter().copied().filter(|i| indeg[i] == 0).collect();
+    let mut arrival = Vec::new();
+    while let Some(a) = ready.pop_front() {
+        arrival.push(a);
+        for &b in out.get(&a).map(|v| &v[..]).unwrap_or(&[]) {
+            let d = indeg.get_mut(&b).unwrap();
+            *d -= 1;
+            if *d == 0 {
+                ready.push_back(b);
+            }
+        }
+    }
+    assert_eq!(
+        arrival.len(),
+        incoming.len(),
+        "no arrival order explains the outcome: {observed:?}, drained {drained:?}"
+    );
+    let (expect, unexpected) = reference(msgs, recvs, &arrival, posted_first);
+    assert_eq!(
+        &expect, observed,
+        "reference matcher on arrival order {arrival:?}"
+    );
+    for ctx in 0..CONTEXTS {
+        let rest: Vec<usize> = unexpected
+            .iter()
+            .copied()
+            .filter(|&m| msgs[m].ctx == ctx)
+            .collect();
+        assert_eq!(rest, drained[ctx as usize], "leftovers of context {ctx}");
+    }
+}
