@@ -3,12 +3,29 @@
 //! * `HMPI_EAGER_MAX` (default 256 bytes, at most 64 KiB): the largest
 //!   payload sent with the immediate protocol, inline in the envelope.
 //!   Accepts the sizes `shmheap::env::parse_size` accepts (`256`, `4K`).
+//! * `HMPI_SYNERGISTIC_MIN` (default 64 KiB): single-copy messages of at
+//!   least this many bytes, received into a buffer in the node heap, are
+//!   copied synergistically: the receiver and, while it is inside the
+//!   library, the sender copy blocks of the message in parallel. A size
+//!   larger than any message (`1T`) turns it off.
+//! * `HMPI_SYNERGISTIC_BLOCK` (default 16 KiB, 64 bytes to 1 GiB): the block
+//!   size of a synergistic copy.
+//! * `HMPI_CMA` (default `1`): `0` turns off the kernel-assisted single copy
+//!   (`process_vm_readv`) of private send buffers; they then travel through a
+//!   heap bounce buffer (two copy).
+//!
+//! The synergistic threshold and block size are starting points, not
+//! measured optima: the papers report per-machine values (4 KiB blocks from
+//! 8 KiB and 12 KiB blocks above 24 KiB on Sandy Bridge; 16 and 64 KiB on
+//! Blue Gene/Q). Tune both by measurement on the target machine.
 //!
 //! # Example
 //! ```
 //! let c = vci::Config::from_lookup(|v| (v == "HMPI_EAGER_MAX").then(|| "1K".into())).unwrap();
 //! assert_eq!(c.eager_max, 1024);
-//! assert_eq!(vci::Config::default().eager_max, 256);
+//! let d = vci::Config::default();
+//! assert_eq!((d.eager_max, d.synergistic_min, d.synergistic_block), (256, 64 << 10, 16 << 10));
+//! assert!(d.cma);
 //! ```
 
 use crate::error::{Error, Result};
@@ -20,6 +37,20 @@ pub const EAGER_MAX_VAR: &str = "HMPI_EAGER_MAX";
 pub const DEFAULT_EAGER_MAX: usize = 256;
 /// The largest accepted `HMPI_EAGER_MAX`.
 pub const EAGER_MAX_LIMIT: usize = 64 << 10;
+/// Variable holding the smallest synergistically copied message.
+pub const SYNERGISTIC_MIN_VAR: &str = "HMPI_SYNERGISTIC_MIN";
+/// Default smallest synergistically copied message (to be tuned).
+pub const DEFAULT_SYNERGISTIC_MIN: usize = 64 << 10;
+/// Variable holding the synergistic copy's block size.
+pub const SYNERGISTIC_BLOCK_VAR: &str = "HMPI_SYNERGISTIC_BLOCK";
+/// Default synergistic block size (to be tuned).
+pub const DEFAULT_SYNERGISTIC_BLOCK: usize = 16 << 10;
+/// Smallest accepted synergistic block size.
+pub const SYNERGISTIC_BLOCK_MIN: usize = 64;
+/// Largest accepted synergistic block size.
+pub const SYNERGISTIC_BLOCK_MAX: usize = 1 << 30;
+/// Variable turning the kernel-assisted single copy off (`0`) or on (`1`).
+pub const CMA_VAR: &str = "HMPI_CMA";
 
 /// The engine's tunables.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,13 +58,47 @@ pub struct Config {
     /// Payloads up to this many bytes travel inline in the envelope
     /// (immediate protocol).
     pub eager_max: usize,
+    /// Single-copy messages of at least this many bytes are copied
+    /// synergistically (when the receive buffer is in the node heap).
+    pub synergistic_min: usize,
+    /// Block size of a synergistic copy (at least 64 bytes).
+    pub synergistic_block: usize,
+    /// Whether private send buffers above `eager_max` may be read by the
+    /// receiver with `process_vm_readv` (kernel-assisted single copy).
+    pub cma: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             eager_max: DEFAULT_EAGER_MAX,
+            synergistic_min: DEFAULT_SYNERGISTIC_MIN,
+            synergistic_block: DEFAULT_SYNERGISTIC_BLOCK,
+            cma: true,
         }
+    }
+}
+
+fn size_var(
+    lookup: &impl Fn(&str) -> Option<OsString>,
+    var: &'static str,
+    range: std::ops::RangeInclusive<usize>,
+) -> Result<Option<usize>> {
+    let Some(v) = lookup(var) else {
+        return Ok(None);
+    };
+    let s = v.to_string_lossy().into_owned();
+    match shmheap::env::parse_size(&s) {
+        Some(n) if range.contains(&n) => Ok(Some(n)),
+        _ => Err(Error::Config {
+            var,
+            value: s,
+            reason: format!(
+                "expected a size of {} to {} bytes",
+                range.start(),
+                range.end()
+            ),
+        }),
     }
 }
 
@@ -46,18 +111,29 @@ impl Config {
     /// Like [`Config::from_env`], with variables looked up through `lookup`.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> Result<Self> {
         let mut c = Config::default();
-        if let Some(v) = lookup(EAGER_MAX_VAR) {
+        if let Some(n) = size_var(&lookup, EAGER_MAX_VAR, 0..=EAGER_MAX_LIMIT)? {
+            c.eager_max = n;
+        }
+        if let Some(n) = size_var(&lookup, SYNERGISTIC_MIN_VAR, 0..=usize::MAX)? {
+            c.synergistic_min = n;
+        }
+        let blocks = SYNERGISTIC_BLOCK_MIN..=SYNERGISTIC_BLOCK_MAX;
+        if let Some(n) = size_var(&lookup, SYNERGISTIC_BLOCK_VAR, blocks)? {
+            c.synergistic_block = n;
+        }
+        if let Some(v) = lookup(CMA_VAR) {
             let s = v.to_string_lossy().into_owned();
-            match shmheap::env::parse_size(&s) {
-                Some(n) if n <= EAGER_MAX_LIMIT => c.eager_max = n,
+            c.cma = match s.trim() {
+                "0" | "off" | "no" | "false" => false,
+                "1" | "on" | "yes" | "true" => true,
                 _ => {
                     return Err(Error::Config {
-                        var: EAGER_MAX_VAR,
+                        var: CMA_VAR,
                         value: s,
-                        reason: format!("expected a size of at most {EAGER_MAX_LIMIT} bytes"),
+                        reason: "expected 0 or 1".into(),
                     })
                 }
-            }
+            };
         }
         Ok(c)
     }
@@ -67,9 +143,13 @@ impl Config {
 mod tests {
     use super::*;
 
-    fn with(v: &str) -> Result<Config> {
+    fn with_var(var: &'static str, v: &str) -> Result<Config> {
         let v = v.to_owned();
-        Config::from_lookup(move |name| (name == EAGER_MAX_VAR).then(|| v.clone().into()))
+        Config::from_lookup(move |name| (name == var).then(|| v.clone().into()))
+    }
+
+    fn with(v: &str) -> Result<Config> {
+        with_var(EAGER_MAX_VAR, v)
     }
 
     #[test]
@@ -83,5 +163,21 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains(EAGER_MAX_VAR));
+    }
+
+    #[test]
+    fn synergistic_and_cma() {
+        let c = with_var(SYNERGISTIC_MIN_VAR, "1M").unwrap();
+        assert_eq!(c.synergistic_min, 1 << 20);
+        let c = with_var(SYNERGISTIC_BLOCK_VAR, "4K").unwrap();
+        assert_eq!(c.synergistic_block, 4096);
+        assert!(with_var(SYNERGISTIC_BLOCK_VAR, "8").is_err());
+        assert!(with_var(SYNERGISTIC_MIN_VAR, "x").is_err());
+        assert!(!with_var(CMA_VAR, "0").unwrap().cma);
+        assert!(with_var(CMA_VAR, "1").unwrap().cma);
+        assert!(with_var(CMA_VAR, "maybe")
+            .unwrap_err()
+            .to_string()
+            .contains(CMA_VAR));
     }
 }

@@ -31,11 +31,12 @@
 //! ```
 
 use crate::config::Config;
-use crate::envelope::{alloc_bounce, free_bounce, Envelope, Header, Protocol};
+use crate::envelope::{alloc_bounce, free_bounce, Envelope, Header, Protocol, FLAG_SYN, FLAG_SYNC};
 use crate::error::{Error, Result};
+use crate::message::Message;
 use crate::request::{Request, Status};
 use crate::slots;
-use crate::vci::{Stats, Vci, VciShared};
+use crate::vci::{Stats, Vci, VciShared, VCI_MAGIC};
 use crate::{ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB};
 use shmheap::{Segment, ShmHeap};
 use std::alloc::Layout;
@@ -105,11 +106,25 @@ impl Endpoint {
                 }
             }
         }
+        if config.cma && size > 1 {
+            crate::cma::allow_job_to_read();
+        }
+        // The CMA table: one byte per rank, all CMA_UNKNOWN (zero).
+        let table =
+            ShmHeap.try_alloc_zeroed(Layout::array::<u8>(size as usize).map_err(|_| {
+                Error::Config {
+                    var: SIZE_VAR,
+                    value: size.to_string(),
+                    reason: "too many ranks".into(),
+                }
+            })?)?;
         let layout = Layout::new::<VciShared>();
         let p = ShmHeap.try_alloc(layout)?.cast::<VciShared>();
+        let mut vs = VciShared::new(rank, 0);
+        vs.set_cma(std::process::id(), table.as_ptr() as u64, size);
         // SAFETY: a fresh block of the right size and alignment; nobody
         // else knows its address until it is published below.
-        unsafe { p.as_ptr().write(VciShared::new(rank, 0)) };
+        unsafe { p.as_ptr().write(vs) };
         // SAFETY: initialised above; never freed (other ranks may use it as
         // long as they live), so the reference is valid for 'static.
         let shared: &'static VciShared = unsafe { &*p.as_ptr() };
@@ -133,12 +148,21 @@ impl Endpoint {
             }
             peers.push(peer);
         }
+        // Kernel-assisted copy: find out once per peer whether we may read
+        // its memory (we read its VCI's magic), and tell the senders.
+        for (r, peer) in peers.iter().enumerate() {
+            let yes = config.cma
+                && crate::cma::can_read(peer.pid(), peer.magic_addr(), &VCI_MAGIC.to_ne_bytes());
+            shared.set_can_read(r as u32, yes);
+        }
+        // Every table is filled before anyone sends.
+        seg.barrier();
         Ok(Endpoint {
             rank,
             size,
+            vci: Vci::new(shared, &config),
             config,
             seg,
-            vci: Vci::new(shared),
             peers,
         })
     }
@@ -166,6 +190,17 @@ impl Endpoint {
     /// The per-protocol counters of this process's VCI.
     pub fn stats(&self) -> Stats {
         self.vci.stats()
+    }
+
+    /// Whether a send of a private buffer (outside the node heap, above
+    /// `eager_max`) to `dest` uses the kernel-assisted single copy: CMA is
+    /// on here and `dest` found at start-up that it can read this process.
+    /// `false` for an invalid rank.
+    pub fn kernel_assisted_to(&self, dest: i32) -> bool {
+        self.config.cma
+            && self
+                .check_rank(dest)
+                .is_ok_and(|d| self.peers[d as usize].can_read_rank(self.rank))
     }
 
     /// The node barrier. It does **not** drive progress: complete the
@@ -199,8 +234,11 @@ impl Endpoint {
     /// Starts sending `buf` to `dest` with `tag` in communicator context
     /// `context`. Payloads up to `eager_max` bytes travel inline and the
     /// request is complete at once; larger ones in the node heap are copied
-    /// once by the receiver (the request completes when it has); larger
-    /// ones elsewhere are first copied into a heap bounce buffer (complete
+    /// once by the receiver (the request completes when it has; large ones
+    /// synergistically, see [`crate::envelope`]); larger ones elsewhere are
+    /// read by the receiver with `process_vm_readv` when it can read this
+    /// process (kernel assisted, see [`crate::cma`]; the request completes
+    /// when it has), else first copied into a heap bounce buffer (complete
     /// at once).
     ///
     /// # Safety
@@ -217,6 +255,44 @@ impl Endpoint {
         tag: i32,
         context: u32,
     ) -> Result<Request<'a>> {
+        self.start_send(buf, dest, tag, context, false)
+    }
+
+    /// Starts a synchronous send: like [`Endpoint::isend`], but the request
+    /// completes only once the receiver has matched the message (and
+    /// copied it), whatever the protocol (MPI's `MPI_Issend`).
+    ///
+    /// # Safety
+    /// As for [`Endpoint::isend`]. The blocking [`Endpoint::ssend`] is safe.
+    pub unsafe fn issend<'a>(
+        &'a self,
+        buf: &'a [u8],
+        dest: i32,
+        tag: i32,
+        context: u32,
+    ) -> Result<Request<'a>> {
+        self.start_send(buf, dest, tag, context, true)
+    }
+
+    /// Sends synchronously and waits (see [`Endpoint::issend`]): returns
+    /// once the receiver has matched the message. A synchronous send to
+    /// oneself without a receive posted first (by another thread) never
+    /// returns, as in MPI.
+    pub fn ssend(&self, buf: &[u8], dest: i32, tag: i32, context: u32) -> Result<()> {
+        // SAFETY: the request is waited for at once, never leaked.
+        unsafe { self.issend(buf, dest, tag, context) }?
+            .wait()
+            .map(drop)
+    }
+
+    fn start_send<'a>(
+        &'a self,
+        buf: &'a [u8],
+        dest: i32,
+        tag: i32,
+        context: u32,
+        sync: bool,
+    ) -> Result<Request<'a>> {
         if !(0..=TAG_UB).contains(&tag) {
             return Err(Error::Tag { tag });
         }
@@ -229,6 +305,8 @@ impl Endpoint {
             Protocol::Immediate
         } else if shmheap::is_shared(buf.as_ptr()) && shmheap::is_shared(&buf[len - 1]) {
             Protocol::SingleCopy
+        } else if self.config.cma && peer.can_read_rank(self.rank) {
+            Protocol::KernelAssisted
         } else {
             Protocol::TwoCopy
         };
@@ -240,11 +318,19 @@ impl Endpoint {
             len: len as u64,
             data: 0,
             reply: self.vci.shared() as *const VciShared as u64,
+            flags: if sync { FLAG_SYNC } else { 0 },
+            pid: 0,
         };
         let env = match protocol {
             Protocol::Immediate => Envelope::create(h, buf)?,
             Protocol::SingleCopy => {
                 h.data = buf.as_ptr() as u64;
+                h.flags |= FLAG_SYN;
+                Envelope::create(h, &[])?
+            }
+            Protocol::KernelAssisted => {
+                h.data = buf.as_ptr() as u64;
+                h.pid = self.vci.shared().pid();
                 Envelope::create(h, &[])?
             }
             Protocol::TwoCopy => {
@@ -259,9 +345,9 @@ impl Endpoint {
         };
         // SAFETY: a fresh envelope in the node heap, not queued; after the
         // push only the receiver touches it until it completes it (single
-        // copy) or frees it (the others).
+        // copy, kernel assisted, synchronous) or frees it (the others).
         unsafe { peer.deliver(env) };
-        self.vci.count_send(protocol);
+        self.vci.count_send(protocol, sync);
         let status = Status {
             source: dest,
             tag,
@@ -269,9 +355,12 @@ impl Endpoint {
             error: None,
             cancelled: false,
         };
-        Ok(match protocol {
-            Protocol::SingleCopy => Request::send(self, env, status),
-            Protocol::Immediate | Protocol::TwoCopy => Request::complete(self, status),
+        let sender_frees =
+            sync || matches!(protocol, Protocol::SingleCopy | Protocol::KernelAssisted);
+        Ok(if sender_frees {
+            Request::send(self, env, status)
+        } else {
+            Request::complete(self, status)
         })
     }
 
@@ -338,6 +427,43 @@ impl Endpoint {
         Ok(self
             .vci
             .wait_for(|vci, p| vci.iprobe(p, source, tag, context)))
+    }
+
+    /// A matched probe: takes the earliest message a receive with this key
+    /// would match now off the matching lists and returns it with its
+    /// status; `None` if there is none. Only the returned [`Message`] can
+    /// receive it (see [`crate::message`]).
+    pub fn improbe(
+        &self,
+        source: i32,
+        tag: i32,
+        context: u32,
+    ) -> Result<Option<(Message<'_>, Status)>> {
+        self.check_recv_key(source, tag)?;
+        if source == PROC_NULL {
+            return Ok(Some((
+                Message::new(self, None, Status::empty()),
+                Status::empty(),
+            )));
+        }
+        let mut guard = self.vci.lock();
+        Ok(self
+            .vci
+            .take_unexpected(&mut guard, source, tag, context)
+            .map(|(env, st)| (Message::new(self, Some(env), st), st)))
+    }
+
+    /// Waits until a message matches, and takes it as [`Endpoint::improbe`]
+    /// does.
+    pub fn mprobe(&self, source: i32, tag: i32, context: u32) -> Result<(Message<'_>, Status)> {
+        self.check_recv_key(source, tag)?;
+        if source == PROC_NULL {
+            return Ok((Message::new(self, None, Status::empty()), Status::empty()));
+        }
+        let (env, st) = self
+            .vci
+            .wait_for(|vci, p| vci.take_unexpected(p, source, tag, context));
+        Ok((Message::new(self, Some(env), st), st))
     }
 
     /// Waits for every request (see [`crate::wait_all`]).

@@ -14,22 +14,44 @@
 //!  8      source u32   sender's rank
 //! 12      tag i32      message tag (0..=TAG_UB)
 //! 16      context u32  communicator context id
-//! 20      protocol u32 Protocol (immediate, single copy, two copy)
+//! 20      protocol u32 Protocol (immediate, single copy, two copy,
+//!                      kernel assisted)
 //! 24      len u64      payload length in bytes
-//! 32      data u64     heap address of the payload (sender's buffer for
-//!                      single copy, bounce buffer for two copy; 0 inline)
+//! 32      data u64     address of the payload (sender's heap buffer for
+//!                      single copy, bounce buffer for two copy, the
+//!                      sender's private buffer in *its* address space for
+//!                      kernel assisted; 0 inline)
 //! 40      reply u64    heap address of the sender's VciShared (doorbell)
-//! 48      completion   AtomicU32: 0 pending, 1 done (single copy only)
+//! 48      completion   AtomicU32: 0 pending, 1 done (single copy, kernel
+//!                      assisted, and every synchronous send)
 //! 52      alloc_len    bytes of this envelope's allocation
-//! 64      inline payload (immediate protocol), rounded up to 64 bytes
+//! 56      flags u32    FLAG_SYNC: synchronous send (the sender waits for
+//!                      `completion` whatever the protocol); FLAG_SYN: a
+//!                      SynCopy line follows the header
+//! 60      pid u32      the sender's process id (kernel assisted)
+//! 64      inline payload (immediate protocol), rounded up to 64 bytes,
+//!         or the SynCopy line (single copy)
 //! ```
+//!
+//! **Synergistic copy.** A single-copy envelope carries a second cache line,
+//! [`SynCopy`]: the receive buffer's heap address, the length to copy, the
+//! block size, a "help wanted" flag, a claim counter (byte offset) and a
+//! finished-bytes counter. A receiver that copies synergistically fills it
+//! in, raises the flag (Release) and claims blocks with `fetch_add` on the
+//! claim counter; a sender inside the library (testing or waiting on the
+//! send) that sees the flag (Acquire) claims blocks too. After each block
+//! the copier adds its bytes to the finished counter (Release); the
+//! receiver waits until it reaches the length (Acquire), so every block is
+//! in its buffer before it completes the envelope. The receiver alone can
+//! always finish: it claims blocks until none is left.
 //!
 //! Who frees what: the receiver frees immediate and two-copy envelopes (and
 //! the bounce buffer) after copying — a cross-rank free, which returns the
-//! memory to the sender's arena. A single-copy envelope belongs to the
+//! memory to the sender's arena — unless the send is synchronous. Every
+//! other envelope (single copy, kernel assisted, synchronous) belongs to the
 //! sender again once the receiver has stored `completion = 1` (Release):
 //! the receiver touches it no more, the sender sees the store (Acquire),
-//! and frees it.
+//! and frees it (with its bounce buffer, if any).
 //!
 //! # Example
 //! ```
@@ -44,7 +66,7 @@ use shmheap::sync::mpsc::MpscLink;
 use shmheap::ShmHeap;
 use std::alloc::{GlobalAlloc, Layout};
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Bytes of the envelope header; the inline payload starts here.
 pub const HEADER_LEN: usize = 64;
@@ -63,6 +85,10 @@ pub enum Protocol {
     /// The sender's buffer is private: the sender copies it into a heap
     /// bounce buffer that the envelope owns; the send completes at once.
     TwoCopy = 3,
+    /// The sender's buffer is private: the receiver reads it straight from
+    /// the sender's address space with `process_vm_readv` (one copy); the
+    /// send completes when the receiver says so.
+    KernelAssisted = 4,
 }
 
 impl Protocol {
@@ -72,6 +98,7 @@ impl Protocol {
             1 => Some(Protocol::Immediate),
             2 => Some(Protocol::SingleCopy),
             3 => Some(Protocol::TwoCopy),
+            4 => Some(Protocol::KernelAssisted),
             _ => None,
         }
     }
@@ -81,6 +108,12 @@ impl Protocol {
 const PENDING: u32 = 0;
 /// Completion word: the receiver has copied the payload and let go.
 const DONE: u32 = 1;
+
+/// Envelope flag: a synchronous send; the receiver stores completion after
+/// matching (and copying) whatever the protocol, and the sender frees.
+pub(crate) const FLAG_SYNC: u32 = 1;
+/// Envelope flag: a [`SynCopy`] line follows the header.
+pub(crate) const FLAG_SYN: u32 = 2;
 
 /// A message envelope in the sender's arena (see the module docs).
 #[repr(C, align(64))]
@@ -96,6 +129,8 @@ pub struct Envelope {
     reply: u64,
     completion: AtomicU32,
     alloc_len: u32,
+    flags: u32,
+    pid: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<Envelope>() == HEADER_LEN);
@@ -113,6 +148,10 @@ pub(crate) struct Header {
     pub data: u64,
     /// Heap address of the sender's `VciShared`.
     pub reply: u64,
+    /// `FLAG_SYNC` and/or `FLAG_SYN`.
+    pub flags: u32,
+    /// The sender's process id (kernel assisted), else 0.
+    pub pid: u32,
 }
 
 impl Envelope {
@@ -154,6 +193,35 @@ impl Envelope {
         self.reply
     }
 
+    /// Whether the send is synchronous.
+    pub(crate) fn is_sync(&self) -> bool {
+        self.flags & FLAG_SYNC != 0
+    }
+
+    /// The sender's process id (kernel assisted).
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The envelope's synergistic-copy line, if it has one.
+    ///
+    /// # Safety
+    ///
+    /// `this` is a live envelope from [`Envelope::create`] and stays
+    /// allocated for `'e` (the sender before it frees it, the receiver
+    /// before it completes it).
+    pub(crate) unsafe fn syn<'e>(this: NonNull<Envelope>) -> Option<&'e SynCopy> {
+        // SAFETY: the header is valid (caller's contract).
+        let env = unsafe { this.as_ref() };
+        if env.flags & FLAG_SYN == 0 {
+            return None;
+        }
+        // SAFETY: with FLAG_SYN, `create` wrote a SynCopy right after the
+        // header, 64-byte aligned, inside the allocation, which lives for
+        // 'e (caller's contract).
+        Some(unsafe { &*Self::inline_ptr(this).cast::<SynCopy>() })
+    }
+
     /// Whether the receiver has finished with this (single-copy) envelope.
     pub(crate) fn is_complete(&self) -> bool {
         // SYNC POINT: Acquire pairs with the Release store in `complete`:
@@ -183,7 +251,12 @@ impl Envelope {
     /// Allocates an envelope in this rank's arena with `inline` copied into
     /// its inline area (empty for other protocols than immediate).
     pub(crate) fn create(h: Header, inline: &[u8]) -> shmheap::Result<NonNull<Envelope>> {
-        let alloc_len = HEADER_LEN + inline.len().div_ceil(LINE) * LINE;
+        let ext = if h.flags & FLAG_SYN != 0 {
+            std::mem::size_of::<SynCopy>()
+        } else {
+            0
+        };
+        let alloc_len = HEADER_LEN + inline.len().div_ceil(LINE) * LINE + ext;
         let p = ShmHeap
             .try_alloc(Self::layout(alloc_len))?
             .cast::<Envelope>();
@@ -198,6 +271,8 @@ impl Envelope {
             reply: h.reply,
             completion: AtomicU32::new(PENDING),
             alloc_len: alloc_len as u32,
+            flags: h.flags,
+            pid: h.pid,
         };
         // SAFETY: `p` is a fresh, 64-byte aligned block of `alloc_len`
         // bytes: room for the header and, after it, `inline.len()` bytes;
@@ -205,6 +280,12 @@ impl Envelope {
         unsafe {
             p.as_ptr().write(env);
             ptr::copy_nonoverlapping(inline.as_ptr(), Self::inline_ptr(p), inline.len());
+        }
+        if ext != 0 {
+            debug_assert!(inline.is_empty());
+            // SAFETY: the SynCopy line follows the header inside the
+            // allocation (`ext` bytes reserved above), 64-byte aligned.
+            unsafe { Self::inline_ptr(p).cast::<SynCopy>().write(SynCopy::new()) };
         }
         Ok(p)
     }
@@ -228,6 +309,120 @@ impl Envelope {
         // SAFETY: the envelope was allocated with this layout by `create`;
         // frees of another rank's block go to its remote-free list.
         unsafe { ShmHeap.dealloc(this.as_ptr().cast(), layout) };
+    }
+}
+
+/// The synergistic-copy line of a single-copy envelope (see the module
+/// docs). All-zero is the initial state: nobody asked for help.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub(crate) struct SynCopy {
+    /// 1 once the receiver asks for help (the other fields are set).
+    help: AtomicU32,
+    _pad: u32,
+    /// Heap address of the receive buffer.
+    dst: AtomicU64,
+    /// Bytes to copy (the message, or the receive buffer if shorter).
+    len: AtomicU64,
+    /// Block size.
+    block: AtomicU64,
+    /// Claim counter: byte offset of the next unclaimed block.
+    next: AtomicU64,
+    /// Bytes copied so far, by anyone.
+    done: AtomicU64,
+}
+
+const _: () = assert!(std::mem::size_of::<SynCopy>() == LINE);
+
+impl SynCopy {
+    const fn new() -> Self {
+        SynCopy {
+            help: AtomicU32::new(0),
+            _pad: 0,
+            dst: AtomicU64::new(0),
+            len: AtomicU64::new(0),
+            block: AtomicU64::new(0),
+            next: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+        }
+    }
+
+    /// The receiver asks for help copying `len` bytes into `dst` (a heap
+    /// address) in blocks of `block` bytes.
+    pub(crate) fn ask_for_help(&self, dst: *mut u8, len: u64, block: u64) {
+        // Relaxed (three stores): published by the Release store of `help`.
+        self.dst.store(dst as u64, Ordering::Relaxed);
+        self.len.store(len, Ordering::Relaxed);
+        self.block.store(block.max(1), Ordering::Relaxed);
+        // SYNC POINT: Release pairs with the Acquire load in `copy_blocks`:
+        // a helper that sees the flag sees the destination, length and
+        // block size.
+        self.help.store(1, Ordering::Release);
+    }
+
+    /// If help is wanted, claims and copies blocks from `src` (the sender's
+    /// buffer, `len` bytes) until none is left. Returns the blocks copied.
+    ///
+    /// # Safety
+    ///
+    /// `src` is the message's payload (valid for the message's length, not
+    /// written while the envelope is pending); the envelope is not
+    /// completed yet (the receiver completes it only after every claimed
+    /// block is finished, and keeps its buffer alive until then).
+    pub(crate) unsafe fn copy_blocks(&self, src: *const u8) -> u64 {
+        // SYNC POINT: Acquire pairs with the Release store in
+        // `ask_for_help` (see there).
+        if self.help.load(Ordering::Acquire) == 0 {
+            return 0;
+        }
+        // Relaxed (three loads): ordered after the Acquire above.
+        let dst = self.dst.load(Ordering::Relaxed) as *mut u8;
+        let len = self.len.load(Ordering::Relaxed);
+        let block = self.block.load(Ordering::Relaxed);
+        let mut blocks = 0;
+        loop {
+            // Relaxed: a hint; a waiting sender polls here often, and a
+            // plain load keeps it from bouncing the line with RMWs once
+            // every block is claimed.
+            if self.next.load(Ordering::Relaxed) >= len {
+                return blocks;
+            }
+            // Relaxed: the claim counter only hands out disjoint ranges
+            // (atomicity of the RMW); the copied bytes are published by the
+            // Release add on `done`. Overshoot past `len` is bounded by
+            // (copiers x block), far from overflow.
+            let off = self.next.fetch_add(block, Ordering::Relaxed);
+            if off >= len {
+                return blocks;
+            }
+            let n = block.min(len - off);
+            // SAFETY: `[off, off + n)` is inside both buffers and claimed
+            // by us alone; `src` is valid (caller's contract) and `dst` is
+            // the receive buffer, kept alive by the receiver until `done`
+            // reaches `len`; the buffers are distinct.
+            unsafe {
+                ptr::copy_nonoverlapping(src.add(off as usize), dst.add(off as usize), n as usize)
+            };
+            // SYNC POINT: Release pairs with the Acquire load in
+            // `wait_finished`: this block's bytes are in the receive
+            // buffer before the receiver sees them counted.
+            self.done.fetch_add(n, Ordering::Release);
+            blocks += 1;
+        }
+    }
+
+    /// Waits until every byte is copied (the receiver, after its own
+    /// `copy_blocks` found nothing left to claim).
+    pub(crate) fn wait_finished(&self) {
+        // Relaxed: set by `ask_for_help`, earlier in this thread.
+        let len = self.len.load(Ordering::Relaxed);
+        let mut backoff = shmheap::sync::futex::Backoff::new();
+        // SYNC POINT: Acquire pairs with the helpers' Release adds: every
+        // block counted is in the receive buffer.
+        while self.done.load(Ordering::Acquire) < len {
+            // A helper is in the middle of one block: spin, then yield.
+            backoff.snooze();
+        }
     }
 }
 
@@ -269,9 +464,42 @@ mod tests {
         assert_eq!(offset_of!(Envelope, reply), 40);
         assert_eq!(offset_of!(Envelope, completion), 48);
         assert_eq!(offset_of!(Envelope, alloc_len), 52);
-        for p in [Protocol::Immediate, Protocol::SingleCopy, Protocol::TwoCopy] {
+        assert_eq!(offset_of!(Envelope, flags), 56);
+        assert_eq!(offset_of!(Envelope, pid), 60);
+        for p in [
+            Protocol::Immediate,
+            Protocol::SingleCopy,
+            Protocol::TwoCopy,
+            Protocol::KernelAssisted,
+        ] {
             assert_eq!(Protocol::from_u32(p as u32), Some(p));
         }
         assert_eq!(Protocol::from_u32(0), None);
+    }
+
+    #[test]
+    fn synergistic_blocks_are_claimed_once() {
+        let len = (1 << 20) + 123;
+        let src: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        let mut dst = vec![0u8; len];
+        let syn = SynCopy::new();
+        let (s, d) = (src.as_ptr() as usize, dst.as_mut_ptr() as usize);
+        // SAFETY: nobody asked for help yet: nothing is copied.
+        assert_eq!(unsafe { syn.copy_blocks(s as *const u8) }, 0);
+        syn.ask_for_help(d as *mut u8, len as u64, 4096);
+        let blocks: u64 = std::thread::scope(|sc| {
+            let hs: Vec<_> = (0..3)
+                .map(|_| {
+                    let syn = &syn;
+                    // SAFETY: `src` and `dst` outlive the scope; the blocks
+                    // are disjoint claims.
+                    sc.spawn(move || unsafe { syn.copy_blocks(s as *const u8) })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        syn.wait_finished();
+        assert_eq!(blocks, (len as u64).div_ceil(4096));
+        assert_eq!(dst, src);
     }
 }

@@ -39,6 +39,14 @@ pub enum Error {
         /// The length of the message that was sent.
         message_len: u64,
     },
+    /// The kernel-assisted copy of a message failed (see
+    /// [`crate::StatusError::Transfer`]).
+    Transfer {
+        /// The receive's status.
+        status: Status,
+        /// The OS error number.
+        errno: i32,
+    },
     /// Some of the requests given to [`crate::wait_all`] ended in an error;
     /// every status is here, each with its own `error`.
     InStatus(Vec<Status>),
@@ -82,6 +90,13 @@ impl fmt::Display for Error {
                 f,
                 "message truncated: {message_len} bytes from rank {} (tag {}) into a buffer of {}",
                 status.source, status.tag, status.count
+            ),
+            Error::Transfer { status, errno } => write!(
+                f,
+                "reading the message from rank {} (tag {}) with process_vm_readv failed: {}",
+                status.source,
+                status.tag,
+                std::io::Error::from_raw_os_error(*errno)
             ),
             Error::InStatus(s) => {
                 let n = s.iter().filter(|s| s.error.is_some()).count();

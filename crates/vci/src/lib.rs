@@ -9,12 +9,23 @@
 //! 2. the receiver's progress (run by whoever tests or waits) drains its
 //!    incoming queue into its private unexpected list in order, matches
 //!    posted receives with MPI's rules, and moves the data: inline copy, or
-//!    one `memcpy` from the sender's heap buffer (single copy), or from a
-//!    heap bounce buffer when the sender's buffer is private (two copy);
-//! 3. for single copy the receiver publishes completion (Release) and rings
-//!    the sender's doorbell; the sender's request sees it (Acquire) and
-//!    frees the envelope. Other envelopes are freed by the receiver (a
-//!    cross-rank free back to the sender's arena).
+//!    one `memcpy` from the sender's heap buffer (single copy; for large
+//!    messages into a heap buffer a *synergistic* copy, in blocks claimed by
+//!    the receiver and by the sender if it is waiting), or one
+//!    `process_vm_readv` from a private sender buffer (kernel assisted, see
+//!    [`cma`]), or from a heap bounce buffer when neither works (two copy);
+//! 3. for single copy, kernel assisted and every synchronous send
+//!    ([`Endpoint::issend`], [`Endpoint::ssend`]) the receiver publishes
+//!    completion (Release) after matching and copying, and rings the
+//!    sender's doorbell; the sender's request sees it (Acquire) and frees
+//!    the envelope. Other envelopes are freed by the receiver (a cross-rank
+//!    free back to the sender's arena).
+//!
+//! Requests complete one by one ([`Request::wait`], [`Request::test`]) or as
+//! sets ([`wait_all`], [`wait_any`], [`wait_some`], [`test_all`],
+//! [`test_any`], [`test_some`] over `&mut [Option<Request>]`). A matched
+//! probe ([`Endpoint::mprobe`], [`Endpoint::improbe`]) takes a message off
+//! the matching lists as a [`Message`] that only its holder can receive.
 //!
 //! Matching keys are (source, tag, context); [`ANY_SOURCE`] and [`ANY_TAG`]
 //! exist only on receives; [`PROC_NULL`] operations complete at once.
@@ -41,10 +52,12 @@
 
 #![warn(missing_docs)]
 
+pub mod cma;
 pub mod config;
 pub mod endpoint;
 pub mod envelope;
 pub mod error;
+pub mod message;
 pub mod request;
 pub mod slots;
 pub mod vci;
@@ -53,7 +66,9 @@ pub use config::Config;
 pub use endpoint::Endpoint;
 pub use envelope::Protocol;
 pub use error::{Error, Result};
-pub use request::{wait_all, Request, Status, StatusError};
+pub use message::Message;
+pub use request::{test_all, test_any, test_some, wait_all, wait_any, wait_some};
+pub use request::{Request, Status, StatusError};
 pub use vci::Stats;
 
 /// Wildcard source for receives and probes.

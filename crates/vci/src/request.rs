@@ -44,6 +44,14 @@ pub enum StatusError {
         /// The sent message's length.
         message_len: u64,
     },
+    /// The kernel-assisted copy (`process_vm_readv`) failed after the
+    /// start-up probe had allowed it; `count` bytes are in the buffer but
+    /// their content is unspecified. Later messages from that sender use
+    /// two copy.
+    Transfer {
+        /// The OS error number.
+        errno: i32,
+    },
 }
 
 /// The outcome of a finished request (or of a probe).
@@ -81,6 +89,10 @@ impl Status {
             Some(StatusError::Truncate { message_len }) => Err(Error::Truncate {
                 status: self,
                 message_len,
+            }),
+            Some(StatusError::Transfer { errno }) => Err(Error::Transfer {
+                status: self,
+                errno,
             }),
         }
     }
@@ -133,6 +145,26 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// A pending send whose receiver asked for help with a synergistic
+    /// copy: copy blocks (without the VCI lock).
+    fn help(&self) {
+        if let State::Send { env, .. } = self.state {
+            // SAFETY: the envelope stays allocated until this request frees
+            // it (in `poll`, in this thread).
+            let Some(syn) = (unsafe { Envelope::syn(env) }) else {
+                return;
+            };
+            // SAFETY: as above.
+            let src = unsafe { env.as_ref() }.data() as *const u8;
+            // SAFETY: `src` is our send buffer, borrowed by this request
+            // and unchanged while it is pending; the envelope is not
+            // complete (the receiver completes only after every claimed
+            // block is finished).
+            let blocks = unsafe { syn.copy_blocks(src) };
+            self.ep.vci().count_sender_blocks(blocks);
+        }
+    }
+
     /// One check under the VCI lock (progress already ran).
     fn poll(state: &mut State, vci: &Vci, p: &mut Private) -> Option<Status> {
         let st = match *state {
@@ -159,6 +191,7 @@ impl<'a> Request<'a> {
         if let State::Complete(st) = self.state {
             return st.into_result().map(Some);
         }
+        self.help();
         let vci = self.ep.vci();
         let mut guard = vci.lock();
         vci.progress(&mut guard);
@@ -172,8 +205,13 @@ impl<'a> Request<'a> {
         if let State::Complete(st) = self.state {
             return st;
         }
-        let state = &mut self.state;
-        self.ep.vci().wait_for(|vci, p| Self::poll(state, vci, p))
+        let ep: &'a Endpoint = self.ep;
+        let this = std::cell::RefCell::new(self);
+        let vci = ep.vci();
+        vci.wait_for_helping(
+            || this.borrow().help(),
+            |vci, p| Self::poll(&mut this.borrow_mut().state, vci, p),
+        )
     }
 
     /// Waits until the request has finished; a truncated receive is
@@ -195,6 +233,174 @@ impl<'a> Request<'a> {
     /// Whether the request is known to have finished (no progress is made).
     pub fn is_complete(&self) -> bool {
         matches!(self.state, State::Complete(_))
+    }
+}
+
+impl<'a> Request<'a> {
+    /// The endpoint the request belongs to.
+    fn endpoint(&self) -> &'a Endpoint {
+        self.ep
+    }
+
+    /// The status of a request known to be finished.
+    fn finished(&self) -> Option<Status> {
+        match self.state {
+            State::Complete(st) => Some(st),
+            _ => None,
+        }
+    }
+}
+
+// ------------------------------------------------------------ request sets
+
+/// The endpoint of the first active request of a set.
+fn set_endpoint<'a>(requests: &[Option<Request<'a>>]) -> Option<&'a Endpoint> {
+    requests.iter().flatten().next().map(Request::endpoint)
+}
+
+/// Copies blocks for every pending send of the set whose receiver asked
+/// for help (without the VCI lock).
+fn help_set(requests: &[Option<Request<'_>>]) {
+    for r in requests.iter().flatten() {
+        r.help();
+    }
+}
+
+/// Polls every active request once under the VCI lock (progress already
+/// ran); returns whether any is finished.
+///
+/// Every request of a process belongs to its one endpoint, so one VCI lock
+/// covers the whole set.
+fn poll_set(requests: &mut [Option<Request<'_>>], vci: &Vci, p: &mut Private) -> bool {
+    let mut any = false;
+    for r in requests.iter_mut().flatten() {
+        any |= Request::poll(&mut r.state, vci, p).is_some();
+    }
+    any
+}
+
+/// One progress pass over the set (help, lock, progress, poll).
+fn test_set(requests: &mut [Option<Request<'_>>]) {
+    let Some(ep) = set_endpoint(requests) else {
+        return;
+    };
+    help_set(requests);
+    let vci = ep.vci();
+    let mut guard = vci.lock();
+    vci.progress(&mut guard);
+    poll_set(requests, vci, &mut guard);
+}
+
+/// Waits (driving progress; spin, yield, sleep) until a request of the
+/// set is finished.
+fn wait_set(requests: &mut [Option<Request<'_>>]) {
+    let Some(ep) = set_endpoint(requests) else {
+        return;
+    };
+    if requests.iter().flatten().any(Request::is_complete) {
+        return;
+    }
+    let cell = std::cell::RefCell::new(requests);
+    ep.vci().wait_for_helping(
+        || help_set(&cell.borrow()),
+        |vci, p| poll_set(&mut cell.borrow_mut(), vci, p).then_some(()),
+    );
+}
+
+/// Takes the finished requests out of the set (leaving `None`), the first
+/// one only if `first`.
+fn take_finished(requests: &mut [Option<Request<'_>>], first: bool) -> Vec<(usize, Status)> {
+    let mut out = Vec::new();
+    for (i, slot) in requests.iter_mut().enumerate() {
+        if let Some(st) = slot.as_ref().and_then(Request::finished) {
+            *slot = None;
+            out.push((i, st));
+            if first {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Waits until one request of the set has finished, takes it out (its
+/// entry becomes `None`, as MPI's `MPI_REQUEST_NULL`) and returns its index
+/// and status; `None` if every entry is `None` (MPI's `MPI_UNDEFINED`).
+///
+/// A failed request is reported through its status's `error` (see
+/// [`Status::into_result`]), so the index is never lost. Waiting drives
+/// progress and spins, yields, then sleeps, as [`Request::wait`].
+///
+/// # Example
+/// ```
+/// let ep = vci::Endpoint::new().unwrap(); // a world of one
+/// let mut a = [0u8; 1];
+/// let mut b = [0u8; 1];
+/// // SAFETY: the requests are waited for (or dropped) below, never leaked.
+/// let mut reqs = unsafe {
+///     [Some(ep.irecv(&mut a, 0, 1, 0).unwrap()), Some(ep.irecv(&mut b, 0, 2, 0).unwrap())]
+/// };
+/// ep.send(b"x", 0, 2, 0).unwrap();
+/// let (i, st) = vci::wait_any(&mut reqs).unwrap();
+/// assert_eq!((i, st.tag), (1, 2));
+/// assert!(reqs[1].is_none());
+/// ep.send(b"y", 0, 1, 0).unwrap();
+/// assert_eq!(vci::wait_any(&mut reqs).unwrap().0, 0);
+/// assert!(vci::wait_any(&mut reqs).is_none());
+/// ```
+pub fn wait_any(requests: &mut [Option<Request<'_>>]) -> Option<(usize, Status)> {
+    wait_set(requests);
+    take_finished(requests, true).pop()
+}
+
+/// Waits until at least one request of the set has finished, takes out
+/// every finished one and returns their indices and statuses (in index
+/// order); empty if every entry is `None`. Errors are in the statuses, as
+/// for [`wait_any`].
+pub fn wait_some(requests: &mut [Option<Request<'_>>]) -> Vec<(usize, Status)> {
+    wait_set(requests);
+    take_finished(requests, false)
+}
+
+/// Drives progress once; if one request has finished, takes it out and
+/// returns its index and status (the first finished one), else `None`
+/// (also when every entry is `None`).
+pub fn test_any(requests: &mut [Option<Request<'_>>]) -> Option<(usize, Status)> {
+    if !requests.iter().flatten().any(Request::is_complete) {
+        test_set(requests);
+    }
+    take_finished(requests, true).pop()
+}
+
+/// Drives progress once; takes out every finished request and returns
+/// their indices and statuses (empty if none has finished).
+pub fn test_some(requests: &mut [Option<Request<'_>>]) -> Vec<(usize, Status)> {
+    test_set(requests);
+    take_finished(requests, false)
+}
+
+/// Drives progress once; if every request has finished, takes them all out
+/// and returns their statuses by index (an entry that was already `None`
+/// gets [`Status::empty`]); otherwise `Ok(None)` and the set is left as it
+/// was. As [`wait_all`]: if any finished request failed,
+/// [`Error::InStatus`] with every status.
+pub fn test_all(requests: &mut [Option<Request<'_>>]) -> Result<Option<Vec<Status>>> {
+    test_set(requests);
+    if !requests.iter().flatten().all(Request::is_complete) {
+        return Ok(None);
+    }
+    let st: Vec<Status> = requests
+        .iter_mut()
+        .map(|r| {
+            r.take()
+                .and_then(|r| r.finished())
+                .unwrap_or(Status::empty())
+        })
+        .collect();
+    if st.iter().any(|s| s.error.is_some()) {
+        Err(Error::InStatus(st))
+    } else {
+        Ok(Some(st))
     }
 }
 

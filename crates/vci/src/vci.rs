@@ -23,7 +23,8 @@
 //!
 //! Doorbell: whoever makes something happen that a waiter of this VCI may
 //! wait for (a sender after queueing an envelope, a receiver after
-//! completing a single-copy envelope of this rank) increments `seq` and, if
+//! completing an envelope this rank waits for, or after asking this rank
+//! for help with a synergistic copy) increments `seq` and, if
 //! a waiter announced itself in `sleepers`, wakes the futex. A waiter that
 //! has spun and yielded announces itself, reads `seq`, polls once more, and
 //! sleeps only while `seq` is unchanged (bounded by a short timeout).
@@ -47,7 +48,7 @@ use shmheap::sync::futex::{futex_wait, wake_all, Backoff};
 use shmheap::sync::mpsc::{MpscLink, MpscQueue, Pop};
 use std::collections::{HashMap, VecDeque};
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -90,7 +91,21 @@ pub struct VciShared {
     magic: u32,
     owner: u32,
     index: u32,
+    /// The owner's process id (kernel-assisted copies read from it).
+    pid: u32,
+    /// Heap address of `ranks` bytes in the owner's arena: entry `s` is
+    /// `CMA_YES` if the owner can read rank `s`'s memory with
+    /// `process_vm_readv`, `CMA_NO` if not, 0 before it tried
+    /// (0 if there is no table).
+    cma_from: u64,
+    /// Number of entries of `cma_from`.
+    ranks: u32,
 }
+
+/// CMA table entry: the owner can read that rank's memory.
+pub(crate) const CMA_YES: u8 = 1;
+/// CMA table entry: it cannot (for good).
+pub(crate) const CMA_NO: u8 = 2;
 
 impl VciShared {
     /// A fresh shared part of VCI `index` of rank `owner`.
@@ -104,6 +119,52 @@ impl VciShared {
             magic: VCI_MAGIC,
             owner,
             index,
+            pid: 0,
+            cma_from: 0,
+            ranks: 0,
+        }
+    }
+
+    /// Sets the owner's pid and its CMA table (before publication).
+    pub(crate) fn set_cma(&mut self, pid: u32, table: u64, ranks: u32) {
+        self.pid = pid;
+        self.cma_from = table;
+        self.ranks = ranks;
+    }
+
+    /// The owner's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The magic number's address (what peers read to probe CMA).
+    pub(crate) fn magic_addr(&self) -> u64 {
+        &self.magic as *const u32 as u64
+    }
+
+    fn cma_entry(&self, rank: u32) -> Option<&AtomicU8> {
+        if self.cma_from == 0 || rank >= self.ranks {
+            return None;
+        }
+        // SAFETY: the table holds `ranks` AtomicU8 in the owner's arena,
+        // allocated before publication and never freed.
+        Some(unsafe { &*(self.cma_from as *const AtomicU8).add(rank as usize) })
+    }
+
+    /// Whether the owner can read rank `rank`'s memory (as far as it knows).
+    pub(crate) fn can_read_rank(&self, rank: u32) -> bool {
+        // SYNC POINT: Acquire pairs with the Release store in
+        // `set_can_read`; the entry carries no data, the ordering only
+        // keeps the answer consistent with the probe that produced it.
+        self.cma_entry(rank)
+            .is_some_and(|e| e.load(Ordering::Acquire) == CMA_YES)
+    }
+
+    /// Records whether the owner (the caller) can read rank `rank`.
+    pub(crate) fn set_can_read(&self, rank: u32, yes: bool) {
+        if let Some(e) = self.cma_entry(rank) {
+            // SYNC POINT: Release pairs with the Acquire in `can_read_rank`.
+            e.store(if yes { CMA_YES } else { CMA_NO }, Ordering::Release);
         }
     }
 
@@ -154,19 +215,45 @@ pub struct Stats {
     pub matched_posted: u64,
     /// Receives that matched a message from the unexpected list.
     pub matched_unexpected: u64,
+    /// Messages sent with the kernel-assisted single copy.
+    pub sent_kernel_assisted: u64,
+    /// Messages received with the kernel-assisted single copy
+    /// (`process_vm_readv`).
+    pub kernel_assisted: u64,
+    /// Synchronous sends (`issend`/`ssend`) started.
+    pub sent_synchronous: u64,
+    /// Single-copy messages received with the synergistic copy.
+    pub synergistic: u64,
+    /// Blocks of synergistic copies this rank copied as the receiver.
+    pub synergistic_receiver_blocks: u64,
+    /// Blocks of synergistic copies this rank copied as the sender (while
+    /// testing or waiting on the send).
+    pub synergistic_sender_blocks: u64,
+    /// Messages that left the unexpected list through a matched probe.
+    pub matched_probe: u64,
 }
 
 #[derive(Debug, Default)]
 struct Counters {
-    sent: [AtomicU64; 3],
-    received: [AtomicU64; 3],
+    sent: [AtomicU64; 4],
+    received: [AtomicU64; 4],
     matched_posted: AtomicU64,
     matched_unexpected: AtomicU64,
+    sent_synchronous: AtomicU64,
+    synergistic: AtomicU64,
+    syn_receiver_blocks: AtomicU64,
+    syn_sender_blocks: AtomicU64,
+    matched_probe: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
     // Relaxed: a statistic; read only as a snapshot, orders nothing.
     c.fetch_add(1, Ordering::Relaxed);
+}
+
+fn add(c: &AtomicU64, n: u64) {
+    // Relaxed: a statistic; read only as a snapshot, orders nothing.
+    c.fetch_add(n, Ordering::Relaxed);
 }
 
 fn read(c: &AtomicU64) -> u64 {
@@ -230,15 +317,21 @@ pub struct Vci {
     shared: &'static VciShared,
     private: Mutex<Private>,
     stats: Counters,
+    /// Smallest synergistically copied message (bytes).
+    syn_min: u64,
+    /// Synergistic block size (bytes).
+    syn_block: u64,
 }
 
 impl Vci {
     /// A VCI around its (published) shared part.
-    pub(crate) fn new(shared: &'static VciShared) -> Self {
+    pub(crate) fn new(shared: &'static VciShared, config: &crate::Config) -> Self {
         Vci {
             shared,
             private: Mutex::new(Private::default()),
             stats: Counters::default(),
+            syn_min: config.synergistic_min as u64,
+            syn_block: config.synergistic_block as u64,
         }
     }
 
@@ -254,8 +347,18 @@ impl Vci {
     }
 
     /// Counts a sent message.
-    pub(crate) fn count_send(&self, p: Protocol) {
+    pub(crate) fn count_send(&self, p: Protocol, sync: bool) {
         bump(&self.stats.sent[p as usize - 1]);
+        if sync {
+            bump(&self.stats.sent_synchronous);
+        }
+    }
+
+    /// Counts blocks of a synergistic copy this rank copied as the sender.
+    pub(crate) fn count_sender_blocks(&self, n: u64) {
+        if n > 0 {
+            add(&self.stats.syn_sender_blocks, n);
+        }
     }
 
     /// A snapshot of the counters.
@@ -270,6 +373,13 @@ impl Vci {
             recv_two_copy: read(&s.received[2]),
             matched_posted: read(&s.matched_posted),
             matched_unexpected: read(&s.matched_unexpected),
+            sent_kernel_assisted: read(&s.sent[3]),
+            kernel_assisted: read(&s.received[3]),
+            sent_synchronous: read(&s.sent_synchronous),
+            synergistic: read(&s.synergistic),
+            synergistic_receiver_blocks: read(&s.syn_receiver_blocks),
+            synergistic_sender_blocks: read(&s.syn_sender_blocks),
+            matched_probe: read(&s.matched_probe),
         }
     }
 
@@ -301,57 +411,114 @@ impl Vci {
                     bump(&self.stats.matched_posted);
                     // SAFETY: `env` was just popped and is ours; the slot's
                     // buffer is borrowed by its live request.
-                    slot.state = RecvState::Done(unsafe { self.deliver(env, slot) });
+                    slot.state = RecvState::Done(unsafe { self.deliver(env, slot.buf, slot.cap) });
                 }
                 None => p.unexpected.push_back(env),
             }
         }
     }
 
-    /// Copies `env`'s payload into `slot`'s buffer and lets go of `env`.
+    /// Copies `env`'s payload into `buf` (`cap` bytes) and lets go of `env`.
     ///
     /// # Safety
     ///
-    /// `env` is an envelope this VCI popped and has not let go of; the
-    /// slot's buffer is valid for `cap` bytes of writes.
-    unsafe fn deliver(&self, env: NonNull<Envelope>, slot: &RecvSlot) -> Status {
+    /// `env` is an envelope this VCI popped and has not let go of; `buf` is
+    /// valid for `cap` bytes of writes (and not otherwise in use).
+    pub(crate) unsafe fn deliver(
+        &self,
+        env: NonNull<Envelope>,
+        buf: *mut u8,
+        cap: usize,
+    ) -> Status {
         // SAFETY: valid until we let go below (caller's contract).
         let e = unsafe { env.as_ref() };
         let len = e.len();
-        let n = (len.min(slot.cap as u64)) as usize;
+        let n = (len.min(cap as u64)) as usize;
         let proto = e.protocol();
-        let src: *const u8 = match proto {
-            Protocol::Immediate => Envelope::inline_ptr(env),
-            Protocol::SingleCopy | Protocol::TwoCopy => e.data() as *const u8,
-        };
+        let mut error = (len > n as u64).then_some(StatusError::Truncate { message_len: len });
         if n > 0 {
-            // SAFETY: `src` holds `len >= n` bytes: the inline area, the
-            // sender's heap buffer (borrowed by its pending request until
-            // we complete the envelope) or the envelope's bounce buffer;
-            // `slot.buf` is valid for `cap >= n` bytes and is a distinct
-            // buffer (a receive buffer is borrowed mutably by its request).
-            unsafe { ptr::copy_nonoverlapping(src, slot.buf, n) };
+            match proto {
+                Protocol::KernelAssisted => {
+                    // SAFETY: `buf` is valid for `cap >= n` bytes (caller's
+                    // contract); the source is the sender's buffer in its
+                    // address space, borrowed by its pending request until
+                    // we complete the envelope.
+                    if let Err(err) = unsafe { crate::cma::read(e.pid(), e.data(), buf, n) } {
+                        // The probe at start-up said yes; the kernel now says
+                        // no (the sender changed credentials, or died).
+                        // Use two copy for this sender from now on and
+                        // report the failure in the receive's status.
+                        self.shared.set_can_read(e.source(), false);
+                        error = Some(StatusError::Transfer {
+                            errno: err.raw_os_error().unwrap_or(0),
+                        });
+                    }
+                }
+                Protocol::SingleCopy
+                    if n as u64 >= self.syn_min
+                        && shmheap::is_shared(buf)
+                        // SAFETY: `n - 1 < cap`: inside the buffer.
+                        && shmheap::is_shared(unsafe { buf.add(n - 1) }) =>
+                {
+                    // SAFETY: the envelope is ours until we complete it
+                    // below, after the copy.
+                    let syn = unsafe { Envelope::syn(env) };
+                    match syn {
+                        Some(syn) => {
+                            syn.ask_for_help(buf, n as u64, self.syn_block);
+                            // The sender may sleep in `wait`: wake it so it
+                            // helps.
+                            // SAFETY: `reply` is the sender's VciShared,
+                            // never freed.
+                            unsafe { &*(e.reply() as *const VciShared) }.ring();
+                            // SAFETY: the payload is the sender's heap
+                            // buffer, valid until we complete; the buffer
+                            // stays alive until `wait_finished` returns.
+                            let blocks = unsafe { syn.copy_blocks(e.data() as *const u8) };
+                            syn.wait_finished();
+                            bump(&self.stats.synergistic);
+                            add(&self.stats.syn_receiver_blocks, blocks);
+                        }
+                        // SAFETY: as below.
+                        None => unsafe { ptr::copy_nonoverlapping(e.data() as *const u8, buf, n) },
+                    }
+                }
+                Protocol::Immediate | Protocol::SingleCopy | Protocol::TwoCopy => {
+                    let src: *const u8 = match proto {
+                        Protocol::Immediate => Envelope::inline_ptr(env),
+                        _ => e.data() as *const u8,
+                    };
+                    // SAFETY: `src` holds `len >= n` bytes: the inline area,
+                    // the sender's heap buffer (borrowed by its pending
+                    // request until we complete the envelope) or the
+                    // envelope's bounce buffer; `buf` is valid for `cap >= n`
+                    // bytes and is a distinct buffer (a receive buffer is
+                    // borrowed mutably by its request).
+                    unsafe { ptr::copy_nonoverlapping(src, buf, n) };
+                }
+            }
         }
         bump(&self.stats.received[proto as usize - 1]);
         let status = Status {
             source: e.source() as i32,
             tag: e.tag(),
             count: n as u64,
-            error: (len > n as u64).then_some(StatusError::Truncate { message_len: len }),
+            error,
             cancelled: false,
         };
-        match proto {
-            Protocol::SingleCopy => {
-                let reply = e.reply() as *const VciShared;
-                e.complete();
-                // From here on the sender may free the envelope.
-                // SAFETY: `reply` is the sender's VciShared, which lives in
-                // its arena for the rest of the job (never freed).
-                unsafe { &*reply }.ring();
-            }
+        let sender_frees =
+            e.is_sync() || matches!(proto, Protocol::SingleCopy | Protocol::KernelAssisted);
+        if sender_frees {
+            let reply = e.reply() as *const VciShared;
+            e.complete();
+            // From here on the sender may free the envelope.
+            // SAFETY: `reply` is the sender's VciShared, which lives in its
+            // arena for the rest of the job (never freed).
+            unsafe { &*reply }.ring();
+        } else {
             // SAFETY: the envelope (and bounce buffer) is ours alone: the
-            // sender let go of it when it queued it.
-            Protocol::Immediate | Protocol::TwoCopy => unsafe { Envelope::destroy(env) },
+            // sender let go of it when it queued it (not synchronous).
+            unsafe { Envelope::destroy(env) };
         }
         status
     }
@@ -394,7 +561,7 @@ impl Vci {
                 bump(&self.stats.matched_unexpected);
                 // SAFETY: `env` is ours (taken off the unexpected list);
                 // `buf` is valid (caller's contract).
-                slot.state = RecvState::Done(unsafe { self.deliver(env, &slot) });
+                slot.state = RecvState::Done(unsafe { self.deliver(env, slot.buf, slot.cap) });
             }
             None => p.posted.push_back(id),
         }
@@ -457,13 +624,54 @@ impl Vci {
         })
     }
 
+    /// Removes the earliest unexpected message matching the key (after
+    /// draining the incoming queue) and returns it with its status: a
+    /// matched probe. The envelope is the caller's, to pass to
+    /// [`Vci::deliver`] exactly once.
+    pub(crate) fn take_unexpected(
+        &self,
+        p: &mut Private,
+        source: i32,
+        tag: i32,
+        context: u32,
+    ) -> Option<(NonNull<Envelope>, Status)> {
+        self.progress(p);
+        let i = p.unexpected.iter().position(|e| {
+            // SAFETY: unexpected envelopes are ours and valid.
+            matches(source, tag, context, unsafe { e.as_ref() })
+        })?;
+        let env = p.unexpected.remove(i)?;
+        bump(&self.stats.matched_probe);
+        // SAFETY: ours (just taken off the list), valid.
+        let e = unsafe { env.as_ref() };
+        let st = Status {
+            source: e.source() as i32,
+            tag: e.tag(),
+            count: e.len(),
+            error: None,
+            cancelled: false,
+        };
+        Some((env, st))
+    }
+
     /// Drives progress until `poll` (run under the VCI lock after each
     /// progress step) returns a value: spins, yields, then sleeps on the
     /// doorbell.
-    pub(crate) fn wait_for<R>(&self, mut poll: impl FnMut(&Vci, &mut Private) -> Option<R>) -> R {
+    pub(crate) fn wait_for<R>(&self, poll: impl FnMut(&Vci, &mut Private) -> Option<R>) -> R {
+        self.wait_for_helping(|| {}, poll)
+    }
+
+    /// Like [`Vci::wait_for`]; `help` runs without the lock before each
+    /// poll (a sender copying blocks of a synergistic copy).
+    pub(crate) fn wait_for_helping<R>(
+        &self,
+        mut help: impl FnMut(),
+        mut poll: impl FnMut(&Vci, &mut Private) -> Option<R>,
+    ) -> R {
         let bell = &self.shared.bell;
         let mut backoff = Backoff::new();
         let mut try_once = || {
+            help();
             let mut guard = self.lock();
             self.progress(&mut guard);
             poll(self, &mut guard)

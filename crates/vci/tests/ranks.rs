@@ -31,12 +31,20 @@ const ROLES: &[(&str, fn())] = &[
     ("model", model_rank),
     ("ring", ring_rank),
     ("threads", threads_rank),
+    ("ssend", ssend_rank),
+    ("request-sets", request_sets_rank),
+    ("mprobe", mprobe_rank),
+    ("synergistic", synergistic_rank),
 ];
 
 const TESTS: &[(&str, fn())] = &[
     (
         "pingpong_every_size_heap_buffers_single_copy",
         pingpong_every_size_heap_buffers_single_copy,
+    ),
+    (
+        "pingpong_every_size_private_buffers_kernel_assisted",
+        pingpong_every_size_private_buffers_kernel_assisted,
     ),
     (
         "pingpong_every_size_private_buffers_two_copy",
@@ -59,6 +67,23 @@ const TESTS: &[(&str, fn())] = &[
         "threads_of_two_ranks_share_one_vci",
         threads_of_two_ranks_share_one_vci,
     ),
+    (
+        "ssend_completes_after_match_and_two_context_threads_do_not_deadlock",
+        ssend_completes_after_match_and_two_context_threads_do_not_deadlock,
+    ),
+    (
+        "request_sets_wait_and_test_any_some_all",
+        request_sets_wait_and_test_any_some_all,
+    ),
+    (
+        "mprobe_threads_receive_each_message_once",
+        mprobe_threads_receive_each_message_once,
+    ),
+    (
+        "synergistic_large_messages_and_sender_helps",
+        synergistic_large_messages_and_sender_helps,
+    ),
+    ("synergistic_with_4k_blocks", synergistic_with_4k_blocks),
 ];
 
 fn main() {
@@ -158,8 +183,60 @@ fn threads_of_two_ranks_share_one_vci() {
     run_ok("threads", 2, &[]);
 }
 
+fn pingpong_every_size_private_buffers_kernel_assisted() {
+    let report = launch("pingpong-private", 2, &[]);
+    assert!(report.success(), "{}", describe(&report));
+    // On Linux as one user without a seccomp filter this is kernel
+    // assisted; say so when the machine does not allow it.
+    for r in &report.ranks {
+        let out = String::from_utf8_lossy(&r.stdout);
+        if out.contains("not permitted") {
+            println!(
+                "(rank {}: CMA not permitted, two copy checked instead)",
+                r.rank
+            );
+        }
+    }
+}
+
+fn ssend_completes_after_match_and_two_context_threads_do_not_deadlock() {
+    run_ok("ssend", 2, &[]);
+}
+
+fn request_sets_wait_and_test_any_some_all() {
+    run_ok("request-sets", 2, &[]);
+}
+
+fn mprobe_threads_receive_each_message_once() {
+    run_ok("mprobe", 2, &[]);
+}
+
+fn synergistic_large_messages_and_sender_helps() {
+    let report = launch("synergistic", 2, &[]);
+    assert!(report.success(), "{}", describe(&report));
+    for r in &report.ranks {
+        for line in String::from_utf8_lossy(&r.stdout).lines() {
+            if line.starts_with("synergistic:") {
+                println!("    {line}");
+            }
+        }
+    }
+}
+
+fn synergistic_with_4k_blocks() {
+    run_ok(
+        "synergistic",
+        2,
+        &[(vci::config::SYNERGISTIC_BLOCK_VAR, "4K".to_string())],
+    );
+}
+
 fn pingpong_every_size_private_buffers_two_copy() {
-    run_ok("pingpong-private", 2, &[]);
+    run_ok(
+        "pingpong-private",
+        2,
+        &[(vci::config::CMA_VAR, "0".to_string())],
+    );
 }
 
 fn matching_semantics() {
@@ -184,6 +261,18 @@ fn isend<'a>(
     // SAFETY: every request in these tests is waited for, tested to
     // completion or dropped; none is leaked.
     unsafe { ep.isend(buf, dest, tag, ctx) }
+}
+
+/// `Endpoint::issend` for these tests.
+fn issend_t<'a>(
+    ep: &'a Endpoint,
+    buf: &'a [u8],
+    dest: i32,
+    tag: i32,
+    ctx: u32,
+) -> vci::Result<vci::Request<'a>> {
+    // SAFETY: as for `isend`.
+    unsafe { ep.issend(buf, dest, tag, ctx) }
 }
 
 /// `Endpoint::irecv` for these tests.
@@ -397,7 +486,7 @@ fn pingpong_private_rank() {
             ep.send(out, peer, tag, 0).unwrap();
         }
     }
-    // A static buffer: two copy as well.
+    // A static buffer: private as well.
     if me == 0 {
         assert!(!shmheap::is_shared(STATIC_MSG.as_ptr()));
         ep.send(&STATIC_MSG, peer, 8, 0).unwrap();
@@ -412,9 +501,23 @@ fn pingpong_private_rank() {
     let (st, rt) = if me == 0 { (1, 0) } else { (0, 1) };
     assert_eq!(s.sent_immediate, small, "{s:?}");
     assert_eq!(s.sent_single_copy, 0, "{s:?}");
-    assert_eq!(s.sent_two_copy, large + st, "{s:?}");
     assert_eq!(s.recv_immediate, small, "{s:?}");
-    assert_eq!(s.recv_two_copy, large + rt, "{s:?}");
+    let cma_off = std::env::var(vci::config::CMA_VAR).is_ok_and(|v| v == "0");
+    // Both directions decide alike (same uid, same settings).
+    let cma = ep.kernel_assisted_to(peer);
+    assert!(!(cma_off && cma));
+    if cma {
+        assert_eq!(s.sent_kernel_assisted, large + st, "{s:?}");
+        assert_eq!(s.kernel_assisted, large + rt, "{s:?}");
+        assert_eq!((s.sent_two_copy, s.recv_two_copy), (0, 0), "{s:?}");
+    } else {
+        if !cma_off {
+            println!("note: process_vm_readv is not permitted between ranks here");
+        }
+        assert_eq!(s.sent_two_copy, large + st, "{s:?}");
+        assert_eq!(s.recv_two_copy, large + rt, "{s:?}");
+        assert_eq!((s.sent_kernel_assisted, s.kernel_assisted), (0, 0), "{s:?}");
+    }
     ep.barrier();
 }
 
@@ -471,7 +574,9 @@ fn semantics_rank() {
         }
         let s = ep.stats();
         assert!(
-            s.recv_immediate > 0 && s.recv_single_copy > 0 && s.recv_two_copy > 0,
+            s.recv_immediate > 0
+                && s.recv_single_copy > 0
+                && (s.recv_two_copy > 0 || s.kernel_assisted > 0),
             "{s:?}"
         );
     }
@@ -771,6 +876,395 @@ fn threads_rank() {
             });
         }
     });
+    ep.barrier();
+}
+
+// ------------------------------------------------------------ synchronous send
+
+/// `issend` completes only once the receiver has matched, for every
+/// protocol; then the deadlock scenario of the design notes §6.
+fn ssend_rank() {
+    let ep = endpoint();
+    let me = ep.rank();
+    let peer = 1 - me;
+    // Sizes: immediate, single copy (heap), private (kernel assisted or
+    // two copy), and a synergistic one.
+    let sizes = [8usize, 5000, 5000, 200_000];
+    for (k, &n) in sizes.iter().enumerate() {
+        let private = k == 2;
+        let tag = 100 + k as i32;
+        if me == 0 {
+            let heap = numbered(k, n);
+            let mut pb = PrivBuf::new(n);
+            pb.get().copy_from_slice(&heap);
+            let buf: &[u8] = if private { pb.view() } else { &heap };
+            let mut r = issend_t(&ep, buf, peer, tag, 0).unwrap();
+            // The receiver does not receive before the barrier: the
+            // request must stay pending however long we drive progress.
+            for _ in 0..50 {
+                assert!(r.test().unwrap().is_none(), "size {n} completed unmatched");
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            ep.barrier();
+            let st = r.wait().unwrap();
+            assert_eq!((st.source, st.tag, st.count), (peer, tag, n as u64));
+        } else {
+            ep.barrier();
+            let mut inb = vec![0u8; n];
+            let st = ep.recv(&mut inb, peer, tag, 0).unwrap();
+            assert_eq!(st.count, n as u64);
+            assert_eq!(inb, numbered(k, n));
+        }
+    }
+    // A synchronous send that the receiver truncates still completes.
+    if me == 0 {
+        ep.ssend(&numbered(9, 1000), peer, 120, 0).unwrap();
+    } else {
+        let mut small = [0u8; 10];
+        assert!(matches!(
+            ep.recv(&mut small, peer, 120, 0),
+            Err(Error::Truncate { .. })
+        ));
+    }
+    // Synchronous send to PROC_NULL completes; bad tags are errors.
+    assert!(ep.ssend(b"x", PROC_NULL, 1, 0).is_ok());
+    assert!(matches!(
+        ep.ssend(b"x", peer, -5, 0),
+        Err(Error::Tag { .. })
+    ));
+    ep.barrier();
+
+    // Design notes §6: rank 0 ssends on context A, then on context B;
+    // rank 1's two threads each block in `recv` on one context, B's thread
+    // first. With per-VCI progress only, this deadlocks.
+    const A: u32 = 11;
+    const B: u32 = 12;
+    for (round, &n) in [8usize, 3000, 100_000].iter().enumerate() {
+        if me == 0 {
+            let a = numbered(round * 2, n);
+            let b = numbered(round * 2 + 1, n);
+            ep.ssend(&a, peer, 1, A).unwrap();
+            ep.ssend(&b, peer, 1, B).unwrap();
+        } else {
+            std::thread::scope(|s| {
+                let ep = &ep;
+                let tb = s.spawn(move || {
+                    let mut inb = vec![0u8; n];
+                    ep.recv(&mut inb, 0, 1, B).unwrap();
+                    assert_eq!(inb, numbered(round * 2 + 1, n));
+                });
+                std::thread::sleep(Duration::from_millis(5));
+                let ta = s.spawn(move || {
+                    let mut inb = vec![0u8; n];
+                    ep.recv(&mut inb, 0, 1, A).unwrap();
+                    assert_eq!(inb, numbered(round * 2, n));
+                });
+                ta.join().unwrap();
+                tb.join().unwrap();
+            });
+        }
+        ep.barrier();
+    }
+    let s = ep.stats();
+    if me == 0 {
+        assert_eq!(s.sent_synchronous, sizes.len() as u64 + 1 + 6, "{s:?}");
+    }
+    ep.barrier();
+}
+
+// ------------------------------------------------------------ request sets
+
+fn request_sets_rank() {
+    let ep = endpoint();
+    let me = ep.rank();
+    let peer = 1 - me;
+    const N: usize = 8;
+    let len_of = |i: usize| [8, 1000, 70_000, 0][i % 4];
+    for round in 0..4 {
+        if me == 0 {
+            let mut bufs: Vec<Vec<u8>> = (0..N).map(|i| vec![0u8; len_of(i)]).collect();
+            let mut reqs: Vec<Option<vci::Request<'_>>> = bufs
+                .iter_mut()
+                .enumerate()
+                .map(|(i, b)| Some(irecv(&ep, b, peer, i as i32, 0).unwrap()))
+                .collect();
+            assert!(vci::test_any(&mut reqs).is_none());
+            assert!(vci::test_some(&mut reqs).is_empty());
+            assert!(vci::test_all(&mut reqs).unwrap().is_none());
+            assert!(reqs.iter().all(Option::is_some));
+            ep.barrier();
+            let mut done = [false; N];
+            let mut left = N;
+            while left > 0 {
+                let got: Vec<(usize, Status)> = match round {
+                    0 => vci::wait_any(&mut reqs).into_iter().collect(),
+                    1 => vci::wait_some(&mut reqs),
+                    2 => vci::test_any(&mut reqs).into_iter().collect(),
+                    _ => vci::test_some(&mut reqs),
+                };
+                for (i, st) in got {
+                    assert!(!done[i], "index {i} reported twice");
+                    assert!(reqs[i].is_none());
+                    done[i] = true;
+                    left -= 1;
+                    assert_eq!((st.tag, st.count), (i as i32, len_of(i) as u64));
+                }
+            }
+            assert!(vci::wait_any(&mut reqs).is_none());
+            assert!(vci::wait_some(&mut reqs).is_empty());
+            assert_eq!(
+                vci::test_all(&mut reqs).unwrap(),
+                Some(vec![Status::empty(); N])
+            );
+            drop(reqs);
+            for (i, b) in bufs.iter().enumerate() {
+                if len_of(i) >= 4 {
+                    assert_eq!(number_of(b), i + 100 * round);
+                }
+            }
+        } else {
+            ep.barrier();
+            // Reverse order, so completion order differs from index order.
+            for i in (0..N).rev() {
+                ep.send(&numbered(i + 100 * round, len_of(i)), peer, i as i32, 0)
+                    .unwrap();
+            }
+        }
+        ep.barrier();
+    }
+    // test_all over sends and receives, and a truncation reported in the
+    // status of wait_any (the index is not lost).
+    if me == 0 {
+        let mut small = [0u8; 4];
+        let mut big = vec![0u8; 500];
+        let out = numbered(7, 300_000);
+        let mut reqs = vec![
+            Some(irecv(&ep, &mut small, peer, 50, 0).unwrap()),
+            Some(irecv(&ep, &mut big, peer, 51, 0).unwrap()),
+            Some(isend(&ep, &out, peer, 52, 0).unwrap()),
+        ];
+        let (i, st) = vci::wait_any(&mut reqs).unwrap();
+        assert_eq!(i, 0);
+        assert!(matches!(
+            st.error,
+            Some(StatusError::Truncate { message_len: 64 })
+        ));
+        assert!(matches!(st.into_result(), Err(Error::Truncate { .. })));
+        let st = loop {
+            if let Some(st) = vci::test_all(&mut reqs).unwrap() {
+                break st;
+            }
+            std::thread::yield_now();
+        };
+        assert_eq!(st[0], Status::empty());
+        assert_eq!((st[1].tag, st[1].count), (51, 500));
+        assert_eq!((st[2].tag, st[2].count), (52, 300_000));
+    } else {
+        ep.send(&numbered(1, 64), peer, 50, 0).unwrap();
+        ep.send(&numbered(2, 500), peer, 51, 0).unwrap();
+        let mut inb = vec![0u8; 300_000];
+        ep.recv(&mut inb, peer, 52, 0).unwrap();
+        assert_eq!(inb, numbered(7, 300_000));
+    }
+    ep.barrier();
+}
+
+// ------------------------------------------------------------ matched probe
+
+/// Threads of rank 1 probe the same source at once with matched probes:
+/// every message is received exactly once.
+fn mprobe_rank() {
+    let ep = endpoint();
+    let me = ep.rank();
+    let peer = 1 - me;
+    const M: usize = 600;
+    const THREADS: usize = 4;
+    let len_of = |i: usize| [4, 300, 5000, 100_000][i % 4];
+    // Phase 1: mprobe (blocking), each thread takes M / THREADS messages;
+    // phase 2: improbe until every message is taken.
+    for phase in 0..2 {
+        if me == 0 {
+            let msgs: Vec<Vec<u8>> = (0..M).map(|i| numbered(i, len_of(i))).collect();
+            let reqs: Vec<_> = msgs
+                .iter()
+                .enumerate()
+                .map(|(i, m)| isend(&ep, m, peer, (i % 7) as i32, 3).unwrap())
+                .collect();
+            ep.wait_all(reqs).unwrap();
+        } else {
+            let taken = std::sync::atomic::AtomicUsize::new(0);
+            let seen: Vec<Vec<usize>> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..THREADS)
+                    .map(|_| {
+                        let (ep, taken) = (&ep, &taken);
+                        s.spawn(move || {
+                            let mut mine = Vec::new();
+                            loop {
+                                let got = if phase == 0 {
+                                    if mine.len() == M / THREADS {
+                                        break;
+                                    }
+                                    Some(ep.mprobe(0, ANY_TAG, 3).unwrap())
+                                } else {
+                                    if taken.load(std::sync::atomic::Ordering::Relaxed) == M {
+                                        break;
+                                    }
+                                    ep.improbe(ANY_SOURCE, ANY_TAG, 3).unwrap()
+                                };
+                                let Some((msg, st)) = got else {
+                                    std::thread::yield_now();
+                                    continue;
+                                };
+                                assert_eq!(msg.status(), st);
+                                let mut buf = vec![0u8; st.count as usize];
+                                let st2 = if mine.len() % 2 == 0 {
+                                    msg.recv_into(&mut buf).unwrap()
+                                } else {
+                                    msg.imrecv(&mut buf).unwrap().wait().unwrap()
+                                };
+                                assert_eq!((st2.tag, st2.count), (st.tag, st.count));
+                                let i = number_of(&buf);
+                                assert_eq!(buf, numbered(i, len_of(i)));
+                                assert_eq!(st.tag, (i % 7) as i32);
+                                taken.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                mine.push(i);
+                            }
+                            mine
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let mut all: Vec<usize> = seen.concat();
+            all.sort_unstable();
+            assert_eq!(all, (0..M).collect::<Vec<_>>(), "phase {phase}");
+            // Per-thread order follows the sender's order (non-overtaking).
+            for t in &seen {
+                assert!(t.windows(2).all(|w| w[0] < w[1]), "phase {phase}: {t:?}");
+            }
+        }
+        ep.barrier();
+    }
+    // A dropped Message discards the payload and completes the send; a
+    // matched probe hides the message from plain probes and receives;
+    // PROC_NULL gives the no-process message.
+    if me == 0 {
+        ep.ssend(&numbered(1, 5000), peer, 9, 4).unwrap();
+        ep.send(&numbered(2, 8), peer, 9, 4).unwrap();
+    } else {
+        let (msg, st) = ep.mprobe(peer, 9, 4).unwrap();
+        assert_eq!(st.count, 5000);
+        drop(msg);
+        let mut b = [0u8; 8];
+        ep.recv(&mut b, peer, 9, 4).unwrap();
+        assert_eq!(number_of(&b), 2);
+        assert!(ep.improbe(peer, 9, 4).unwrap().is_none());
+        let (m, st) = ep.mprobe(PROC_NULL, 0, 4).unwrap();
+        assert!(m.is_no_proc());
+        assert_eq!(m.recv_into(&mut []).unwrap(), st);
+        assert!(matches!(ep.improbe(7, 0, 0), Err(Error::Rank { .. })));
+    }
+    ep.barrier();
+    assert!(me == 0 || ep.stats().matched_probe == 2 * M as u64 + 1);
+    ep.barrier();
+}
+
+// ------------------------------------------------------------ synergistic copy
+
+/// Large heap messages, byte-checked: sizes from 1 to 16 MiB (odd ones
+/// too), one truncated; then 20 messages of 16 MiB while the sender waits,
+/// so it helps. The receiver prints the block counts.
+fn synergistic_rank() {
+    let ep = endpoint();
+    let me = ep.rank();
+    let peer = 1 - me;
+    let block = ep.config().synergistic_block;
+    let sizes = [1usize << 20, (1 << 20) + 1, 3 << 20 | 17, 8 << 20, 16 << 20];
+    let mut want_syn = 0u64;
+    for (k, &n) in sizes.iter().enumerate() {
+        if me == 0 {
+            let mut out = vec![0u8; n];
+            fill(&mut out, k);
+            ep.send(&out, peer, k as i32, 0).unwrap();
+        } else {
+            let mut inb = vec![0u8; n];
+            let st = ep.recv(&mut inb, peer, k as i32, 0).unwrap();
+            assert_eq!(st.count, n as u64);
+            check(&inb, k, "synergistic");
+            want_syn += 1;
+        }
+    }
+    // Truncation: the receiver copies only its buffer's length.
+    if me == 0 {
+        let mut out = vec![0u8; 4 << 20];
+        fill(&mut out, 77);
+        ep.send(&out, peer, 40, 0).unwrap();
+    } else {
+        let mut inb = vec![0u8; (2 << 20) + 3];
+        let r = ep.recv(&mut inb, peer, 40, 0);
+        assert!(matches!(r, Err(Error::Truncate { message_len, .. }) if message_len == 4 << 20));
+        check(&inb, 77, "truncated synergistic");
+        want_syn += 1;
+    }
+    ep.barrier();
+    // The sender waits on each send: it sees the help flag and copies.
+    // Batches of 20 messages of 16 MiB; should a loaded machine keep the
+    // sender off the CPU during a whole batch, up to 4 more batches run
+    // before the test gives up.
+    const K: usize = 20;
+    const BATCHES: usize = 5;
+    const BIG: usize = 16 << 20;
+    let mut out = vec![0u8; BIG];
+    let mut inb = vec![0u8; BIG];
+    let mut big_msgs = 0usize;
+    for batch in 0..BATCHES {
+        for k in 0..K {
+            let seed = batch * K + k;
+            if me == 0 {
+                fill(&mut out[..4096], seed);
+                ep.send(&out, peer, 41, 0).unwrap();
+            } else {
+                ep.recv(&mut inb, peer, 41, 0).unwrap();
+                check(&inb[..4096], seed, "helped");
+                want_syn += 1;
+            }
+        }
+        big_msgs += K;
+        // Rank 0 tells how many blocks it copied; rank 1 says whether to
+        // go on.
+        let mut b = [0u8; 8];
+        if me == 0 {
+            let helped = ep.stats().synergistic_sender_blocks;
+            ep.send(&helped.to_le_bytes(), peer, 42, 0).unwrap();
+            ep.recv(&mut b[..1], peer, 43, 0).unwrap();
+            if b[0] == 0 {
+                break;
+            }
+        } else {
+            ep.recv(&mut b, peer, 42, 0).unwrap();
+            let helped = u64::from_le_bytes(b);
+            let s = ep.stats();
+            let total: u64 = sizes
+                .iter()
+                .chain(std::iter::once(&((2 << 20) + 3)))
+                .chain(std::iter::repeat_n(&BIG, big_msgs))
+                .map(|&n| (n as u64).div_ceil(block as u64))
+                .sum();
+            assert_eq!(s.synergistic, want_syn, "{s:?}");
+            assert_eq!(s.synergistic_receiver_blocks + helped, total, "{s:?}");
+            let more = helped == 0 && batch + 1 < BATCHES;
+            ep.send(&[more as u8], peer, 43, 0).unwrap();
+            if !more {
+                println!(
+                    "synergistic: {} messages, {} blocks of {block} B, {} by the receiver, \
+                     {helped} by the sender",
+                    s.synergistic, total, s.synergistic_receiver_blocks
+                );
+                assert!(helped > 0, "the waiting sender never helped: {s:?}");
+                break;
+            }
+        }
+    }
     ep.barrier();
 }
 
