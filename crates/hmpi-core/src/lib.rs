@@ -1,14 +1,40 @@
-//! The MPI-like runtime of hmpi: what a user programs against.
+//! The MPI-like runtime of hmpi: what a user programs against, with names
+//! that rsmpi users know.
 //!
-//! This crate will hold init/finalize and bootstrap, communicators and
-//! groups, typed point-to-point, collectives, one-sided windows and the
-//! global-address-space layer. For now it contains the job launcher:
-//!
+//! * [`environment`]: [`init`] / [`Universe`] (finalize on drop), [`time`],
+//!   [`processor_name`], [`abort`];
+//! * [`comm`]: communicators ([`SimpleCommunicator`], the [`traits::Communicator`]
+//!   trait): world, self, `duplicate`, `split`, `split_shared`;
+//! * [`group`]: [`Group`] and its set operations;
+//! * [`point_to_point`]: typed sends and receives through
+//!   [`Process`](point_to_point::Process) and
+//!   [`AnyProcess`](point_to_point::AnyProcess), [`Status`];
+//! * [`request`]: nonblocking operations in a [`request::scope`];
+//! * [`datatype`]: which types travel ([`traits::Equivalence`]);
+//! * [`error`]: [`Error`] (MPI's error classes) and [`Result`];
 //! * [`launch`]: the launcher as a library ([`launch::Launcher`]), used by
 //!   the `hmpirun` binary and by multi-process tests and benchmarks;
 //! * [`env`](mod@env): the environment variables the launcher gives every rank.
 //!
 //! # Example
+//! ```
+//! use hmpi_core::traits::*;
+//!
+//! // Under `hmpirun -n N` each rank runs this; alone it is a world of one.
+//! let universe = hmpi_core::init().unwrap();
+//! let world = universe.world();
+//! let next = (world.rank() + 1) % world.size();
+//! let prev = (world.rank() + world.size() - 1) % world.size();
+//! let token = [world.rank() as u64; 4]; // outlives the scope
+//! hmpi_core::request::scope(|scope| {
+//!     let s = world.process_at_rank(next).immediate_send(scope, &token).unwrap();
+//!     let (got, st) = world.process_at_rank(prev).receive::<[u64; 4]>().unwrap();
+//!     assert_eq!((got, st.source_rank()), ([prev as u64; 4], prev));
+//!     s.wait().unwrap();
+//! });
+//! ```
+//!
+//! The launcher alone:
 //! ```
 //! use hmpi_core::launch::Launcher;
 //!
@@ -23,5 +49,40 @@
 
 #![warn(missing_docs)]
 
+pub mod comm;
+pub mod datatype;
 pub mod env;
+pub mod environment;
+pub mod error;
+pub mod group;
 pub mod launch;
+pub mod point_to_point;
+pub mod request;
+
+pub use comm::SimpleCommunicator;
+pub use environment::{
+    abort, init, initialize, is_finalized, is_initialized, processor_name, time, time_resolution,
+    Universe,
+};
+pub use error::{Error, Result};
+pub use group::{Group, GroupRelation};
+pub use point_to_point::Status;
+pub use vci::{ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB};
+
+/// The traits that carry the operations (rsmpi's `mpi::traits`): bring them
+/// into scope with `use hmpi_core::traits::*`.
+pub mod traits {
+    pub use crate::comm::Communicator;
+    pub use crate::datatype::{Buffer, BufferMut, Equivalence};
+    pub use crate::point_to_point::{Destination, Source};
+}
+
+/// Everything a typical program uses: the traits, [`init`], the types.
+pub mod prelude {
+    pub use crate::request::{self, Request, Scope};
+    pub use crate::traits::*;
+    pub use crate::{
+        init, Error, Group, Result, SimpleCommunicator, Status, Universe, ANY_TAG, PROC_NULL,
+        TAG_UB,
+    };
+}

@@ -1,0 +1,449 @@
+//! Communicators: [`SimpleCommunicator`] and the [`Communicator`] trait
+//! (rsmpi's names), with duplication and splitting.
+//!
+//! A communicator is a [`Group`] (its members, by communicator rank) and a
+//! **context id** `k`: its point-to-point messages travel in engine context
+//! `2k`, its internal collective traffic (the agreements below, barriers)
+//! in `2k + 1`, so neither can match the other's or another communicator's
+//! receives. Every send and receive translates communicator ranks to world
+//! ranks and back.
+//!
+//! # Context ids
+//! The world is `k = 0`, the self communicator `k = 1` (it only talks to
+//! itself, so every process may use the same id). A new communicator's id
+//! is agreed over its parent without any central server:
+//!
+//! 1. each rank proposes its lowest id not in use by any communicator it
+//!    belongs to (a process-wide set);
+//! 2. an allreduce-max over the parent (engine send/recv on the parent's
+//!    internal context) picks the largest proposal;
+//! 3. each rank tries to claim that id in its set (another thread of the
+//!    process may have claimed it meanwhile, for another communicator);
+//!    an allreduce-min of the outcomes tells whether every rank did;
+//! 4. if not, the claims are released and the agreement repeats above the
+//!    failed id.
+//!
+//! So the id is the same on every member, and distinct from the id of
+//! every other communicator of every member — the only property matching
+//! needs. Ids are never reused (2^31 of them). `split` agrees one id for all
+//! colors: the resulting communicators have disjoint members.
+//!
+//! # Example
+//! ```
+//! use hmpi_core::traits::*;
+//!
+//! let universe = hmpi_core::init().unwrap();
+//! let world = universe.world();
+//! let dup = world.duplicate().unwrap();
+//! assert_eq!((dup.rank(), dup.size()), (world.rank(), world.size()));
+//! // A message on `dup` is not seen on `world`.
+//! dup.this_process().send_with_tag(&5u32, 7).unwrap();
+//! assert!(world.any_process().immediate_probe().unwrap().is_none());
+//! let (x, st) = dup.any_process().receive::<u32>().unwrap();
+//! assert_eq!((x, st.tag()), (5, 7));
+//! let half = world.split(Some(world.rank() as u32 % 2), 0).unwrap().unwrap();
+//! assert_eq!(half.size(), 1);
+//! assert!(world.split(None, 0).unwrap().is_none()); // MPI_UNDEFINED
+//! ```
+
+use crate::environment::endpoint;
+use crate::error::{Error, Result};
+use crate::group::Group;
+use crate::point_to_point::{AnyProcess, Process};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+/// The world's context id.
+const WORLD_ID: u32 = 0;
+/// The self communicator's context id.
+const SELF_ID: u32 = 1;
+/// The largest context id: `2k + 1` must fit in `u32`.
+const MAX_ID: u32 = u32::MAX / 2;
+
+/// Tags of the internal collectives (on a communicator's internal context).
+const TAG_REDUCE: i32 = 1;
+const TAG_BCAST: i32 = 2;
+const TAG_GATHER: i32 = 3;
+const TAG_GATHER_BCAST: i32 = 4;
+
+/// Context ids claimed by communicators this process belongs to (besides
+/// the world's and self's).
+static CLAIMED: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
+
+fn claimed() -> std::sync::MutexGuard<'static, BTreeSet<u32>> {
+    // A panic while holding the lock cannot leave the set inconsistent
+    // (single insert/remove), so a poisoned lock is still usable.
+    CLAIMED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The lowest context id at or above `floor` not claimed here.
+fn lowest_free(floor: u32) -> u32 {
+    let set = claimed();
+    let mut k = floor.max(SELF_ID + 1);
+    while set.contains(&k) {
+        k += 1;
+    }
+    k
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// Context id `k` (engine contexts `2k` and `2k + 1`).
+    id: u32,
+    group: Group,
+    /// This process's rank in the communicator.
+    rank: i32,
+    /// Communicator rank of each world rank, `-1` for non-members.
+    from_world: Arc<[i32]>,
+}
+
+/// A communicator (`MPI_Comm`, rsmpi's `SimpleCommunicator`): cheap to
+/// clone (clones share the context), `Send + Sync` (threads may use one
+/// communicator concurrently, with distinct tags or sources).
+#[derive(Debug, Clone)]
+pub struct SimpleCommunicator {
+    inner: Arc<Inner>,
+}
+
+impl SimpleCommunicator {
+    fn new(id: u32, group: Group) -> Result<SimpleCommunicator> {
+        let ep = endpoint()?;
+        let rank = group.rank().ok_or_else(|| {
+            Error::Internal("a communicator built on a process outside its group".into())
+        })?;
+        let mut from_world = vec![-1; ep.size() as usize];
+        for (i, &w) in group.world_ranks().iter().enumerate() {
+            let slot = from_world.get_mut(w as usize).ok_or(Error::Rank {
+                rank: w,
+                size: ep.size(),
+            })?;
+            *slot = i as i32;
+        }
+        Ok(SimpleCommunicator {
+            inner: Arc::new(Inner {
+                id,
+                group,
+                rank,
+                from_world: from_world.into(),
+            }),
+        })
+    }
+
+    fn world_new() -> Result<SimpleCommunicator> {
+        let ep = endpoint()?;
+        let g = Group::from_world_ranks((0..ep.size()).collect(), ep.rank())?;
+        SimpleCommunicator::new(WORLD_ID, g)
+    }
+
+    /// The communicator of this process alone (`MPI_COMM_SELF`; rsmpi's
+    /// `SimpleCommunicator::self_comm`). [`Error::NotInitialized`] /
+    /// [`Error::Finalized`] outside the runtime's life.
+    pub fn self_comm() -> Result<SimpleCommunicator> {
+        Ok(SimpleCommunicator::self_of(endpoint()?.rank()))
+    }
+
+    /// The world communicator (rsmpi's `SimpleCommunicator::world`; also
+    /// [`crate::Universe::world`]).
+    pub fn world() -> Result<SimpleCommunicator> {
+        SimpleCommunicator::world_new()
+    }
+
+    pub(crate) fn self_of(me: i32) -> SimpleCommunicator {
+        let g = Group::from_world_ranks(vec![me], me).unwrap_or_else(|_| Group::empty(me));
+        let mut from_world = vec![-1; me as usize + 1];
+        from_world[me as usize] = 0;
+        SimpleCommunicator {
+            inner: Arc::new(Inner {
+                id: SELF_ID,
+                group: g,
+                rank: 0,
+                from_world: from_world.into(),
+            }),
+        }
+    }
+
+    pub(crate) fn world_rank_of_me(&self) -> i32 {
+        self.inner.group.world_ranks()[self.inner.rank as usize]
+    }
+
+    /// The engine context of point-to-point messages.
+    pub(crate) fn context(&self) -> u32 {
+        2 * self.inner.id
+    }
+
+    fn internal_context(&self) -> u32 {
+        2 * self.inner.id + 1
+    }
+
+    /// The context id `k` of this communicator (see the module docs).
+    pub fn context_id(&self) -> u32 {
+        self.inner.id
+    }
+
+    /// World rank of communicator rank `rank`; `PROC_NULL` passes.
+    pub(crate) fn to_world(&self, rank: i32) -> Result<i32> {
+        if rank == vci::PROC_NULL {
+            return Ok(rank);
+        }
+        self.inner.group.world_rank(rank)
+    }
+
+    /// Source of a receive: as `to_world`, and `ANY_SOURCE` passes.
+    pub(crate) fn source_to_world(&self, rank: i32) -> Result<i32> {
+        if rank == vci::ANY_SOURCE {
+            return Ok(rank);
+        }
+        self.to_world(rank)
+    }
+
+    /// The table from world ranks to communicator ranks.
+    pub(crate) fn world_to_comm(&self) -> &Arc<[i32]> {
+        &self.inner.from_world
+    }
+
+    fn send_internal(&self, buf: &[u8], rank: i32, tag: i32) -> Result<()> {
+        let ep = endpoint()?;
+        ep.send(buf, self.to_world(rank)?, tag, self.internal_context())?;
+        Ok(())
+    }
+
+    fn recv_internal(&self, buf: &mut [u8], rank: i32, tag: i32) -> Result<()> {
+        let ep = endpoint()?;
+        let st = ep.recv(buf, self.to_world(rank)?, tag, self.internal_context())?;
+        if st.count != buf.len() as u64 {
+            return Err(Error::Internal(format!(
+                "internal collective: {} bytes where {} were expected",
+                st.count,
+                buf.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Allreduce of one `u32` with `op`, through rank 0 (internal context).
+    pub(crate) fn allreduce_u32(&self, v: u32, op: fn(u32, u32) -> u32) -> Result<u32> {
+        let (rank, size) = (self.inner.rank, self.inner.group.size());
+        if rank == 0 {
+            let mut acc = v;
+            for r in 1..size {
+                let mut b = [0u8; 4];
+                self.recv_internal(&mut b, r, TAG_REDUCE)?;
+                acc = op(acc, u32::from_ne_bytes(b));
+            }
+            for r in 1..size {
+                self.send_internal(&acc.to_ne_bytes(), r, TAG_BCAST)?;
+            }
+            Ok(acc)
+        } else {
+            self.send_internal(&v.to_ne_bytes(), 0, TAG_REDUCE)?;
+            let mut b = [0u8; 4];
+            self.recv_internal(&mut b, 0, TAG_BCAST)?;
+            Ok(u32::from_ne_bytes(b))
+        }
+    }
+
+    /// Allgather of one `(i64, i64)` per rank, by communicator rank.
+    fn allgather_pair(&self, v: (i64, i64)) -> Result<Vec<(i64, i64)>> {
+        let (rank, size) = (self.inner.rank, self.inner.group.size());
+        let enc = |(a, b): (i64, i64)| {
+            let mut x = [0u8; 16];
+            x[..8].copy_from_slice(&a.to_ne_bytes());
+            x[8..].copy_from_slice(&b.to_ne_bytes());
+            x
+        };
+        let mut all = vec![0u8; 16 * size as usize];
+        if rank == 0 {
+            all[..16].copy_from_slice(&enc(v));
+            for r in 1..size {
+                let at = 16 * r as usize;
+                self.recv_internal(&mut all[at..at + 16], r, TAG_GATHER)?;
+            }
+            for r in 1..size {
+                self.send_internal(&all, r, TAG_GATHER_BCAST)?;
+            }
+        } else {
+            self.send_internal(&enc(v), 0, TAG_GATHER)?;
+            self.recv_internal(&mut all, 0, TAG_GATHER_BCAST)?;
+        }
+        Ok(all
+            .chunks_exact(16)
+            .map(|c| {
+                let a = i64::from_ne_bytes(c[..8].try_into().unwrap_or_default());
+                let b = i64::from_ne_bytes(c[8..].try_into().unwrap_or_default());
+                (a, b)
+            })
+            .collect())
+    }
+
+    /// Agrees on a context id free on every rank of this communicator and
+    /// claims it on every rank (see the module docs).
+    fn agree_context_id(&self) -> Result<u32> {
+        let mut floor = 0;
+        loop {
+            let proposal = lowest_free(floor);
+            let k = self.allreduce_u32(proposal, u32::max)?;
+            if k > MAX_ID {
+                return Err(Error::Comm {
+                    reason: "no context id left".into(),
+                });
+            }
+            let mine = claimed().insert(k);
+            if self.allreduce_u32(u32::from(mine), u32::min)? == 1 {
+                return Ok(k);
+            }
+            if mine {
+                claimed().remove(&k);
+            }
+            floor = k + 1;
+        }
+    }
+
+    /// A barrier over this communicator's members (internal context).
+    fn barrier_impl(&self) -> Result<()> {
+        self.allreduce_u32(0, u32::max).map(drop)
+    }
+
+    fn split_impl(&self, color: Option<u32>, key: i32) -> Result<Option<SimpleCommunicator>> {
+        let mine = (color.map_or(-1, i64::from), i64::from(key));
+        let all = self.allgather_pair(mine)?;
+        let k = self.agree_context_id()?;
+        let Some(c) = color else {
+            claimed().remove(&k);
+            return Ok(None);
+        };
+        let mut members: Vec<(i64, usize)> = all
+            .iter()
+            .enumerate()
+            .filter(|(_, &(col, _))| col == i64::from(c))
+            .map(|(r, &(_, key))| (key, r))
+            .collect();
+        members.sort_unstable();
+        let world: Vec<i32> = members
+            .iter()
+            .map(|&(_, r)| self.inner.group.world_ranks()[r])
+            .collect();
+        let g = Group::from_world_ranks(world, self.world_rank_of_me())?;
+        SimpleCommunicator::new(k, g).map(Some)
+    }
+}
+
+/// What every communicator can do (rsmpi's `Communicator` trait; bring it
+/// into scope with `use hmpi_core::traits::*`). Implemented by
+/// [`SimpleCommunicator`]; a type that wraps one implements
+/// [`Communicator::as_simple`] and gets the rest.
+pub trait Communicator {
+    /// The communicator underneath.
+    fn as_simple(&self) -> &SimpleCommunicator;
+
+    /// This process's rank in the communicator.
+    fn rank(&self) -> i32 {
+        self.as_simple().inner.rank
+    }
+
+    /// The number of processes.
+    fn size(&self) -> i32 {
+        self.as_simple().inner.group.size()
+    }
+
+    /// The communicator's group (`MPI_Comm_group`).
+    fn group(&self) -> Group {
+        self.as_simple().inner.group.clone()
+    }
+
+    /// The process of rank `rank` (checked when used: a bad rank is
+    /// [`Error::Rank`] on the first operation; `PROC_NULL` is allowed).
+    fn process_at_rank(&self, rank: i32) -> Process<'_> {
+        Process::new(self.as_simple(), rank)
+    }
+
+    /// This process, as a peer (messages to self).
+    fn this_process(&self) -> Process<'_> {
+        Process::new(self.as_simple(), self.rank())
+    }
+
+    /// Every process, for receives from `ANY_SOURCE`.
+    fn any_process(&self) -> AnyProcess<'_> {
+        AnyProcess::new(self.as_simple())
+    }
+
+    /// Blocks until every member has called it (`MPI_Barrier`).
+    fn barrier(&self) -> Result<()> {
+        self.as_simple().barrier_impl()
+    }
+
+    /// A new communicator with the same group and a new context
+    /// (`MPI_Comm_dup`). Collective.
+    fn duplicate(&self) -> Result<SimpleCommunicator> {
+        let c = self.as_simple();
+        let k = c.agree_context_id()?;
+        SimpleCommunicator::new(k, c.inner.group.clone())
+    }
+
+    /// [`Communicator::duplicate`] under MPI's short name.
+    fn dup(&self) -> Result<SimpleCommunicator> {
+        self.duplicate()
+    }
+
+    /// Splits into one communicator per color, ranks ordered by `key` then
+    /// by rank here (`MPI_Comm_split`). Collective. `color: None`
+    /// (`MPI_UNDEFINED`) gets `Ok(None)`.
+    fn split(&self, color: Option<u32>, key: i32) -> Result<Option<SimpleCommunicator>> {
+        self.as_simple().split_impl(color, key)
+    }
+
+    /// [`Communicator::split`] with key 0 (rsmpi's name).
+    fn split_by_color(&self, color: Option<u32>) -> Result<Option<SimpleCommunicator>> {
+        self.split(color, 0)
+    }
+
+    /// [`Communicator::split`] (rsmpi's name).
+    fn split_by_color_with_key(
+        &self,
+        color: Option<u32>,
+        key: i32,
+    ) -> Result<Option<SimpleCommunicator>> {
+        self.split(color, key)
+    }
+
+    /// The communicator of the processes that share memory with this one
+    /// (`MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`): on one node, every
+    /// member, ordered by `key`. Collective.
+    fn split_shared(&self, key: i32) -> Result<SimpleCommunicator> {
+        self.split(Some(0), key)?
+            .ok_or_else(|| Error::Internal("split_shared gave no communicator".into()))
+    }
+
+    /// A communicator of the members of `group` (a subgroup of this
+    /// communicator's group), in the group's order; `None` on processes
+    /// outside it (`MPI_Comm_create`). Collective over this communicator.
+    fn split_by_subgroup_collective(&self, group: &Group) -> Result<Option<SimpleCommunicator>> {
+        let me = self.as_simple().world_rank_of_me();
+        let pos = group.world_ranks().iter().position(|&w| w == me);
+        for &w in group.world_ranks() {
+            if self
+                .as_simple()
+                .world_to_comm()
+                .get(w as usize)
+                .copied()
+                .unwrap_or(-1)
+                < 0
+            {
+                return Err(Error::Group {
+                    reason: format!("world rank {w} is not in the communicator"),
+                });
+            }
+        }
+        self.split(pos.map(|_| 0), pos.map_or(0, |p| p as i32))
+    }
+
+    /// Ends the whole job with `code` (`MPI_Abort`; see [`crate::abort`]).
+    fn abort(&self, code: i32) -> ! {
+        crate::environment::abort(code)
+    }
+}
+
+impl Communicator for SimpleCommunicator {
+    fn as_simple(&self) -> &SimpleCommunicator {
+        self
+    }
+}

@@ -1,0 +1,221 @@
+//! Init and finalize: [`init`], [`Universe`], and the process-wide helpers
+//! [`time`], [`time_resolution`], [`processor_name`], [`abort`].
+//!
+//! [`init`] creates this process's engine endpoint ([`vci::Endpoint`]): it
+//! joins the node heap, publishes the rank's VCI and waits for every rank
+//! (collective over the job). It returns the [`Universe`], from which
+//! [`Universe::world`] gives the world communicator. Dropping the universe
+//! finalizes: a barrier over the world (so no rank leaves while a peer still
+//! expects it), then the runtime is marked finished; every later
+//! communication in this process returns [`Error::Finalized`]. A second
+//! `init` (before or after finalize) is an error: one runtime per process.
+//!
+//! The endpoint itself lives in a process-wide static and is never
+//! destroyed (its shared part must outlive every peer's use of it, which is
+//! the engine's rule), so communicators and requests never dangle, even if
+//! they outlive the universe.
+//!
+//! # Example
+//! ```
+//! use hmpi_core::traits::*;
+//!
+//! // Alone this is a world of one; under `hmpirun -n N`, rank r of N.
+//! let universe = hmpi_core::init().unwrap();
+//! let world = universe.world();
+//! assert_eq!((world.rank(), world.size()), (0, 1));
+//! let t0 = hmpi_core::time();
+//! assert!(hmpi_core::time() >= t0);
+//! assert!(hmpi_core::init().is_err()); // one runtime per process
+//! drop(universe); // finalize
+//! assert!(matches!(
+//!     world.process_at_rank(0).send(&1u8),
+//!     Err(hmpi_core::Error::Finalized)
+//! ));
+//! ```
+
+use crate::comm::{Communicator, SimpleCommunicator};
+use crate::error::{Error, Result};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
+
+const UNINIT: u8 = 0;
+const INITIALIZING: u8 = 1;
+const ACTIVE: u8 = 2;
+const FINALIZED: u8 = 3;
+
+/// The life of the runtime in this process.
+static STATE: AtomicU8 = AtomicU8::new(UNINIT);
+/// The engine endpoint; set once, never dropped.
+static ENDPOINT: OnceLock<vci::Endpoint> = OnceLock::new();
+
+/// The endpoint, if the runtime is active.
+pub(crate) fn endpoint() -> Result<&'static vci::Endpoint> {
+    // Acquire: pairs with the Release store of ACTIVE in `init`, after the
+    // endpoint was set (OnceLock synchronises its own contents too).
+    match STATE.load(Ordering::Acquire) {
+        ACTIVE => ENDPOINT
+            .get()
+            .ok_or_else(|| Error::Internal("active runtime without an endpoint".into())),
+        FINALIZED => Err(Error::Finalized),
+        _ => Err(Error::NotInitialized),
+    }
+}
+
+/// The job's environment: owns the world; dropping it finalizes.
+///
+/// rsmpi's `Universe`. Not `Clone`: there is one per process.
+#[derive(Debug)]
+pub struct Universe {
+    world: SimpleCommunicator,
+}
+
+/// Initializes the runtime: creates this process's endpoint (collective
+/// over every rank of the job). Errors: [`Error::AlreadyInitialized`] on a
+/// second call while active, [`Error::Finalized`] after finalize, or the
+/// engine's error if the endpoint cannot be created (then `init` may be
+/// retried).
+pub fn init() -> Result<Universe> {
+    // AcqRel: one winner; the loser's load sees the final state below.
+    if let Err(s) =
+        STATE.compare_exchange(UNINIT, INITIALIZING, Ordering::AcqRel, Ordering::Acquire)
+    {
+        return Err(if s == FINALIZED {
+            Error::Finalized
+        } else {
+            Error::AlreadyInitialized
+        });
+    }
+    let ep = match vci::Endpoint::new() {
+        Ok(ep) => ep,
+        Err(e) => {
+            // Release: nothing was published; a retry starts afresh.
+            STATE.store(UNINIT, Ordering::Release);
+            return Err(e.into());
+        }
+    };
+    if ENDPOINT.set(ep).is_err() {
+        return Err(Error::Internal("endpoint set twice".into()));
+    }
+    // Release: publishes the endpoint to threads that load ACTIVE.
+    STATE.store(ACTIVE, Ordering::Release);
+    let world = SimpleCommunicator::world()?;
+    Ok(Universe { world })
+}
+
+/// rsmpi's `mpi::initialize()`: [`init`] as an `Option`, `None` if the
+/// runtime was already initialized **or init failed** (use [`init`] to know
+/// why). Unlike rsmpi it never panics.
+pub fn initialize() -> Option<Universe> {
+    init().ok()
+}
+
+/// Whether the runtime is initialized and not yet finalized.
+pub fn is_initialized() -> bool {
+    // Acquire: see `endpoint`.
+    STATE.load(Ordering::Acquire) == ACTIVE
+}
+
+/// Whether the runtime was finalized in this process.
+pub fn is_finalized() -> bool {
+    // Acquire: see `endpoint`.
+    STATE.load(Ordering::Acquire) == FINALIZED
+}
+
+impl Universe {
+    /// The world communicator: every rank of the job.
+    pub fn world(&self) -> SimpleCommunicator {
+        self.world.clone()
+    }
+
+    /// The communicator of this process alone (`MPI_COMM_SELF`).
+    pub fn self_comm(&self) -> SimpleCommunicator {
+        SimpleCommunicator::self_of(self.world.world_rank_of_me())
+    }
+
+    /// Seconds since an arbitrary moment, the same on every rank of the node
+    /// (`MPI_Wtime`); see [`time`].
+    pub fn wtime(&self) -> f64 {
+        time()
+    }
+
+    /// Finalizes now, reporting an error of the final barrier (dropping
+    /// the universe does the same and ignores it).
+    pub fn finalize(self) -> Result<()> {
+        let r = self.world.barrier();
+        finish();
+        std::mem::forget(self);
+        r
+    }
+}
+
+fn finish() {
+    // Release: orders this thread's earlier operations before the state
+    // change that other threads observe with Acquire.
+    STATE.store(FINALIZED, Ordering::Release);
+}
+
+impl Drop for Universe {
+    fn drop(&mut self) {
+        // A rank leaves only when every rank has reached finalize; errors
+        // cannot be reported from drop (use `finalize` to see them). A
+        // panicking rank skips the barrier: its peers may be waiting for
+        // its messages, and its failure ends the job through the launcher.
+        if !std::thread::panicking() {
+            let _ = self.world.barrier();
+        }
+        finish();
+    }
+}
+
+/// Seconds since an arbitrary moment (`MPI_Wtime`). The monotonic clock of
+/// the node, so times of different ranks compare (`MPI_WTIME_IS_GLOBAL` on
+/// one node).
+pub fn time() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always
+    // exists on Linux, so the call cannot fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// The resolution of [`time`] in seconds (`MPI_Wtick`).
+pub fn time_resolution() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: as in `time`.
+    unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// The name of this processor (`MPI_Get_processor_name`): the host name.
+pub fn processor_name() -> Result<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is writable for its length; gethostname writes at most
+    // that many bytes.
+    let r = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if r != 0 {
+        return Err(Error::Internal(format!(
+            "gethostname: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+/// Ends the whole job (`MPI_Abort`): flushes standard output and error, and
+/// exits this process with `code`; the launcher sees a failed rank and
+/// terminates the others. A `code` outside `1..=255` exits with status 1
+/// (a zero status would not be a failure, and the system keeps only 8 bits).
+pub fn abort(code: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    let status = if (1..=255).contains(&code) { code } else { 1 };
+    std::process::exit(status)
+}

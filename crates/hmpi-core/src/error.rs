@@ -1,0 +1,194 @@
+//! The errors of the runtime: one enum, [`Error`], whose variants are MPI's
+//! error classes, each with what went wrong.
+//!
+//! Nothing in the runtime panics on bad user input: a bad rank, tag or
+//! count, a truncated receive, an unusable group, a communicator used after
+//! finalize are all values of [`Error`]. Errors of the engine
+//! ([`vci::Error`]) and of the shared heap ([`shmheap::Error`]) convert with
+//! `From`.
+//!
+//! # Example
+//! ```
+//! use hmpi_core::Error;
+//!
+//! let e = Error::Tag { tag: -5 };
+//! assert!(e.to_string().contains("tag -5"));
+//! let e: Error = vci::Error::Rank { rank: 9, size: 2 }.into();
+//! assert!(matches!(e, Error::Rank { rank: 9, size: 2 }));
+//! ```
+
+use crate::point_to_point::Status;
+use std::fmt;
+
+/// Why an operation of the runtime failed (the MPI error class, with
+/// details).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// `MPI_ERR_RANK`: a rank outside `0..size` of the communicator or
+    /// group (and not a wildcard or `PROC_NULL` where those are allowed).
+    Rank {
+        /// The rank given.
+        rank: i32,
+        /// The size of the communicator or group.
+        size: i32,
+    },
+    /// `MPI_ERR_TAG`: a tag outside `0..=TAG_UB` (or `ANY_TAG` on a send).
+    Tag {
+        /// The tag given.
+        tag: i32,
+    },
+    /// `MPI_ERR_COUNT`: the message's length does not fit the receive's
+    /// element type or expected element count.
+    Count {
+        /// The message's length in bytes.
+        bytes: u64,
+        /// The size of one element in bytes.
+        element_size: usize,
+        /// The number of elements expected, if a fixed number was.
+        expected: Option<u64>,
+    },
+    /// `MPI_ERR_TRUNCATE`: the message was longer than the receive buffer;
+    /// the buffer holds the message's first `status.byte_count()` bytes.
+    Truncate {
+        /// The receive's status (bytes delivered).
+        status: Status,
+        /// The length of the message that was sent, in bytes.
+        message_len: u64,
+    },
+    /// `MPI_ERR_COMM`: the communicator cannot do this (for example, no
+    /// context id is left).
+    Comm {
+        /// What is wrong.
+        reason: String,
+    },
+    /// `MPI_ERR_GROUP`: a group operation got unusable arguments (for
+    /// example, a rank listed twice).
+    Group {
+        /// What is wrong.
+        reason: String,
+    },
+    /// `MPI_ERR_TYPE`: the element type cannot be used here (for example, a
+    /// zero-sized type where a count must be derived from bytes).
+    Type {
+        /// What is wrong.
+        reason: String,
+    },
+    /// `MPI_ERR_NO_MEM` and friends: the shared heap failed (not attached,
+    /// exhausted, bad configuration).
+    Heap(shmheap::Error),
+    /// Another failure of the engine (bad configuration, a peer that does
+    /// not look like one, …).
+    Engine(vci::Error),
+    /// `MPI_ERR_OTHER`: `init` was called a second time in this process.
+    AlreadyInitialized,
+    /// The runtime was not initialised ([`crate::init`]) in this process.
+    NotInitialized,
+    /// The runtime was finalised (its [`crate::Universe`] was dropped): no
+    /// more communication in this process.
+    Finalized,
+    /// `MPI_ERR_INTERN`: a broken invariant of the runtime itself.
+    Internal(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Rank { rank, size } => write!(
+                f,
+                "invalid rank {rank}: the communicator or group has {size} ranks"
+            ),
+            Error::Tag { tag } => write!(
+                f,
+                "invalid tag {tag}: tags are 0..={} (ANY_TAG only on receives)",
+                vci::TAG_UB
+            ),
+            Error::Count {
+                bytes,
+                element_size,
+                expected: Some(n),
+            } => write!(
+                f,
+                "count mismatch: the message has {bytes} bytes, the receive expected {n} \
+                 elements of {element_size} bytes"
+            ),
+            Error::Count {
+                bytes,
+                element_size,
+                expected: None,
+            } => write!(
+                f,
+                "count mismatch: a message of {bytes} bytes is not a whole number of \
+                 {element_size}-byte elements"
+            ),
+            Error::Truncate {
+                status,
+                message_len,
+            } => write!(
+                f,
+                "message truncated: {message_len} bytes from rank {} (tag {}) into a buffer of {}",
+                status.source_rank(),
+                status.tag(),
+                status.byte_count()
+            ),
+            Error::Comm { reason } => write!(f, "invalid communicator: {reason}"),
+            Error::Group { reason } => write!(f, "invalid group: {reason}"),
+            Error::Type { reason } => write!(f, "invalid datatype: {reason}"),
+            Error::Heap(e) => write!(f, "shared heap: {e}"),
+            Error::Engine(e) => write!(f, "engine: {e}"),
+            Error::AlreadyInitialized => {
+                write!(f, "hmpi is already initialized in this process")
+            }
+            Error::NotInitialized => write!(f, "hmpi is not initialized (call hmpi::init)"),
+            Error::Finalized => write!(
+                f,
+                "hmpi was finalized in this process (its Universe was dropped)"
+            ),
+            Error::Internal(m) => write!(f, "internal error: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Heap(e) => Some(e),
+            Error::Engine(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<shmheap::Error> for Error {
+    fn from(e: shmheap::Error) -> Self {
+        Error::Heap(e)
+    }
+}
+
+/// Maps the engine's errors to classes. Ranks in the engine's errors are
+/// world ranks; the communicator layer translates them (see
+/// [`crate::comm`]) where it knows the communicator.
+impl From<vci::Error> for Error {
+    fn from(e: vci::Error) -> Self {
+        match e {
+            vci::Error::Rank { rank, size } => Error::Rank {
+                rank,
+                size: i32::try_from(size).unwrap_or(i32::MAX),
+            },
+            vci::Error::Tag { tag } => Error::Tag { tag },
+            vci::Error::Truncate {
+                status,
+                message_len,
+            } => Error::Truncate {
+                status: Status::from_engine(status, None),
+                message_len,
+            },
+            vci::Error::Heap(e) => Error::Heap(e),
+            vci::Error::AlreadyInitialized => Error::AlreadyInitialized,
+            other => Error::Engine(other),
+        }
+    }
+}
+
+/// The runtime's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

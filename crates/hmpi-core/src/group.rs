@@ -1,0 +1,249 @@
+//! Groups: ordered sets of processes ([`Group`]), as in MPI.
+//!
+//! A group lists world ranks; a process's rank in the group is its
+//! position in that list. Groups are local objects: building one does not
+//! communicate. A communicator's group is [`crate::traits::Communicator::group`];
+//! [`crate::traits::Communicator::split_by_subgroup_collective`] makes a
+//! communicator of a subgroup.
+//!
+//! # Example
+//! ```
+//! use hmpi_core::Group;
+//!
+//! // World ranks 0..6; this process is world rank 2.
+//! let all = Group::from_world_ranks(vec![0, 1, 2, 3, 4, 5], 2).unwrap();
+//! let even = all.incl(&[0, 2, 4]).unwrap(); // world ranks 0, 2, 4
+//! let low = all.incl(&[0, 1, 2]).unwrap(); // world ranks 0, 1, 2
+//! assert_eq!(even.intersection(&low).world_ranks(), &[0, 2]);
+//! assert_eq!(even.union(&low).world_ranks(), &[0, 2, 4, 1]);
+//! assert_eq!(even.difference(&low).world_ranks(), &[4]);
+//! assert_eq!(all.excl(&[0, 5]).unwrap().world_ranks(), &[1, 2, 3, 4]);
+//! assert_eq!(even.rank(), Some(1));
+//! assert_eq!(even.translate_ranks(&[1, 2], &low).unwrap(), vec![Some(2), None]);
+//! assert!(all.incl(&[1, 1]).is_err());
+//! ```
+
+use crate::error::{Error, Result};
+use std::sync::Arc;
+
+/// An ordered set of processes (`MPI_Group`). Cheap to clone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    /// World ranks, by group rank.
+    ranks: Arc<[i32]>,
+    /// The calling process's world rank.
+    me: i32,
+}
+
+/// How two groups compare (`MPI_Group_compare`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupRelation {
+    /// The same members in the same order (`MPI_IDENT`).
+    Identical,
+    /// The same members in another order (`MPI_SIMILAR`).
+    Similar,
+    /// Different members (`MPI_UNEQUAL`).
+    Unequal,
+}
+
+impl Group {
+    /// A group of these world ranks in this order, seen by the process
+    /// whose world rank is `me`. Ranks must be distinct and non-negative.
+    pub fn from_world_ranks(ranks: Vec<i32>, me: i32) -> Result<Group> {
+        let mut sorted = ranks.clone();
+        sorted.sort_unstable();
+        if let Some(&r) = sorted.iter().find(|&&r| r < 0) {
+            return Err(Error::Group {
+                reason: format!("world rank {r} is negative"),
+            });
+        }
+        if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+            return Err(Error::Group {
+                reason: format!("world rank {} is listed twice", w[0]),
+            });
+        }
+        Ok(Group {
+            ranks: ranks.into(),
+            me,
+        })
+    }
+
+    fn of(ranks: Vec<i32>, me: i32) -> Group {
+        Group {
+            ranks: ranks.into(),
+            me,
+        }
+    }
+
+    /// The empty group (`MPI_GROUP_EMPTY`).
+    pub fn empty(me: i32) -> Group {
+        Group::of(Vec::new(), me)
+    }
+
+    /// The number of processes.
+    pub fn size(&self) -> i32 {
+        self.ranks.len() as i32
+    }
+
+    /// The calling process's rank in the group, `None` if it is not a
+    /// member (`MPI_UNDEFINED`).
+    pub fn rank(&self) -> Option<i32> {
+        self.ranks
+            .iter()
+            .position(|&r| r == self.me)
+            .map(|p| p as i32)
+    }
+
+    /// The members' world ranks, by group rank.
+    pub fn world_ranks(&self) -> &[i32] {
+        &self.ranks
+    }
+
+    /// The world rank of group rank `rank`.
+    pub fn world_rank(&self, rank: i32) -> Result<i32> {
+        usize::try_from(rank)
+            .ok()
+            .and_then(|i| self.ranks.get(i).copied())
+            .ok_or(Error::Rank {
+                rank,
+                size: self.size(),
+            })
+    }
+
+    fn contains(&self, world: i32) -> bool {
+        self.ranks.contains(&world)
+    }
+
+    /// The group of the listed ranks of this group, in the listed order
+    /// (`MPI_Group_incl`). Each must be a valid, distinct rank.
+    pub fn incl(&self, ranks: &[i32]) -> Result<Group> {
+        let w = ranks
+            .iter()
+            .map(|&r| self.world_rank(r))
+            .collect::<Result<Vec<_>>>()?;
+        Group::from_world_ranks(w, self.me)
+    }
+
+    /// This group without the listed ranks (`MPI_Group_excl`). Each must
+    /// be a valid, distinct rank.
+    pub fn excl(&self, ranks: &[i32]) -> Result<Group> {
+        let drop = ranks
+            .iter()
+            .map(|&r| self.world_rank(r))
+            .collect::<Result<Vec<_>>>()?;
+        Group::from_world_ranks(drop.clone(), self.me)?; // distinctness
+        Ok(Group::of(
+            self.ranks
+                .iter()
+                .copied()
+                .filter(|r| !drop.contains(r))
+                .collect(),
+            self.me,
+        ))
+    }
+
+    /// [`Group::incl`] under rsmpi's name.
+    pub fn include(&self, ranks: &[i32]) -> Result<Group> {
+        self.incl(ranks)
+    }
+
+    /// [`Group::excl`] under rsmpi's name.
+    pub fn exclude(&self, ranks: &[i32]) -> Result<Group> {
+        self.excl(ranks)
+    }
+
+    /// This group's members, then `other`'s that are not in this group
+    /// (`MPI_Group_union`).
+    pub fn union(&self, other: &Group) -> Group {
+        let mut v = self.ranks.to_vec();
+        v.extend(other.ranks.iter().copied().filter(|&r| !self.contains(r)));
+        Group::of(v, self.me)
+    }
+
+    /// This group's members that are also in `other`, in this group's order
+    /// (`MPI_Group_intersection`).
+    pub fn intersection(&self, other: &Group) -> Group {
+        Group::of(
+            self.ranks
+                .iter()
+                .copied()
+                .filter(|&r| other.contains(r))
+                .collect(),
+            self.me,
+        )
+    }
+
+    /// This group's members that are not in `other`, in this group's order
+    /// (`MPI_Group_difference`).
+    pub fn difference(&self, other: &Group) -> Group {
+        Group::of(
+            self.ranks
+                .iter()
+                .copied()
+                .filter(|&r| !other.contains(r))
+                .collect(),
+            self.me,
+        )
+    }
+
+    /// The rank in `other` of each listed rank of this group, `None` where
+    /// the process is not in `other` (`MPI_Group_translate_ranks`).
+    pub fn translate_ranks(&self, ranks: &[i32], other: &Group) -> Result<Vec<Option<i32>>> {
+        ranks
+            .iter()
+            .map(|&r| {
+                let w = self.world_rank(r)?;
+                Ok(other.ranks.iter().position(|&o| o == w).map(|p| p as i32))
+            })
+            .collect()
+    }
+
+    /// [`Group::translate_ranks`] for one rank.
+    pub fn translate_rank(&self, rank: i32, other: &Group) -> Result<Option<i32>> {
+        Ok(self.translate_ranks(&[rank], other)?[0])
+    }
+
+    /// How this group compares with `other`.
+    pub fn compare(&self, other: &Group) -> GroupRelation {
+        if self.ranks == other.ranks {
+            GroupRelation::Identical
+        } else if self.ranks.len() == other.ranks.len()
+            && self.ranks.iter().all(|&r| other.contains(r))
+        {
+            GroupRelation::Similar
+        } else {
+            GroupRelation::Unequal
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operations() {
+        let g = Group::from_world_ranks(vec![3, 1, 2, 0], 1).unwrap();
+        assert_eq!(g.rank(), Some(1));
+        assert_eq!(g.size(), 4);
+        assert!(matches!(
+            g.incl(&[4]),
+            Err(Error::Rank { rank: 4, size: 4 })
+        ));
+        assert!(matches!(g.excl(&[-1]), Err(Error::Rank { .. })));
+        assert!(matches!(g.excl(&[2, 2]), Err(Error::Group { .. })));
+        let h = g.incl(&[3, 2]).unwrap();
+        assert_eq!(h.world_ranks(), &[0, 2]);
+        assert_eq!(h.rank(), None);
+        assert_eq!(g.compare(&g.clone()), GroupRelation::Identical);
+        let s = Group::from_world_ranks(vec![0, 1, 2, 3], 1).unwrap();
+        assert_eq!(g.compare(&s), GroupRelation::Similar);
+        assert_eq!(g.compare(&h), GroupRelation::Unequal);
+        assert_eq!(
+            g.translate_ranks(&[0, 3], &s).unwrap(),
+            vec![Some(3), Some(0)]
+        );
+        assert!(g.translate_rank(9, &s).is_err());
+        assert_eq!(Group::empty(0).size(), 0);
+    }
+}
