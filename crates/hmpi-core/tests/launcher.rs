@@ -9,6 +9,7 @@
 use hmpi_core::launch::{allowed_cpus, Bind, JobReport, LaunchError, Launcher, RankStatus};
 use shmheap::segment::SegmentSpec;
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -263,7 +264,21 @@ fn timeout_ends_the_job() {
 /// pid, sends it `sig`, and checks the exit code and the cleanup.
 fn interrupt_hmpirun(name: &str, sig: i32) {
     let dir = ShmDir::new(name);
-    let mut child = Command::new(HMPIRUN)
+    let mut cmd = Command::new(HMPIRUN);
+    // The test harness may itself run with SIGINT or SIGHUP ignored (a
+    // background job of a script, nohup), and hmpirun rightly keeps an
+    // inherited "ignore"; this test is about a launcher that can be
+    // interrupted, so give it the default dispositions.
+    // SAFETY: the closure only calls signal(2), which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                libc::signal(s, libc::SIG_DFL);
+            }
+            Ok(())
+        })
+    };
+    let mut child = cmd
         .args(["-n", "3", "sh", "-c"])
         .arg(r#"echo "shm $HMPI_SHM_NAME"; echo "pid $$"; exec sleep 30"#)
         .env("HMPI_SHM_DIR", &dir.0)
