@@ -6,18 +6,16 @@
 //! run. A rank runs on the main thread with no test harness threads beside
 //! it, so that its arena's usage can be compared byte for byte.
 
-use hmpi_core::launch::{JobReport, Launcher};
+use hmpi_core::launch::{rank_tests, JobReport};
 use proptest::prelude::*;
 use shmheap::segment::{SegmentFile, SegmentSpec};
 use shmheap::{Error, Limit, ShmHeap};
 use std::alloc::{GlobalAlloc, Layout};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 #[global_allocator]
 static ALLOC: ShmHeap = ShmHeap::new();
 
-const ROLE: &str = "HMPI_TEST_ROLE";
 const PLAN: &str = "HMPI_TEST_PLAN";
 /// Registry slot where each rank publishes its table of blocks.
 const TABLE_SLOT: usize = 40;
@@ -31,6 +29,26 @@ const ROLES: &[(&str, fn())] = &[
     ("exhausted-global", exhausted_global_rank),
     ("full-shm", full_shm_rank),
 ];
+
+fn main() {
+    rank_tests::main(
+        |role| {
+            ROLES
+                .iter()
+                .find(|(name, _)| *name == role)
+                .map(|(_, body)| body())
+        },
+        TESTS,
+    );
+}
+
+fn assert_success(report: &JobReport) {
+    assert!(
+        report.success(),
+        "job failed:\n{}",
+        rank_tests::describe(report)
+    );
+}
 
 /// The tests the parent runs.
 const TESTS: &[(&str, fn())] = &[
@@ -71,80 +89,6 @@ const TESTS: &[(&str, fn())] = &[
         segment_is_private_to_its_user,
     ),
 ];
-
-fn main() {
-    if let Ok(role) = std::env::var(ROLE) {
-        let Some((_, body)) = ROLES.iter().find(|(name, _)| *name == role) else {
-            eprintln!("unknown {ROLE} {role:?}");
-            std::process::exit(2);
-        };
-        body();
-        return;
-    }
-    // Arguments: an optional name filter (substring); libtest's flags that
-    // cargo may pass are ignored.
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let selected: Vec<_> = TESTS
-        .iter()
-        .filter(|(name, _)| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())))
-        .collect();
-    println!("\nrunning {} tests", selected.len());
-    let (mut passed, mut failed) = (0, Vec::new());
-    for (name, test) in selected {
-        match std::panic::catch_unwind(test) {
-            Ok(()) => {
-                println!("test {name} ... ok");
-                passed += 1;
-            }
-            Err(_) => {
-                println!("test {name} ... FAILED");
-                failed.push(*name);
-            }
-        }
-    }
-    let verdict = if failed.is_empty() { "ok" } else { "FAILED" };
-    println!(
-        "\ntest result: {verdict}. {passed} passed; {} failed; 0 ignored; 0 measured; 0 filtered out\n",
-        failed.len()
-    );
-    if !failed.is_empty() {
-        std::process::exit(101);
-    }
-}
-
-fn launch(role: &str, ranks: u32, env: &[(&str, String)]) -> JobReport {
-    let exe = std::env::current_exe().expect("test binary path");
-    let mut l = Launcher::new(exe, ranks);
-    l = l
-        .env(ROLE, role)
-        .capture_output(true)
-        .timeout(Duration::from_secs(300));
-    for (k, v) in env {
-        l = l.env(k, v);
-    }
-    l.run().expect("launch ranks")
-}
-
-fn describe(report: &JobReport) -> String {
-    let mut s = String::new();
-    for r in &report.ranks {
-        s += &format!(
-            "--- rank {} {:?}\nstdout:\n{}\nstderr:\n{}\n",
-            r.rank,
-            r.status,
-            String::from_utf8_lossy(&r.stdout),
-            String::from_utf8_lossy(&r.stderr)
-        );
-    }
-    s
-}
-
-fn assert_success(report: &JobReport) {
-    assert!(report.success(), "job failed:\n{}", describe(report));
-}
 
 /// A value every word of block (`owner`, `index`) is filled with.
 fn pattern(owner: u32, index: usize, word: usize) -> u64 {
@@ -322,7 +266,7 @@ fn cross_free_rank() {
 }
 
 fn run_cross_free(ranks: u32, blocks: Vec<Block>) {
-    let report = launch("cross-free", ranks, &[(PLAN, encode(ranks, &blocks))]);
+    let report = rank_tests::launch("cross-free", ranks, &[(PLAN, encode(ranks, &blocks))]);
     assert_success(&report);
 }
 
@@ -359,7 +303,7 @@ fn segment_path_of(report: &JobReport) -> PathBuf {
     let line = out
         .lines()
         .find_map(|l| l.strip_prefix("segment="))
-        .unwrap_or_else(|| panic!("no segment line:\n{}", describe(report)));
+        .unwrap_or_else(|| panic!("no segment line:\n{}", rank_tests::describe(report)));
     PathBuf::from(line)
 }
 
@@ -376,7 +320,7 @@ fn segment_unlinked_rank() {
 }
 
 fn segment_is_unlinked_once_all_attached_and_gone_after_the_job() {
-    let report = launch("segment-unlinked", 3, &[]);
+    let report = rank_tests::launch("segment-unlinked", 3, &[]);
     assert_success(&report);
     assert!(!segment_path_of(&report).exists());
 }
@@ -395,12 +339,12 @@ fn rank_killed_rank() {
 }
 
 fn segment_is_removed_when_a_rank_is_killed() {
-    let report = launch("rank-killed", 2, &[]);
+    let report = rank_tests::launch("rank-killed", 2, &[]);
     assert!(!report.success());
     assert!(
         !segment_path_of(&report).exists(),
         "segment removed:\n{}",
-        describe(&report)
+        rank_tests::describe(&report)
     );
 }
 
@@ -445,7 +389,7 @@ fn exhausted_arena_rank() {
 }
 
 fn exhausted_arena_is_an_error_and_recovers() {
-    let report = launch("exhausted-arena", 1, &[("HMPI_HEAP_PER_RANK", "4M".into())]);
+    let report = rank_tests::launch("exhausted-arena", 1, &[("HMPI_HEAP_PER_RANK", "4M".into())]);
     assert_success(&report);
 }
 
@@ -456,7 +400,7 @@ fn exhausted_global_rank() {
 }
 
 fn exhaustion_through_the_global_allocator_names_the_limit() {
-    let report = launch(
+    let report = rank_tests::launch(
         "exhausted-global",
         1,
         &[("HMPI_HEAP_PER_RANK", "4M".into())],
@@ -466,7 +410,7 @@ fn exhaustion_through_the_global_allocator_names_the_limit() {
     assert!(
         err.contains("exhausted") && err.contains("HMPI_HEAP_PER_RANK"),
         "{}",
-        describe(&report)
+        rank_tests::describe(&report)
     );
 }
 
@@ -507,7 +451,7 @@ fn full_shm_filesystem_is_an_error_not_a_sigbus() {
         let _ = std::fs::remove_dir(&dir);
         return;
     }
-    let report = launch(
+    let report = rank_tests::launch(
         "full-shm",
         1,
         &[

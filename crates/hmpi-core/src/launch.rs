@@ -50,6 +50,7 @@
 //! ```
 
 mod output;
+pub mod rank_tests;
 mod signals;
 
 pub use signals::signal_name;

@@ -7,16 +7,14 @@
 //! node heap, so `Vec`s are shared memory (single copy) once a rank has
 //! attached; arrays on the stack are private (two copy).
 
-use hmpi_core::launch::{JobReport, Launcher, RankStatus};
+use hmpi_core::launch::{rank_tests, JobReport, RankStatus};
 use hmpi_core::prelude::*;
 use hmpi_core::GroupRelation;
 use shmheap::ShmHeap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[global_allocator]
 static ALLOC: ShmHeap = ShmHeap::new();
-
-const ROLE: &str = "HMPI_TEST_ROLE";
 
 /// A rank's side of a test; it finalizes by dropping the universe.
 type Body = fn(Universe);
@@ -77,94 +75,27 @@ const TESTS: &[(&str, fn())] = &[
     ),
 ];
 
-fn main() {
-    if let Ok(role) = std::env::var(ROLE) {
-        let Some((_, body)) = ROLES.iter().find(|(name, _)| *name == role) else {
-            eprintln!("unknown {ROLE} {role:?}");
-            std::process::exit(2);
-        };
-        let universe = hmpi_core::init().expect("init");
-        body(universe); // finalizes
-        assert!(hmpi_core::is_finalized());
-        // The parent checks that every rank got here.
-        println!("role {role} done");
-        return;
-    }
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let selected: Vec<_> = TESTS
-        .iter()
-        .filter(|(name, _)| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())))
-        .collect();
-    println!("\nrunning {} tests", selected.len());
-    let (mut passed, mut failed) = (0, Vec::new());
-    for (name, test) in selected {
-        let t0 = Instant::now();
-        match std::panic::catch_unwind(test) {
-            Ok(()) => {
-                println!("test {name} ... ok ({:.1?})", t0.elapsed());
-                passed += 1;
-            }
-            Err(_) => {
-                println!("test {name} ... FAILED");
-                failed.push(*name);
-            }
-        }
-    }
-    let verdict = if failed.is_empty() { "ok" } else { "FAILED" };
-    println!(
-        "\ntest result: {verdict}. {passed} passed; {} failed; 0 ignored; 0 measured; 0 filtered out\n",
-        failed.len()
-    );
-    if !failed.is_empty() {
-        std::process::exit(101);
-    }
-}
-
 // ---------------------------------------------------------------- parent
 
-fn launch(role: &str, ranks: u32) -> JobReport {
-    let exe = std::env::current_exe().expect("test binary path");
-    Launcher::new(exe, ranks)
-        .env(ROLE, role)
-        .capture_output(true)
-        .timeout(Duration::from_secs(120))
-        .run()
-        .expect("launch ranks")
+fn main() {
+    rank_tests::main(
+        |role| {
+            let (_, body) = ROLES.iter().find(|(name, _)| *name == role)?;
+            let universe = hmpi_core::init().expect("init");
+            body(universe); // finalizes
+            assert!(hmpi_core::is_finalized());
+            Some(())
+        },
+        TESTS,
+    );
 }
 
-fn describe(report: &JobReport) -> String {
-    let mut s = format!("timed out: {}\n", report.timed_out);
-    for r in &report.ranks {
-        s += &format!(
-            "--- rank {} {:?}\nstdout:\n{}\nstderr:\n{}\n",
-            r.rank,
-            r.status,
-            String::from_utf8_lossy(&r.stdout),
-            String::from_utf8_lossy(&r.stderr)
-        );
-    }
-    s
+fn launch(role: &str, ranks: u32) -> JobReport {
+    rank_tests::launch(role, ranks, &[])
 }
 
 fn run_ok(role: &str, ranks: u32) {
-    let report = launch(role, ranks);
-    assert!(
-        report.success(),
-        "job {role} failed:\n{}",
-        describe(&report)
-    );
-    for r in &report.ranks {
-        let out = String::from_utf8_lossy(&r.stdout);
-        assert!(
-            out.contains(&format!("role {role} done")),
-            "rank {} did not finish:\n{}",
-            r.rank,
-            describe(&report)
-        );
-    }
+    rank_tests::assert_ran(&launch(role, ranks), role);
 }
 
 fn typed_pingpong_of_several_types_and_sizes() {
@@ -202,9 +133,14 @@ fn five_ranks_on_two_cores_ring_split_dup() {
 
 fn abort_ends_the_job_with_its_code() {
     let report = launch("abort", 3);
-    assert!(!report.success(), "{}", describe(&report));
-    assert!(!report.timed_out, "{}", describe(&report));
-    assert_eq!(report.first_failure, Some(1), "{}", describe(&report));
+    assert!(!report.success(), "{}", rank_tests::describe(&report));
+    assert!(!report.timed_out, "{}", rank_tests::describe(&report));
+    assert_eq!(
+        report.first_failure,
+        Some(1),
+        "{}",
+        rank_tests::describe(&report)
+    );
     assert_eq!(report.ranks[1].status, RankStatus::Exited(3));
     // The others were blocked in a receive: the launcher ended them.
     assert_eq!(report.ranks[0].status, RankStatus::Killed);
@@ -216,9 +152,14 @@ fn a_panicking_rank_does_not_hang_in_finalize() {
     assert!(
         !report.success() && !report.timed_out,
         "{}",
-        describe(&report)
+        rank_tests::describe(&report)
     );
-    assert_eq!(report.first_failure, Some(0), "{}", describe(&report));
+    assert_eq!(
+        report.first_failure,
+        Some(0),
+        "{}",
+        rank_tests::describe(&report)
+    );
     assert_eq!(report.ranks[1].status, RankStatus::Killed);
     assert!(
         report.elapsed < Duration::from_secs(20),

@@ -8,18 +8,17 @@
 //! are shared memory (single copy) once a rank has attached; stack, static
 //! and `System` buffers are private (two copy).
 
-use hmpi_core::launch::{JobReport, Launcher};
+use hmpi_core::launch::rank_tests;
 use proptest::prelude::*;
 use shmheap::ShmHeap;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use vci::{Endpoint, Error, Status, StatusError, ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB};
 
 #[global_allocator]
 static ALLOC: ShmHeap = ShmHeap::new();
 
-const ROLE: &str = "HMPI_TEST_ROLE";
 const PLAN: &str = "HMPI_TEST_PLAN";
 /// Default largest immediate payload.
 const EAGER: usize = vci::config::DEFAULT_EAGER_MAX;
@@ -86,85 +85,22 @@ const TESTS: &[(&str, fn())] = &[
     ("synergistic_with_4k_blocks", synergistic_with_4k_blocks),
 ];
 
-fn main() {
-    if let Ok(role) = std::env::var(ROLE) {
-        let Some((_, body)) = ROLES.iter().find(|(name, _)| *name == role) else {
-            eprintln!("unknown {ROLE} {role:?}");
-            std::process::exit(2);
-        };
-        body();
-        // The parent checks that every rank got here.
-        println!("role {role} done");
-        return;
-    }
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let selected: Vec<_> = TESTS
-        .iter()
-        .filter(|(name, _)| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())))
-        .collect();
-    println!("\nrunning {} tests", selected.len());
-    let (mut passed, mut failed) = (0, Vec::new());
-    for (name, test) in selected {
-        let t0 = Instant::now();
-        match std::panic::catch_unwind(test) {
-            Ok(()) => {
-                println!("test {name} ... ok ({:.1?})", t0.elapsed());
-                passed += 1;
-            }
-            Err(_) => {
-                println!("test {name} ... FAILED");
-                failed.push(*name);
-            }
-        }
-    }
-    let verdict = if failed.is_empty() { "ok" } else { "FAILED" };
-    println!(
-        "\ntest result: {verdict}. {passed} passed; {} failed; 0 ignored; 0 measured; 0 filtered out\n",
-        failed.len()
-    );
-    if !failed.is_empty() {
-        std::process::exit(101);
-    }
-}
-
 // ---------------------------------------------------------------- parent
 
-fn launch(role: &str, ranks: u32, env: &[(&str, String)]) -> JobReport {
-    let exe = std::env::current_exe().expect("test binary path");
-    let mut l = Launcher::new(exe, ranks)
-        .env(ROLE, role)
-        .capture_output(true)
-        .timeout(Duration::from_secs(120));
-    for (k, v) in env {
-        l = l.env(k, v);
-    }
-    l.run().expect("launch ranks")
-}
-
-fn describe(report: &JobReport) -> String {
-    let mut s = format!("timed out: {}\n", report.timed_out);
-    for r in &report.ranks {
-        s += &format!(
-            "--- rank {} {:?}\nstdout:\n{}\nstderr:\n{}\n",
-            r.rank,
-            r.status,
-            String::from_utf8_lossy(&r.stdout),
-            String::from_utf8_lossy(&r.stderr)
-        );
-    }
-    s
+fn main() {
+    rank_tests::main(
+        |role| {
+            ROLES
+                .iter()
+                .find(|(name, _)| *name == role)
+                .map(|(_, body)| body())
+        },
+        TESTS,
+    );
 }
 
 fn run_ok(role: &str, ranks: u32, env: &[(&str, String)]) {
-    let report = launch(role, ranks, env);
-    assert!(
-        report.success(),
-        "job {role} failed:\n{}",
-        describe(&report)
-    );
+    rank_tests::assert_ran(&rank_tests::launch(role, ranks, env), role);
 }
 
 fn pingpong_every_size_heap_buffers_single_copy() {
@@ -184,8 +120,8 @@ fn threads_of_two_ranks_share_one_vci() {
 }
 
 fn pingpong_every_size_private_buffers_kernel_assisted() {
-    let report = launch("pingpong-private", 2, &[]);
-    assert!(report.success(), "{}", describe(&report));
+    let report = rank_tests::launch("pingpong-private", 2, &[]);
+    assert!(report.success(), "{}", rank_tests::describe(&report));
     // On Linux as one user without a seccomp filter this is kernel
     // assisted; say so when the machine does not allow it.
     for r in &report.ranks {
@@ -212,8 +148,8 @@ fn mprobe_threads_receive_each_message_once() {
 }
 
 fn synergistic_large_messages_and_sender_helps() {
-    let report = launch("synergistic", 2, &[]);
-    assert!(report.success(), "{}", describe(&report));
+    let report = rank_tests::launch("synergistic", 2, &[]);
+    assert!(report.success(), "{}", rank_tests::describe(&report));
     for r in &report.ranks {
         for line in String::from_utf8_lossy(&r.stdout).lines() {
             if line.starts_with("synergistic:") {
@@ -1402,8 +1338,8 @@ fn model_random_programs_match_the_reference() {
     runner
         .run(&program_strategy(), |(posted_first, msgs, recvs)| {
             let plan = encode(posted_first, &msgs, &recvs);
-            let report = launch("model", MODEL_RANKS, &[(PLAN, plan)]);
-            prop_assert!(report.success(), "{}", describe(&report));
+            let report = rank_tests::launch("model", MODEL_RANKS, &[(PLAN, plan)]);
+            prop_assert!(report.success(), "{}", rank_tests::describe(&report));
             prop_assert!(report
                 .ranks
                 .iter()
