@@ -298,12 +298,6 @@ impl Arena {
         self.desc(head).dirty.swap(1, Relaxed) != 0
     }
 
-    /// Marks the span of the live block at `addr` as handed out.
-    pub(crate) fn mark_dirty(&self, addr: usize) {
-        let head = self.desc(self.page_of(addr)).head.load(Relaxed);
-        self.desc(head).dirty.store(1, Relaxed);
-    }
-
     // ----- spans (caller holds span_lock) --------------------------------
 
     fn bin_of(npages: u32) -> usize {

@@ -193,26 +193,30 @@ fn alloc_fast(size: usize, align: usize) -> usize {
     }
 }
 
-/// Allocates in the heap (attached case). `Err` carries the limit hit.
-fn heap_alloc(arena: &'static Arena, size: usize, align: usize) -> Result<usize, Exhausted> {
-    let attempt = || -> Result<usize, Limit> {
+/// Allocates in the heap (attached case): the block, and whether its
+/// memory may be non-zero (only spans of single-block classes and huge
+/// spans know that they were never handed out; the answer marks them as
+/// handed out now). `Err` carries the limit hit.
+fn heap_alloc_block(
+    arena: &'static Arena,
+    size: usize,
+    align: usize,
+) -> Result<(usize, bool), Exhausted> {
+    let attempt = || -> Result<(usize, bool), Limit> {
         match class_for(size, align) {
+            Some(class) if class < FIRST_SINGLE_CLASS => Ok((cached_alloc(arena, class)?, true)),
             Some(class) => {
                 let b = cached_alloc(arena, class)?;
-                if class >= FIRST_SINGLE_CLASS {
-                    arena.mark_dirty(b);
-                }
-                Ok(b)
+                Ok((b, arena.take_dirty(b)))
             }
             None => {
                 let b = arena.alloc_huge(&attached(), size, align)?;
-                arena.mark_dirty(b);
-                Ok(b)
+                Ok((b, arena.take_dirty(b)))
             }
         }
     };
     match attempt() {
-        Ok(b) => Ok(b),
+        Ok(r) => Ok(r),
         // Blocks freed by other ranks may make room: reclaim, then retry.
         Err(_) if arena.has_remote_frees() => {
             arena.drain_remote();
@@ -220,6 +224,11 @@ fn heap_alloc(arena: &'static Arena, size: usize, align: usize) -> Result<usize,
         }
         Err(l) => Err(attached().exhausted(size, l)),
     }
+}
+
+/// Allocates in the heap (attached case).
+fn heap_alloc(arena: &'static Arena, size: usize, align: usize) -> Result<usize, Exhausted> {
+    heap_alloc_block(arena, size, align).map(|(b, _)| b)
 }
 
 /// The attached segment; only called where a heap block or arena exists.
@@ -230,27 +239,8 @@ pub(crate) fn attached() -> Segment {
 /// Allocates zeroed memory in the heap, skipping `memset` for memory that
 /// was never handed out.
 fn heap_alloc_zeroed(arena: &'static Arena, size: usize, align: usize) -> Result<usize, Exhausted> {
-    let single = class_for(size, align).is_none_or(|c| c >= FIRST_SINGLE_CLASS);
-    if !single {
-        let b = heap_alloc(arena, size, align)?;
-        // SAFETY: `b` is a fresh block of at least `size` bytes.
-        unsafe { ptr::write_bytes(b as *mut u8, 0, size) };
-        return Ok(b);
-    }
-    let b = match class_for(size, align) {
-        Some(class) => cached_alloc(arena, class),
-        None => arena.alloc_huge(&attached(), size, align),
-    };
-    let b = match b {
-        Ok(b) => b,
-        Err(_) => {
-            return heap_alloc(arena, size, align).inspect(|&b| {
-                // SAFETY: fresh block of at least `size` bytes.
-                unsafe { ptr::write_bytes(b as *mut u8, 0, size) }
-            });
-        }
-    };
-    if arena.take_dirty(b) {
+    let (b, maybe_dirty) = heap_alloc_block(arena, size, align)?;
+    if maybe_dirty {
         // SAFETY: `b` is a fresh block of at least `size` bytes.
         unsafe { ptr::write_bytes(b as *mut u8, 0, size) };
     } else {
