@@ -166,12 +166,16 @@ impl SimpleCommunicator {
         self.inner.group.world_ranks()[self.inner.rank as usize]
     }
 
-    /// The engine context of point-to-point messages.
-    pub(crate) fn context(&self) -> u32 {
+    /// The engine context of this communicator's point-to-point messages
+    /// (for layers built on the engine, such as ownership passing and the C
+    /// interface).
+    pub fn context(&self) -> u32 {
         2 * self.inner.id
     }
 
-    fn internal_context(&self) -> u32 {
+    /// The engine context of this communicator's internal messages
+    /// (collectives' traffic; never matched by point-to-point receives).
+    pub fn internal_context(&self) -> u32 {
         2 * self.inner.id + 1
     }
 
@@ -180,24 +184,27 @@ impl SimpleCommunicator {
         self.inner.id
     }
 
-    /// World rank of communicator rank `rank`; `PROC_NULL` passes.
-    pub(crate) fn to_world(&self, rank: i32) -> Result<i32> {
+    /// World rank of communicator rank `rank`; `PROC_NULL` passes;
+    /// [`Error::Rank`] for a rank outside the communicator.
+    pub fn to_world(&self, rank: i32) -> Result<i32> {
         if rank == vci::PROC_NULL {
             return Ok(rank);
         }
         self.inner.group.world_rank(rank)
     }
 
-    /// Source of a receive: as `to_world`, and `ANY_SOURCE` passes.
-    pub(crate) fn source_to_world(&self, rank: i32) -> Result<i32> {
+    /// Source of a receive: as [`SimpleCommunicator::to_world`], and
+    /// `ANY_SOURCE` passes.
+    pub fn source_to_world(&self, rank: i32) -> Result<i32> {
         if rank == vci::ANY_SOURCE {
             return Ok(rank);
         }
         self.to_world(rank)
     }
 
-    /// The table from world ranks to communicator ranks.
-    pub(crate) fn world_to_comm(&self) -> &Arc<[i32]> {
+    /// The table from world ranks to communicator ranks (`-1` for
+    /// non-members), as statuses need it.
+    pub fn world_to_comm(&self) -> &Arc<[i32]> {
         &self.inner.from_world
     }
 

@@ -48,8 +48,10 @@ static STATE: AtomicU8 = AtomicU8::new(UNINIT);
 /// The engine endpoint; set once, never dropped.
 static ENDPOINT: OnceLock<vci::Endpoint> = OnceLock::new();
 
-/// The endpoint, if the runtime is active.
-pub(crate) fn endpoint() -> Result<&'static vci::Endpoint> {
+/// This process's engine endpoint while the runtime is active
+/// ([`Error::NotInitialized`] before [`init`], [`Error::Finalized`] after).
+/// For layers built on the engine (ownership passing, the C interface).
+pub fn endpoint() -> Result<&'static vci::Endpoint> {
     // Acquire: pairs with the Release store of ACTIVE in `init`, after the
     // endpoint was set (OnceLock synchronises its own contents too).
     match STATE.load(Ordering::Acquire) {

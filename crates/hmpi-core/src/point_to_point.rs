@@ -44,7 +44,7 @@ pub struct Status {
 impl Status {
     /// Translates an engine status; `from_world` maps world ranks to
     /// communicator ranks (`None`: keep world ranks).
-    pub(crate) fn from_engine(st: vci::Status, from_world: Option<&[i32]>) -> Status {
+    pub fn from_engine(st: vci::Status, from_world: Option<&[i32]>) -> Status {
         let source = match from_world {
             Some(t) if st.source >= 0 => t.get(st.source as usize).copied().unwrap_or(-1),
             _ => st.source,
@@ -109,8 +109,9 @@ fn elements<T>(bytes: u64, expected: Option<u64>) -> Result<usize> {
     })
 }
 
-/// Translates an engine error with the communicator's ranks.
-pub(crate) fn engine_error(e: vci::Error, from_world: &[i32]) -> Error {
+/// Translates an engine error, with statuses in communicator ranks
+/// (`from_world`: see [`SimpleCommunicator::world_to_comm`]).
+pub fn engine_error(e: vci::Error, from_world: &[i32]) -> Error {
     match e {
         vci::Error::Truncate {
             status,

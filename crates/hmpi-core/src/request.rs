@@ -80,6 +80,7 @@
 //! });
 //! ```
 
+use crate::comm::SimpleCommunicator;
 use crate::environment::endpoint;
 use crate::error::{Error, Result};
 use crate::point_to_point::{engine_error, Status};
@@ -174,6 +175,15 @@ impl<'s> Scope<'s, '_> {
             state: State::Pending(index),
             from_world: from_world.clone(),
         }
+    }
+
+    /// Puts an engine request that a layer above the engine started (an
+    /// ownership-passing receive, say) into this scope, which completes it
+    /// before the scope ends like every other request; statuses come back
+    /// in `comm`'s ranks. The engine request borrows what it uses for `'s`,
+    /// so the scope ends only after it is complete.
+    pub fn adopt(&'s self, r: vci::Request<'s>, comm: &SimpleCommunicator) -> Request<'s> {
+        self.insert(r, comm.world_to_comm())
     }
 
     pub(crate) fn start_send(
