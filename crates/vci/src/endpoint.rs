@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 use crate::message::Message;
 use crate::request::{Request, Status};
 use crate::slots;
-use crate::vci::{Stats, Vci, VciShared, VCI_MAGIC};
+use crate::vci::{Stats, Target, Vci, VciShared, VCI_MAGIC};
 use crate::{ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB};
 use shmheap::{Segment, ShmHeap};
 use std::alloc::Layout;
@@ -157,10 +157,13 @@ impl Endpoint {
         }
         // Every table is filled before anyone sends.
         seg.barrier();
+        // A given block can be kept as it is if our global allocator is the
+        // node heap (it can free the block): see where a fresh box lands.
+        let keep_given = shmheap::is_shared(&*Box::new(0u64));
         Ok(Endpoint {
             rank,
             size,
-            vci: Vci::new(shared, &config),
+            vci: Vci::new(shared, &config, keep_given),
             config,
             seg,
             peers,
@@ -220,8 +223,13 @@ impl Endpoint {
         }
     }
 
+    /// The shared part of `dest`'s VCI, for a send.
+    pub(crate) fn peer(&self, dest: i32) -> Result<&'static VciShared> {
+        Ok(self.peers[self.check_rank(dest)? as usize])
+    }
+
     /// Validates a receive's or probe's source and tag.
-    fn check_recv_key(&self, source: i32, tag: i32) -> Result<()> {
+    pub(crate) fn check_recv_key(&self, source: i32, tag: i32) -> Result<()> {
         if source != ANY_SOURCE && source != PROC_NULL {
             self.check_rank(source)?;
         }
@@ -299,7 +307,7 @@ impl Endpoint {
         if dest == PROC_NULL {
             return Ok(Request::complete(self, Status::empty()));
         }
-        let peer = self.peers[self.check_rank(dest)? as usize];
+        let peer = self.peer(dest)?;
         let len = buf.len();
         let protocol = if len <= self.config.eager_max {
             Protocol::Immediate
@@ -341,6 +349,12 @@ impl Endpoint {
                     // `len` bytes and is referenced by nothing.
                     unsafe { free_bounce(bounce, len) }
                 })?
+            }
+            // Never chosen above: ownership passing has its own entry point.
+            Protocol::Owned => {
+                return Err(Error::Block {
+                    reason: "a plain send carries no block",
+                })
             }
         };
         // SAFETY: a fresh envelope in the node heap, not queued; after the
@@ -386,8 +400,15 @@ impl Endpoint {
         // SAFETY: `buf` is borrowed mutably for 'a by the request, which
         // collects the receive's slot before it ends (waiting on drop).
         let id = unsafe {
-            self.vci
-                .post_recv(buf.as_mut_ptr(), buf.len(), source, tag, context)
+            self.vci.post_recv(
+                Target::Buffer {
+                    buf: buf.as_mut_ptr(),
+                    cap: buf.len(),
+                },
+                source,
+                tag,
+                context,
+            )
         };
         Ok(Request::recv(self, id))
     }

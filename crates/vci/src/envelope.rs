@@ -30,11 +30,12 @@
 //!                      SynCopy line follows the header
 //! 60      pid u32      the sender's process id (kernel assisted)
 //! 64      inline payload (immediate protocol), rounded up to 64 bytes,
-//!         or the SynCopy line (single copy)
+//!         or the SynCopy line (single copy), or the OwnedInfo record
+//!         (ownership passing: the given block's layout and metadata)
 //! ```
 //!
 //! **Synergistic copy.** A single-copy envelope carries a second cache line,
-//! [`SynCopy`]: the receive buffer's heap address, the length to copy, the
+//! `SynCopy`: the receive buffer's heap address, the length to copy, the
 //! block size, a "help wanted" flag, a claim counter (byte offset) and a
 //! finished-bytes counter. A receiver that copies synergistically fills it
 //! in, raises the flag (Release) and claims blocks with `fetch_add` on the
@@ -45,8 +46,13 @@
 //! in its buffer before it completes the envelope. The receiver alone can
 //! always finish: it claims blocks until none is left.
 //!
-//! Who frees what: the receiver frees immediate and two-copy envelopes (and
-//! the bounce buffer) after copying — a cross-rank free, which returns the
+//! **Ownership passing.** An owned envelope's `data` is a node-heap block
+//! that the sender gave up; its layout and 32 bytes of metadata follow the
+//! header (`OwnedInfo`). The receiver either keeps the block (the pointer
+//! moves, nothing is copied) or copies out of it and frees it.
+//!
+//! Who frees what: the receiver frees immediate, two-copy and owned
+//! envelopes (and the bounce buffer) after copying — a cross-rank free, which returns the
 //! memory to the sender's arena — unless the send is synchronous. Every
 //! other envelope (single copy, kernel assisted, synchronous) belongs to the
 //! sender again once the receiver has stored `completion = 1` (Release):
@@ -89,6 +95,11 @@ pub enum Protocol {
     /// the sender's address space with `process_vm_readv` (one copy); the
     /// send completes when the receiver says so.
     KernelAssisted = 4,
+    /// Ownership passing: `data` is a node-heap block the sender gave up
+    /// (an `OwnedInfo` record with its layout and metadata is inline);
+    /// the receiver takes the block itself, or copies out of it and frees
+    /// it. The send completes at once.
+    Owned = 5,
 }
 
 impl Protocol {
@@ -99,6 +110,7 @@ impl Protocol {
             2 => Some(Protocol::SingleCopy),
             3 => Some(Protocol::TwoCopy),
             4 => Some(Protocol::KernelAssisted),
+            5 => Some(Protocol::Owned),
             _ => None,
         }
     }
@@ -112,7 +124,7 @@ const DONE: u32 = 1;
 /// Envelope flag: a synchronous send; the receiver stores completion after
 /// matching (and copying) whatever the protocol, and the sender frees.
 pub(crate) const FLAG_SYNC: u32 = 1;
-/// Envelope flag: a [`SynCopy`] line follows the header.
+/// Envelope flag: a `SynCopy` line follows the header.
 pub(crate) const FLAG_SYN: u32 = 2;
 
 /// A message envelope in the sender's arena (see the module docs).
@@ -426,6 +438,52 @@ impl SynCopy {
     }
 }
 
+/// The inline record of an owned envelope: the given block's allocation
+/// layout and the metadata that travels with it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OwnedInfo {
+    /// The block's allocation size (0: no block, `data` is 0).
+    pub size: u64,
+    /// The block's allocation alignment.
+    pub align: u64,
+    /// Uninterpreted metadata (see [`crate::OwnedBlock::meta`]).
+    pub meta: [u64; 4],
+}
+
+const _: () = assert!(std::mem::size_of::<OwnedInfo>() <= LINE);
+
+impl OwnedInfo {
+    /// The record's bytes, for [`Envelope::create`].
+    pub(crate) fn to_bytes(self) -> [u8; std::mem::size_of::<OwnedInfo>()] {
+        let mut b = [0u8; std::mem::size_of::<OwnedInfo>()];
+        let words = [
+            self.size,
+            self.align,
+            self.meta[0],
+            self.meta[1],
+            self.meta[2],
+            self.meta[3],
+        ];
+        for (chunk, w) in b.chunks_exact_mut(8).zip(words) {
+            chunk.copy_from_slice(&w.to_ne_bytes());
+        }
+        b
+    }
+
+    /// Reads the record of an owned envelope.
+    ///
+    /// # Safety
+    ///
+    /// `env` is a live envelope whose protocol is [`Protocol::Owned`].
+    pub(crate) unsafe fn read(env: NonNull<Envelope>) -> OwnedInfo {
+        // SAFETY: an owned envelope was created with this record as its
+        // inline payload (`create` copied `to_bytes`), 64-byte aligned;
+        // `read_unaligned` needs no alignment anyway.
+        unsafe { ptr::read_unaligned(Envelope::inline_ptr(env).cast::<OwnedInfo>()) }
+    }
+}
+
 fn bounce_layout(len: usize) -> Layout {
     Layout::from_size_align(len, LINE).expect("a slice's length fits a layout")
 }
@@ -471,6 +529,7 @@ mod tests {
             Protocol::SingleCopy,
             Protocol::TwoCopy,
             Protocol::KernelAssisted,
+            Protocol::Owned,
         ] {
             assert_eq!(Protocol::from_u32(p as u32), Some(p));
         }

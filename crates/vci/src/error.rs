@@ -63,6 +63,20 @@ pub enum Error {
     },
     /// This process already has an [`crate::Endpoint`].
     AlreadyInitialized,
+    /// A receive that had to allocate a block for an owned message (see
+    /// [`crate::StatusError::Alloc`]) could not.
+    Alloc {
+        /// The receive's status (`count` = 0).
+        status: Status,
+        /// The bytes it needed.
+        bytes: u64,
+    },
+    /// An [`crate::OwnedBlock`] given to the engine is not one: its length
+    /// exceeds its layout, or its address does not fit the layout.
+    Block {
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// A VCI's shared part published by a peer does not look like one.
     BadPeer {
         /// The peer's rank.
@@ -107,6 +121,13 @@ impl fmt::Display for Error {
                 write!(f, "bad value {value:?} for {var}: {reason}")
             }
             Error::AlreadyInitialized => write!(f, "this process already has an endpoint"),
+            Error::Alloc { status, bytes } => write!(
+                f,
+                "no memory for the {bytes}-byte block of the message from rank {} (tag {}); \
+                 the message was discarded",
+                status.source, status.tag
+            ),
+            Error::Block { reason } => write!(f, "invalid owned block: {reason}"),
             Error::BadPeer { rank, addr } => write!(
                 f,
                 "rank {rank} published {addr:#x} as its VCI, which is not a VCI in its arena"

@@ -31,6 +31,7 @@ use crate::endpoint::Endpoint;
 use crate::envelope::Envelope;
 use crate::error::Result;
 use crate::request::{Request, Status};
+use crate::vci::Target;
 use std::ptr::NonNull;
 
 /// A message taken by a matched probe, to be received exactly once.
@@ -64,11 +65,21 @@ impl<'a> Message<'a> {
     }
 
     fn deliver(&mut self, buf: *mut u8, cap: usize) -> Status {
+        // SAFETY: `buf` is valid for `cap` bytes (callers).
+        unsafe { self.deliver_to(Target::Buffer { buf, cap }) }
+    }
+
+    /// Delivers the message to `target` (once; later calls deliver nothing).
+    ///
+    /// # Safety
+    ///
+    /// The target is valid as [`crate::vci::Vci::deliver`] requires.
+    pub(crate) unsafe fn deliver_to(&mut self, target: Target) -> Status {
         match self.env.take() {
             // SAFETY: the envelope left the unexpected list in the matched
             // probe and was delivered by nobody since (`take` above makes
-            // this the only time); `buf` is valid for `cap` bytes (callers).
-            Some(env) => unsafe { self.ep.vci().deliver(env, buf, cap) },
+            // this the only time); the target is valid (caller's contract).
+            Some(env) => unsafe { self.ep.vci().deliver(env, target) },
             None => Status::empty(),
         }
     }

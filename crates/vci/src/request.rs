@@ -52,6 +52,12 @@ pub enum StatusError {
         /// The OS error number.
         errno: i32,
     },
+    /// An ownership receive needed a fresh block for the payload and the
+    /// allocator had none; the message was discarded (nothing leaks).
+    Alloc {
+        /// The block's size.
+        bytes: u64,
+    },
 }
 
 /// The outcome of a finished request (or of a probe).
@@ -93,6 +99,10 @@ impl Status {
             Some(StatusError::Transfer { errno }) => Err(Error::Transfer {
                 status: self,
                 errno,
+            }),
+            Some(StatusError::Alloc { bytes }) => Err(Error::Alloc {
+                status: self,
+                bytes,
             }),
         }
     }

@@ -41,11 +41,14 @@
 //! assert_eq!(std::mem::size_of::<VciShared>() % 64, 0);
 //! ```
 
-use crate::envelope::{Envelope, Protocol};
+use crate::envelope::{Envelope, OwnedInfo, Protocol};
+use crate::owned::OwnedBlock;
 use crate::request::{Status, StatusError};
 use crate::{ANY_SOURCE, ANY_TAG};
 use shmheap::sync::futex::{futex_wait, wake_all, Backoff};
 use shmheap::sync::mpsc::{MpscLink, MpscQueue, Pop};
+use shmheap::ShmHeap;
+use std::alloc::{GlobalAlloc, Layout};
 use std::collections::{HashMap, VecDeque};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -231,12 +234,21 @@ pub struct Stats {
     pub synergistic_sender_blocks: u64,
     /// Messages that left the unexpected list through a matched probe.
     pub matched_probe: u64,
+    /// Blocks given with [`crate::Endpoint::isend_owned`].
+    pub sent_owned: u64,
+    /// Given blocks received (by any kind of receive).
+    pub recv_owned: u64,
+    /// Ownership receives that took the sender's block itself (no copy).
+    pub owned_in_place: u64,
+    /// Ownership receives that copied the payload into a fresh block (a
+    /// plain send, or a block that could not be kept as it was).
+    pub owned_copied: u64,
 }
 
 #[derive(Debug, Default)]
 struct Counters {
-    sent: [AtomicU64; 4],
-    received: [AtomicU64; 4],
+    sent: [AtomicU64; 5],
+    received: [AtomicU64; 5],
     matched_posted: AtomicU64,
     matched_unexpected: AtomicU64,
     sent_synchronous: AtomicU64,
@@ -244,6 +256,8 @@ struct Counters {
     syn_receiver_blocks: AtomicU64,
     syn_sender_blocks: AtomicU64,
     matched_probe: AtomicU64,
+    owned_in_place: AtomicU64,
+    owned_copied: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -268,11 +282,30 @@ enum RecvState {
     Done(Status),
 }
 
+/// Where a receive puts the message it matches.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Target {
+    /// The caller's buffer of `cap` bytes.
+    Buffer {
+        /// First byte.
+        buf: *mut u8,
+        /// Its length.
+        cap: usize,
+    },
+    /// An ownership receive: the block (the sender's, or a fresh one of the
+    /// global allocator holding a copy) is written to `*out`.
+    Owned {
+        /// Where the block goes.
+        out: *mut Option<OwnedBlock>,
+        /// The alignment the block must have (a power of two).
+        align: usize,
+    },
+}
+
 /// A receive request's bookkeeping.
 #[derive(Debug)]
 struct RecvSlot {
-    buf: *mut u8,
-    cap: usize,
+    target: Target,
     source: i32,
     tag: i32,
     context: u32,
@@ -319,18 +352,26 @@ pub struct Vci {
     stats: Counters,
     /// Smallest synergistically copied message (bytes).
     syn_min: u64,
+    /// Whether this process's global allocator is the node heap, so that a
+    /// given block can be handed to the receiver as it is.
+    keep_given: bool,
     /// Synergistic block size (bytes).
     syn_block: u64,
 }
 
 impl Vci {
     /// A VCI around its (published) shared part.
-    pub(crate) fn new(shared: &'static VciShared, config: &crate::Config) -> Self {
+    pub(crate) fn new(
+        shared: &'static VciShared,
+        config: &crate::Config,
+        keep_given: bool,
+    ) -> Self {
         Vci {
             shared,
             private: Mutex::new(Private::default()),
             stats: Counters::default(),
             syn_min: config.synergistic_min as u64,
+            keep_given,
             syn_block: config.synergistic_block as u64,
         }
     }
@@ -380,6 +421,10 @@ impl Vci {
             synergistic_receiver_blocks: read(&s.syn_receiver_blocks),
             synergistic_sender_blocks: read(&s.syn_sender_blocks),
             matched_probe: read(&s.matched_probe),
+            sent_owned: read(&s.sent[4]),
+            recv_owned: read(&s.received[4]),
+            owned_in_place: read(&s.owned_in_place),
+            owned_copied: read(&s.owned_copied),
         }
     }
 
@@ -410,10 +455,111 @@ impl Vci {
                     let slot = p.recvs.get_mut(&id).expect("posted ids have slots");
                     bump(&self.stats.matched_posted);
                     // SAFETY: `env` was just popped and is ours; the slot's
-                    // buffer is borrowed by its live request.
-                    slot.state = RecvState::Done(unsafe { self.deliver(env, slot.buf, slot.cap) });
+                    // target is borrowed by its live request.
+                    slot.state = RecvState::Done(unsafe { self.deliver(env, slot.target) });
                 }
                 None => p.unexpected.push_back(env),
+            }
+        }
+    }
+
+    /// Delivers `env` to `target` and lets go of `env`.
+    ///
+    /// # Safety
+    ///
+    /// `env` is an envelope this VCI popped and has not let go of; the
+    /// target is valid: a buffer for `cap` bytes of writes (and not
+    /// otherwise in use), or an `out` location valid for a write.
+    pub(crate) unsafe fn deliver(&self, env: NonNull<Envelope>, target: Target) -> Status {
+        match target {
+            // SAFETY: the caller's contract.
+            Target::Buffer { buf, cap } => unsafe { self.deliver_into(env, buf, cap) },
+            Target::Owned { out, align } => {
+                // SAFETY: the caller's contract.
+                let (block, st) = unsafe { self.deliver_owned(env, align) };
+                // SAFETY: `out` is valid for a write (caller's contract).
+                unsafe { out.write(block) };
+                st
+            }
+        }
+    }
+
+    /// An ownership receive: keeps a given block as it is when it can,
+    /// else copies the payload into a fresh block of the global allocator.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Vci::deliver`]; `align` is a power of two.
+    unsafe fn deliver_owned(
+        &self,
+        env: NonNull<Envelope>,
+        align: usize,
+    ) -> (Option<OwnedBlock>, Status) {
+        // SAFETY: valid until we let go (caller's contract).
+        let e = unsafe { env.as_ref() };
+        let len = e.len() as usize;
+        let given = e.protocol() == Protocol::Owned;
+        // SAFETY: read only for an owned envelope.
+        let info = given.then(|| unsafe { OwnedInfo::read(env) });
+        let meta = info.map_or([0; 4], |i| i.meta);
+        if let Some(info) = info {
+            let data = e.data() as *mut u8;
+            let fits = data as usize % align == 0;
+            if info.size > 0 && self.keep_given && fits {
+                let status = Status {
+                    source: e.source() as i32,
+                    tag: e.tag(),
+                    count: len as u64,
+                    error: None,
+                    cancelled: false,
+                };
+                let layout = Layout::from_size_align(info.size as usize, info.align as usize)
+                    .expect("the sender checked the layout");
+                bump(&self.stats.received[Protocol::Owned as usize - 1]);
+                bump(&self.stats.owned_in_place);
+                // SAFETY: an owned envelope is the receiver's to free (not
+                // synchronous); `destroy` frees the envelope, not the block,
+                // which is now ours.
+                unsafe { Envelope::destroy(env) };
+                let block = OwnedBlock {
+                    ptr: NonNull::new(data).expect("a given block of size > 0 is not null"),
+                    layout,
+                    len,
+                    meta,
+                    given: true,
+                };
+                return (Some(block), status);
+            }
+        }
+        let layout = Layout::from_size_align(len, align).ok();
+        let ptr = match layout {
+            Some(l) if len == 0 => Some(OwnedBlock::dangling(l.align())),
+            // SAFETY: `l` has a non-zero size.
+            Some(l) => NonNull::new(unsafe { std::alloc::alloc(l) }),
+            None => None,
+        };
+        let fresh = ptr.zip(layout).map(|(ptr, layout)| OwnedBlock {
+            ptr,
+            layout,
+            len,
+            meta,
+            given,
+        });
+        match fresh {
+            Some(block) => {
+                bump(&self.stats.owned_copied);
+                // SAFETY: `env` as the caller says; the fresh block holds
+                // `len` writable bytes and is ours alone.
+                let st = unsafe { self.deliver_into(env, block.ptr.as_ptr(), len) };
+                (Some(block), st)
+            }
+            None => {
+                // No memory: discard the message (frees what it holds and
+                // completes the sender) and say why.
+                // SAFETY: a zero-length delivery writes nothing.
+                let mut st = unsafe { self.deliver_into(env, NonNull::dangling().as_ptr(), 0) };
+                st.error = Some(StatusError::Alloc { bytes: len as u64 });
+                (None, st)
             }
         }
     }
@@ -424,7 +570,7 @@ impl Vci {
     ///
     /// `env` is an envelope this VCI popped and has not let go of; `buf` is
     /// valid for `cap` bytes of writes (and not otherwise in use).
-    pub(crate) unsafe fn deliver(
+    pub(crate) unsafe fn deliver_into(
         &self,
         env: NonNull<Envelope>,
         buf: *mut u8,
@@ -483,7 +629,10 @@ impl Vci {
                         None => unsafe { ptr::copy_nonoverlapping(e.data() as *const u8, buf, n) },
                     }
                 }
-                Protocol::Immediate | Protocol::SingleCopy | Protocol::TwoCopy => {
+                Protocol::Immediate
+                | Protocol::SingleCopy
+                | Protocol::TwoCopy
+                | Protocol::Owned => {
                     let src: *const u8 = match proto {
                         Protocol::Immediate => Envelope::inline_ptr(env),
                         _ => e.data() as *const u8,
@@ -516,6 +665,19 @@ impl Vci {
             // arena for the rest of the job (never freed).
             unsafe { &*reply }.ring();
         } else {
+            if proto == Protocol::Owned {
+                // SAFETY: an owned envelope's record (read before it is
+                // freed below).
+                let info = unsafe { OwnedInfo::read(env) };
+                if info.size > 0 {
+                    let layout = Layout::from_size_align(info.size as usize, info.align as usize)
+                        .expect("the sender checked the layout");
+                    // SAFETY: the given block is the receiver's now (the
+                    // sender gave it up); it lives in the node heap, and
+                    // `ShmHeap` frees any rank's block there (copied above).
+                    unsafe { ShmHeap.dealloc(e.data() as *mut u8, layout) };
+                }
+            }
             // SAFETY: the envelope (and bounce buffer) is ours alone: the
             // sender let go of it when it queued it (not synchronous).
             unsafe { Envelope::destroy(env) };
@@ -528,12 +690,12 @@ impl Vci {
     ///
     /// # Safety
     ///
-    /// `buf` is valid for `cap` bytes of writes until the receive's slot is
-    /// collected by [`Vci::take_recv`] (done or cancelled).
+    /// The target is valid (a buffer for `cap` bytes of writes, or an `out`
+    /// location for a write) until the receive's slot is collected by
+    /// [`Vci::take_recv`] (done or cancelled).
     pub(crate) unsafe fn post_recv(
         &self,
-        buf: *mut u8,
-        cap: usize,
+        target: Target,
         source: i32,
         tag: i32,
         context: u32,
@@ -544,8 +706,7 @@ impl Vci {
         let id = p.next_id;
         p.next_id += 1;
         let mut slot = RecvSlot {
-            buf,
-            cap,
+            target,
             source,
             tag,
             context,
@@ -560,8 +721,8 @@ impl Vci {
                 let env = p.unexpected.remove(i).expect("index from position");
                 bump(&self.stats.matched_unexpected);
                 // SAFETY: `env` is ours (taken off the unexpected list);
-                // `buf` is valid (caller's contract).
-                slot.state = RecvState::Done(unsafe { self.deliver(env, slot.buf, slot.cap) });
+                // the target is valid (caller's contract).
+                slot.state = RecvState::Done(unsafe { self.deliver(env, slot.target) });
             }
             None => p.posted.push_back(id),
         }

@@ -1,0 +1,337 @@
+//! Ownership passing in the engine: a heap block moves from one rank to
+//! another with a message, and nothing is copied.
+//!
+//! [`Endpoint::isend_owned`] gives an [`OwnedBlock`] (a block of the
+//! process's global allocator) to a peer: when the block is in the node heap
+//! the envelope carries its address (protocol `Owned`, see
+//! [`crate::envelope`]), otherwise the engine first moves it into the heap.
+//! The send is complete at once: the block is no longer the sender's.
+//!
+//! [`Endpoint::irecv_owned`] / [`Endpoint::recv_owned`] /
+//! [`Message::recv_owned`] receive a message as a block of the receiver's
+//! global allocator, aligned as asked. A given block is kept as it is (the
+//! pointer moves) when the receiver's global allocator is the node heap
+//! (`shmheap::ShmHeap`, so it can free the block) and the block is aligned
+//! enough; otherwise — or for a message from a plain send — the payload is
+//! copied into a fresh block. A plain receive of a given block copies the
+//! payload out and frees the block. Both kinds of message share the queues
+//! and MPI's ordering.
+//!
+//! # Example
+//! ```
+//! use std::alloc::Layout;
+//! use vci::{Endpoint, OwnedBlock};
+//!
+//! let ep = Endpoint::new().unwrap(); // a world of one
+//! let v: Vec<u64> = vec![1, 2, 3];
+//! let block = OwnedBlock::from_vec(v);
+//! // SAFETY: `block` owns the vector's allocation, which we give up.
+//! unsafe { ep.isend_owned(block, 0, 9, 0) }.unwrap().wait().unwrap();
+//! let (got, st) = ep.recv_owned(8, 0, 9, 0).unwrap();
+//! assert_eq!((st.tag, got.len), (9, 24));
+//! // SAFETY: a block of the global allocator with room for 3 u64s.
+//! let v = unsafe { got.into_vec::<u64>() }.unwrap();
+//! assert_eq!(v, [1, 2, 3]);
+//! ```
+
+use crate::endpoint::Endpoint;
+use crate::envelope::{Envelope, Header, OwnedInfo, Protocol};
+use crate::error::{Error, Result};
+use crate::message::Message;
+use crate::request::{Request, Status};
+use crate::vci::{Target, VciShared};
+use crate::{PROC_NULL, TAG_UB};
+use shmheap::ShmHeap;
+use std::alloc::{GlobalAlloc, Layout};
+use std::ptr::{self, NonNull};
+
+/// A heap block whose ownership travels with a message.
+///
+/// `ptr` was allocated by this process's global allocator with `layout`
+/// (`std::alloc::dealloc(ptr, layout)` frees it), or, when `layout.size()`
+/// is 0, is dangling and aligned (nothing to free).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnedBlock {
+    /// The first byte.
+    pub ptr: NonNull<u8>,
+    /// The allocation's layout.
+    pub layout: Layout,
+    /// Payload bytes, at most `layout.size()`.
+    pub len: usize,
+    /// 32 bytes that travel with the message, not interpreted by the engine
+    /// (a type fingerprint, an element count, …); all zero for a message
+    /// from a plain send.
+    pub meta: [u64; 4],
+    /// Whether the sender gave a block ([`Endpoint::isend_owned`]), as
+    /// opposed to a plain send whose payload was copied into a fresh block.
+    pub given: bool,
+}
+
+// SAFETY: a block is plain memory owned by whoever holds the `OwnedBlock`;
+// it may be used and freed from any thread.
+unsafe impl Send for OwnedBlock {}
+// SAFETY: `&OwnedBlock` only reads its fields.
+unsafe impl Sync for OwnedBlock {}
+
+impl OwnedBlock {
+    /// A dangling pointer aligned to `align` (a power of two).
+    pub(crate) fn dangling(align: usize) -> NonNull<u8> {
+        NonNull::new(ptr::without_provenance_mut(align)).expect("alignments are non-zero")
+    }
+
+    /// The block of a vector's allocation (its length as payload).
+    pub fn from_vec<T>(v: Vec<T>) -> OwnedBlock {
+        let mut v = std::mem::ManuallyDrop::new(v);
+        let size = std::mem::size_of::<T>() * v.capacity();
+        let layout = Layout::from_size_align(size, std::mem::align_of::<T>())
+            .expect("a vector's allocation has a valid layout");
+        OwnedBlock {
+            ptr: NonNull::new(v.as_mut_ptr().cast::<u8>()).expect("a vector's pointer is non-null"),
+            layout,
+            len: std::mem::size_of::<T>() * v.len(),
+            meta: [0; 4],
+            given: false,
+        }
+    }
+
+    /// The block as a vector of `len / size_of::<T>()` elements and the
+    /// capacity the layout holds; `None` (the block is dropped unchanged —
+    /// call [`OwnedBlock::free`] to free it) if `T` does not fit the
+    /// layout: another alignment, a size that is not a multiple of `T`'s,
+    /// or a zero-sized `T`.
+    ///
+    /// # Safety
+    ///
+    /// The block is owned by the caller and allocated by the global
+    /// allocator (or has size 0), and its first `len` bytes are valid `T`s.
+    pub unsafe fn into_vec<T>(self) -> Option<Vec<T>> {
+        let size = std::mem::size_of::<T>();
+        if size == 0
+            || self.layout.align() != std::mem::align_of::<T>()
+            || self.layout.size() % size != 0
+            || self.len % size != 0
+        {
+            return None;
+        }
+        let ptr = if self.layout.size() == 0 {
+            NonNull::<T>::dangling().as_ptr()
+        } else {
+            self.ptr.as_ptr().cast::<T>()
+        };
+        // SAFETY: the global allocator allocated `ptr` with the layout of
+        // `cap` T's (same alignment, size a multiple of T's), the first
+        // `len` are initialised (caller's contract), and the caller owns it.
+        Some(unsafe { Vec::from_raw_parts(ptr, self.len / size, self.layout.size() / size) })
+    }
+
+    /// Frees the block.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the block, nobody uses it afterwards.
+    pub unsafe fn free(self) {
+        if self.layout.size() > 0 {
+            // SAFETY: allocated by the global allocator with this layout
+            // (the type's contract), owned by the caller.
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.len > self.layout.size() {
+            return Err(Error::Block {
+                reason: "its length exceeds its layout's size",
+            });
+        }
+        if self.ptr.as_ptr() as usize % self.layout.align() != 0 {
+            return Err(Error::Block {
+                reason: "its address is not aligned as its layout says",
+            });
+        }
+        Ok(())
+    }
+}
+
+fn check_align(align: usize) -> Result<()> {
+    if align.is_power_of_two() {
+        Ok(())
+    } else {
+        Err(Error::Block {
+            reason: "a receive's alignment must be a power of two",
+        })
+    }
+}
+
+impl Endpoint {
+    /// Gives `block` to `dest` with `tag` in communicator context `context`.
+    /// The request is complete at once: the block is the receiver's (or,
+    /// for [`PROC_NULL`], freed). If the block is in the node heap its
+    /// address travels and nothing is copied; otherwise the engine moves it
+    /// into the node heap first (and frees the original).
+    ///
+    /// On error (a bad rank or tag, an exhausted heap) the block is still
+    /// the caller's, untouched.
+    ///
+    /// # Safety
+    /// The caller owns `block`, allocated by the global allocator with
+    /// `block.layout` (or of size 0), and gives it up on success: nobody
+    /// touches it afterwards.
+    pub unsafe fn isend_owned(
+        &self,
+        block: OwnedBlock,
+        dest: i32,
+        tag: i32,
+        context: u32,
+    ) -> Result<Request<'_>> {
+        if !(0..=TAG_UB).contains(&tag) {
+            return Err(Error::Tag { tag });
+        }
+        block.check()?;
+        if dest == PROC_NULL {
+            // SAFETY: ours to free (caller's contract).
+            unsafe { block.free() };
+            return Ok(Request::complete(self, Status::empty()));
+        }
+        let peer = self.peer(dest)?;
+        let (size, p) = (block.layout.size(), block.ptr.as_ptr());
+        let in_heap = size == 0 || {
+            // SAFETY: `size - 1` is inside the allocation.
+            let last = unsafe { p.add(size - 1) };
+            shmheap::is_shared(p) && shmheap::is_shared(last)
+        };
+        let moved = if in_heap {
+            None
+        } else {
+            Some(ShmHeap.try_alloc(block.layout)?)
+        };
+        let data = match (size, moved) {
+            (0, _) => 0,
+            (_, Some(m)) => m.as_ptr() as u64,
+            (_, None) => p as u64,
+        };
+        let info = OwnedInfo {
+            size: size as u64,
+            align: block.layout.align() as u64,
+            meta: block.meta,
+        };
+        let h = Header {
+            source: self.rank() as u32,
+            tag,
+            context,
+            protocol: Protocol::Owned,
+            len: block.len as u64,
+            data,
+            reply: self.vci().shared() as *const VciShared as u64,
+            flags: 0,
+            pid: 0,
+        };
+        let env = Envelope::create(h, &info.to_bytes()).inspect_err(|_| {
+            if let Some(m) = moved {
+                // SAFETY: allocated above with this layout, used by nothing.
+                unsafe { ShmHeap.dealloc(m.as_ptr(), block.layout) };
+            }
+        })?;
+        if let Some(m) = moved {
+            // SAFETY: the original holds `len` bytes (checked against its
+            // layout); `m` is a fresh block of the same layout.
+            unsafe { ptr::copy_nonoverlapping(p, m.as_ptr(), block.len) };
+            // SAFETY: the original is ours (caller's contract), copied.
+            unsafe { block.free() };
+        }
+        // SAFETY: a fresh envelope in the node heap, not queued; the
+        // receiver frees it (and takes or frees the block).
+        unsafe { peer.deliver(env) };
+        self.vci().count_send(Protocol::Owned, false);
+        Ok(Request::complete(
+            self,
+            Status {
+                source: dest,
+                tag,
+                count: block.len as u64,
+                error: None,
+                cancelled: false,
+            },
+        ))
+    }
+
+    /// Starts an ownership receive from `source` (a rank, `ANY_SOURCE` or
+    /// `PROC_NULL`) with `tag` (or `ANY_TAG`) in context `context`. When it
+    /// matches, `*out` becomes `Some(block)`: a block of this process's
+    /// global allocator, aligned to `align` (a power of two) — the sender's
+    /// own block if it gave one in the node heap, suitably aligned, and this
+    /// process's global allocator is the node heap; otherwise a fresh block
+    /// (`layout` = `len` bytes aligned to `align`) holding a copy. `*out`
+    /// stays `None` for `PROC_NULL` and if the allocation failed
+    /// ([`Error::Alloc`] from the request).
+    ///
+    /// # Safety
+    /// As for [`Endpoint::irecv`]: the request must be completed or
+    /// dropped, never leaked.
+    pub unsafe fn irecv_owned<'a>(
+        &'a self,
+        out: &'a mut Option<OwnedBlock>,
+        align: usize,
+        source: i32,
+        tag: i32,
+        context: u32,
+    ) -> Result<Request<'a>> {
+        check_align(align)?;
+        self.check_recv_key(source, tag)?;
+        *out = None;
+        if source == PROC_NULL {
+            return Ok(Request::complete(self, Status::empty()));
+        }
+        let target = Target::Owned {
+            out: out as *mut Option<OwnedBlock>,
+            align,
+        };
+        // SAFETY: `out` is borrowed mutably for 'a by the request, which
+        // collects the receive's slot before it ends (waiting on drop).
+        let id = unsafe { self.vci().post_recv(target, source, tag, context) };
+        Ok(Request::recv(self, id))
+    }
+
+    /// Receives a message as an owned block and waits (see
+    /// [`Endpoint::irecv_owned`]). For `PROC_NULL` the block is empty.
+    pub fn recv_owned(
+        &self,
+        align: usize,
+        source: i32,
+        tag: i32,
+        context: u32,
+    ) -> Result<(OwnedBlock, Status)> {
+        let mut out = None;
+        // SAFETY: the request is waited for at once, never leaked.
+        let st = unsafe { self.irecv_owned(&mut out, align, source, tag, context) }?.wait()?;
+        Ok((out.unwrap_or_else(|| empty_block(align)), st))
+    }
+}
+
+/// The empty block of a receive from `PROC_NULL`.
+fn empty_block(align: usize) -> OwnedBlock {
+    OwnedBlock {
+        ptr: OwnedBlock::dangling(align),
+        layout: Layout::from_size_align(0, align).expect("checked alignment"),
+        len: 0,
+        meta: [0; 4],
+        given: false,
+    }
+}
+
+impl Message<'_> {
+    /// Receives the matched message as an owned block (as
+    /// [`Endpoint::recv_owned`] does).
+    pub fn recv_owned(mut self, align: usize) -> Result<(OwnedBlock, Status)> {
+        check_align(align)?;
+        let mut out = None;
+        let target = Target::Owned {
+            out: &mut out as *mut Option<OwnedBlock>,
+            align,
+        };
+        // SAFETY: `out` lives until after the delivery, which happens in
+        // this call.
+        let st = unsafe { self.deliver_to(target) };
+        let st = st.into_result()?;
+        Ok((out.unwrap_or_else(|| empty_block(align)), st))
+    }
+}
