@@ -413,6 +413,38 @@ impl Endpoint {
         Ok(Request::recv(self, id))
     }
 
+    /// Starts receiving into the `len` bytes at `buf`: [`Endpoint::irecv`]
+    /// for memory that no Rust reference can describe, as MPI's
+    /// `MPI_Irecv` takes a raw pointer. Pending receives may name the same
+    /// memory (the OSU bandwidth benchmarks post a whole window of
+    /// receives into one buffer); it then holds whichever of their
+    /// messages was copied last.
+    ///
+    /// # Safety
+    /// `buf` is non-null and valid for writes of `len` bytes until the
+    /// request completes or is cancelled, and nothing but the engine reads
+    /// or writes that memory meanwhile; the request must be completed or
+    /// dropped, never leaked (as for [`Endpoint::irecv`]).
+    pub unsafe fn irecv_raw<'a>(
+        &'a self,
+        buf: *mut u8,
+        len: usize,
+        source: i32,
+        tag: i32,
+        context: u32,
+    ) -> Result<Request<'a>> {
+        self.check_recv_key(source, tag)?;
+        if source == PROC_NULL {
+            return Ok(Request::complete(self, Status::empty()));
+        }
+        let target = Target::Buffer { buf, cap: len };
+        // SAFETY: the caller keeps `buf` writable for `len` bytes and
+        // untouched until the request, which collects the receive's slot
+        // before it ends (waiting on drop), completes.
+        let id = unsafe { self.vci.post_recv(target, source, tag, context) };
+        Ok(Request::recv(self, id))
+    }
+
     /// Sends and waits (see [`Endpoint::isend`]).
     pub fn send(&self, buf: &[u8], dest: i32, tag: i32, context: u32) -> Result<()> {
         // SAFETY: the request is waited for at once, never leaked.
