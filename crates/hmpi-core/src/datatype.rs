@@ -153,6 +153,29 @@ pub(crate) fn zeroed<T: Equivalence>() -> T {
     unsafe { std::mem::zeroed() }
 }
 
+/// `n` values of `T`, every byte zero, allocated zeroed (no separate pass
+/// over the memory when the allocator hands out fresh pages).
+pub(crate) fn zeroed_vec<T: Equivalence>(n: usize) -> Vec<T> {
+    let layout = match std::alloc::Layout::array::<T>(n) {
+        Ok(l) if l.size() > 0 => l,
+        // Nothing to allocate (n == 0 or a zero-sized T), or a length no
+        // message can have: the standard path (which reports a capacity
+        // overflow as `Vec` always does).
+        _ => return vec![zeroed(); n],
+    };
+    // SAFETY: `layout` has a non-zero size.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    if p.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    // SAFETY: `p` was allocated by the global allocator with the layout of
+    // `[T; n]` (so with `T`'s alignment and `n * size_of::<T>()` bytes,
+    // which is the capacity in bytes), and all its bytes are zero, a valid
+    // `T` (`T: Equivalence` accepts every byte pattern): `n` initialised
+    // elements.
+    unsafe { Vec::from_raw_parts(p.cast::<T>(), n, n) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,6 +191,9 @@ mod tests {
         assert_eq!(vec![1.5f64; 2].as_bytes().len(), 16);
         assert_eq!([[1u8; 3]; 2][..].as_bytes(), &[1u8; 6]);
         assert_eq!(zeroed::<[i64; 4]>(), [0; 4]);
+        assert_eq!(zeroed_vec::<u32>(1000), vec![0u32; 1000]);
+        assert!(zeroed_vec::<f64>(0).is_empty());
+        assert_eq!(zeroed_vec::<[u8; 0]>(3).len(), 3);
         assert_eq!(Buffer::element_size(&7i32), 4);
     }
 }

@@ -75,6 +75,8 @@ pub mod traits {
     pub use crate::comm::Communicator;
     pub use crate::datatype::{Buffer, BufferMut, Equivalence};
     pub use crate::point_to_point::{Destination, Source};
+
+    pub use crate::point_to_point::MatchedReceiveVec;
 }
 
 /// Everything a typical program uses: the traits, [`init`], the types.
@@ -85,4 +87,11 @@ pub mod prelude {
         init, Error, Group, Result, SimpleCommunicator, Status, Universe, ANY_TAG, PROC_NULL,
         TAG_UB,
     };
+
+    pub use crate::point_to_point::{
+        send_receive, send_receive_into, send_receive_into_with_tags, send_receive_replace_into,
+        send_receive_replace_into_with_tags, send_receive_with_tags, Message,
+    };
+    pub use crate::request::{CancelGuard, RequestCollection, WaitGuard};
+    pub use crate::ANY_SOURCE;
 }

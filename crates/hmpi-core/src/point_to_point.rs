@@ -8,6 +8,27 @@
 //! every [`Status`]). A bad rank or tag, or a message whose length does not
 //! fit the receive, is an error value, never a panic.
 //!
+//! * Send modes: standard ([`Destination::send`]), synchronous
+//!   ([`Destination::synchronous_send`]: returns once the receiver has
+//!   matched the message), ready ([`Destination::ready_send`], sent in
+//!   standard mode), each also `immediate_*` in a
+//!   [`request::scope`](crate::request::scope). Buffered mode
+//!   (`MPI_Bsend`) is not there: it needs a user-attached buffer
+//!   (`MPI_Buffer_attach`) and an engine send that copies the payload out
+//!   whatever its size, neither of which exists yet; a standard send of up
+//!   to the engine's inline limit already completes at once.
+//! * Matched probe: [`Source::matched_probe`] takes a message off the
+//!   matching lists as a [`Message`] that only its holder receives
+//!   ([`Message::matched_receive_into`], [`Message::matched_receive`],
+//!   [`Message::matched_receive_vec`],
+//!   [`Message::immediate_matched_receive_into`]), so threads that receive
+//!   from the same source cannot take each other's messages.
+//! * Send and receive in one call: [`send_receive`], [`send_receive_into`],
+//!   [`send_receive_replace_into`] and their `_with_tags` forms (MPI's
+//!   `MPI_Sendrecv`, `MPI_Sendrecv_replace`): the receive is posted before
+//!   the send starts, so processes that call them towards each other do
+//!   not deadlock.
+//!
 //! # Example
 //! ```
 //! use hmpi_core::traits::*;
@@ -23,13 +44,27 @@
 //! assert_eq!((v, st.count::<u16>().unwrap()), (vec![7; 3], 3));
 //! assert!(world.process_at_rank(5).send(&1u8).is_err()); // Error::Rank
 //! assert!(me.send_with_tag(&1u8, -3).is_err()); // Error::Tag
+//!
+//! // A matched probe: the message is this thread's alone.
+//! me.send_with_tag(&[1u32, 2, 3][..], 5).unwrap();
+//! let (msg, st) = world.any_process().matched_probe_with_tag(5).unwrap();
+//! assert_eq!(st.count::<u32>().unwrap(), 3);
+//! assert!(world.any_process().immediate_probe().unwrap().is_none());
+//! let (v, _) = msg.matched_receive_vec::<u32>().unwrap();
+//! assert_eq!(v, [1, 2, 3]);
+//!
+//! // Send to and receive from oneself in one call.
+//! use hmpi_core::point_to_point::send_receive;
+//! let (y, _) = send_receive::<u64, _, _, _>(&9u64, &me, &me).unwrap();
+//! assert_eq!(y, 9);
 //! ```
 
 use crate::comm::SimpleCommunicator;
-use crate::datatype::{zeroed, Buffer, BufferMut, Equivalence};
+use crate::datatype::{zeroed, zeroed_vec, Buffer, BufferMut, Equivalence};
 use crate::environment::endpoint;
 use crate::error::{Error, Result};
 use crate::request::{Request, Scope};
+use std::sync::Arc;
 use vci::{ANY_SOURCE, ANY_TAG, TAG_UB};
 
 /// The outcome of a receive or probe (`MPI_Status`).
@@ -107,6 +142,21 @@ fn elements<T>(bytes: u64, expected: Option<u64>) -> Result<usize> {
         element_size: size,
         expected,
     })
+}
+
+/// Checks that a received message was exactly one `T` (a zero-byte
+/// message is one value of a zero-sized `T`).
+fn exactly_one<T>(st: &Status) -> Result<()> {
+    if std::mem::size_of::<T>() == 0 && st.bytes == 0 {
+        return Ok(());
+    }
+    elements::<T>(st.bytes, Some(1)).map(drop)
+}
+
+/// [`Error::Type`] for a zero-sized element type, whose count cannot be
+/// derived from a length.
+fn check_sized<T>() -> Result<()> {
+    elements::<T>(0, None).map(drop)
 }
 
 /// Translates an engine error, with statuses in communicator ranks
@@ -207,14 +257,7 @@ pub trait Source {
     fn receive_with_tag<T: Equivalence>(&self, tag: i32) -> Result<(T, Status)> {
         let mut v: T = zeroed();
         let st = self.receive_into_with_tag(&mut v, tag)?;
-        elements::<T>(st.bytes, Some(1)).or_else(|e| {
-            // Zero-sized T: a zero-byte message is one value.
-            if std::mem::size_of::<T>() == 0 && st.bytes == 0 {
-                Ok(1)
-            } else {
-                Err(e)
-            }
-        })?;
+        exactly_one::<T>(&st)?;
         Ok((v, st))
     }
 
@@ -223,26 +266,14 @@ pub trait Source {
         self.receive_with_tag(ANY_TAG)
     }
 
-    /// Receives a message of any length as a `Vec<T>` (probes for its
-    /// length, then receives that very source and tag).
-    ///
-    /// With several threads receiving from the same communicator with
-    /// wildcards, another thread may take the probed message first (as
-    /// with `MPI_Probe`); this receive then takes the next match and fails
-    /// with [`Error::Truncate`] if that one is longer.
+    /// Receives a message of any length as a `Vec<T>`: a matched probe,
+    /// then a receive of that very message (as rsmpi does), so another
+    /// thread cannot take it in between. A message that is not a whole
+    /// number of `T`s is [`Error::Count`] (and is consumed, as an MPI
+    /// receive would consume it); a zero-sized `T` is [`Error::Type`].
     fn receive_vec_with_tag<T: Equivalence>(&self, tag: i32) -> Result<(Vec<T>, Status)> {
-        let st = self.probe_with_tag(tag)?;
-        let n = elements::<T>(st.bytes, None)?;
-        let mut v: Vec<T> = vec![zeroed(); n];
-        // The probed message's own source and tag (PROC_NULL and ANY_TAG
-        // for a probe of PROC_NULL, which then receives nothing).
-        let st = self
-            .comm()
-            .process_at_rank_raw(st.source)
-            .receive_into_with_tag(&mut v[..], st.tag)?;
-        let got = elements::<T>(st.bytes, None)?;
-        v.truncate(got);
-        Ok((v, st))
+        check_sized::<T>()?;
+        self.matched_probe_with_tag(tag)?.0.matched_receive_vec()
     }
 
     /// [`Source::receive_vec_with_tag`] with any tag.
@@ -279,6 +310,39 @@ pub trait Source {
     /// [`Source::immediate_probe_with_tag`] with any tag.
     fn immediate_probe(&self) -> Result<Option<Status>> {
         self.immediate_probe_with_tag(ANY_TAG)
+    }
+
+    /// Waits for a message with `tag` (or `ANY_TAG`) and takes it off the
+    /// matching lists (`MPI_Mprobe`): only the returned [`Message`] can
+    /// receive it. The status says its source, tag and length.
+    fn matched_probe_with_tag(&self, tag: i32) -> Result<(Message, Status)> {
+        check_recv_tag(tag)?;
+        let c = self.comm();
+        let ep = endpoint()?;
+        let src = c.source_to_world(self.source_rank())?;
+        let (m, st) = ep.mprobe(src, tag, c.context())?;
+        Ok(Message::new(m, st, c.world_to_comm()))
+    }
+
+    /// [`Source::matched_probe_with_tag`] with any tag.
+    fn matched_probe(&self) -> Result<(Message, Status)> {
+        self.matched_probe_with_tag(ANY_TAG)
+    }
+
+    /// Takes a matching message if one is there (`MPI_Improbe`); `None`
+    /// otherwise.
+    fn immediate_matched_probe_with_tag(&self, tag: i32) -> Result<Option<(Message, Status)>> {
+        check_recv_tag(tag)?;
+        let c = self.comm();
+        let ep = endpoint()?;
+        let src = c.source_to_world(self.source_rank())?;
+        let found = ep.improbe(src, tag, c.context())?;
+        Ok(found.map(|(m, st)| Message::new(m, st, c.world_to_comm())))
+    }
+
+    /// [`Source::immediate_matched_probe_with_tag`] with any tag.
+    fn immediate_matched_probe(&self) -> Result<Option<(Message, Status)>> {
+        self.immediate_matched_probe_with_tag(ANY_TAG)
     }
 
     /// Starts receiving into `buf` (`MPI_Irecv`); the request belongs to
@@ -328,6 +392,38 @@ pub trait Destination {
         self.send_with_tag(buf, 0)
     }
 
+    /// Sends `buf` with `tag` in synchronous mode (`MPI_Ssend`): returns
+    /// once the receiver has matched the message (and copied it), whatever
+    /// its size. A synchronous send to this very process returns only if
+    /// another thread receives it.
+    fn synchronous_send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: i32) -> Result<()> {
+        check_send_tag(tag)?;
+        let c = self.comm();
+        let ep = endpoint()?;
+        let dest = c.to_world(self.destination_rank())?;
+        ep.ssend(buf.as_bytes(), dest, tag, c.context())?;
+        Ok(())
+    }
+
+    /// [`Destination::synchronous_send_with_tag`] with tag 0.
+    fn synchronous_send<B: Buffer + ?Sized>(&self, buf: &B) -> Result<()> {
+        self.synchronous_send_with_tag(buf, 0)
+    }
+
+    /// Sends `buf` with `tag` in ready mode (`MPI_Rsend`). Ready mode lets
+    /// an implementation assume that the matching receive is posted; hmpi
+    /// sends in standard mode, which the standard allows, so a ready send
+    /// whose receive is not posted yet is delivered normally rather than
+    /// reported.
+    fn ready_send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: i32) -> Result<()> {
+        self.send_with_tag(buf, tag)
+    }
+
+    /// [`Destination::ready_send_with_tag`] with tag 0.
+    fn ready_send<B: Buffer + ?Sized>(&self, buf: &B) -> Result<()> {
+        self.ready_send_with_tag(buf, 0)
+    }
+
     /// Starts sending `buf` (`MPI_Isend`); the request belongs to `scope`,
     /// which completes it at its end at the latest.
     fn immediate_send_with_tag<'s, B: Buffer + ?Sized>(
@@ -339,7 +435,14 @@ pub trait Destination {
         check_send_tag(tag)?;
         let c = self.comm();
         let dest = c.to_world(self.destination_rank())?;
-        scope.start_send(buf.as_bytes(), dest, tag, c.context(), c.world_to_comm())
+        scope.start_send(
+            buf.as_bytes(),
+            dest,
+            tag,
+            c.context(),
+            c.world_to_comm(),
+            false,
+        )
     }
 
     /// [`Destination::immediate_send_with_tag`] with tag 0.
@@ -349,6 +452,56 @@ pub trait Destination {
         buf: &'s B,
     ) -> Result<Request<'s>> {
         self.immediate_send_with_tag(scope, buf, 0)
+    }
+
+    /// Starts a synchronous send (`MPI_Issend`): the request completes
+    /// once the receiver has matched the message.
+    fn immediate_synchronous_send_with_tag<'s, B: Buffer + ?Sized>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        buf: &'s B,
+        tag: i32,
+    ) -> Result<Request<'s>> {
+        check_send_tag(tag)?;
+        let c = self.comm();
+        let dest = c.to_world(self.destination_rank())?;
+        scope.start_send(
+            buf.as_bytes(),
+            dest,
+            tag,
+            c.context(),
+            c.world_to_comm(),
+            true,
+        )
+    }
+
+    /// [`Destination::immediate_synchronous_send_with_tag`] with tag 0.
+    fn immediate_synchronous_send<'s, B: Buffer + ?Sized>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        buf: &'s B,
+    ) -> Result<Request<'s>> {
+        self.immediate_synchronous_send_with_tag(scope, buf, 0)
+    }
+
+    /// Starts a ready-mode send (`MPI_Irsend`), sent in standard mode (see
+    /// [`Destination::ready_send_with_tag`]).
+    fn immediate_ready_send_with_tag<'s, B: Buffer + ?Sized>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        buf: &'s B,
+        tag: i32,
+    ) -> Result<Request<'s>> {
+        self.immediate_send_with_tag(scope, buf, tag)
+    }
+
+    /// [`Destination::immediate_ready_send_with_tag`] with tag 0.
+    fn immediate_ready_send<'s, B: Buffer + ?Sized>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        buf: &'s B,
+    ) -> Result<Request<'s>> {
+        self.immediate_ready_send_with_tag(scope, buf, 0)
     }
 }
 
@@ -379,16 +532,258 @@ impl Source for AnyProcess<'_> {
     }
 }
 
-impl SimpleCommunicator {
-    pub(crate) fn process_at_rank_raw(&self, rank: i32) -> Process<'_> {
-        Process::new(self, rank)
+/// A message taken off the matching lists by a matched probe
+/// ([`Source::matched_probe`]; MPI's `MPI_Message`), to be received
+/// exactly once through this handle.
+///
+/// Receiving copies at once (the message is already in this process's
+/// hands). Dropping a `Message` without receiving it discards the payload
+/// and lets the sender's request complete (rsmpi panics instead). It may be
+/// sent to another thread.
+#[derive(Debug)]
+#[must_use = "a matched message is lost for every other receive; dropping it discards it"]
+pub struct Message {
+    inner: vci::Message<'static>,
+    status: Status,
+    from_world: Arc<[i32]>,
+}
+
+impl Message {
+    fn new(
+        inner: vci::Message<'static>,
+        st: vci::Status,
+        from_world: &Arc<[i32]>,
+    ) -> (Message, Status) {
+        let status = Status::from_engine(st, Some(from_world));
+        let m = Message {
+            inner,
+            status,
+            from_world: from_world.clone(),
+        };
+        (m, status)
+    }
+
+    /// The probe's status: source, tag and length of the message.
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    /// Whether this is the empty message of a probe on `PROC_NULL`
+    /// (`MPI_MESSAGE_NO_PROC`): receiving it delivers nothing.
+    pub fn is_no_proc(&self) -> bool {
+        self.inner.is_no_proc()
+    }
+
+    /// Receives the message into `buf` (`MPI_Mrecv`). A message longer
+    /// than `buf` is [`Error::Truncate`] (the prefix is delivered).
+    pub fn matched_receive_into<B: BufferMut + ?Sized>(self, buf: &mut B) -> Result<Status> {
+        let from_world = self.from_world.clone();
+        let r = self.inner.recv_into(buf.as_bytes_mut());
+        r.map(|st| Status::from_engine(st, Some(&from_world)))
+            .map_err(|e| engine_error(e, &from_world))
+    }
+
+    /// Receives the message as one value of `T`; it must be exactly one
+    /// ([`Error::Count`] if shorter, [`Error::Truncate`] if longer).
+    pub fn matched_receive<T: Equivalence>(self) -> Result<(T, Status)> {
+        let mut v: T = zeroed();
+        let st = self.matched_receive_into(&mut v)?;
+        exactly_one::<T>(&st)?;
+        Ok((v, st))
+    }
+
+    /// Receives the message as a `Vec<T>` of its length. A length that is
+    /// not a whole number of `T`s is [`Error::Count`] (the message is
+    /// discarded); a zero-sized `T` is [`Error::Type`].
+    pub fn matched_receive_vec<T: Equivalence>(self) -> Result<(Vec<T>, Status)> {
+        let n = elements::<T>(self.status.bytes, None)?;
+        let mut v: Vec<T> = zeroed_vec(n);
+        let st = self.matched_receive_into(&mut v[..])?;
+        Ok((v, st))
+    }
+
+    /// Receives the message into `buf` as a request of `scope`
+    /// (`MPI_Imrecv`). The copy happens in this call, so the request is
+    /// complete at once; its status (or truncation error) comes from
+    /// waiting or testing it, as for any request.
+    pub fn immediate_matched_receive_into<'s, B: BufferMut + ?Sized>(
+        self,
+        scope: &'s Scope<'s, '_>,
+        buf: &'s mut B,
+    ) -> Result<Request<'s>> {
+        let from_world = self.from_world.clone();
+        let r = self
+            .inner
+            .imrecv(buf.as_bytes_mut())
+            .map_err(|e| engine_error(e, &from_world))?;
+        Ok(scope.insert(r, &from_world))
     }
 }
 
-/// The status of a finished request whose real status was already
-/// reported.
-pub(crate) fn empty_status() -> Status {
-    Status::from_engine(vci::Status::empty(), None)
+/// rsmpi's way to receive a matched probe's message as a `Vec`:
+/// `source.matched_probe()?.matched_receive_vec::<T>()` on the
+/// `(Message, Status)` pair (see [`Message::matched_receive_vec`]).
+pub trait MatchedReceiveVec {
+    /// Receives the message as a `Vec<T>` of its length.
+    fn matched_receive_vec<T: Equivalence>(self) -> Result<(Vec<T>, Status)>;
+}
+
+impl MatchedReceiveVec for (Message, Status) {
+    fn matched_receive_vec<T: Equivalence>(self) -> Result<(Vec<T>, Status)> {
+        self.0.matched_receive_vec()
+    }
+}
+
+/// Posts the receive, sends, then waits for the receive: the core of the
+/// `send_receive` family. Errors about ranks and tags are found before
+/// anything starts.
+#[allow(clippy::too_many_arguments)]
+fn exchange<D: Destination + ?Sized, S: Source + ?Sized>(
+    msg: &[u8],
+    destination: &D,
+    sendtag: i32,
+    buf: &mut [u8],
+    source: &S,
+    receivetag: i32,
+) -> Result<Status> {
+    check_send_tag(sendtag)?;
+    check_recv_tag(receivetag)?;
+    let (dc, sc) = (destination.comm(), source.comm());
+    let dest = dc.to_world(destination.destination_rank())?;
+    let src = sc.source_to_world(source.source_rank())?;
+    let ep = endpoint()?;
+    let fw = sc.world_to_comm();
+    // SAFETY: the request is completed before this function returns, on
+    // every path (waited for below, or cancelled and dropped — dropping
+    // waits — if the send fails); it is never leaked, and `buf` outlives it.
+    let mut r =
+        unsafe { ep.irecv(buf, src, receivetag, sc.context()) }.map_err(|e| engine_error(e, fw))?;
+    if let Err(e) = ep.send(msg, dest, sendtag, dc.context()) {
+        r.cancel();
+        drop(r);
+        return Err(engine_error(e, dc.world_to_comm()));
+    }
+    r.wait()
+        .map(|st| Status::from_engine(st, Some(fw)))
+        .map_err(|e| engine_error(e, fw))
+}
+
+/// Sends `msg` to `destination` with `sendtag` and receives into `buf`
+/// a message from `source` with `receivetag` (or `ANY_TAG`), as one
+/// operation (`MPI_Sendrecv`). The receive is posted first, so processes
+/// that call this towards each other at the same time do not deadlock.
+/// Returns the receive's status; a longer message is [`Error::Truncate`].
+/// `PROC_NULL` on either side skips that side. The send travels on the
+/// destination's communicator and the receive on the source's (rsmpi
+/// requires them to be the same).
+pub fn send_receive_into_with_tags<M, D, B, S>(
+    msg: &M,
+    destination: &D,
+    sendtag: i32,
+    buf: &mut B,
+    source: &S,
+    receivetag: i32,
+) -> Result<Status>
+where
+    M: Buffer + ?Sized,
+    D: Destination,
+    B: BufferMut + ?Sized,
+    S: Source,
+{
+    exchange(
+        msg.as_bytes(),
+        destination,
+        sendtag,
+        buf.as_bytes_mut(),
+        source,
+        receivetag,
+    )
+}
+
+/// [`send_receive_into_with_tags`] with send tag 0 and any receive tag.
+pub fn send_receive_into<M, D, B, S>(
+    msg: &M,
+    destination: &D,
+    buf: &mut B,
+    source: &S,
+) -> Result<Status>
+where
+    M: Buffer + ?Sized,
+    D: Destination,
+    B: BufferMut + ?Sized,
+    S: Source,
+{
+    send_receive_into_with_tags(msg, destination, 0, buf, source, ANY_TAG)
+}
+
+/// Sends `msg` and receives one value of `R` (exactly one:
+/// [`Error::Count`] / [`Error::Truncate`] otherwise); see
+/// [`send_receive_into_with_tags`].
+pub fn send_receive_with_tags<R, M, D, S>(
+    msg: &M,
+    destination: &D,
+    sendtag: i32,
+    source: &S,
+    receivetag: i32,
+) -> Result<(R, Status)>
+where
+    R: Equivalence,
+    M: Buffer + ?Sized,
+    D: Destination,
+    S: Source,
+{
+    let mut v: R = zeroed();
+    let st = send_receive_into_with_tags(msg, destination, sendtag, &mut v, source, receivetag)?;
+    exactly_one::<R>(&st)?;
+    Ok((v, st))
+}
+
+/// [`send_receive_with_tags`] with send tag 0 and any receive tag
+/// (rsmpi's `send_receive::<R, _, _, _>(&msg, &destination, &source)`).
+pub fn send_receive<R, M, D, S>(msg: &M, destination: &D, source: &S) -> Result<(R, Status)>
+where
+    R: Equivalence,
+    M: Buffer + ?Sized,
+    D: Destination,
+    S: Source,
+{
+    send_receive_with_tags(msg, destination, 0, source, ANY_TAG)
+}
+
+/// Sends the contents of `buf` and replaces them with a received message
+/// (`MPI_Sendrecv_replace`): the outgoing bytes are copied aside first,
+/// then as [`send_receive_into_with_tags`]. A receive from `PROC_NULL`
+/// leaves `buf` as it was.
+pub fn send_receive_replace_into_with_tags<B, D, S>(
+    buf: &mut B,
+    destination: &D,
+    sendtag: i32,
+    source: &S,
+    receivetag: i32,
+) -> Result<Status>
+where
+    B: BufferMut + ?Sized,
+    D: Destination,
+    S: Source,
+{
+    let bytes = buf.as_bytes_mut();
+    let out = bytes.to_vec();
+    exchange(&out, destination, sendtag, bytes, source, receivetag)
+}
+
+/// [`send_receive_replace_into_with_tags`] with send tag 0 and any
+/// receive tag.
+pub fn send_receive_replace_into<B, D, S>(
+    buf: &mut B,
+    destination: &D,
+    source: &S,
+) -> Result<Status>
+where
+    B: BufferMut + ?Sized,
+    D: Destination,
+    S: Source,
+{
+    send_receive_replace_into_with_tags(buf, destination, 0, source, ANY_TAG)
 }
 
 #[cfg(test)]

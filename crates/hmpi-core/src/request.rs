@@ -1,13 +1,29 @@
 //! Nonblocking operations in a scope: [`scope`], [`Scope`], [`Request`]
-//! (rsmpi's `request::scope`, shaped like `std::thread::scope`).
+//! (rsmpi's `request::scope`, shaped like `std::thread::scope`), and sets
+//! of requests: [`RequestCollection`] ([`multiple_scope`]) and [`wait_any`].
 //!
-//! `immediate_send` / `immediate_receive_into` borrow their buffer for the
-//! scope's lifetime `'s` and return a [`Request<'s>`]. Every request started
-//! in a scope is completed before [`scope`] returns: the ones waited for or
-//! tested to completion by the program, and **every other one** — dropped
-//! (dropping a pending request waits), or leaked with `mem::forget` — is
-//! waited for at the scope's end. If the scope's closure panics, pending
-//! receives are cancelled and the rest waited for before unwinding goes on.
+//! `immediate_send` / `immediate_receive_into` (and the synchronous and
+//! matched variants) borrow their buffer for the scope's lifetime `'s` and
+//! return a [`Request<'s>`]. Every request started in a scope is completed
+//! before [`scope`] returns: the ones waited for or tested to completion by
+//! the program, and **every other one** — dropped (dropping a pending
+//! request waits), or leaked with `mem::forget` — is waited for at the
+//! scope's end. If the scope's closure panics, pending receives are
+//! cancelled and the rest waited for before unwinding goes on.
+//!
+//! # Completion
+//! * one request: [`Request::wait`], [`Request::test`] (the status every
+//!   time once done), [`Request::cancel`] (a receive that has not matched)
+//!   and [`Request::is_cancelled`]; [`WaitGuard`] / [`CancelGuard`] wait
+//!   or cancel when dropped;
+//! * a set: [`RequestCollection`] (rsmpi's name) takes requests with
+//!   [`RequestCollection::add`] and completes them with `wait_any`,
+//!   `wait_some`, `wait_all`, `test_any`, `test_some`, `test_all` (MPI's
+//!   `MPI_Waitany` … `MPI_Testall`). Each finished request is reported once,
+//!   by its index, as a `Result<Status>` of its own: statuses are in the
+//!   ranks of the request's communicator, and one failed request (a
+//!   truncated receive, say) does not hide the others' outcomes. Waiting
+//!   on a set drives the engine's progress for the whole set at once.
 //!
 //! # Why this is sound
 //! The engine's `isend` / `irecv` are `unsafe` because the engine reads or
@@ -27,6 +43,11 @@
 //! cannot be shortened to admit a shorter-lived buffer) and neither `Send`
 //! nor `Sync` (it cannot reach another thread). The endpoint the
 //! requests borrow is a process-wide static that is never dropped.
+//!
+//! Set operations lend the engine requests of their members out of the
+//! table for the duration of one engine call and put back the ones that
+//! are still pending; if that call unwound, the lent requests would be
+//! dropped, which waits for them, so no buffer is released early.
 //!
 //! # Example
 //! ```
@@ -52,6 +73,32 @@
 //! });
 //! assert_eq!(got, out);
 //! assert_eq!(lost, [4, 5]);
+//! ```
+//!
+//! A set of requests, one of which is cancelled:
+//! ```
+//! use hmpi_core::request;
+//! use hmpi_core::traits::*;
+//!
+//! let universe = hmpi_core::init().unwrap();
+//! let world = universe.world();
+//! let me = world.this_process();
+//! let (a, mut b, mut never) = (7u32, 0u32, 0u32);
+//! request::multiple_scope(3, |scope, coll| {
+//!     let r = me.immediate_receive_into_with_tag(scope, &mut b, 1).unwrap();
+//!     let n = me.immediate_receive_into_with_tag(scope, &mut never, 2).unwrap();
+//!     assert!(n.cancel()); // nothing with tag 2 will come
+//!     coll.add(r);
+//!     coll.add(n);
+//!     coll.add(me.immediate_send_with_tag(scope, &a, 1).unwrap());
+//!     let mut done = Vec::new();
+//!     coll.wait_all(&mut done);
+//!     assert_eq!(done.len(), 3);
+//!     let (i, st) = &done[1];
+//!     assert!(*i == 1 && st.as_ref().unwrap().is_cancelled());
+//!     assert_eq!(coll.incomplete(), 0);
+//! });
+//! assert_eq!((b, never), (7, 0));
 //! ```
 //!
 //! A buffer that does not outlive the scope is rejected at compile time:
@@ -84,13 +131,14 @@ use crate::comm::SimpleCommunicator;
 use crate::environment::endpoint;
 use crate::error::{Error, Result};
 use crate::point_to_point::{engine_error, Status};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-/// The engine requests of a scope, by index; `None` for finished slots.
+/// The engine requests of a scope, by index; `None` for finished slots
+/// (and for slots whose request is lent to a set operation).
 #[derive(Default, Debug)]
 struct Table<'s> {
     slots: Vec<Option<vci::Request<'s>>>,
@@ -143,6 +191,20 @@ where
     }
 }
 
+/// rsmpi's `multiple_scope`: [`scope`] with an empty [`RequestCollection`]
+/// (room for `reserve` requests) beside it. Requests left in the
+/// collection when `f` returns are waited for (dropping a collection drops
+/// its requests, and dropping a request waits).
+pub fn multiple_scope<'env, F, R>(reserve: usize, f: F) -> R
+where
+    F: for<'s> FnOnce(&'s Scope<'s, 'env>, &mut RequestCollection<'s>) -> R,
+{
+    scope(|s| {
+        let mut coll = RequestCollection::with_capacity(reserve);
+        f(s, &mut coll)
+    })
+}
+
 impl<'s> Scope<'s, '_> {
     /// Completes every request left in the table (the program dropped or
     /// leaked its handle, or is unwinding): cancels pending receives first
@@ -158,7 +220,7 @@ impl<'s> Scope<'s, '_> {
         }
     }
 
-    fn insert(&'s self, r: vci::Request<'s>, from_world: &Arc<[i32]>) -> Request<'s> {
+    pub(crate) fn insert(&'s self, r: vci::Request<'s>, from_world: &Arc<[i32]>) -> Request<'s> {
         let mut t = self.table.borrow_mut();
         let index = match t.free.pop() {
             Some(i) => {
@@ -174,6 +236,7 @@ impl<'s> Scope<'s, '_> {
             table: &self.table,
             state: State::Pending(index),
             from_world: from_world.clone(),
+            cancelled: Cell::new(false),
         }
     }
 
@@ -186,6 +249,8 @@ impl<'s> Scope<'s, '_> {
         self.insert(r, comm.world_to_comm())
     }
 
+    /// Starts a send (synchronous if `sync`: the request completes only
+    /// once the receiver has matched the message).
     pub(crate) fn start_send(
         &'s self,
         buf: &'s [u8],
@@ -193,16 +258,24 @@ impl<'s> Scope<'s, '_> {
         tag: i32,
         context: u32,
         from_world: &Arc<[i32]>,
+        sync: bool,
     ) -> Result<Request<'s>> {
         let ep = endpoint()?;
         // SAFETY: the engine's request is moved into this scope's table
         // right away and never handed to the program; it leaves the table
-        // only to be completed (wait, a completing test, or drop, which
-        // waits), and `scope` completes whatever is left before it returns
-        // (also when `f` panics), while `buf` (borrowed for 's, which lasts
-        // until then) is still alive. See the module docs.
-        let r = unsafe { ep.isend(buf, dest, tag, context) }
-            .map_err(|e| engine_error(e, from_world))?;
+        // only to be completed (wait, a completing test, drop, which waits,
+        // or a set operation, which puts it back or completes it), and
+        // `scope` completes whatever is left before it returns (also when
+        // `f` panics), while `buf` (borrowed for 's, which lasts until
+        // then) is still alive. See the module docs.
+        let r = unsafe {
+            if sync {
+                ep.issend(buf, dest, tag, context)
+            } else {
+                ep.isend(buf, dest, tag, context)
+            }
+        }
+        .map_err(|e| engine_error(e, from_world))?;
         Ok(self.insert(r, from_world))
     }
 
@@ -224,7 +297,7 @@ impl<'s> Scope<'s, '_> {
     }
 }
 
-/// Takes slot `index`'s engine request out of the table.
+/// Takes slot `index`'s engine request out of the table and frees the slot.
 fn take<'s>(table: &Slots<'s>, index: usize) -> Option<vci::Request<'s>> {
     let mut t = table.borrow_mut();
     let r = t.slots.get_mut(index)?.take()?;
@@ -232,50 +305,84 @@ fn take<'s>(table: &Slots<'s>, index: usize) -> Option<vci::Request<'s>> {
     Some(r)
 }
 
+/// The engine's outcome of a finished request as one status: an error the
+/// engine reports (truncation, a failed kernel-assisted copy) is recorded
+/// in the status it carries.
+fn raw_status(r: vci::Result<vci::Status>) -> Result<vci::Status> {
+    match r {
+        Ok(st) => Ok(st),
+        Err(vci::Error::Truncate { status, .. }) | Err(vci::Error::Transfer { status, .. }) => {
+            Ok(status)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 enum State {
-    /// The engine request is in the scope's table at this index.
+    /// The engine request is in the scope's table at this index (or lent
+    /// to a set operation in progress).
     Pending(usize),
-    /// Finished with this status (or error, reported already).
-    Done(Status),
+    /// Finished with this engine status (in world ranks, with its error).
+    Done(vci::Status),
+    /// Its engine request vanished from the table (a broken invariant,
+    /// reported as [`Error::Internal`]).
+    Lost,
 }
 
 /// A nonblocking operation started in a [`Scope`]. Dropping a pending
-/// request waits for it; leaking one is harmless (the scope completes it).
+/// request waits for it (unless the thread is panicking: then the scope's
+/// end completes it, cancelling a receive); leaking one is harmless (the
+/// scope completes it).
 #[must_use = "a request should be waited for (dropping it waits)"]
 #[derive(Debug)]
 pub struct Request<'s> {
     table: &'s Slots<'s>,
     state: State,
     from_world: Arc<[i32]>,
+    /// Set when [`Request::cancel`] cancelled the operation.
+    cancelled: Cell<bool>,
 }
 
-impl Request<'_> {
-    fn convert(&self, r: vci::Result<vci::Status>) -> Result<Status> {
-        r.map(|st| Status::from_engine(st, Some(&self.from_world)))
+impl<'s> Request<'s> {
+    /// The outcome of a finished request, in the communicator's ranks.
+    fn outcome(&self, st: vci::Status) -> Result<Status> {
+        st.into_result()
+            .map(|st| Status::from_engine(st, Some(&self.from_world)))
             .map_err(|e| engine_error(e, &self.from_world))
+    }
+
+    /// The outcome of a finished request; `None` while it is pending.
+    fn result(&self) -> Option<Result<Status>> {
+        match self.state {
+            State::Pending(_) => None,
+            State::Done(st) => Some(self.outcome(st)),
+            State::Lost => Some(Err(missing())),
+        }
     }
 
     /// Waits until the operation has finished (`MPI_Wait`). A receive of a
     /// longer message is [`Error::Truncate`] (the buffer holds the prefix).
     pub fn wait(mut self) -> Result<Status> {
-        match self.state {
-            State::Done(st) => Ok(st),
-            State::Pending(i) => {
-                let r = take(self.table, i).ok_or_else(missing)?;
-                self.state = State::Done(crate::point_to_point::empty_status());
-                let res = r.wait();
-                self.convert(res)
-            }
+        if let State::Pending(i) = self.state {
+            let Some(r) = take(self.table, i) else {
+                self.state = State::Lost;
+                return Err(missing());
+            };
+            // The slot is free from here on (another request may take
+            // it): this request must never name it again.
+            self.state = State::Lost;
+            self.state = State::Done(raw_status(r.wait())?);
         }
+        self.result().unwrap_or_else(|| Err(missing()))
     }
 
     /// Whether the operation has finished (`MPI_Test`; drives progress
-    /// once): `Ok(Some(status))` once it has, every time it is asked.
+    /// once): `Ok(Some(status))` once it has, every time it is asked (and a
+    /// failed operation's error every time).
     pub fn test(&mut self) -> Result<Option<Status>> {
-        let i = match self.state {
-            State::Done(st) => return Ok(Some(st)),
-            State::Pending(i) => i,
+        let State::Pending(i) = self.state else {
+            return self.result().transpose();
         };
         let res = {
             let mut t = self.table.borrow_mut();
@@ -286,25 +393,81 @@ impl Request<'_> {
                 .ok_or_else(missing)?;
             r.test()
         };
-        match res {
-            Ok(None) => Ok(None),
-            Ok(Some(st)) => {
-                drop(take(self.table, i)); // complete: dropping does not wait
-                let st = Status::from_engine(st, Some(&self.from_world));
-                self.state = State::Done(st);
-                Ok(Some(st))
-            }
-            Err(e) => {
-                drop(take(self.table, i));
-                self.state = State::Done(crate::point_to_point::empty_status());
-                Err(engine_error(e, &self.from_world))
-            }
-        }
+        let st = match res {
+            Ok(None) => return Ok(None),
+            Ok(Some(st)) => st,
+            Err(e) => raw_status(Err(e))?,
+        };
+        drop(take(self.table, i)); // complete: dropping does not wait
+        self.state = State::Done(st);
+        self.outcome(st).map(Some)
     }
 
     /// Whether the operation is known to have finished (no progress).
     pub fn is_complete(&self) -> bool {
-        matches!(self.state, State::Done(_))
+        !matches!(self.state, State::Pending(_))
+    }
+
+    /// Cancels a receive that has not matched a message yet (`MPI_Cancel`):
+    /// it then completes at once, with a status whose
+    /// [`Status::is_cancelled`] is true. Returns whether it was cancelled.
+    /// A send is never cancelled (MPI deprecates cancelling sends; the
+    /// engine does not), nor is a receive that has matched already: both
+    /// complete as usual.
+    pub fn cancel(&self) -> bool {
+        let State::Pending(i) = self.state else {
+            return false;
+        };
+        let done = match self.table.borrow_mut().slots.get_mut(i) {
+            Some(Some(r)) => r.cancel(),
+            _ => false,
+        };
+        if done {
+            self.cancelled.set(true);
+        }
+        done
+    }
+
+    /// Whether the operation was cancelled (`MPI_Test_cancelled`): a
+    /// [`Request::cancel`] succeeded, or it finished with a cancelled
+    /// status.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.get() || matches!(self.state, State::Done(st) if st.cancelled)
+    }
+
+    /// Lends the engine request to a set operation (the slot stays
+    /// reserved); `None` if it is finished already.
+    fn lend(&self) -> Result<Option<vci::Request<'s>>> {
+        match self.state {
+            State::Done(_) | State::Lost => Ok(None),
+            State::Pending(i) => {
+                let mut t = self.table.borrow_mut();
+                let r = t.slots.get_mut(i).and_then(Option::take);
+                r.map(Some).ok_or_else(missing)
+            }
+        }
+    }
+
+    /// Takes back a lent engine request that is still pending.
+    fn give_back(&self, r: vci::Request<'s>) {
+        if let State::Pending(i) = self.state {
+            if let Some(slot) = self.table.borrow_mut().slots.get_mut(i) {
+                *slot = Some(r);
+                return;
+            }
+        }
+        // Unreachable (a lent request's slot exists); dropping waits, so
+        // the buffer stays safe either way.
+        drop(r);
+    }
+
+    /// Records the finish of a lent engine request (the engine took and
+    /// completed it) and frees its slot.
+    fn finished(&mut self, st: vci::Status) {
+        if let State::Pending(i) = self.state {
+            self.table.borrow_mut().free.push(i);
+        }
+        self.state = State::Done(st);
     }
 }
 
@@ -315,8 +478,294 @@ fn missing() -> Error {
 impl Drop for Request<'_> {
     fn drop(&mut self) {
         if let State::Pending(i) = self.state {
+            if std::thread::panicking() {
+                // Leave it to the scope's end, which cancels a pending
+                // receive before waiting (a receive nobody will match would
+                // hang the unwinding here).
+                return;
+            }
             // Dropping the engine request waits for it.
             drop(take(self.table, i));
+        }
+    }
+}
+
+/// Waits for the request when dropped, ignoring its outcome (rsmpi's
+/// `WaitGuard`; a hmpi [`Request`] already waits when dropped, so this only
+/// names the intent).
+#[derive(Debug)]
+pub struct WaitGuard<'s>(Option<Request<'s>>);
+
+impl<'s> From<Request<'s>> for WaitGuard<'s> {
+    fn from(r: Request<'s>) -> Self {
+        WaitGuard(Some(r))
+    }
+}
+
+impl<'s> From<WaitGuard<'s>> for Request<'s> {
+    fn from(mut g: WaitGuard<'s>) -> Self {
+        g.0.take().expect("a guard holds its request until dropped")
+    }
+}
+
+impl Drop for WaitGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(r) = self.0.take() {
+            let _ = r.wait();
+        }
+    }
+}
+
+/// Cancels the request (if it is a receive that has not matched), then
+/// waits for it, when dropped (rsmpi's `CancelGuard`).
+#[derive(Debug)]
+pub struct CancelGuard<'s>(Option<Request<'s>>);
+
+impl<'s> From<Request<'s>> for CancelGuard<'s> {
+    fn from(r: Request<'s>) -> Self {
+        CancelGuard(Some(r))
+    }
+}
+
+impl<'s> From<WaitGuard<'s>> for CancelGuard<'s> {
+    fn from(g: WaitGuard<'s>) -> Self {
+        CancelGuard(Some(g.into()))
+    }
+}
+
+impl Drop for CancelGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(r) = self.0.take() {
+            r.cancel();
+            let _ = r.wait();
+        }
+    }
+}
+
+// ------------------------------------------------------------ request sets
+
+/// How a set operation drives the engine.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Drive {
+    /// Block until one finishes (`wait_any`).
+    WaitOne,
+    /// Block until at least one finishes, collect every finished one.
+    WaitSome,
+    /// Drive progress once; collect one finished request.
+    TestOne,
+    /// Drive progress once; collect every finished request.
+    TestSome,
+}
+
+/// Drives the engine for the pending requests of `reqs` (lending their
+/// engine requests for one engine call) and records in place the ones that
+/// finished.
+fn drive(reqs: &mut [Option<Request<'_>>], how: Drive) {
+    let mut set = Vec::with_capacity(reqs.len());
+    for slot in reqs.iter_mut() {
+        let lent = match slot {
+            Some(r) => match r.lend() {
+                Ok(l) => l,
+                Err(_) => {
+                    r.state = State::Lost;
+                    None
+                }
+            },
+            None => None,
+        };
+        set.push(lent);
+    }
+    if set.iter().all(Option::is_none) {
+        return;
+    }
+    let done: Vec<(usize, vci::Status)> = match how {
+        Drive::WaitOne => vci::wait_any(&mut set).into_iter().collect(),
+        Drive::WaitSome => vci::wait_some(&mut set),
+        Drive::TestOne => vci::test_any(&mut set).into_iter().collect(),
+        Drive::TestSome => vci::test_some(&mut set),
+    };
+    for (slot, lent) in reqs.iter().zip(set) {
+        if let (Some(r), Some(e)) = (slot, lent) {
+            r.give_back(e);
+        }
+    }
+    for (i, st) in done {
+        if let Some(r) = reqs.get_mut(i).and_then(Option::as_mut) {
+            r.finished(st);
+        }
+    }
+}
+
+/// Takes the finished requests out of `reqs` (the first only if `one`) and
+/// returns their indices and outcomes.
+fn take_done(reqs: &mut [Option<Request<'_>>], one: bool, out: &mut Vec<(usize, Result<Status>)>) {
+    for (i, slot) in reqs.iter_mut().enumerate() {
+        let Some(res) = slot.as_ref().and_then(Request::result) else {
+            continue;
+        };
+        *slot = None; // finished: dropping does not wait
+        out.push((i, res));
+        if one {
+            return;
+        }
+    }
+}
+
+fn any_done(reqs: &[Option<Request<'_>>]) -> bool {
+    reqs.iter().flatten().any(Request::is_complete)
+}
+
+/// Waits until one request of `reqs` has finished, removes it (as rsmpi's
+/// `mpi::request::wait_any`: later requests move down by one) and returns
+/// the index it had and its outcome; `None` if `reqs` is empty.
+pub fn wait_any<'s>(reqs: &mut Vec<Request<'s>>) -> Option<(usize, Result<Status>)> {
+    let mut set: Vec<Option<Request<'s>>> = reqs.drain(..).map(Some).collect();
+    let mut out = Vec::with_capacity(1);
+    if !any_done(&set) {
+        drive(&mut set, Drive::WaitOne);
+    }
+    take_done(&mut set, true, &mut out);
+    reqs.extend(set.into_iter().flatten());
+    out.pop()
+}
+
+/// A set of requests completed together (rsmpi's `RequestCollection`;
+/// MPI's arrays of requests for `MPI_Waitany` and friends).
+///
+/// [`RequestCollection::add`] gives each request an index (0, 1, …, in
+/// order of addition). A request is reported once, when one of the
+/// `wait_*` / `test_*` operations sees it finished: as `(index, outcome)`,
+/// the outcome being its status in the ranks of its own communicator, or
+/// its error. From then on its index is empty (MPI's
+/// `MPI_REQUEST_NULL`). The requests of one collection belong to one
+/// scope; dropping the collection drops the requests it still holds,
+/// which waits for them.
+#[derive(Debug, Default)]
+pub struct RequestCollection<'s> {
+    requests: Vec<Option<Request<'s>>>,
+}
+
+/// The outcomes of finished requests by index, as the set operations
+/// report them.
+pub type Outcomes = Vec<(usize, Result<Status>)>;
+
+impl<'s> RequestCollection<'s> {
+    /// An empty collection.
+    pub fn new() -> Self {
+        RequestCollection {
+            requests: Vec::new(),
+        }
+    }
+
+    /// An empty collection with room for `n` requests.
+    pub fn with_capacity(n: usize) -> Self {
+        RequestCollection {
+            requests: Vec::with_capacity(n),
+        }
+    }
+
+    /// Adds a request (pending, or finished already: then the next
+    /// operation reports it) and returns its index.
+    pub fn add(&mut self, req: Request<'s>) -> usize {
+        self.requests.push(Some(req));
+        self.requests.len() - 1
+    }
+
+    /// The number of requests ever added (the indices are `0..len()`).
+    pub fn len(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// Whether no request was ever added.
+    pub fn is_empty(&self) -> bool {
+        self.requests.is_empty()
+    }
+
+    /// The number of requests not reported yet.
+    pub fn incomplete(&self) -> usize {
+        self.requests.iter().flatten().count()
+    }
+
+    /// The request at `index`, if it has not been reported yet.
+    pub fn get(&self, index: usize) -> Option<&Request<'s>> {
+        self.requests.get(index).and_then(Option::as_ref)
+    }
+
+    /// Cancels the request at `index` (see [`Request::cancel`]); `false`
+    /// if there is none or it cannot be cancelled. It is still reported
+    /// by a later `wait_*` / `test_*`, cancelled.
+    pub fn cancel(&self, index: usize) -> bool {
+        self.get(index).is_some_and(Request::cancel)
+    }
+
+    /// Waits until a request has finished and reports it (`MPI_Waitany`);
+    /// `None` if every request was reported already.
+    pub fn wait_any(&mut self) -> Option<(usize, Result<Status>)> {
+        if !any_done(&self.requests) {
+            drive(&mut self.requests, Drive::WaitOne);
+        }
+        let mut out = Vec::with_capacity(1);
+        take_done(&mut self.requests, true, &mut out);
+        out.pop()
+    }
+
+    /// Waits until at least one request has finished and reports every
+    /// finished one into `result` (cleared first; by index;
+    /// `MPI_Waitsome`). Leaves `result` empty if every request was
+    /// reported already.
+    pub fn wait_some(&mut self, result: &mut Outcomes) {
+        result.clear();
+        let how = if any_done(&self.requests) {
+            Drive::TestSome
+        } else {
+            Drive::WaitSome
+        };
+        drive(&mut self.requests, how);
+        take_done(&mut self.requests, false, result);
+    }
+
+    /// Waits until every request has finished and reports all those not
+    /// reported yet into `result` (cleared first; by index;
+    /// `MPI_Waitall`).
+    pub fn wait_all(&mut self, result: &mut Outcomes) {
+        result.clear();
+        while self.requests.iter().flatten().any(|r| !r.is_complete()) {
+            drive(&mut self.requests, Drive::WaitSome);
+        }
+        take_done(&mut self.requests, false, result);
+    }
+
+    /// Drives progress once and reports one finished request, if any
+    /// (`MPI_Testany`).
+    pub fn test_any(&mut self) -> Option<(usize, Result<Status>)> {
+        if !any_done(&self.requests) {
+            drive(&mut self.requests, Drive::TestOne);
+        }
+        let mut out = Vec::with_capacity(1);
+        take_done(&mut self.requests, true, &mut out);
+        out.pop()
+    }
+
+    /// Drives progress once and reports every finished request into
+    /// `result` (cleared first; by index; `MPI_Testsome`).
+    pub fn test_some(&mut self, result: &mut Outcomes) {
+        result.clear();
+        drive(&mut self.requests, Drive::TestSome);
+        take_done(&mut self.requests, false, result);
+    }
+
+    /// Drives progress once; if every request not yet reported has
+    /// finished, reports them all into `result` (cleared first; by index)
+    /// and returns `true`, else reports nothing and returns `false`
+    /// (`MPI_Testall`; the requests that did finish are reported later).
+    pub fn test_all(&mut self, result: &mut Outcomes) -> bool {
+        result.clear();
+        drive(&mut self.requests, Drive::TestSome);
+        if self.requests.iter().flatten().all(Request::is_complete) {
+            take_done(&mut self.requests, false, result);
+            true
+        } else {
+            false
         }
     }
 }
