@@ -1,0 +1,367 @@
+//! Point-to-point ownership passing: [`Give`] (on a destination process)
+//! and [`Take`] (on a process or `any_process()`), blocking and in a
+//! [`request::scope`](hmpi_core::request::scope).
+//!
+//! `give` moves the value: the sender cannot touch it afterwards (the
+//! borrow checker sees to that), and the receiver's `take` returns it —
+//! the very same heap block when both sides' global allocator is the node
+//! heap, nothing copied. A give is complete at once (the block is the
+//! receiver's as soon as it is queued), so it never waits for the taker.
+//!
+//! Gives and takes are messages like any other: they share the queues and
+//! MPI's ordering with two-sided sends and receives of the same
+//! communicator, and mix with them — a plain receive of a given value gets
+//! a copy of its bytes (and the block is freed), a take of a plain send
+//! gets a fresh block holding the payload. Only values that are their
+//! bytes ([`Transferable::PLAIN`](crate::Transferable::PLAIN)) make sense
+//! across that border: a *deep* value (a `Box<Vec<u8>>`, say) received by
+//! a plain receive delivers the outer value's bytes — addresses, not data —
+//! and the blocks it owned stay allocated (the plain receiver cannot drop
+//! them). Take deep values, never receive them.
+//!
+//! Nonblocking: [`Give::immediate_give`] returns an ordinary
+//! [`Request`] (complete already); [`Take::immediate_take`] fills a
+//! [`TakeSlot`] that the caller keeps and opens after the request
+//! completed (after the scope, as for `immediate_receive_into`). Both mix
+//! with two-sided requests of the same scope.
+//!
+//! # Example
+//! ```
+//! use opi::prelude::*;
+//!
+//! let universe = hmpi_core::init().unwrap();
+//! let world = universe.world();
+//! let me = world.this_process();
+//! me.give_with_tag(Box::new([1.5f64; 4]), 3).unwrap();
+//! let b = world.any_process().take::<[f64; 4]>().unwrap();
+//! assert_eq!(*b, [1.5; 4]);
+//!
+//! me.give(vec![1u32, 2, 3]).unwrap();
+//! me.send(&[7u32, 8][..]).unwrap(); // a plain send, taken below
+//! let mut slot = TakeSlot::<Vec<u32>>::new();
+//! hmpi_core::request::scope(|scope| {
+//!     let r = me.immediate_take(scope, &mut slot).unwrap();
+//!     r.wait().unwrap();
+//! });
+//! assert_eq!(slot.into_inner().unwrap(), Some(vec![1, 2, 3]));
+//! assert_eq!(me.take_vec::<u32>().unwrap(), [7, 8]);
+//! ```
+
+use crate::error::GiveError;
+use crate::givable::Givable;
+use crate::pool::OpiBuf;
+use crate::transfer::Transferable;
+use hmpi_core::environment::endpoint;
+use hmpi_core::point_to_point::engine_error;
+use hmpi_core::request::{Request, Scope};
+use hmpi_core::traits::{Communicator, Destination, Source};
+use hmpi_core::{Error, Result, SimpleCommunicator, Status, ANY_TAG, PROC_NULL, TAG_UB};
+use std::marker::PhantomData;
+use vci::OwnedBlock;
+
+pub(crate) fn check_send_tag(tag: i32) -> Result<()> {
+    if (0..=TAG_UB).contains(&tag) {
+        Ok(())
+    } else {
+        Err(Error::Tag { tag })
+    }
+}
+
+pub(crate) fn check_recv_tag(tag: i32) -> Result<()> {
+    if tag == ANY_TAG {
+        Ok(())
+    } else {
+        check_send_tag(tag)
+    }
+}
+
+/// Gives `v` to communicator rank `dest` with `tag` in engine context
+/// `context`; the engine's request (complete at once).
+pub(crate) fn give_on<V: Givable>(
+    comm: &SimpleCommunicator,
+    dest: i32,
+    tag: i32,
+    context: u32,
+    v: V,
+) -> std::result::Result<vci::Request<'static>, GiveError<V>> {
+    let checked = check_send_tag(tag)
+        .and_then(|()| endpoint())
+        .and_then(|ep| Ok((ep, comm.to_world(dest)?)));
+    let (ep, dest) = match checked {
+        Ok(x) => x,
+        Err(error) => return Err(GiveError { error, value: v }),
+    };
+    crate::pool::prepare();
+    let block = match v.into_block() {
+        Ok(b) => b,
+        Err((value, error)) => return Err(GiveError { error, value }),
+    };
+    // SAFETY: `into_block` handed us the value's block (of the global
+    // allocator, or of size 0), which we give up on success; on error the
+    // engine leaves it untouched and we rebuild the value from it.
+    match unsafe { ep.isend_owned(block, dest, tag, context) } {
+        Ok(r) => Ok(r),
+        Err(e) => Err(GiveError {
+            error: engine_error(e, comm.world_to_comm()),
+            // SAFETY: the block `into_block` made, still ours.
+            value: unsafe { V::restore(block) },
+        }),
+    }
+}
+
+/// Takes a value from communicator rank `source` (or `ANY_SOURCE`) with
+/// `tag` (or `ANY_TAG`) in engine context `context`.
+pub(crate) fn take_on<V: Givable>(
+    comm: &SimpleCommunicator,
+    source: i32,
+    tag: i32,
+    context: u32,
+) -> Result<(V, Status)> {
+    check_recv_tag(tag)?;
+    let ep = endpoint()?;
+    let src = comm.source_to_world(source)?;
+    if src == PROC_NULL {
+        return Err(nothing_from_proc_null(comm));
+    }
+    let (b, st) = ep
+        .recv_owned(V::ALIGN, src, tag, context)
+        .map_err(|e| engine_error(e, comm.world_to_comm()))?;
+    let st = Status::from_engine(st, Some(comm.world_to_comm()));
+    // SAFETY: a block the engine just handed us.
+    let v = unsafe { V::from_block(b) }?;
+    Ok((v, st))
+}
+
+fn nothing_from_proc_null(comm: &SimpleCommunicator) -> Error {
+    // A take produces a value; PROC_NULL has none to give.
+    Error::Rank {
+        rank: PROC_NULL,
+        size: comm.size(),
+    }
+}
+
+/// Giving ownership to a destination (implemented for every
+/// [`Destination`], i.e. `process_at_rank(r)`).
+pub trait Give: Destination {
+    /// Gives `v` with `tag` (`OPI_Give`): the value moves to the
+    /// destination, which takes it. Complete when this returns. On error the
+    /// value comes back in the [`GiveError`]. A give to `PROC_NULL` drops
+    /// the value.
+    fn give_with_tag<V: Givable>(&self, v: V, tag: i32) -> std::result::Result<(), GiveError<V>> {
+        let c = self.comm();
+        give_on(c, self.destination_rank(), tag, c.context(), v).map(drop)
+    }
+
+    /// [`Give::give_with_tag`] with tag 0.
+    fn give<V: Givable>(&self, v: V) -> std::result::Result<(), GiveError<V>> {
+        self.give_with_tag(v, 0)
+    }
+
+    /// Gives `v` with `tag` as a request of `scope` (`OPI_Igive`): the
+    /// request is complete already (a give never waits for the taker) and
+    /// mixes with two-sided requests in waits and tests.
+    fn immediate_give_with_tag<'s, V: Givable>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        v: V,
+        tag: i32,
+    ) -> std::result::Result<Request<'s>, GiveError<V>> {
+        let c = self.comm();
+        let r = give_on(c, self.destination_rank(), tag, c.context(), v)?;
+        Ok(scope.adopt(r, c))
+    }
+
+    /// [`Give::immediate_give_with_tag`] with tag 0.
+    fn immediate_give<'s, V: Givable>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        v: V,
+    ) -> std::result::Result<Request<'s>, GiveError<V>> {
+        self.immediate_give_with_tag(scope, v, 0)
+    }
+}
+
+impl<D: Destination + ?Sized> Give for D {}
+
+/// Taking ownership from a source (implemented for every [`Source`]:
+/// `process_at_rank(r)` and `any_process()`). Receives without `_with_tag`
+/// take any tag. A value of another type than asked is [`Error::Type`] (see
+/// [`crate::givable`]); a take from `PROC_NULL` is [`Error::Rank`] (there
+/// is no value to return).
+pub trait Take: Source {
+    /// Takes a value of any [`Givable`] type with `tag`, and its status.
+    fn take_owned_with_tag<V: Givable>(&self, tag: i32) -> Result<(V, Status)> {
+        let c = self.comm();
+        take_on(c, self.source_rank(), tag, c.context())
+    }
+
+    /// [`Take::take_owned_with_tag`] with any tag.
+    fn take_owned<V: Givable>(&self) -> Result<(V, Status)> {
+        self.take_owned_with_tag(ANY_TAG)
+    }
+
+    /// Takes a boxed `T` with `tag` (`OPI_Take`).
+    fn take_with_tag<T: Transferable>(&self, tag: i32) -> Result<Box<T>> {
+        self.take_owned_with_tag(tag).map(|(v, _)| v)
+    }
+
+    /// Takes a boxed `T` with any tag.
+    fn take<T: Transferable>(&self) -> Result<Box<T>> {
+        self.take_with_tag(ANY_TAG)
+    }
+
+    /// Takes a `Vec<T>` with `tag`.
+    fn take_vec_with_tag<T: Transferable>(&self, tag: i32) -> Result<Vec<T>> {
+        self.take_owned_with_tag(tag).map(|(v, _)| v)
+    }
+
+    /// Takes a `Vec<T>` with any tag.
+    fn take_vec<T: Transferable>(&self) -> Result<Vec<T>> {
+        self.take_vec_with_tag(ANY_TAG)
+    }
+
+    /// Takes a `Box<[T]>` with any tag.
+    fn take_boxed_slice<T: Transferable>(&self) -> Result<Box<[T]>> {
+        self.take_owned().map(|(v, _)| v)
+    }
+
+    /// Takes a `String` with any tag.
+    fn take_string(&self) -> Result<String> {
+        self.take_owned().map(|(v, _)| v)
+    }
+
+    /// Takes a pooled buffer of `T`s with `tag`.
+    fn take_buf_with_tag<T: Transferable>(&self, tag: i32) -> Result<OpiBuf<T>> {
+        self.take_owned_with_tag(tag).map(|(v, _)| v)
+    }
+
+    /// Takes a pooled buffer of `T`s with any tag.
+    fn take_buf<T: Transferable>(&self) -> Result<OpiBuf<T>> {
+        self.take_buf_with_tag(ANY_TAG)
+    }
+
+    /// Starts taking a value with `tag` into `slot` (`OPI_Itake`); the
+    /// request belongs to `scope`, which completes it at its end at the
+    /// latest. Open the slot after the scope ([`TakeSlot::into_inner`]).
+    /// Whatever the slot held before is dropped.
+    fn immediate_take_with_tag<'s, V: Givable>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        slot: &'s mut TakeSlot<V>,
+        tag: i32,
+    ) -> Result<Request<'s>> {
+        check_recv_tag(tag)?;
+        let c = self.comm();
+        let ep = endpoint()?;
+        let src = c.source_to_world(self.source_rank())?;
+        if src == PROC_NULL {
+            return Err(nothing_from_proc_null(c));
+        }
+        slot.clear();
+        // SAFETY: the engine's request goes into `scope` at once, which
+        // completes it (waiting, or cancelling when unwinding) before `'s`
+        // ends, however the program treats the returned handle; the slot is
+        // borrowed mutably for `'s`, so nothing else touches it meanwhile.
+        let r = unsafe { ep.irecv_owned(&mut slot.block, V::ALIGN, src, tag, c.context()) }
+            .map_err(|e| engine_error(e, c.world_to_comm()))?;
+        Ok(scope.adopt(r, c))
+    }
+
+    /// [`Take::immediate_take_with_tag`] with any tag.
+    fn immediate_take<'s, V: Givable>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        slot: &'s mut TakeSlot<V>,
+    ) -> Result<Request<'s>> {
+        self.immediate_take_with_tag(scope, slot, ANY_TAG)
+    }
+}
+
+impl<S: Source + ?Sized> Take for S {}
+
+/// Where a nonblocking take puts its value: keep it outside the scope,
+/// lend it to [`Take::immediate_take`], open it after the scope.
+///
+/// ```
+/// use opi::prelude::*;
+///
+/// let universe = hmpi_core::init().unwrap();
+/// let world = universe.world();
+/// let me = world.this_process();
+/// let mut slots: Vec<TakeSlot<Box<u64>>> = (0..3).map(|_| TakeSlot::new()).collect();
+/// hmpi_core::request::scope(|scope| {
+///     let mut reqs = Vec::new();
+///     for s in slots.iter_mut() {
+///         reqs.push(me.immediate_take(scope, s).unwrap());
+///     }
+///     for i in 0..3u64 {
+///         me.give(Box::new(i)).unwrap();
+///     }
+///     for r in reqs {
+///         r.wait().unwrap();
+///     }
+/// });
+/// let got: Vec<u64> = slots.into_iter().map(|s| *s.into_inner().unwrap().unwrap()).collect();
+/// assert_eq!(got, [0, 1, 2]);
+/// ```
+pub struct TakeSlot<V: Givable> {
+    block: Option<OwnedBlock>,
+    _value: PhantomData<fn() -> V>,
+}
+
+impl<V: Givable> TakeSlot<V> {
+    /// An empty slot.
+    pub const fn new() -> Self {
+        TakeSlot {
+            block: None,
+            _value: PhantomData,
+        }
+    }
+
+    /// Whether a take has put a message here.
+    pub fn is_filled(&self) -> bool {
+        self.block.is_some()
+    }
+
+    /// The taken value: `Ok(None)` if nothing was taken (the take never
+    /// ran, was cancelled, or its allocation failed — its request reported
+    /// that), an error if the message does not hold a `V` (its block is
+    /// freed).
+    pub fn into_inner(mut self) -> Result<Option<V>> {
+        self.take()
+    }
+
+    /// Like [`TakeSlot::into_inner`], leaving the slot empty for reuse.
+    pub fn take(&mut self) -> Result<Option<V>> {
+        match self.block.take() {
+            // SAFETY: a block the engine put here for us.
+            Some(b) => unsafe { V::from_block(b) }.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn clear(&mut self) {
+        drop(self.take());
+    }
+}
+
+impl<V: Givable> Default for TakeSlot<V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<V: Givable> Drop for TakeSlot<V> {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+impl<V: Givable> std::fmt::Debug for TakeSlot<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TakeSlot")
+            .field("value", &std::any::type_name::<V>())
+            .field("filled", &self.is_filled())
+            .finish()
+    }
+}
