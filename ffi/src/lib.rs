@@ -1,2 +1,77 @@
-//! `libhmpi`: the C interface of hmpi (the MPI subset, OPI, and `malloc`
-//! on the node's shared heap).
+//! `libhmpi`: the C interface of hmpi — the MPI point-to-point subset with
+//! the MPI 5.0 standard ABI, and `malloc` on the node's shared heap.
+//!
+//! A C program compiled against `include/mpi.h` (with `hmpicc`, see
+//! `docs/c-abi.md`) and linked with `-lhmpi` runs under `hmpirun` as one
+//! rank per process; its `malloc`ed buffers live in the shared heap, so the
+//! engine copies a message once, from the sender's buffer straight into
+//! the receiver's.
+//!
+//! * [`abi`]: handle types, predefined handles, constants, `MPI_Status`;
+//! * [`alloc`]: the `malloc` family and the library's own allocator;
+//! * [`errors`]: error classes, error handlers, the routine wrapper;
+//! * [`handles`]: the tables behind created handles;
+//! * [`env`]: init, finalize, clocks, versions, `MPI_Alloc_mem`;
+//! * [`comm`]: communicators and groups;
+//! * [`datatype`]: predefined and derived datatypes, packing;
+//! * [`p2p`]: sends, receives, probes;
+//! * [`request`]: waiting and testing.
+//!
+//! Every routine `MPI_X` is exported with its profiling twin `PMPI_X`.
+//!
+//! ```c
+//! #include <mpi.h>
+//! int main(int argc, char **argv) {
+//!     MPI_Init(&argc, &argv);
+//!     int rank;
+//!     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+//!     double *x = malloc(1 << 20);           // in the shared heap
+//!     if (rank == 0) MPI_Send(x, 1 << 17, MPI_DOUBLE, 1, 0, MPI_COMM_WORLD);
+//!     if (rank == 1) MPI_Recv(x, 1 << 17, MPI_DOUBLE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+//!     free(x);
+//!     return MPI_Finalize();
+//! }
+//! ```
+
+#![allow(non_snake_case)]
+
+/// Defines `PMPI_X` with the body and `MPI_X` calling it, both exported.
+macro_rules! mpi_fn {
+    ($(
+        $(#[doc = $doc:expr])*
+        fn $name:ident / $pname:ident ( $($arg:ident : $ty:ty),* $(,)? ) -> $ret:ty $body:block
+    )*) => {$(
+        $(#[doc = $doc])*
+        ///
+        /// # Safety
+        /// Pointer arguments are valid as the MPI standard requires for
+        /// this routine.
+        #[no_mangle]
+        pub unsafe extern "C" fn $pname($($arg: $ty),*) -> $ret $body
+
+        $(#[doc = $doc])*
+        ///
+        /// # Safety
+        /// As for the `PMPI_` routine of the same name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            // SAFETY: the same contract as this function's.
+            unsafe { $pname($($arg),*) }
+        }
+    )*};
+}
+
+pub mod abi;
+pub mod alloc;
+pub mod comm;
+pub mod datatype;
+pub mod env;
+pub mod errors;
+pub mod handles;
+pub mod p2p;
+pub mod request;
+
+/// libhmpi's own Rust allocations: the shared heap once attached, glibc's
+/// internal entry points before (see [`alloc`]).
+#[global_allocator]
+static ALLOC: alloc::LibHeap = alloc::LibHeap;

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Builds libhmpi and lays out what a C program needs, in one place:
+#
+#   <target>/hmpi/lib/libhmpi.so, lib/libhmpi.a, lib/pkgconfig/hmpi.pc
+#   <target>/hmpi/include/mpi.h (and opi.h when built)
+#   <target>/hmpi/bin/hmpicc, bin/hmpicxx, bin/hmpirun
+#
+# where <target> is $CARGO_TARGET_DIR, or target/ at the workspace root.
+#
+# Usage: ffi/build.sh [--debug] [--no-build] [--lib-dir DIR] [--prefix DIR]
+#   --debug      the dev profile (default: release); prefix <target>/hmpi-debug
+#   --no-build   do not run cargo: lay out what is in the profile's directory
+#   --lib-dir    where cargo put libhmpi.so (default: <target>/release or debug)
+#   --prefix     where to lay out (default: <target>/hmpi)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+profile=release
+build=1
+lib_dir=""
+prefix=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --debug) profile=debug ;;
+        --no-build) build=0 ;;
+        --lib-dir) lib_dir=$2; shift ;;
+        --prefix) prefix=$2; shift ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        *) echo "build.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+target=${CARGO_TARGET_DIR:-$root/target}
+case "$target" in /*) ;; *) target=$PWD/$target ;; esac
+if [ -z "$lib_dir" ]; then
+    lib_dir=$target/$profile
+fi
+if [ -z "$prefix" ]; then
+    if [ "$profile" = release ]; then prefix=$target/hmpi; else prefix=$target/hmpi-debug; fi
+fi
+if [ "$build" = 1 ]; then
+    flag=""
+    if [ "$profile" = release ]; then flag=--release; fi
+    (cd "$root" && cargo build $flag -p hmpi-ffi && cargo build $flag -p hmpi-core --bin hmpirun)
+fi
+for f in libhmpi.so libhmpi.a; do
+    if [ ! -f "$lib_dir/$f" ]; then
+        echo "build.sh: $lib_dir/$f is missing (build hmpi-ffi first, or drop --no-build)" >&2
+        exit 1
+    fi
+done
+mkdir -p "$prefix/lib/pkgconfig" "$prefix/include" "$prefix/bin"
+prefix=$(cd "$prefix" && pwd)
+
+# Copies into place atomically (concurrent layouts never see half a file).
+put() {
+    local tmp
+    tmp="$2.tmp.$$"
+    cp "$1" "$tmp"
+    chmod "$3" "$tmp"
+    mv -f "$tmp" "$2"
+}
+
+put "$lib_dir/libhmpi.so" "$prefix/lib/libhmpi.so" 755
+put "$lib_dir/libhmpi.a" "$prefix/lib/libhmpi.a" 644
+for h in "$here"/include/*.h; do
+    put "$h" "$prefix/include/$(basename "$h")" 644
+done
+put "$here/tools/hmpicc" "$prefix/bin/hmpicc" 755
+put "$here/tools/hmpicc" "$prefix/bin/hmpicxx" 755
+if [ -f "$lib_dir/hmpirun" ]; then
+    put "$lib_dir/hmpirun" "$prefix/bin/hmpirun" 755
+fi
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n1)
+sed -e "s|@prefix@|$prefix|" -e "s|@version@|$version|" "$here/tools/hmpi.pc.in" > "$prefix/lib/pkgconfig/hmpi.pc.tmp.$$"
+mv -f "$prefix/lib/pkgconfig/hmpi.pc.tmp.$$" "$prefix/lib/pkgconfig/hmpi.pc"
+echo "$prefix"

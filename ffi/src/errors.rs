@@ -1,0 +1,381 @@
+//! Errors of the C interface: classes, error handlers, and the wrapper
+//! that every routine runs in.
+//!
+//! A routine's body returns `Result<(), MpiError>`; [`api`] turns that into
+//! the returned code after calling the error handler of the communicator
+//! the error belongs to (`MPI_COMM_SELF`'s when it belongs to none, as MPI
+//! 4 says; the initial handler `MPI_ERRORS_ARE_FATAL` before `MPI_Init`):
+//!
+//! * `MPI_ERRORS_ARE_FATAL` (the default) and `MPI_ERRORS_ABORT` print
+//!   `hmpi: rank R: MPI_Xxx: what went wrong [MPI_ERR_CLASS]` on standard
+//!   error and end the process with the error class as exit status, so the
+//!   launcher ends the job;
+//! * `MPI_ERRORS_RETURN` returns the code;
+//! * a handler made with `MPI_Comm_create_errhandler` is called with the
+//!   communicator and the code, and the code is returned.
+//!
+//! Error codes are the standard ABI's error classes themselves, so
+//! `MPI_Error_class(code) == code`. A panic inside the library never
+//! crosses the C boundary: it becomes `MPI_ERR_INTERN`.
+//!
+//! In C:
+//! ```c
+//! MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+//! int rc = MPI_Send(buf, 1, MPI_INT, 99, 0, MPI_COMM_WORLD);
+//! int cls;
+//! MPI_Error_class(rc, &cls);          // MPI_ERR_RANK
+//! ```
+
+use crate::abi::{self, Comm, Errhandler};
+use crate::comm::{comm_ref, CommRef};
+use crate::handles::{Table, KIND_ERRHANDLER};
+use std::ffi::{c_char, c_int};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+/// What went wrong: the MPI error class, a message, and the communicator
+/// whose error handler is called (`None`: `MPI_COMM_SELF`'s).
+#[derive(Debug)]
+pub struct MpiError {
+    pub class: c_int,
+    pub msg: String,
+    pub on: Option<CommRef>,
+}
+
+impl MpiError {
+    pub fn new(class: c_int, msg: impl Into<String>) -> Self {
+        MpiError {
+            class,
+            msg: msg.into(),
+            on: None,
+        }
+    }
+
+    /// Raises this error on `comm` (unless it already names one).
+    pub fn on(mut self, comm: &CommRef) -> Self {
+        if self.on.is_none() {
+            self.on = Some(comm.clone());
+        }
+        self
+    }
+}
+
+pub type Res<T = ()> = Result<T, MpiError>;
+
+/// Shorthand for an error value.
+pub fn err<T>(class: c_int, msg: impl Into<String>) -> Res<T> {
+    Err(MpiError::new(class, msg))
+}
+
+/// The class of an error of the runtime.
+pub fn class_of(e: &hmpi_core::Error) -> c_int {
+    use hmpi_core::Error as E;
+    match e {
+        E::Rank { .. } => abi::ERR_RANK,
+        E::Tag { .. } => abi::ERR_TAG,
+        E::Count { .. } => abi::ERR_COUNT,
+        E::Truncate { .. } => abi::ERR_TRUNCATE,
+        E::Comm { .. } => abi::ERR_COMM,
+        E::Group { .. } => abi::ERR_GROUP,
+        E::Type { .. } => abi::ERR_TYPE,
+        E::Heap(shmheap::Error::Exhausted(_)) => abi::ERR_NO_MEM,
+        E::Heap(_) | E::Engine(_) | E::AlreadyInitialized => abi::ERR_OTHER,
+        E::NotInitialized | E::Finalized => abi::ERR_OTHER,
+        E::Internal(_) => abi::ERR_INTERN,
+        _ => abi::ERR_OTHER,
+    }
+}
+
+impl From<hmpi_core::Error> for MpiError {
+    fn from(e: hmpi_core::Error) -> Self {
+        let msg = match &e {
+            hmpi_core::Error::NotInitialized => "MPI_Init has not been called".to_owned(),
+            hmpi_core::Error::Finalized => "MPI_Finalize was already called".to_owned(),
+            other => other.to_string(),
+        };
+        MpiError::new(class_of(&e), msg)
+    }
+}
+
+impl From<vci::Error> for MpiError {
+    fn from(e: vci::Error) -> Self {
+        hmpi_core::Error::from(e).into()
+    }
+}
+
+/// The name of an error class (`MPI_ERR_...`), or `None` for a value that
+/// is not one.
+pub fn class_name(class: c_int) -> Option<&'static str> {
+    usize::try_from(class)
+        .ok()
+        .and_then(|c| abi::ERROR_CLASSES.get(c))
+        .map(|(name, _)| *name)
+}
+
+/// A user error handler (`MPI_Comm_create_errhandler`).
+pub type CommErrhandlerFn = unsafe extern "C" fn(*mut Comm, *mut c_int, ...);
+
+/// An error handler attached to a communicator.
+#[derive(Clone, Debug)]
+pub enum Handler {
+    /// `MPI_ERRORS_ARE_FATAL`, `MPI_ERRORS_RETURN` or `MPI_ERRORS_ABORT`.
+    Predefined(Errhandler),
+    /// A user function, with the handle it was created under (it stays
+    /// usable by communicators after `MPI_Errhandler_free`).
+    User(Errhandler, Arc<UserHandler>),
+}
+
+impl Handler {
+    pub fn handle(&self) -> Errhandler {
+        match self {
+            Handler::Predefined(h) | Handler::User(h, _) => *h,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct UserHandler {
+    pub f: CommErrhandlerFn,
+}
+
+/// User error handlers by handle.
+static HANDLERS: Table<Arc<UserHandler>> = Table::new(KIND_ERRHANDLER);
+
+const PREDEFINED_HANDLERS: [Errhandler; 3] =
+    [abi::ERRORS_ARE_FATAL, abi::ERRORS_RETURN, abi::ERRORS_ABORT];
+
+/// The handler behind an errhandler handle.
+fn handler_of(h: Errhandler) -> Res<Handler> {
+    if PREDEFINED_HANDLERS.contains(&h) {
+        return Ok(Handler::Predefined(h));
+    }
+    if h == abi::ERRHANDLER_NULL {
+        return err(abi::ERR_ARG, "MPI_ERRHANDLER_NULL is not an error handler");
+    }
+    HANDLERS
+        .get(h.0)
+        .map(|u| Handler::User(h, u))
+        .map_err(|_| MpiError::new(abi::ERR_ARG, format!("{:#x} is not an error handler", h.0)))
+}
+
+fn rank_text() -> String {
+    hmpi_core::environment::endpoint()
+        .map(|ep| ep.rank().to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// Ends the job after an error under `MPI_ERRORS_ARE_FATAL`.
+fn fatal(func: &str, e: &MpiError) -> ! {
+    eprintln!(
+        "hmpi: rank {}: {func}: {} [{}]",
+        rank_text(),
+        e.msg,
+        class_name(e.class).unwrap_or("MPI_ERR_UNKNOWN")
+    );
+    hmpi_core::abort(e.class.clamp(1, 255))
+}
+
+/// Calls the error handler for `e` and returns the code to give back.
+pub fn raise(func: &str, e: MpiError) -> c_int {
+    let comm = match e.on.clone() {
+        Some(c) => Some(c),
+        None => comm_ref(abi::COMM_SELF).ok(),
+    };
+    let Some(comm) = comm else {
+        fatal(func, &e); // the initial handler, before MPI_Init
+    };
+    call_handler(func, &comm, e)
+}
+
+fn call_handler(func: &str, comm: &CommRef, e: MpiError) -> c_int {
+    match comm.errhandler() {
+        Handler::Predefined(h) if h == abi::ERRORS_RETURN => e.class,
+        Handler::Predefined(_) => fatal(func, &e),
+        Handler::User(_, u) => {
+            let mut handle = comm.handle;
+            let mut code = e.class;
+            // SAFETY: a function the program registered with
+            // MPI_Comm_create_errhandler, called as MPI specifies (the
+            // communicator and the code by pointer).
+            unsafe { (u.f)(&mut handle, &mut code) };
+            e.class
+        }
+    }
+}
+
+/// Runs a routine's body: no panic crosses the C boundary, an error goes
+/// through the error handler.
+pub fn api(func: &'static str, body: impl FnOnce() -> Res) -> c_int {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => abi::SUCCESS,
+        Ok(Err(e)) => raise(func, e),
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            raise(
+                func,
+                MpiError::new(abi::ERR_INTERN, format!("internal panic: {what}")),
+            )
+        }
+    }
+}
+
+/// [`api`] for a routine on a communicator: the handle is looked up
+/// first, and the body's errors go to that communicator's handler.
+pub fn api_comm(func: &'static str, comm: Comm, body: impl FnOnce(&CommRef) -> Res) -> c_int {
+    api(func, || {
+        let c = comm_ref(comm)?;
+        body(&c).map_err(|e| e.on(&c))
+    })
+}
+
+/// Checks an output pointer.
+pub fn out<T>(p: *mut T, what: &str) -> Res<*mut T> {
+    if p.is_null() {
+        err(abi::ERR_ARG, format!("{what} is a null pointer"))
+    } else {
+        Ok(p)
+    }
+}
+
+/// Writes `value` through a checked output pointer.
+///
+/// # Safety
+/// `p`, if not null, is valid for a write of `T`.
+pub unsafe fn put<T>(p: *mut T, what: &str, value: T) -> Res {
+    let p = out(p, what)?;
+    // SAFETY: non-null, and valid by the caller's guarantee.
+    unsafe { p.write(value) };
+    Ok(())
+}
+
+/// Copies `s` into a C buffer of `cap` bytes (truncated, NUL-terminated)
+/// and stores its length.
+///
+/// # Safety
+/// `buf` is valid for `cap` bytes and `len` for an int, when not null.
+pub unsafe fn put_string(buf: *mut c_char, cap: usize, len: *mut c_int, s: &str) -> Res {
+    out(buf, "the string buffer")?;
+    out(len, "the length pointer")?;
+    let bytes = s.as_bytes();
+    let n = bytes.len().min(cap.saturating_sub(1));
+    // SAFETY: `buf` holds `cap` >= n + 1 bytes (the caller's guarantee).
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.cast::<u8>(), n);
+        *buf.add(n) = 0;
+        *len = n as c_int;
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------ the routines
+
+mpi_fn! {
+    /// The text of an error code.
+    fn MPI_Error_string / PMPI_Error_string(code: c_int, string: *mut c_char, len: *mut c_int) -> c_int {
+        api("MPI_Error_string", || {
+            let Some(&(name, text)) = usize::try_from(code).ok().and_then(|c| abi::ERROR_CLASSES.get(c)) else {
+                return err(abi::ERR_ARG, format!("{code} is not an error code"));
+            };
+            // SAFETY: MPI requires MPI_MAX_ERROR_STRING bytes at `string`.
+            unsafe { put_string(string, abi::MAX_ERROR_STRING, len, &format!("{name}: {text}")) }
+        })
+    }
+
+    /// The class of an error code (the code itself).
+    fn MPI_Error_class / PMPI_Error_class(code: c_int, class: *mut c_int) -> c_int {
+        api("MPI_Error_class", || {
+            if class_name(code).is_none() {
+                return err(abi::ERR_ARG, format!("{code} is not an error code"));
+            }
+            // SAFETY: an int pointer from the caller.
+            unsafe { put(class, "errorclass", code) }
+        })
+    }
+
+    /// Sets a communicator's error handler.
+    fn MPI_Comm_set_errhandler / PMPI_Comm_set_errhandler(comm: Comm, errhandler: Errhandler) -> c_int {
+        api_comm("MPI_Comm_set_errhandler", comm, |c| {
+            c.set_errhandler(handler_of(errhandler)?);
+            Ok(())
+        })
+    }
+
+    /// A communicator's error handler.
+    fn MPI_Comm_get_errhandler / PMPI_Comm_get_errhandler(comm: Comm, errhandler: *mut Errhandler) -> c_int {
+        api_comm("MPI_Comm_get_errhandler", comm, |c| {
+            // SAFETY: a handle pointer from the caller.
+            unsafe { put(errhandler, "errhandler", c.errhandler().handle()) }
+        })
+    }
+
+    /// Makes an error handler of a function.
+    fn MPI_Comm_create_errhandler / PMPI_Comm_create_errhandler(
+        f: Option<CommErrhandlerFn>,
+        errhandler: *mut Errhandler,
+    ) -> c_int {
+        api("MPI_Comm_create_errhandler", || {
+            let Some(f) = f else {
+                return err(abi::ERR_ARG, "the error handler function is null");
+            };
+            out(errhandler, "errhandler")?;
+            let h = HANDLERS
+                .insert(Arc::new(UserHandler { f }))
+                .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many error handlers"))?;
+            // SAFETY: checked non-null above; the caller's handle pointer.
+            unsafe { errhandler.write(Errhandler(h)) };
+            Ok(())
+        })
+    }
+
+    /// Calls a communicator's error handler with `code`.
+    fn MPI_Comm_call_errhandler / PMPI_Comm_call_errhandler(comm: Comm, code: c_int) -> c_int {
+        match comm_ref(comm) {
+            Ok(c) => {
+                let msg = format!("error code {code} raised by the program");
+                call_handler("MPI_Comm_call_errhandler", &c, MpiError::new(code, msg));
+                abi::SUCCESS
+            }
+            Err(e) => raise("MPI_Comm_call_errhandler", e),
+        }
+    }
+
+    /// Frees an error handler (communicators that use it keep it).
+    fn MPI_Errhandler_free / PMPI_Errhandler_free(errhandler: *mut Errhandler) -> c_int {
+        api("MPI_Errhandler_free", || {
+            let p = out(errhandler, "errhandler")?;
+            // SAFETY: checked non-null; the caller's handle.
+            let h = unsafe { p.read() };
+            if !PREDEFINED_HANDLERS.contains(&h) && HANDLERS.remove(h.0).is_err() {
+                return err(abi::ERR_ARG, format!("{:#x} is not an error handler", h.0));
+            }
+            // SAFETY: as above.
+            unsafe { p.write(abi::ERRHANDLER_NULL) };
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_errors_map_to_classes() {
+        assert_eq!(
+            class_of(&hmpi_core::Error::Rank { rank: 3, size: 2 }),
+            abi::ERR_RANK
+        );
+        assert_eq!(class_of(&hmpi_core::Error::Tag { tag: -9 }), abi::ERR_TAG);
+        let e: MpiError = vci::Error::Tag { tag: -9 }.into();
+        assert_eq!(e.class, abi::ERR_TAG);
+        assert!(e.msg.contains("-9"));
+        assert_eq!(class_name(abi::ERR_TRUNCATE), Some("MPI_ERR_TRUNCATE"));
+        assert_eq!(class_name(abi::ERR_ABI), Some("MPI_ERR_ABI"));
+        assert_eq!(class_name(63), None);
+        assert_eq!(class_name(-1), None);
+    }
+}

@@ -1,0 +1,679 @@
+//! Point-to-point routines of the C interface: blocking, nonblocking,
+//! synchronous and ready sends, receives, send-receive, probes and
+//! matched probes, `MPI_Get_count`.
+//!
+//! Each call checks its arguments (count, datatype, buffer, rank, tag:
+//! each a clear error with its MPI class), translates the communicator's
+//! ranks to world ranks and its MPI wildcards to the engine's, and calls
+//! the engine on the communicator's context. A dense datatype's data goes
+//! to the engine straight from the program's buffer, so a buffer that
+//! `malloc` placed in the shared heap is copied once, by the receiver;
+//! other datatypes are packed (see [`crate::datatype`]).
+//!
+//! Ready mode (`MPI_Rsend`) is the standard send: correct whenever the
+//! program's ready precondition holds.
+//!
+//! In C:
+//! ```c
+//! MPI_Status st;
+//! int n;
+//! MPI_Recv(buf, 100, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+//! MPI_Get_count(&st, MPI_INT, &n);   // elements received
+//! ```
+
+use crate::abi::{self, Comm, Datatype, Message, MpiStatus, Request};
+use crate::comm::{CommEntry, CommRef};
+use crate::datatype::{count_arg, type_any, type_ref, TypeInfo, TypeRef};
+use crate::errors::{api, api_comm, err, out, put, MpiError, Res};
+use crate::handles::{Table, KIND_MESSAGE};
+use crate::request::{
+    empty_status, engine_status, insert, status_error, store_status, to_mpi_status, EngineReq,
+    ReqEntry, Rest, Staged,
+};
+use std::ffi::{c_int, c_void};
+use vci::Endpoint;
+
+fn ep() -> Res<&'static Endpoint> {
+    Ok(hmpi_core::environment::endpoint()?)
+}
+
+fn bad_tag(tag: c_int) -> MpiError {
+    MpiError::new(
+        abi::ERR_TAG,
+        format!(
+            "invalid tag {tag}: tags are 0..={} (MPI_ANY_TAG only on receives)",
+            vci::TAG_UB
+        ),
+    )
+}
+
+#[inline]
+fn send_tag(tag: c_int) -> Res<i32> {
+    if (0..=vci::TAG_UB).contains(&tag) {
+        Ok(tag)
+    } else {
+        Err(bad_tag(tag))
+    }
+}
+
+#[inline]
+fn recv_tag(tag: c_int) -> Res<i32> {
+    if tag == abi::ANY_TAG {
+        Ok(vci::ANY_TAG)
+    } else {
+        send_tag(tag)
+    }
+}
+
+/// What a send reads.
+enum Outgoing {
+    /// The program's bytes, in place.
+    Direct(&'static [u8]),
+    /// A packed copy.
+    Packed(Vec<u8>),
+}
+
+impl Outgoing {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Outgoing::Direct(b) => b,
+            Outgoing::Packed(v) => v,
+        }
+    }
+
+    /// The bytes for a request that outlives this call, and the buffer to
+    /// keep alive for it.
+    fn for_request(self) -> (&'static [u8], Option<Vec<u8>>) {
+        match self {
+            Outgoing::Direct(b) => (b, None),
+            Outgoing::Packed(v) => {
+                // SAFETY: the vector's heap buffer does not move when the
+                // vector does, and the request entry keeps the vector until
+                // the engine's request is gone (see `ReqEntry`'s drop order).
+                let b = unsafe { std::slice::from_raw_parts(v.as_ptr(), v.len()) };
+                (b, Some(v))
+            }
+        }
+    }
+}
+
+/// The data of `count` elements at `buf`; `copy` packs even a dense type.
+///
+/// # Safety
+/// `buf` holds `count` elements of `ty` and stays valid and unchanged
+/// until the send completes (MPI's contract).
+unsafe fn outgoing(buf: *const c_void, count: c_int, ty: &TypeInfo, copy: bool) -> Res<Outgoing> {
+    let n = count_arg(count)?;
+    ty.check_buffer(buf, n)?;
+    let bytes = ty.bytes(n)?;
+    if bytes == 0 {
+        return Ok(Outgoing::Direct(&[]));
+    }
+    match ty.dense_offset() {
+        Some(off) if !copy => {
+            // SAFETY: the caller's guarantee: `count` dense elements start
+            // at `buf + off`.
+            Ok(Outgoing::Direct(unsafe {
+                std::slice::from_raw_parts(buf.cast::<u8>().wrapping_offset(off), bytes)
+            }))
+        }
+        _ => {
+            let mut v = vec![0u8; bytes];
+            // SAFETY: the caller's guarantee.
+            unsafe { ty.pack(buf.cast(), n, &mut v) };
+            Ok(Outgoing::Packed(v))
+        }
+    }
+}
+
+/// Where a receive lands.
+enum Incoming {
+    /// The program's buffer, in place (a raw pointer: pending receives
+    /// may share memory, as MPI allows).
+    Direct(*mut u8, usize),
+    /// A staging buffer, unpacked on completion.
+    Staged(Staged),
+}
+
+impl Incoming {
+    /// The bytes the engine writes into.
+    fn target(&mut self) -> &'static mut [u8] {
+        match self {
+            // SAFETY: the program's buffer for this blocking operation
+            // (valid, and touched by nobody else, until it completes:
+            // MPI's contract).
+            Incoming::Direct(p, len) => unsafe { std::slice::from_raw_parts_mut(*p, *len) },
+            // SAFETY: the staging vector's heap buffer does not move; it is
+            // kept (in `Staged`) until the operation is complete.
+            Incoming::Staged(s) => unsafe {
+                std::slice::from_raw_parts_mut(s.tmp.as_mut_ptr(), s.tmp.len())
+            },
+        }
+    }
+
+    /// The bytes the engine writes into, as a raw pointer (pending
+    /// receives may share memory, as MPI allows).
+    fn raw_target(&mut self) -> (*mut u8, usize) {
+        match self {
+            Incoming::Direct(p, len) => (*p, *len),
+            Incoming::Staged(s) => (s.tmp.as_mut_ptr(), s.tmp.len()),
+        }
+    }
+
+    fn finish(self, bytes: u64) {
+        if let Incoming::Staged(s) = self {
+            s.finish(bytes);
+        }
+    }
+
+    fn staged(self) -> Option<Staged> {
+        match self {
+            Incoming::Staged(s) => Some(s),
+            Incoming::Direct(..) => None,
+        }
+    }
+}
+
+/// The receive target of `count` elements at `buf`.
+///
+/// # Safety
+/// `buf` holds `count` elements of `ty` and stays valid until the receive
+/// completes (MPI's contract).
+unsafe fn incoming(buf: *mut c_void, count: c_int, ty: &TypeRef) -> Res<Incoming> {
+    let n = count_arg(count)?;
+    ty.check_buffer(buf, n)?;
+    let bytes = ty.bytes(n)?;
+    if bytes == 0 {
+        return Ok(Incoming::Direct(std::ptr::NonNull::dangling().as_ptr(), 0));
+    }
+    match ty.dense_offset() {
+        Some(off) => Ok(Incoming::Direct(
+            buf.cast::<u8>().wrapping_offset(off),
+            bytes,
+        )),
+        None => Ok(Incoming::Staged(Staged {
+            tmp: vec![0u8; bytes],
+            dst: buf.cast(),
+            count: n,
+            ty: ty.clone(),
+        })),
+    }
+}
+
+/// Stores the status of a finished receive; its error, if it failed.
+///
+/// # Safety
+/// `status`, if not null, is valid for a write of a status.
+unsafe fn finish_status(st: vci::Status, comm: &CommRef, status: *mut MpiStatus) -> Res {
+    let (s, code) = to_mpi_status(&st, comm);
+    // SAFETY: the caller's guarantee.
+    unsafe { store_status(status, s) };
+    if code != abi::SUCCESS {
+        return Err(status_error(&st, comm));
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+enum Mode {
+    Standard,
+    Synchronous,
+}
+
+/// A blocking send.
+///
+/// # Safety
+/// MPI's contract for the buffer.
+unsafe fn send(
+    c: &CommEntry,
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    dest: c_int,
+    tag: c_int,
+    mode: Mode,
+) -> Res {
+    let ep = ep()?;
+    let ty = type_ref(dt)?;
+    // SAFETY: the caller's guarantee.
+    let data = unsafe { outgoing(buf, count, &ty, false) }?;
+    let dest = c.dest_to_world(dest)?;
+    let tag = send_tag(tag)?;
+    match mode {
+        Mode::Standard => ep.send(data.bytes(), dest, tag, c.ctx)?,
+        Mode::Synchronous => ep.ssend(data.bytes(), dest, tag, c.ctx)?,
+    }
+    Ok(())
+}
+
+/// A nonblocking send.
+///
+/// # Safety
+/// MPI's contract for the buffer (valid and unchanged until completion).
+#[allow(clippy::too_many_arguments)]
+unsafe fn isend(
+    c: &CommRef,
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    dest: c_int,
+    tag: c_int,
+    mode: Mode,
+    request: *mut Request,
+) -> Res {
+    let ep = ep()?;
+    out(request, "request")?;
+    let ty = type_ref(dt)?;
+    // SAFETY: the caller's guarantee.
+    let data = unsafe { outgoing(buf, count, &ty, false) }?;
+    let dest = c.dest_to_world(dest)?;
+    let tag = send_tag(tag)?;
+    let (bytes, packed) = data.for_request();
+    // SAFETY: the request is stored in the request table and completed by
+    // MPI_Wait/MPI_Test/MPI_Request_free (or at MPI_Finalize), never
+    // leaked; the buffer stays valid until then (MPI's contract, or the
+    // packed copy kept beside the request).
+    let r = unsafe {
+        match mode {
+            Mode::Standard => ep.isend(bytes, dest, tag, c.ctx),
+            Mode::Synchronous => ep.issend(bytes, dest, tag, c.ctx),
+        }
+    }?;
+    let h = insert(ReqEntry {
+        req: EngineReq(r),
+        rest: Rest {
+            comm: c.clone(),
+            staged: None,
+            packed,
+        },
+    })?;
+    // SAFETY: checked non-null above.
+    unsafe { request.write(h) };
+    Ok(())
+}
+
+/// Message handles of matched probes.
+struct MsgEntry {
+    msg: vci::Message<'static>,
+    comm: CommRef,
+}
+
+static MESSAGES: Table<MsgEntry> = Table::new(KIND_MESSAGE);
+
+/// Takes the message of a handle for a receive (`None`: `MPI_MESSAGE_NO_PROC`).
+///
+/// # Safety
+/// `message` is valid for a read and a write when not null.
+unsafe fn take_message(message: *mut Message) -> Res<Option<MsgEntry>> {
+    let p = out(message, "message")?;
+    // SAFETY: checked non-null; the caller's handle.
+    let h = unsafe { p.read() };
+    let m = match h {
+        abi::MESSAGE_NO_PROC => None,
+        abi::MESSAGE_NULL => return err(abi::ERR_REQUEST, "MPI_MESSAGE_NULL is not a message"),
+        _ => Some(MESSAGES.remove(h.0).map_err(|_| {
+            MpiError::new(
+                abi::ERR_REQUEST,
+                format!("{:#x} is not a message (received already?)", h.0),
+            )
+        })?),
+    };
+    // SAFETY: as above.
+    unsafe { p.write(abi::MESSAGE_NULL) };
+    Ok(m)
+}
+
+/// Stores a matched probe's message and writes its handle.
+///
+/// # Safety
+/// `message` is valid for a write.
+unsafe fn store_message(msg: vci::Message<'static>, comm: &CommRef, message: *mut Message) -> Res {
+    let h = if msg.is_no_proc() {
+        abi::MESSAGE_NO_PROC
+    } else {
+        Message(
+            MESSAGES
+                .insert(MsgEntry {
+                    msg,
+                    comm: comm.clone(),
+                })
+                .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many matched messages"))?,
+        )
+    };
+    // SAFETY: the caller's guarantee.
+    unsafe { message.write(h) };
+    Ok(())
+}
+
+mpi_fn! {
+    /// Sends and returns when the buffer may be reused.
+    fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) -> c_int {
+        // SAFETY: MPI's contract for the buffer.
+        api_comm("MPI_Send", comm, |c| unsafe { send(c, buf, count, datatype, dest, tag, Mode::Standard) })
+    }
+
+    /// Sends and returns once the receiver has matched the message.
+    fn MPI_Ssend / PMPI_Ssend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) -> c_int {
+        // SAFETY: MPI's contract for the buffer.
+        api_comm("MPI_Ssend", comm, |c| unsafe { send(c, buf, count, datatype, dest, tag, Mode::Synchronous) })
+    }
+
+    /// A ready-mode send (the standard send).
+    fn MPI_Rsend / PMPI_Rsend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) -> c_int {
+        // SAFETY: MPI's contract for the buffer.
+        api_comm("MPI_Rsend", comm, |c| unsafe { send(c, buf, count, datatype, dest, tag, Mode::Standard) })
+    }
+
+    /// Receives into `buf`.
+    fn MPI_Recv / PMPI_Recv(
+        buf: *mut c_void,
+        count: c_int,
+        datatype: Datatype,
+        source: c_int,
+        tag: c_int,
+        comm: Comm,
+        status: *mut MpiStatus,
+    ) -> c_int {
+        api_comm("MPI_Recv", comm, |c| {
+            let ep = ep()?;
+            let ty = type_ref(datatype)?;
+            // SAFETY: MPI's contract for the buffer.
+            let mut inc = unsafe { incoming(buf, count, &ty) }?;
+            let src = c.source_to_world(source)?;
+            let tag = recv_tag(tag)?;
+            let st = engine_status(ep.recv(inc.target(), src, tag, c.ctx))?;
+            inc.finish(st.count);
+            // SAFETY: the caller's status pointer.
+            unsafe { finish_status(st, c, status) }
+        })
+    }
+
+    /// Starts a send.
+    fn MPI_Isend / PMPI_Isend(
+        buf: *const c_void,
+        count: c_int,
+        datatype: Datatype,
+        dest: c_int,
+        tag: c_int,
+        comm: Comm,
+        request: *mut Request,
+    ) -> c_int {
+        // SAFETY: MPI's contract for the buffer.
+        api_comm("MPI_Isend", comm, |c| unsafe { isend(c, buf, count, datatype, dest, tag, Mode::Standard, request) })
+    }
+
+    /// Starts a synchronous send.
+    fn MPI_Issend / PMPI_Issend(
+        buf: *const c_void,
+        count: c_int,
+        datatype: Datatype,
+        dest: c_int,
+        tag: c_int,
+        comm: Comm,
+        request: *mut Request,
+    ) -> c_int {
+        // SAFETY: MPI's contract for the buffer.
+        api_comm("MPI_Issend", comm, |c| unsafe { isend(c, buf, count, datatype, dest, tag, Mode::Synchronous, request) })
+    }
+
+    /// Starts a ready-mode send (the standard send).
+    fn MPI_Irsend / PMPI_Irsend(
+        buf: *const c_void,
+        count: c_int,
+        datatype: Datatype,
+        dest: c_int,
+        tag: c_int,
+        comm: Comm,
+        request: *mut Request,
+    ) -> c_int {
+        // SAFETY: MPI's contract for the buffer.
+        api_comm("MPI_Irsend", comm, |c| unsafe { isend(c, buf, count, datatype, dest, tag, Mode::Standard, request) })
+    }
+
+    /// Starts a receive.
+    fn MPI_Irecv / PMPI_Irecv(
+        buf: *mut c_void,
+        count: c_int,
+        datatype: Datatype,
+        source: c_int,
+        tag: c_int,
+        comm: Comm,
+        request: *mut Request,
+    ) -> c_int {
+        api_comm("MPI_Irecv", comm, |c| {
+            let ep = ep()?;
+            out(request, "request")?;
+            let ty = type_ref(datatype)?;
+            // SAFETY: MPI's contract for the buffer.
+            let mut inc = unsafe { incoming(buf, count, &ty) }?;
+            let src = c.source_to_world(source)?;
+            let tag = recv_tag(tag)?;
+            let (at, len) = inc.raw_target();
+            // SAFETY: the request is stored and completed by the request
+            // routines (or at MPI_Finalize), never leaked; the target stays
+            // valid until then (the program's buffer by MPI's contract, or
+            // the staging buffer kept beside the request).
+            let r = unsafe { ep.irecv_raw(at, len, src, tag, c.ctx) }?;
+            let h = insert(ReqEntry {
+                req: EngineReq(r),
+                rest: Rest { comm: c.clone(), staged: inc.staged(), packed: None },
+            })?;
+            // SAFETY: checked non-null above.
+            unsafe { request.write(h) };
+            Ok(())
+        })
+    }
+
+    /// Sends one message and receives another.
+    fn MPI_Sendrecv / PMPI_Sendrecv(
+        sendbuf: *const c_void,
+        sendcount: c_int,
+        sendtype: Datatype,
+        dest: c_int,
+        sendtag: c_int,
+        recvbuf: *mut c_void,
+        recvcount: c_int,
+        recvtype: Datatype,
+        source: c_int,
+        recvtag: c_int,
+        comm: Comm,
+        status: *mut MpiStatus,
+    ) -> c_int {
+        api_comm("MPI_Sendrecv", comm, |c| {
+            let ep = ep()?;
+            let (sty, rty) = (type_ref(sendtype)?, type_ref(recvtype)?);
+            // SAFETY: MPI's contract for both buffers.
+            let (data, mut inc) = unsafe { (outgoing(sendbuf, sendcount, &sty, false)?, incoming(recvbuf, recvcount, &rty)?) };
+            let (dest, stag) = (c.dest_to_world(dest)?, send_tag(sendtag)?);
+            let (src, rtag) = (c.source_to_world(source)?, recv_tag(recvtag)?);
+            // SAFETY: waited for below (or dropped, which waits) in this call.
+            let s = unsafe { ep.isend(data.bytes(), dest, stag, c.ctx) }?;
+            let st = engine_status(ep.recv(inc.target(), src, rtag, c.ctx))?;
+            engine_status(s.wait())?;
+            inc.finish(st.count);
+            // SAFETY: the caller's status pointer.
+            unsafe { finish_status(st, c, status) }
+        })
+    }
+
+    /// Sends the buffer's contents and receives into the same buffer.
+    fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(
+        buf: *mut c_void,
+        count: c_int,
+        datatype: Datatype,
+        dest: c_int,
+        sendtag: c_int,
+        source: c_int,
+        recvtag: c_int,
+        comm: Comm,
+        status: *mut MpiStatus,
+    ) -> c_int {
+        api_comm("MPI_Sendrecv_replace", comm, |c| {
+            let ep = ep()?;
+            let ty = type_ref(datatype)?;
+            // SAFETY: MPI's contract for the buffer; the outgoing data is a
+            // copy, so receiving into the buffer cannot disturb it.
+            let (data, mut inc) = unsafe { (outgoing(buf, count, &ty, true)?, incoming(buf, count, &ty)?) };
+            let (dest, stag) = (c.dest_to_world(dest)?, send_tag(sendtag)?);
+            let (src, rtag) = (c.source_to_world(source)?, recv_tag(recvtag)?);
+            // SAFETY: waited for below (or dropped, which waits) in this call.
+            let s = unsafe { ep.isend(data.bytes(), dest, stag, c.ctx) }?;
+            let st = engine_status(ep.recv(inc.target(), src, rtag, c.ctx))?;
+            engine_status(s.wait())?;
+            inc.finish(st.count);
+            // SAFETY: the caller's status pointer.
+            unsafe { finish_status(st, c, status) }
+        })
+    }
+
+    /// Waits for a matching message and returns its status (not received).
+    fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: Comm, status: *mut MpiStatus) -> c_int {
+        api_comm("MPI_Probe", comm, |c| {
+            let ep = ep()?;
+            let st = ep.probe(c.source_to_world(source)?, recv_tag(tag)?, c.ctx)?;
+            // SAFETY: the caller's status pointer.
+            unsafe { store_status(status, to_mpi_status(&st, c).0) };
+            Ok(())
+        })
+    }
+
+    /// Whether a matching message is there; its status if so.
+    fn MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, comm: Comm, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
+        api_comm("MPI_Iprobe", comm, |c| {
+            let ep = ep()?;
+            out(flag, "flag")?;
+            let st = ep.iprobe(c.source_to_world(source)?, recv_tag(tag)?, c.ctx)?;
+            // SAFETY: checked non-null; the caller's status pointer.
+            unsafe {
+                flag.write(c_int::from(st.is_some()));
+                if let Some(st) = st {
+                    store_status(status, to_mpi_status(&st, c).0);
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Waits for a matching message and takes it off the matching lists.
+    fn MPI_Mprobe / PMPI_Mprobe(source: c_int, tag: c_int, comm: Comm, message: *mut Message, status: *mut MpiStatus) -> c_int {
+        api_comm("MPI_Mprobe", comm, |c| {
+            let ep = ep()?;
+            out(message, "message")?;
+            let (msg, st) = ep.mprobe(c.source_to_world(source)?, recv_tag(tag)?, c.ctx)?;
+            // SAFETY: checked non-null; the caller's status pointer.
+            unsafe {
+                store_message(msg, c, message)?;
+                store_status(status, to_mpi_status(&st, c).0);
+            }
+            Ok(())
+        })
+    }
+
+    /// Takes a matching message off the matching lists if there is one.
+    fn MPI_Improbe / PMPI_Improbe(
+        source: c_int,
+        tag: c_int,
+        comm: Comm,
+        flag: *mut c_int,
+        message: *mut Message,
+        status: *mut MpiStatus,
+    ) -> c_int {
+        api_comm("MPI_Improbe", comm, |c| {
+            let ep = ep()?;
+            out(flag, "flag")?;
+            out(message, "message")?;
+            let found = ep.improbe(c.source_to_world(source)?, recv_tag(tag)?, c.ctx)?;
+            // SAFETY: checked non-null; the caller's status pointer.
+            unsafe {
+                flag.write(c_int::from(found.is_some()));
+                if let Some((msg, st)) = found {
+                    store_message(msg, c, message)?;
+                    store_status(status, to_mpi_status(&st, c).0);
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Receives a matched message; `*message` becomes `MPI_MESSAGE_NULL`.
+    fn MPI_Mrecv / PMPI_Mrecv(
+        buf: *mut c_void,
+        count: c_int,
+        datatype: Datatype,
+        message: *mut Message,
+        status: *mut MpiStatus,
+    ) -> c_int {
+        api("MPI_Mrecv", || {
+            let ty = type_ref(datatype)?;
+            // SAFETY: MPI's contract for the buffer.
+            let mut inc = unsafe { incoming(buf, count, &ty) }?;
+            // SAFETY: the caller's handle pointer.
+            let Some(m) = unsafe { take_message(message) }? else {
+                // SAFETY: the caller's status pointer.
+                unsafe { store_status(status, empty_status()) };
+                return Ok(());
+            };
+            let comm = m.comm.clone();
+            let st = engine_status(m.msg.recv_into(inc.target()))?;
+            inc.finish(st.count);
+            // SAFETY: the caller's status pointer.
+            unsafe { finish_status(st, &comm, status) }
+        })
+    }
+
+    /// Receives a matched message as a request (complete at once).
+    fn MPI_Imrecv / PMPI_Imrecv(
+        buf: *mut c_void,
+        count: c_int,
+        datatype: Datatype,
+        message: *mut Message,
+        request: *mut Request,
+    ) -> c_int {
+        api("MPI_Imrecv", || {
+            let ep = ep()?;
+            out(request, "request")?;
+            let ty = type_ref(datatype)?;
+            // SAFETY: MPI's contract for the buffer.
+            let mut inc = unsafe { incoming(buf, count, &ty) }?;
+            // SAFETY: the caller's handle pointer.
+            let (r, comm) = match unsafe { take_message(message) }? {
+                Some(m) => (m.msg.imrecv(inc.target())?, m.comm),
+                None => {
+                    let world = crate::comm::comm_ref(abi::COMM_SELF)?;
+                    // SAFETY: a receive from PROC_NULL is complete at once.
+                    (unsafe { ep.irecv(&mut [], vci::PROC_NULL, 0, world.ctx) }?, world)
+                }
+            };
+            let h = insert(ReqEntry {
+                req: EngineReq(r),
+                rest: Rest { comm, staged: inc.staged(), packed: None },
+            })?;
+            // SAFETY: checked non-null above.
+            unsafe { request.write(h) };
+            Ok(())
+        })
+    }
+
+    /// Elements of `datatype` in a status's message (`MPI_UNDEFINED` if
+    /// its bytes are not a whole number of them).
+    fn MPI_Get_count / PMPI_Get_count(status: *const MpiStatus, datatype: Datatype, count: *mut c_int) -> c_int {
+        api("MPI_Get_count", || {
+            if status.is_null() {
+                return err(abi::ERR_ARG, "status is a null pointer (MPI_STATUS_IGNORE?)");
+            }
+            let ty = type_any(datatype)?;
+            // SAFETY: checked non-null; the caller's status.
+            let st = unsafe { status.read() };
+            let bytes = u64::from(st.internal[0] as u32) | u64::from(st.internal[1] as u32) << 32;
+            let n = if ty.size == 0 {
+                0
+            } else if bytes % ty.size as u64 != 0 {
+                abi::UNDEFINED
+            } else {
+                c_int::try_from(bytes / ty.size as u64).unwrap_or(abi::UNDEFINED)
+            };
+            // SAFETY: the caller's int pointer.
+            unsafe { put(count, "count", n) }
+        })
+    }
+}

@@ -1,0 +1,736 @@
+//! Requests of the C interface: the engine's [`vci::Request`]s behind
+//! `MPI_Request` handles, and the routines that complete them (wait, test,
+//! their `all`/`any`/`some` forms, cancel, free).
+//!
+//! A request entry keeps what the operation needs until it completes: the
+//! engine's request (borrowing the program's buffer, which MPI says stays
+//! valid until completion), the packed copy of a non-dense send, the
+//! staging buffer of a non-dense receive (unpacked into the program's
+//! buffer when the receive completes), and the communicator (for the
+//! status's source rank and for the error handler).
+//!
+//! Waiting takes the entries out of the table (their slots stay reserved),
+//! so no lock is held while the engine makes progress, and other threads
+//! keep using their own requests. Sets go to the engine's request sets
+//! (`vci::wait_any`, …) so one progress pass serves every request of the
+//! set. A request freed with `MPI_Request_free` while pending is kept on a
+//! side list and completed later (its receive still lands in the buffer).
+//!
+//! In C:
+//! ```c
+//! MPI_Request r[2];
+//! MPI_Irecv(in, n, MPI_INT, left, 0, MPI_COMM_WORLD, &r[0]);
+//! MPI_Isend(out, n, MPI_INT, right, 0, MPI_COMM_WORLD, &r[1]);
+//! MPI_Waitall(2, r, MPI_STATUSES_IGNORE);   // r[0] == r[1] == MPI_REQUEST_NULL
+//! ```
+
+use crate::abi::{self, MpiStatus, Request};
+use crate::comm::CommRef;
+use crate::datatype::TypeRef;
+use crate::errors::{api, err, out, put, MpiError, Res};
+use crate::handles::{Miss, Table, KIND_REQUEST};
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// An engine request that may move between threads.
+pub struct EngineReq(pub vci::Request<'static>);
+
+// SAFETY: a request is its endpoint (a process-wide static, `Sync`), an
+// envelope in the node heap or a receive id of the VCI (both usable from
+// any thread under the VCI's lock), and the buffer it borrows from the
+// program (whose validity MPI leaves to the program until completion).
+unsafe impl Send for EngineReq {}
+
+/// A receive staged through a contiguous buffer: unpacked on completion.
+pub struct Staged {
+    pub tmp: Vec<u8>,
+    pub dst: *mut u8,
+    pub count: usize,
+    pub ty: TypeRef,
+}
+
+impl Staged {
+    /// Unpacks the `bytes` received.
+    pub fn finish(self, bytes: u64) {
+        let n = (bytes as usize).min(self.tmp.len());
+        // SAFETY: `dst` holds `count` elements of `ty` (MPI's contract for
+        // the receive buffer, valid until completion, which is now).
+        unsafe { self.ty.unpack(&self.tmp[..n], self.dst, self.count) };
+    }
+}
+
+/// What a request keeps beside the engine's request.
+pub struct Rest {
+    pub comm: CommRef,
+    pub staged: Option<Staged>,
+    /// The packed data of a non-dense send.
+    pub packed: Option<Vec<u8>>,
+}
+
+// SAFETY: `staged.dst` is the program's receive buffer, which MPI lets any
+// thread complete the receive into; everything else is Send.
+unsafe impl Send for Rest {}
+
+impl Rest {
+    /// Unpacks a staged receive and translates the engine's status.
+    fn complete(mut self, st: vci::Status) -> (MpiStatus, c_int) {
+        if let Some(s) = self.staged.take() {
+            s.finish(st.count);
+        }
+        to_mpi_status(&st, &self.comm)
+    }
+
+    /// [`Rest::complete`], the status stored, and an error for a failure.
+    ///
+    /// # Safety
+    /// `status`, if not null, is valid for a write of a status.
+    unsafe fn finish_into(self, st: vci::Status, status: *mut MpiStatus) -> Res {
+        let comm = self.comm.clone();
+        let (s, code) = self.complete(st);
+        // SAFETY: the caller's guarantee.
+        unsafe { store_status(status, s) };
+        if code != abi::SUCCESS {
+            return Err(status_error(&st, &comm));
+        }
+        Ok(())
+    }
+}
+
+/// One request. Field order is drop order: the engine's request goes
+/// first, before the buffers it may still point into.
+pub struct ReqEntry {
+    pub req: EngineReq,
+    pub rest: Rest,
+}
+
+/// An MPI status (and its error code) from the engine's status.
+pub fn to_mpi_status(st: &vci::Status, comm: &CommRef) -> (MpiStatus, c_int) {
+    let code = match st.error {
+        None => abi::SUCCESS,
+        Some(vci::StatusError::Truncate { .. }) => abi::ERR_TRUNCATE,
+        Some(vci::StatusError::Transfer { .. }) => abi::ERR_OTHER,
+        Some(vci::StatusError::Alloc { .. }) => abi::ERR_NO_MEM,
+    };
+    let (source, tag) = if st.source == vci::PROC_NULL {
+        (abi::PROC_NULL, abi::ANY_TAG)
+    } else {
+        (comm.rank_of_world(st.source), st.tag)
+    };
+    let s = MpiStatus {
+        source,
+        tag,
+        error: code,
+        internal: [
+            st.count as u32 as c_int,
+            (st.count >> 32) as u32 as c_int,
+            c_int::from(st.cancelled),
+            0,
+            0,
+        ],
+    };
+    (s, code)
+}
+
+/// The error of a failed status.
+pub fn status_error(st: &vci::Status, comm: &CommRef) -> MpiError {
+    let msg = match st.error {
+        Some(vci::StatusError::Truncate { message_len }) => format!(
+            "message truncated: {message_len} bytes from rank {} (tag {}) into a buffer of {}",
+            comm.rank_of_world(st.source),
+            st.tag,
+            st.count
+        ),
+        Some(vci::StatusError::Transfer { errno }) => format!(
+            "reading the message from rank {} failed: {}",
+            comm.rank_of_world(st.source),
+            std::io::Error::from_raw_os_error(errno)
+        ),
+        Some(vci::StatusError::Alloc { bytes }) => format!(
+            "no memory for a block of {bytes} bytes from rank {}",
+            comm.rank_of_world(st.source)
+        ),
+        None => "no error".into(),
+    };
+    MpiError::new(to_mpi_status(st, comm).1, msg).on(comm)
+}
+
+/// The status of an operation that completed at once (`MPI_PROC_NULL`,
+/// `MPI_REQUEST_NULL`).
+pub fn empty_status() -> MpiStatus {
+    MpiStatus {
+        source: abi::PROC_NULL,
+        tag: abi::ANY_TAG,
+        error: abi::SUCCESS,
+        internal: [0; 5],
+    }
+}
+
+/// Writes a status unless the program passed `MPI_STATUS_IGNORE`.
+///
+/// # Safety
+/// `p`, if not null, is valid for a write of a status.
+#[inline]
+pub unsafe fn store_status(p: *mut MpiStatus, s: MpiStatus) {
+    if !p.is_null() {
+        // SAFETY: the caller's guarantee.
+        unsafe { p.write(s) };
+    }
+}
+
+/// The engine's status out of a completion result (errors carry it).
+pub fn engine_status(r: vci::Result<vci::Status>) -> Res<vci::Status> {
+    match r {
+        Ok(s) => Ok(s),
+        Err(vci::Error::Truncate { status, .. })
+        | Err(vci::Error::Transfer { status, .. })
+        | Err(vci::Error::Alloc { status, .. }) => Ok(status),
+        Err(e) => Err(e.into()),
+    }
+}
+
+static REQUESTS: Table<ReqEntry> = Table::new(KIND_REQUEST);
+
+/// Stores a request and returns its handle.
+pub fn insert(e: ReqEntry) -> Res<Request> {
+    poll_detached();
+    // If the table is full the entry is dropped here, which waits for it.
+    REQUESTS
+        .insert(e)
+        .map(Request)
+        .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many pending requests"))
+}
+
+fn miss(m: Miss, h: Request) -> MpiError {
+    match m {
+        Miss::Busy => MpiError::new(
+            abi::ERR_REQUEST,
+            format!("request {:#x} is being completed by another call", h.0),
+        ),
+        Miss::Unknown => MpiError::new(
+            abi::ERR_REQUEST,
+            format!(
+                "{:#x} is not a request (completed, freed, or another kind of handle)",
+                h.0
+            ),
+        ),
+    }
+}
+
+// -------------------------------------------------------- freed requests
+
+/// Requests freed while pending, and how many there are.
+static DETACHED: Mutex<Vec<ReqEntry>> = Mutex::new(Vec::new());
+static N_DETACHED: AtomicUsize = AtomicUsize::new(0);
+
+fn finish_detached(e: ReqEntry) {
+    let ReqEntry { req, rest } = e;
+    if let Ok(st) = engine_status(req.0.wait()) {
+        rest.complete(st);
+    }
+}
+
+/// Completes what it can of the requests freed while pending.
+pub fn poll_detached() {
+    // Relaxed: a hint; the list itself is under its lock.
+    if N_DETACHED.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let Ok(mut list) = DETACHED.try_lock() else {
+        return;
+    };
+    let mut i = 0;
+    while i < list.len() {
+        if matches!(list[i].req.0.test(), Ok(None)) {
+            i += 1;
+        } else {
+            finish_detached(list.swap_remove(i));
+        }
+    }
+    // Relaxed: as above.
+    N_DETACHED.store(list.len(), Ordering::Relaxed);
+}
+
+/// Waits for every request freed while pending (from `MPI_Finalize`).
+pub fn wait_detached() {
+    let list = std::mem::take(&mut *DETACHED.lock().unwrap_or_else(|p| p.into_inner()));
+    // Relaxed: as above.
+    N_DETACHED.store(0, Ordering::Relaxed);
+    list.into_iter().for_each(finish_detached);
+}
+
+// ---------------------------------------------------------------- sets
+
+/// Reads `count` request handles.
+///
+/// # Safety
+/// `reqs` is valid for `count` handles when not null.
+unsafe fn handles<'a>(count: c_int, reqs: *mut Request) -> Res<&'a mut [Request]> {
+    let n = usize::try_from(count)
+        .map_err(|_| MpiError::new(abi::ERR_COUNT, format!("negative count {count}")))?;
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if reqs.is_null() {
+        return err(abi::ERR_ARG, "the request array is a null pointer");
+    }
+    // SAFETY: the caller's guarantee.
+    Ok(unsafe { std::slice::from_raw_parts_mut(reqs, n) })
+}
+
+/// A set of requests taken out of the table: the engine's requests (as
+/// the engine's set functions want them) and the rest, by position;
+/// `None` for `MPI_REQUEST_NULL`.
+struct Set<'h> {
+    hs: &'h mut [Request],
+    reqs: Vec<Option<vci::Request<'static>>>,
+    rests: Vec<Option<Rest>>,
+}
+
+impl<'h> Set<'h> {
+    fn checkout(hs: &'h mut [Request]) -> Res<Self> {
+        poll_detached();
+        let raw: Vec<usize> = hs.iter().map(|h| h.0).collect();
+        let entries = REQUESTS
+            .checkout_many(&raw, |h| h == abi::REQUEST_NULL.0)
+            .map_err(|(i, m)| miss(m, hs[i]))?;
+        let (reqs, rests) = entries
+            .into_iter()
+            .map(|e| match e {
+                Some(ReqEntry { req, rest }) => (Some(req.0), Some(rest)),
+                None => (None, None),
+            })
+            .unzip();
+        Ok(Set { hs, reqs, rests })
+    }
+
+    fn all_null(&self) -> bool {
+        self.rests.iter().all(Option::is_none)
+    }
+
+    /// Completes position `i` (its engine request already gone): frees the
+    /// slot, sets the handle to `MPI_REQUEST_NULL`, unpacks.
+    fn finish(&mut self, i: usize, st: vci::Status) -> (MpiStatus, c_int, Option<CommRef>) {
+        REQUESTS.release(self.hs[i].0);
+        self.hs[i] = abi::REQUEST_NULL;
+        match self.rests[i].take() {
+            Some(rest) => {
+                let comm = rest.comm.clone();
+                let (s, code) = rest.complete(st);
+                (s, code, Some(comm))
+            }
+            None => (empty_status(), abi::SUCCESS, None),
+        }
+    }
+}
+
+impl Drop for Set<'_> {
+    /// Puts back every request that did not complete.
+    fn drop(&mut self) {
+        let mut reqs = std::mem::take(&mut self.reqs);
+        for (i, rest) in std::mem::take(&mut self.rests).into_iter().enumerate() {
+            let Some(rest) = rest else { continue };
+            match reqs.get_mut(i).and_then(Option::take) {
+                Some(r) => REQUESTS.checkin(
+                    self.hs[i].0,
+                    ReqEntry {
+                        req: EngineReq(r),
+                        rest,
+                    },
+                ),
+                None => REQUESTS.release(self.hs[i].0),
+            }
+        }
+    }
+}
+
+/// Writes status `i` of an array unless it is `MPI_STATUSES_IGNORE`.
+///
+/// # Safety
+/// `statuses`, if not null, holds at least `i + 1` statuses.
+unsafe fn store_at(statuses: *mut MpiStatus, i: usize, s: MpiStatus) {
+    if !statuses.is_null() {
+        // SAFETY: the caller's guarantee.
+        unsafe { statuses.add(i).write(s) };
+    }
+}
+
+fn in_status_error(failed: usize, comm: Option<CommRef>) -> MpiError {
+    let e = MpiError::new(
+        abi::ERR_IN_STATUS,
+        format!("{failed} of the requests failed (see their statuses)"),
+    );
+    match comm {
+        Some(c) => e.on(&c),
+        None => e,
+    }
+}
+
+/// Completes the `(position, status)` pairs of a set and writes them as
+/// `MPI_Waitsome`/`MPI_Testsome` do.
+///
+/// # Safety
+/// `indices` and `statuses` (unless ignored) hold `set.hs.len()` entries.
+unsafe fn finish_some(
+    set: &mut Set<'_>,
+    done: Vec<(usize, vci::Status)>,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MpiStatus,
+) -> Res {
+    if !done.is_empty() {
+        out(indices, "array_of_indices")?;
+    }
+    let (mut failed, mut on) = (0, None);
+    for (k, &(i, st)) in done.iter().enumerate() {
+        let (s, code, comm) = set.finish(i, st);
+        if code != abi::SUCCESS {
+            failed += 1;
+            on = on.or(comm);
+        }
+        // SAFETY: the caller's guarantee.
+        unsafe {
+            indices.add(k).write(i as c_int);
+            store_at(statuses, k, s);
+        }
+    }
+    // SAFETY: checked non-null by the callers.
+    unsafe { outcount.write(done.len() as c_int) };
+    if failed > 0 {
+        return Err(in_status_error(failed, on));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- routines
+
+mpi_fn! {
+    /// Waits for a request; `*request` becomes `MPI_REQUEST_NULL`.
+    fn MPI_Wait / PMPI_Wait(request: *mut Request, status: *mut MpiStatus) -> c_int {
+        api("MPI_Wait", || {
+            let p = out(request, "request")?;
+            // SAFETY: checked non-null; the caller's handle.
+            let h = unsafe { p.read() };
+            if h == abi::REQUEST_NULL {
+                // SAFETY: the caller's status pointer.
+                unsafe { store_status(status, empty_status()) };
+                return Ok(());
+            }
+            let ReqEntry { req, rest } = REQUESTS.checkout(h.0).map_err(|m| miss(m, h))?;
+            let st = engine_status(req.0.wait());
+            REQUESTS.release(h.0);
+            // SAFETY: as above.
+            unsafe { p.write(abi::REQUEST_NULL) };
+            let st = st.map_err(|x| x.on(&rest.comm))?;
+            // SAFETY: the caller's status pointer.
+            unsafe { rest.finish_into(st, status) }
+        })
+    }
+
+    /// Whether a request has finished (then it is freed, as by `MPI_Wait`).
+    fn MPI_Test / PMPI_Test(request: *mut Request, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
+        api("MPI_Test", || {
+            let p = out(request, "request")?;
+            out(flag, "flag")?;
+            // SAFETY: checked non-null; the caller's handle.
+            let h = unsafe { p.read() };
+            if h == abi::REQUEST_NULL {
+                // SAFETY: the caller's pointers.
+                unsafe {
+                    flag.write(1);
+                    store_status(status, empty_status());
+                }
+                return Ok(());
+            }
+            poll_detached();
+            let ReqEntry { mut req, rest } = REQUESTS.checkout(h.0).map_err(|m| miss(m, h))?;
+            let st = match req.0.test() {
+                Ok(None) => {
+                    REQUESTS.checkin(h.0, ReqEntry { req, rest });
+                    // SAFETY: checked non-null.
+                    unsafe { flag.write(0) };
+                    return Ok(());
+                }
+                Ok(Some(st)) => Ok(st),
+                Err(e) => engine_status(Err(e)),
+            };
+            drop(req);
+            REQUESTS.release(h.0);
+            // SAFETY: the caller's pointers.
+            unsafe {
+                p.write(abi::REQUEST_NULL);
+                flag.write(1);
+            }
+            let st = st.map_err(|x| x.on(&rest.comm))?;
+            // SAFETY: the caller's status pointer.
+            unsafe { rest.finish_into(st, status) }
+        })
+    }
+
+    /// Waits for every request of the array.
+    fn MPI_Waitall / PMPI_Waitall(count: c_int, requests: *mut Request, statuses: *mut MpiStatus) -> c_int {
+        api("MPI_Waitall", || {
+            // SAFETY: `requests` holds `count` handles (MPI's contract).
+            let mut set = Set::checkout(unsafe { handles(count, requests) }?)?;
+            let sts: Vec<vci::Status> = match vci::wait_all(set.reqs.drain(..).flatten()) {
+                Ok(s) | Err(vci::Error::InStatus(s)) => s,
+                Err(e) => return Err(e.into()),
+            };
+            // Statuses come for the non-null entries, in order.
+            let mut it = sts.into_iter();
+            let (mut failed, mut on) = (0, None);
+            for i in 0..set.rests.len() {
+                let st = if set.rests[i].is_some() {
+                    it.next().unwrap_or(vci::Status::empty())
+                } else {
+                    vci::Status::empty()
+                };
+                let (s, code, comm) = set.finish(i, st);
+                if code != abi::SUCCESS {
+                    failed += 1;
+                    on = on.or(comm);
+                }
+                // SAFETY: `statuses` holds `count` statuses (MPI's contract).
+                unsafe { store_at(statuses, i, s) };
+            }
+            if failed > 0 {
+                return Err(in_status_error(failed, on));
+            }
+            Ok(())
+        })
+    }
+
+    /// Waits for one request of the array; its index (`MPI_UNDEFINED` if
+    /// every entry is `MPI_REQUEST_NULL`).
+    fn MPI_Waitany / PMPI_Waitany(count: c_int, requests: *mut Request, index: *mut c_int, status: *mut MpiStatus) -> c_int {
+        api("MPI_Waitany", || {
+            out(index, "index")?;
+            // SAFETY: `requests` holds `count` handles (MPI's contract).
+            let mut set = Set::checkout(unsafe { handles(count, requests) }?)?;
+            let Some((i, st)) = vci::wait_any(&mut set.reqs) else {
+                // SAFETY: the caller's pointers.
+                unsafe {
+                    index.write(abi::UNDEFINED);
+                    store_status(status, empty_status());
+                }
+                return Ok(());
+            };
+            let rest = set.rests[i].take();
+            REQUESTS.release(set.hs[i].0);
+            set.hs[i] = abi::REQUEST_NULL;
+            drop(set);
+            // SAFETY: checked non-null.
+            unsafe { index.write(i as c_int) };
+            match rest {
+                // SAFETY: the caller's status pointer.
+                Some(rest) => unsafe { rest.finish_into(st, status) },
+                None => Ok(()),
+            }
+        })
+    }
+
+    /// Waits until some requests finished; their indices.
+    fn MPI_Waitsome / PMPI_Waitsome(
+        incount: c_int,
+        requests: *mut Request,
+        outcount: *mut c_int,
+        indices: *mut c_int,
+        statuses: *mut MpiStatus,
+    ) -> c_int {
+        api("MPI_Waitsome", || {
+            out(outcount, "outcount")?;
+            // SAFETY: `requests` holds `incount` handles (MPI's contract).
+            let mut set = Set::checkout(unsafe { handles(incount, requests) }?)?;
+            if set.all_null() {
+                // SAFETY: checked non-null.
+                unsafe { outcount.write(abi::UNDEFINED) };
+                return Ok(());
+            }
+            let done = vci::wait_some(&mut set.reqs);
+            // SAFETY: MPI's contract for the arrays.
+            unsafe { finish_some(&mut set, done, outcount, indices, statuses) }
+        })
+    }
+
+    /// Whether every request finished (then all are freed).
+    fn MPI_Testall / PMPI_Testall(count: c_int, requests: *mut Request, flag: *mut c_int, statuses: *mut MpiStatus) -> c_int {
+        api("MPI_Testall", || {
+            out(flag, "flag")?;
+            // SAFETY: `requests` holds `count` handles (MPI's contract).
+            let mut set = Set::checkout(unsafe { handles(count, requests) }?)?;
+            let sts = match vci::test_all(&mut set.reqs) {
+                Ok(None) => {
+                    // SAFETY: checked non-null.
+                    unsafe { flag.write(0) };
+                    return Ok(());
+                }
+                Ok(Some(s)) | Err(vci::Error::InStatus(s)) => s,
+                Err(e) => return Err(e.into()),
+            };
+            // SAFETY: checked non-null.
+            unsafe { flag.write(1) };
+            let (mut failed, mut on) = (0, None);
+            for (i, st) in sts.into_iter().enumerate() {
+                let (s, code, comm) = set.finish(i, st);
+                if code != abi::SUCCESS {
+                    failed += 1;
+                    on = on.or(comm);
+                }
+                // SAFETY: `statuses` holds `count` statuses (MPI's contract).
+                unsafe { store_at(statuses, i, s) };
+            }
+            if failed > 0 {
+                return Err(in_status_error(failed, on));
+            }
+            Ok(())
+        })
+    }
+
+    /// Whether one request finished (then it is freed); its index.
+    fn MPI_Testany / PMPI_Testany(
+        count: c_int,
+        requests: *mut Request,
+        index: *mut c_int,
+        flag: *mut c_int,
+        status: *mut MpiStatus,
+    ) -> c_int {
+        api("MPI_Testany", || {
+            out(index, "index")?;
+            out(flag, "flag")?;
+            // SAFETY: `requests` holds `count` handles (MPI's contract).
+            let mut set = Set::checkout(unsafe { handles(count, requests) }?)?;
+            let all_null = set.all_null();
+            let Some((i, st)) = vci::test_any(&mut set.reqs) else {
+                // SAFETY: the caller's pointers.
+                unsafe {
+                    index.write(abi::UNDEFINED);
+                    flag.write(c_int::from(all_null));
+                    if all_null {
+                        store_status(status, empty_status());
+                    }
+                }
+                return Ok(());
+            };
+            let rest = set.rests[i].take();
+            REQUESTS.release(set.hs[i].0);
+            set.hs[i] = abi::REQUEST_NULL;
+            drop(set);
+            // SAFETY: checked non-null.
+            unsafe {
+                index.write(i as c_int);
+                flag.write(1);
+            }
+            match rest {
+                // SAFETY: the caller's status pointer.
+                Some(rest) => unsafe { rest.finish_into(st, status) },
+                None => Ok(()),
+            }
+        })
+    }
+
+    /// The requests that finished (they are freed); their indices.
+    fn MPI_Testsome / PMPI_Testsome(
+        incount: c_int,
+        requests: *mut Request,
+        outcount: *mut c_int,
+        indices: *mut c_int,
+        statuses: *mut MpiStatus,
+    ) -> c_int {
+        api("MPI_Testsome", || {
+            out(outcount, "outcount")?;
+            // SAFETY: `requests` holds `incount` handles (MPI's contract).
+            let mut set = Set::checkout(unsafe { handles(incount, requests) }?)?;
+            if set.all_null() {
+                // SAFETY: checked non-null.
+                unsafe { outcount.write(abi::UNDEFINED) };
+                return Ok(());
+            }
+            let done = vci::test_some(&mut set.reqs);
+            // SAFETY: MPI's contract for the arrays.
+            unsafe { finish_some(&mut set, done, outcount, indices, statuses) }
+        })
+    }
+
+    /// Whether a request finished, without freeing it.
+    fn MPI_Request_get_status / PMPI_Request_get_status(request: Request, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
+        api("MPI_Request_get_status", || {
+            out(flag, "flag")?;
+            if request == abi::REQUEST_NULL {
+                // SAFETY: the caller's pointers.
+                unsafe {
+                    flag.write(1);
+                    store_status(status, empty_status());
+                }
+                return Ok(());
+            }
+            let ReqEntry { mut req, mut rest } = REQUESTS.checkout(request.0).map_err(|m| miss(m, request))?;
+            let r = req.0.test();
+            let st = match r {
+                Ok(None) => None,
+                Ok(Some(st)) => Some(st),
+                Err(e) => Some(engine_status(Err(e)).unwrap_or(vci::Status::empty())),
+            };
+            if let Some(st) = st {
+                // The data lands now; the status stays for later calls.
+                if let Some(s) = rest.staged.take() {
+                    s.finish(st.count);
+                }
+                let (s, _) = to_mpi_status(&st, &rest.comm);
+                // SAFETY: the caller's status pointer.
+                unsafe { store_status(status, s) };
+            }
+            REQUESTS.checkin(request.0, ReqEntry { req, rest });
+            // SAFETY: checked non-null.
+            unsafe { flag.write(c_int::from(st.is_some())) };
+            Ok(())
+        })
+    }
+
+    /// Cancels a receive that has not matched yet (a send is not
+    /// cancelled); the request must still be completed.
+    fn MPI_Cancel / PMPI_Cancel(request: *mut Request) -> c_int {
+        api("MPI_Cancel", || {
+            let p = out(request, "request")?;
+            // SAFETY: checked non-null; the caller's handle.
+            let h = unsafe { p.read() };
+            let ReqEntry { mut req, rest } = REQUESTS.checkout(h.0).map_err(|m| miss(m, h))?;
+            req.0.cancel();
+            REQUESTS.checkin(h.0, ReqEntry { req, rest });
+            Ok(())
+        })
+    }
+
+    /// Frees a request; a pending one completes later on its own.
+    fn MPI_Request_free / PMPI_Request_free(request: *mut Request) -> c_int {
+        api("MPI_Request_free", || {
+            let p = out(request, "request")?;
+            // SAFETY: checked non-null; the caller's handle.
+            let h = unsafe { p.read() };
+            let mut e = REQUESTS.checkout(h.0).map_err(|m| miss(m, h))?;
+            REQUESTS.release(h.0);
+            // SAFETY: as above.
+            unsafe { p.write(abi::REQUEST_NULL) };
+            if matches!(e.req.0.test(), Ok(None)) {
+                DETACHED.lock().unwrap_or_else(|p| p.into_inner()).push(e);
+                // Relaxed: a hint (see poll_detached).
+                N_DETACHED.fetch_add(1, Ordering::Relaxed);
+            } else {
+                finish_detached(e);
+            }
+            Ok(())
+        })
+    }
+
+    /// Whether the request of a status was cancelled.
+    fn MPI_Test_cancelled / PMPI_Test_cancelled(status: *const MpiStatus, flag: *mut c_int) -> c_int {
+        api("MPI_Test_cancelled", || {
+            if status.is_null() {
+                return err(abi::ERR_ARG, "status is a null pointer");
+            }
+            // SAFETY: checked non-null; the caller's status.
+            let c = unsafe { (*status).internal[2] };
+            // SAFETY: the caller's int pointer.
+            unsafe { put(flag, "flag", c_int::from(c != 0)) }
+        })
+    }
+}
