@@ -16,7 +16,10 @@
 //!
 //! Every allocator is called directly (`libc::malloc`/`free`, mimalloc's and
 //! [`ShmHeap`]'s `GlobalAlloc` methods with a 16-byte-aligned layout); the
-//! program's own global allocator stays the system one. Each point runs a
+//! program's own global allocator is switched to the system one
+//! ([`crate::system_allocator`]) before anything attaches to a node heap,
+//! so that the benchmark's bookkeeping never touches the allocators it
+//! measures. Each point runs a
 //! warm-up repetition and then `--reps` measured ones of `--ms` each; the
 //! in-process backends take turns within every repetition, so that a busy
 //! machine disturbs them alike. Worker threads are pinned to distinct CPUs
@@ -840,6 +843,7 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
         ms,
         redo,
     } = WorkerArgs::parse(args)?;
+    crate::system_allocator();
     let fail = |what: &str, e: &dyn std::fmt::Display| BenchError::Failed(format!("{what}: {e}"));
     let seg = shmheap::attach_from_env().map_err(|e| fail("attach to the node heap", &e))?;
     if seg.ranks() != 2 {
@@ -1107,6 +1111,7 @@ fn redone_note(redone: usize) -> String {
 }
 
 fn run(opts: &Options, progress: &Progress) -> Result<Outcome, BenchError> {
+    crate::system_allocator();
     let sizes = sizes(opts)?;
     let reps = opts
         .reps

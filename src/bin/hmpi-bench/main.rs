@@ -1,35 +1,143 @@
 //! `hmpi-bench`: multi-process benchmarks of hmpi against its peers.
 //!
 //! ```text
-//! hmpi-bench <workload> [--csv FILE] [--sizes MIN-MAX] [--reps N] [--ms N] [--quick]
+//! hmpi-bench <workload> [--csv FILE] [--plot FILE.png] [--sizes MIN-MAX] [--reps N] [--ms N] [--quick]
+//! hmpi-bench compare <workload>[,<workload>…] [--peers openmpi,mpich|none] [--no-build] [options]
 //! hmpi-bench --help
 //! ```
 //!
 //! Each workload measures every backend it compares in the same run and
 //! prints a table of medians with the ratios between them; `--csv` writes
-//! every sample (`workload,backend,threads,size,value,unit`). Progress goes
-//! to stderr, results to stdout.
+//! every sample (`workload,backend,threads,size,value,unit,min,max`),
+//! `--plot` draws them. Progress goes to stderr, results to stdout.
 //!
 //! Layout: this file parses the command line and dispatches; [`report`]
-//! holds samples, tables and CSV; [`stats`] the order statistics; each
-//! workload family has its own module ([`alloc`]) that registers itself in
-//! [`WORKLOADS`] with a `run` function (the parent side) and, when it needs
-//! several ranks, a `worker` function that the parent starts through the
-//! launcher by re-executing this program with the hidden arguments
-//! `--worker NAME …`.
+//! holds samples, tables and CSV; [`stats`] the order statistics; [`plot`]
+//! the PNG charts; each workload family has its own module that registers
+//! itself in [`WORKLOADS`] with a `run` function (the parent side) and, when
+//! it needs several ranks, a `worker` function that the parent starts
+//! through the launcher by re-executing this program with the hidden
+//! arguments `--worker NAME …`:
 //!
-//! The benchmark program keeps the system allocator as its own global
-//! allocator so that its bookkeeping does not disturb the allocators it
-//! measures.
+//! * [`alloc`]: allocator throughput, shmheap against glibc and mimalloc;
+//! * [`p2p`]: `latency`, `bw`, `bibw`, `msgrate`, the OSU point-to-point
+//!   loops written once over the [`transport::Transport`] trait, whose
+//!   backends are hmpi and (feature `mpi`) rsmpi over a system MPI;
+//! * [`compare`]: `hmpi-bench compare`, which runs hmpi and the rsmpi peers
+//!   (Open MPI, MPICH; each a build of this program with feature `mpi`,
+//!   started by that MPI's launcher) in one invocation.
+//!
+//! The global allocator is [`BenchAlloc`]: the node heap ([`ShmHeap`], which
+//! serves from the system allocator until the process attaches to a node
+//! heap) in hmpi message workers, so that message buffers live in the
+//! shared heap as in any hmpi program; the system allocator in the `alloc`
+//! workload (whose bookkeeping must not disturb the allocators it measures)
+//! and in the MPI peers (as in any MPI program).
 
 mod alloc;
+mod compare;
+mod p2p;
+mod plot;
 mod report;
 mod stats;
+mod transport;
 
 use report::Sample;
+use shmheap::ShmHeap;
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
+
+/// The program's global allocator: [`ShmHeap`] (the node heap once the
+/// process has attached to one, the system allocator before) unless
+/// [`system_allocator`] was called, then the system allocator for every new
+/// block. Frees go by address to whichever allocator made the block.
+pub struct BenchAlloc;
+
+/// Set by [`system_allocator`].
+static SYSTEM_ONLY: AtomicBool = AtomicBool::new(false);
+/// The node heap's allocator.
+static NODE_HEAP: ShmHeap = ShmHeap::new();
+
+#[global_allocator]
+static GLOBAL: BenchAlloc = BenchAlloc;
+
+/// New blocks come from the system allocator from now on (call it first
+/// thing in a process, before it attaches to a node heap).
+pub fn system_allocator() {
+    // Relaxed: set before the process starts other threads (spawning
+    // orders it before their first allocation) and read alone.
+    SYSTEM_ONLY.store(true, Ordering::Relaxed);
+}
+
+/// New blocks come from the node heap once the process attaches (the
+/// default; says so where a workload relies on it).
+pub fn node_heap_allocator() {
+    // Relaxed: as in `system_allocator`.
+    SYSTEM_ONLY.store(false, Ordering::Relaxed);
+}
+
+fn system_only() -> bool {
+    // Relaxed: see `system_allocator`.
+    SYSTEM_ONLY.load(Ordering::Relaxed)
+}
+
+// SAFETY: every method forwards to `System` or `ShmHeap`, both sound
+// allocators; a block goes back to the allocator that made it, told apart
+// by address (`ShmHeap` blocks are exactly those inside the node segment).
+unsafe impl GlobalAlloc for BenchAlloc {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's layout contract is passed on.
+        unsafe {
+            if system_only() {
+                System.alloc(layout)
+            } else {
+                NODE_HEAP.alloc(layout)
+            }
+        }
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as for `alloc`.
+        unsafe {
+            if system_only() {
+                System.alloc_zeroed(layout)
+            } else {
+                NODE_HEAP.alloc_zeroed(layout)
+            }
+        }
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` is a live block of this allocator, so it came from
+        // `System` (outside the segment) or `ShmHeap` (inside).
+        unsafe {
+            if shmheap::is_shared(ptr) {
+                NODE_HEAP.dealloc(ptr, layout)
+            } else {
+                System.dealloc(ptr, layout)
+            }
+        }
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as for `dealloc`; `ShmHeap::realloc` itself hands blocks
+        // outside the segment to `System`.
+        unsafe {
+            if system_only() && !shmheap::is_shared(ptr) {
+                System.realloc(ptr, layout, new_size)
+            } else {
+                NODE_HEAP.realloc(ptr, layout, new_size)
+            }
+        }
+    }
+}
 
 /// Why the benchmark stopped.
 #[derive(Debug)]
@@ -71,6 +179,15 @@ pub struct Options {
     pub ms: Option<u64>,
     /// Few sizes, few repetitions, short timing: a smoke run.
     pub quick: bool,
+    /// Where to draw the PNG chart, if anywhere (`--plot`).
+    pub plot: Option<PathBuf>,
+    /// `compare`: the peers to run (`--peers`, comma-separated), all known
+    /// ones when `None`.
+    pub peers: Option<String>,
+    /// `compare`: where the peers' builds live (`--peer-dir`).
+    pub peer_dir: Option<PathBuf>,
+    /// `compare`: use the peers' programs as they are, never build them.
+    pub no_build: bool,
 }
 
 /// What a workload's run produced.
@@ -100,8 +217,17 @@ pub struct Workload {
     pub worker: Option<(&'static str, WorkerFn)>,
 }
 
-/// The workloads, in the order `--help` lists them.
-pub const WORKLOADS: &[Workload] = &[alloc::WORKLOAD];
+/// The workloads, in the order `--help` lists them. A new workload family
+/// is a module `NAME.rs` shaped like `alloc.rs` (a `pub const WORKLOAD`),
+/// declared with `mod NAME;` above and listed here; the ownership-passing
+/// workload (`opi.rs`, `opi::WORKLOAD`) goes after `alloc`.
+pub const WORKLOADS: &[Workload] = &[
+    p2p::LATENCY,
+    p2p::BW,
+    p2p::BIBW,
+    p2p::MSGRATE,
+    alloc::WORKLOAD,
+];
 
 /// Progress lines on stderr, stamped with the time since the start.
 pub struct Progress {
@@ -130,6 +256,7 @@ fn help() -> String {
 
 USAGE:
     hmpi-bench <WORKLOAD> [OPTIONS]
+    hmpi-bench compare <WORKLOAD>[,<WORKLOAD>...] [OPTIONS]
     hmpi-bench --help
 
 WORKLOADS:
@@ -139,15 +266,28 @@ WORKLOADS:
         s += &format!("    {:<10}{}\n", w.name, w.about);
     }
     s += "
+    compare   hmpi and rsmpi over Open MPI and MPICH (each under its own mpirun)
+              in one run, with hmpi/peer ratios per size; workloads: latency,
+              bw, bibw, msgrate, or p2p for all four
+
 OPTIONS:
-    --csv FILE        also write every sample to FILE as CSV
-                      (header: workload,backend,threads,size,value,unit)
-    --sizes MIN-MAX   sizes in bytes (powers of two in the range), e.g. 64-64K;
-                      one size alone (e.g. 4K) measures just that size.
-                      Suffixes K, M, G (binary)
-    --reps N          measured repetitions per point, median reported (default 5)
-    --ms N            time per repetition in milliseconds (default 100)
-    --quick           smoke run: sizes 16, 1K, 64K, 1M; 2 repetitions; 20 ms
+    --csv FILE        also write every sample to FILE as CSV (header:
+                      workload,backend,threads,size,value,unit,min,max;
+                      value = median of the repetitions)
+    --plot FILE.png   also draw log-log curves per backend to FILE.png
+    --sizes MIN-MAX   sizes in bytes (powers of two in the range, and 0 if MIN
+                      is 0), e.g. 64-64K; one size alone (e.g. 4K) measures
+                      just that size. Suffixes K, M, G (binary)
+    --reps N          measured repetitions per point, median reported (default 5;
+                      message workloads 5, each of OSU's iteration count)
+    --ms N            alloc: time per repetition in milliseconds (default 100)
+    --quick           smoke run: alloc: sizes 16, 1K, 64K, 1M, 2 repetitions of
+                      20 ms; message workloads: sizes 8, 1K, 64K, 1M,
+                      3 repetitions of a tenth of OSU's iterations
+    --peers LIST      compare: openmpi, mpich (default: both), or none
+    --peer-dir DIR    compare: where the peer builds live
+                      (default: $HMPI_BENCH_PEER_DIR, else target/peers)
+    --no-build        compare: do not build or update the peer programs
     -h, --help        this text
 
 Results go to stdout (a table with ratios), progress to stderr.
@@ -168,6 +308,8 @@ fn parse_size_arg(s: &str) -> Result<usize, BenchError> {
 
 fn parse_sizes(s: &str) -> Result<(usize, usize), BenchError> {
     let (lo, hi) = match s.split_once('-') {
+        // The range may start at 0 (the zero-byte message).
+        Some(("0", hi)) => (0, parse_size_arg(hi)?),
         Some((lo, hi)) => (parse_size_arg(lo)?, parse_size_arg(hi)?),
         None => {
             let n = parse_size_arg(s)?;
@@ -200,6 +342,7 @@ fn parse_number<T: std::str::FromStr + PartialOrd + std::fmt::Display>(
 enum Command {
     Help,
     Run(&'static Workload, Options),
+    Compare(Vec<&'static p2p::Kernel>, Options),
     Worker(&'static Workload, Vec<String>),
 }
 
@@ -230,9 +373,11 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
         }
         return Err(BenchError::Usage(format!("unknown worker '{name}'")));
     }
+    let compare = args[0] == "compare";
+    let mut compared = None;
     let mut workload = None;
     let mut opts = Options::default();
-    let mut i = 0;
+    let mut i = usize::from(compare);
     while i < args.len() {
         let arg = args[i].as_str();
         // `--opt=value` and `--opt value` both work.
@@ -256,8 +401,29 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
             "--reps" => opts.reps = Some(parse_number("--reps", &value(&mut i)?, 1, 1000)?),
             "--ms" => opts.ms = Some(parse_number("--ms", &value(&mut i)?, 1, 60_000)?),
             "--quick" => opts.quick = true,
+            "--plot" => {
+                let p = PathBuf::from(value(&mut i)?);
+                if p.extension().and_then(|e| e.to_str()) != Some("png") {
+                    return Err(BenchError::Usage(format!(
+                        "--plot: '{}' must name a .png file",
+                        p.display()
+                    )));
+                }
+                opts.plot = Some(p);
+            }
+            "--peers" => opts.peers = Some(value(&mut i)?),
+            "--peer-dir" => opts.peer_dir = Some(PathBuf::from(value(&mut i)?)),
+            "--no-build" => opts.no_build = true,
             f if f.starts_with('-') => {
                 return Err(BenchError::Usage(format!("unknown option '{f}'")));
+            }
+            list if compare => {
+                if compared.is_some() {
+                    return Err(BenchError::Usage(format!(
+                        "compare takes one list of workloads (a,b,…); '{list}' is a second one"
+                    )));
+                }
+                compared = Some(compare::parse_workloads(list)?);
             }
             name => {
                 if workload.is_some() {
@@ -270,9 +436,81 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
         }
         i += 1;
     }
+    if opts.peers.is_some() || opts.peer_dir.is_some() || opts.no_build {
+        if !compare {
+            return Err(BenchError::Usage(
+                "--peers, --peer-dir and --no-build belong to compare".into(),
+            ));
+        }
+        compare::parse_peers(opts.peers.as_deref().unwrap_or(""))?;
+    }
+    if compare {
+        return match compared {
+            Some(ks) => Ok(Command::Compare(ks, opts)),
+            None => Err(BenchError::Usage(
+                "compare needs a workload, e.g. hmpi-bench compare latency".into(),
+            )),
+        };
+    }
     match workload {
         Some(w) => Ok(Command::Run(w, opts)),
         None => Err(BenchError::Usage("no workload given".into())),
+    }
+}
+
+/// Checks that the output files can be created before minutes of measuring.
+fn check_outputs(opts: &Options) -> Result<(), BenchError> {
+    for (flag, path) in [("--csv", &opts.csv), ("--plot", &opts.plot)] {
+        if let Some(path) = path {
+            std::fs::File::create(path).map_err(|e| {
+                BenchError::Usage(format!("{flag}: cannot create {}: {e}", path.display()))
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Prints the outcome, writes the CSV and the plot, and turns failures into
+/// the exit status.
+fn finish(outcome: Outcome, opts: &Options, progress: &Progress) -> Result<(), BenchError> {
+    print!("{}", outcome.text);
+    let mut failures = outcome.failures;
+    if let Some(path) = &opts.csv {
+        report::write_csv(path, &outcome.samples)
+            .map_err(|e| BenchError::Failed(format!("cannot write {}: {e}", path.display())))?;
+        progress.line(format_args!(
+            "wrote {} samples to {}",
+            outcome.samples.len(),
+            path.display()
+        ));
+    }
+    if let Some(path) = &opts.plot {
+        let mut workloads: Vec<&str> = Vec::new();
+        for s in &outcome.samples {
+            if !workloads.contains(&s.workload.as_str()) {
+                workloads.push(&s.workload);
+            }
+        }
+        match plot::plot_file(path, &outcome.samples, &workloads) {
+            Ok(()) => progress.line(format_args!("wrote {}", path.display())),
+            Err(e) => {
+                progress.line(format_args!("FAILED: {e}"));
+                failures.push(e);
+            }
+        }
+    }
+    progress.line(format_args!(
+        "done in {:.1} s",
+        progress.start.elapsed().as_secs_f64()
+    ));
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(BenchError::Failed(format!(
+            "{} measurement(s) failed: {}",
+            failures.len(),
+            failures.join("; ")
+        )))
     }
 }
 
@@ -287,38 +525,16 @@ fn run(cmd: Command) -> Result<(), BenchError> {
             worker(&args)
         }
         Command::Run(w, opts) => {
-            // Check the CSV path before spending minutes measuring.
-            if let Some(path) = &opts.csv {
-                std::fs::File::create(path).map_err(|e| {
-                    BenchError::Usage(format!("--csv: cannot create {}: {e}", path.display()))
-                })?;
-            }
+            check_outputs(&opts)?;
             let progress = Progress::new();
             let outcome = (w.run)(&opts, &progress)?;
-            print!("{}", outcome.text);
-            if let Some(path) = &opts.csv {
-                report::write_csv(path, &outcome.samples).map_err(|e| {
-                    BenchError::Failed(format!("cannot write {}: {e}", path.display()))
-                })?;
-                progress.line(format_args!(
-                    "wrote {} samples to {}",
-                    outcome.samples.len(),
-                    path.display()
-                ));
-            }
-            progress.line(format_args!(
-                "done in {:.1} s",
-                progress.start.elapsed().as_secs_f64()
-            ));
-            if outcome.failures.is_empty() {
-                Ok(())
-            } else {
-                Err(BenchError::Failed(format!(
-                    "{} measurement(s) failed: {}",
-                    outcome.failures.len(),
-                    outcome.failures.join("; ")
-                )))
-            }
+            finish(outcome, &opts, &progress)
+        }
+        Command::Compare(kernels, opts) => {
+            check_outputs(&opts)?;
+            let progress = Progress::new();
+            let outcome = compare::run(&kernels, &opts, &progress)?;
+            finish(outcome, &opts, &progress)
         }
     }
 }
@@ -385,6 +601,13 @@ mod tests {
             "alloc --frobnicate",
             "alloc alloc",
             "--worker nosuch",
+            "alloc --plot x.svg",
+            "alloc --peers mpich",
+            "compare",
+            "compare alloc",
+            "compare latency bw",
+            "compare latency --peers lam",
+            "latency --sizes 0-nope",
         ] {
             match parse_args(&args(bad)) {
                 Err(e @ BenchError::Usage(_)) => assert_eq!(e.exit_code(), 2),
@@ -395,8 +618,29 @@ mod tests {
     }
 
     #[test]
+    fn parses_compare() {
+        let Ok(Command::Compare(ks, o)) = parse_args(&args(
+            "compare latency,bw --sizes 0-64K --peers mpich --no-build --plot /tmp/p.png",
+        )) else {
+            panic!("expected a compare");
+        };
+        let names: Vec<&str> = ks.iter().map(|k| k.name).collect();
+        assert_eq!(names, ["latency", "bw"]);
+        assert_eq!(o.sizes, Some((0, 64 << 10)));
+        assert_eq!(o.peers.as_deref(), Some("mpich"));
+        assert!(o.no_build);
+        assert_eq!(o.plot, Some(PathBuf::from("/tmp/p.png")));
+        let Ok(Command::Run(w, _)) = parse_args(&args("msgrate --quick")) else {
+            panic!("expected a run");
+        };
+        assert_eq!(w.name, "msgrate");
+    }
+
+    #[test]
     fn help_lists_workloads() {
         assert!(matches!(parse_args(&args("--help")), Ok(Command::Help)));
-        assert!(help().contains("alloc"));
+        for w in ["alloc", "latency", "bw", "bibw", "msgrate", "compare"] {
+            assert!(help().contains(w), "{w}");
+        }
     }
 }

@@ -6,8 +6,9 @@
 //! backends of a row side by side and add ratios between them, because a
 //! number only means something next to its peer from the same run.
 //!
-//! The CSV header is fixed — `workload,backend,threads,size,value,unit` —
-//! so that plotting scripts can rely on it.
+//! The CSV's columns are fixed — `workload,backend,threads,size,value,unit`
+//! (the median in `value`), then `min,max` over the repetitions — so that
+//! plotting scripts can rely on them.
 //!
 //! # Example
 //! ```ignore
@@ -22,7 +23,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 /// The CSV header, exactly.
-pub const CSV_HEADER: &str = "workload,backend,threads,size,value,unit";
+pub const CSV_HEADER: &str = "workload,backend,threads,size,value,unit,min,max";
 
 /// One measured point: the median over its repetitions.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +64,16 @@ impl Sample {
             min: stats::min(reps)?,
             max: stats::max(reps)?,
         })
+    }
+
+    /// The smallest repetition.
+    pub fn min(&self) -> f64 {
+        self.min
+    }
+
+    /// The largest repetition.
+    pub fn max(&self) -> f64 {
+        self.max
     }
 
     /// (max − min) / median over the repetitions: how noisy the point was.
@@ -231,13 +242,15 @@ pub fn write_csv_to(mut out: impl Write, samples: &[Sample]) -> io::Result<()> {
     for s in samples {
         writeln!(
             out,
-            "{},{},{},{},{:.4},{}",
+            "{},{},{},{},{:.4},{},{:.4},{:.4}",
             csv_field(&s.workload),
             csv_field(&s.backend),
             s.threads,
             s.size,
             s.value,
-            csv_field(s.unit)
+            csv_field(s.unit),
+            s.min,
+            s.max
         )?;
     }
     out.flush()
@@ -274,9 +287,20 @@ mod tests {
         let mut lines = text.lines();
         assert_eq!(
             lines.next(),
-            Some("workload,backend,threads,size,value,unit")
+            Some("workload,backend,threads,size,value,unit,min,max")
         );
-        assert_eq!(lines.next(), Some("alloc-free,glibc,2,64,12.5000,Mpairs/s"));
+        assert_eq!(
+            lines.next(),
+            Some("alloc-free,glibc,2,64,12.5000,Mpairs/s,12.5000,12.5000")
+        );
+        let mut buf = Vec::new();
+        let x = Sample::from_reps("a,b", "c", 1, 8, "us", &[3.0, 1.0, 2.0]).unwrap();
+        write_csv_to(&mut buf, &[x]).unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        assert_eq!(
+            text.lines().nth(1),
+            Some("\"a,b\",c,1,8,2.0000,us,1.0000,3.0000")
+        );
     }
 
     #[test]

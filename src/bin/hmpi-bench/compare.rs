@@ -1,0 +1,592 @@
+//! `hmpi-bench compare WORKLOAD[,WORKLOAD…]`: hmpi and its MPI peers in one
+//! invocation, side by side with the ratio per size.
+//!
+//! For each workload, hmpi runs first (2 ranks through the launcher, bound
+//! to cores), then every peer: this same program built with feature `mpi`
+//! against one MPI (rsmpi, the `mpi` crate) and started by that MPI's own
+//! launcher, 2 ranks bound to cores:
+//!
+//! | peer | label | build (`MPICC`) | launcher |
+//! |---|---|---|---|
+//! | Open MPI | `rsmpi-openmpi` | `mpicc.openmpi` | `mpirun.openmpi -n 2 --bind-to core --mca btl self,vader` (+ `--allow-run-as-root` as root) |
+//! | MPICH | `rsmpi-mpich` | `mpicc.mpich` | `mpiexec.mpich -n 2 -bind-to core` |
+//!
+//! rsmpi links one MPI at build time (its build script asks the `MPICC`
+//! wrapper with `-show`, else pkg-config), so each peer is a separate build
+//! in its own target directory, `PEER_DIR/<mpi>/release/hmpi-bench`, where
+//! `PEER_DIR` is `--peer-dir`, else `HMPI_BENCH_PEER_DIR`, else
+//! `target/peers` in the source tree this program was built from. Before
+//! measuring, `compare` runs `cargo build --release --features mpi` for each
+//! peer whose MPI is installed (a no-op when the peer is up to date;
+//! `--no-build` skips it and uses what is there). It says which peers it
+//! found and which are missing, and how to install them
+//! (`scripts/setup-mpi`). A compare in which no peer could run fails.
+//!
+//! # Example
+//! ```text
+//! hmpi-bench compare latency,bw --sizes 1-4M --csv p2p.csv --plot p2p.png
+//! ```
+
+use crate::p2p::{self, Job, Kernel, ResultFile};
+use crate::report::{self, fmt_size, Sample};
+use crate::{BenchError, Options, Outcome, Progress};
+use hmpi_core::launch::allowed_cpus;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A system MPI that a peer build links.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mpi {
+    /// Short name (`--peers`, target directory).
+    pub name: &'static str,
+    /// What people call it.
+    pub display: &'static str,
+    /// The backend label in results.
+    pub label: &'static str,
+    /// Its compiler wrapper (rsmpi's build reads `MPICC`).
+    pub mpicc: &'static str,
+    /// Its launcher.
+    pub launcher: &'static str,
+    /// Its pkg-config name (for the version).
+    pub pkg: &'static str,
+}
+
+/// The peers `compare` knows, in the order it runs them.
+pub const MPIS: [Mpi; 2] = [
+    Mpi {
+        name: "openmpi",
+        display: "Open MPI",
+        label: "rsmpi-openmpi",
+        mpicc: "mpicc.openmpi",
+        launcher: "mpirun.openmpi",
+        pkg: "ompi-c",
+    },
+    Mpi {
+        name: "mpich",
+        display: "MPICH",
+        label: "rsmpi-mpich",
+        mpicc: "mpicc.mpich",
+        launcher: "mpiexec.mpich",
+        pkg: "mpich",
+    },
+];
+
+/// The script that installs the peers' MPIs.
+const SETUP: &str = "scripts/setup-mpi";
+/// The variable that overrides the peers' directory.
+const PEER_DIR_VAR: &str = "HMPI_BENCH_PEER_DIR";
+/// The source tree this program was built from.
+const SOURCE_DIR: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The workloads `compare` accepts: names, or `p2p`/`all` for every kernel.
+pub fn parse_workloads(list: &str) -> Result<Vec<&'static Kernel>, BenchError> {
+    let mut out: Vec<&'static Kernel> = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let ks: Vec<&'static Kernel> = match name {
+            "p2p" | "all" => p2p::KERNELS.iter().collect(),
+            "alloc" => {
+                return Err(BenchError::Usage(
+                    "compare: alloc has no MPI peer; `hmpi-bench alloc` compares allocators in every run"
+                        .into(),
+                ))
+            }
+            n => vec![p2p::kernel(n).ok_or_else(|| {
+                let names: Vec<&str> = p2p::KERNELS.iter().map(|k| k.name).collect();
+                BenchError::Usage(format!(
+                    "compare: unknown workload '{n}'; known: {}, p2p (all of them)",
+                    names.join(", ")
+                ))
+            })?],
+        };
+        for k in ks {
+            if !out.iter().any(|o| o.name == k.name) {
+                out.push(k);
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(BenchError::Usage(
+            "compare needs a workload, e.g. latency".into(),
+        ));
+    }
+    Ok(out)
+}
+
+/// The peers `--peers` names (`none` for hmpi alone), or all known ones.
+pub fn parse_peers(list: &str) -> Result<Vec<Mpi>, BenchError> {
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if name == "none" {
+            continue;
+        }
+        let m = MPIS.iter().find(|m| m.name == name).ok_or_else(|| {
+            BenchError::Usage(format!(
+                "--peers: unknown MPI '{name}'; known: openmpi, mpich, none"
+            ))
+        })?;
+        if !out.contains(m) {
+            out.push(*m);
+        }
+    }
+    Ok(out)
+}
+
+/// `name` on `PATH`, if there.
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// The directory under which each peer has its target directory.
+fn peer_dir(opts: &Options) -> PathBuf {
+    opts.peer_dir
+        .clone()
+        .or_else(|| std::env::var_os(PEER_DIR_VAR).map(PathBuf::from))
+        .unwrap_or_else(|| Path::new(SOURCE_DIR).join("target").join("peers"))
+}
+
+/// The peer program of `mpi` under `dir`.
+pub fn peer_binary(dir: &Path, mpi: &Mpi) -> PathBuf {
+    dir.join(mpi.name).join("release").join("hmpi-bench")
+}
+
+/// The version of `mpi`: pkg-config's, else the launcher's `--version` line
+/// that names one.
+fn version(mpi: &Mpi, launcher: &Path) -> String {
+    let run = |c: &mut Command| {
+        c.stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    if let Some(v) = run(Command::new("pkg-config").args(["--modversion", mpi.pkg])) {
+        let v = v.trim();
+        if !v.is_empty() {
+            return v.to_owned();
+        }
+    }
+    run(Command::new(launcher).arg("--version"))
+        .and_then(|out| {
+            out.lines()
+                .map(str::trim)
+                .find(|l| l.contains("Version") || l.contains("Open MPI"))
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| "version unknown".into())
+}
+
+/// A peer ready to run.
+struct Peer {
+    mpi: Mpi,
+    launcher: PathBuf,
+    binary: PathBuf,
+    version: String,
+}
+
+fn cargo() -> PathBuf {
+    if let Some(c) = std::env::var_os("CARGO") {
+        return PathBuf::from(c);
+    }
+    if let Some(c) = which("cargo") {
+        return c;
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    home.join(".cargo/bin/cargo")
+}
+
+/// Builds (or brings up to date) the peer of `mpi` with its compiler
+/// wrapper `mpicc`; cargo's progress goes to stderr.
+fn build_peer(mpi: &Mpi, mpicc: &Path, dir: &Path, progress: &Progress) -> Result<(), String> {
+    let manifest = Path::new(SOURCE_DIR).join("Cargo.toml");
+    if !manifest.is_file() {
+        return Err(format!(
+            "cannot build the {} peer: the source tree {SOURCE_DIR} is gone",
+            mpi.display
+        ));
+    }
+    progress.line(format_args!(
+        "building the {} peer (cargo build --release --features mpi, MPICC={})",
+        mpi.display,
+        mpicc.display()
+    ));
+    let status = Command::new(cargo())
+        .args([
+            "build",
+            "--release",
+            "--features",
+            "mpi",
+            "--bin",
+            "hmpi-bench",
+        ])
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(dir.join(mpi.name))
+        .env("MPICC", mpicc)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot run cargo ({}): {e}", cargo().display()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "building the {} peer failed ({status}); its compiler output is above \
+             ({SETUP} installs MPI and libclang)",
+            mpi.display
+        ))
+    }
+}
+
+/// Finds (and unless `--no-build`, builds) each requested peer. Returns the
+/// ready ones and a line per missing one.
+fn find_peers(wanted: &[Mpi], opts: &Options, progress: &Progress) -> (Vec<Peer>, Vec<String>) {
+    let dir = peer_dir(opts);
+    let mut ready = Vec::new();
+    let mut missing = Vec::new();
+    for mpi in wanted {
+        let (Some(launcher), Some(mpicc)) = (which(mpi.launcher), which(mpi.mpicc)) else {
+            missing.push(format!(
+                "{} ({}): not installed ({} or {} not on PATH); {SETUP} installs it",
+                mpi.label, mpi.display, mpi.launcher, mpi.mpicc
+            ));
+            continue;
+        };
+        let binary = peer_binary(&dir, mpi);
+        if !opts.no_build {
+            if let Err(e) = build_peer(mpi, &mpicc, &dir, progress) {
+                missing.push(format!("{} ({}): {e}", mpi.label, mpi.display));
+                continue;
+            }
+        }
+        if !binary.is_file() {
+            missing.push(format!(
+                "{} ({}): no peer program at {} (run without --no-build to build it)",
+                mpi.label,
+                mpi.display,
+                binary.display()
+            ));
+            continue;
+        }
+        let version = version(mpi, &launcher);
+        ready.push(Peer {
+            mpi: *mpi,
+            launcher,
+            binary,
+            version,
+        });
+    }
+    (ready, missing)
+}
+
+/// Am I root (Open MPI refuses to run as root without being told)?
+fn is_root() -> bool {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() == 0 }
+}
+
+/// The launcher command line of `peer` for `job`.
+fn peer_command(peer: &Peer, job: &Job) -> Command {
+    let mut c = Command::new(&peer.launcher);
+    let enough_cpus = allowed_cpus().len() >= 2;
+    match peer.mpi.name {
+        "openmpi" => {
+            c.args(["-n", "2"]);
+            if enough_cpus {
+                c.args(["--bind-to", "core"]);
+            } else {
+                c.args(["--bind-to", "none", "--oversubscribe"]);
+            }
+            // Shared memory and self only: no network probing in containers.
+            c.args(["--mca", "btl", "self,vader"]);
+            if is_root() {
+                c.arg("--allow-run-as-root");
+            }
+        }
+        _ => {
+            c.args(["-n", "2"]);
+            c.args(["-bind-to", if enough_cpus { "core" } else { "none" }]);
+        }
+    }
+    c.arg(&peer.binary).arg("--worker").arg(p2p::WORKER);
+    c.args(job.to_args());
+    c
+}
+
+/// Runs `cmd` to completion, killing it (TERM, then KILL) past `limit`.
+fn run_with_timeout(mut cmd: Command, limit: Duration) -> Result<(), String> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {:?}: {e}", cmd.get_program()))?;
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => return Ok(()),
+            Ok(Some(status)) => return Err(format!("the job failed ({status})")),
+            Ok(None) => {}
+            Err(e) => return Err(format!("cannot wait for the job: {e}")),
+        }
+        if start.elapsed() > limit {
+            // SAFETY: signalling our own child by its pid.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+            std::thread::sleep(Duration::from_secs(2));
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "the job ran past its limit of {} s and was ended",
+                limit.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Runs `k` on `peer`; returns its samples.
+fn run_peer(
+    peer: &Peer,
+    k: &Kernel,
+    sizes: &[usize],
+    reps: usize,
+    quick: bool,
+) -> Result<Vec<Sample>, String> {
+    let file = ResultFile::new(&format!("{}-{}", k.name, peer.mpi.name))?;
+    let job = Job {
+        transport: "rsmpi".into(),
+        label: peer.mpi.label.into(),
+        kernel: k.name.into(),
+        sizes: sizes.to_vec(),
+        reps,
+        quick,
+        out: file.0.clone(),
+    };
+    run_with_timeout(peer_command(peer, &job), k.time_bound(sizes, reps, quick))
+        .map_err(|e| format!("{} {}: {e}", peer.mpi.label, k.name))?;
+    let samples = p2p::read_results(&file.0)?;
+    p2p::check_complete(&samples, k, peer.mpi.label, sizes)?;
+    Ok(samples)
+}
+
+/// Entry point of `hmpi-bench compare`.
+pub fn run(
+    kernels: &[&'static Kernel],
+    opts: &Options,
+    progress: &Progress,
+) -> Result<Outcome, BenchError> {
+    let wanted = match &opts.peers {
+        Some(list) => parse_peers(list)?,
+        None => MPIS.to_vec(),
+    };
+    let sizes: Vec<Vec<usize>> = kernels
+        .iter()
+        .map(|k| k.sizes(opts))
+        .collect::<Result<_, _>>()?;
+    let reps = p2p::reps(opts);
+    let (peers, missing) = find_peers(&wanted, opts, progress);
+    let mut text = String::new();
+    for p in &peers {
+        let line = format!(
+            "peer {}: {} {}, {}",
+            p.mpi.label,
+            p.mpi.display,
+            p.version,
+            p.binary.display()
+        );
+        progress.line(format_args!("{line}"));
+        let _ = writeln!(text, "{line}");
+    }
+    for m in &missing {
+        progress.line(format_args!("peer missing: {m}"));
+        let _ = writeln!(text, "peer missing: {m}");
+    }
+    let mut samples = Vec::new();
+    let mut failures: Vec<String> = Vec::new();
+    let fail = |e: String, failures: &mut Vec<String>| {
+        progress.line(format_args!("FAILED: {e}"));
+        failures.push(e);
+    };
+    if peers.is_empty() && !wanted.is_empty() {
+        fail(
+            format!("no MPI peer could be run ({SETUP} installs Open MPI and MPICH)"),
+            &mut failures,
+        );
+    }
+    for (k, sizes) in kernels.iter().zip(&sizes) {
+        progress.line(format_args!(
+            "{}: {} sizes {}-{}, {reps} repetitions (OSU iterations{}), 2 ranks",
+            k.name,
+            sizes.len(),
+            fmt_size(sizes[0]),
+            fmt_size(*sizes.last().expect("sizes are never empty")),
+            if opts.quick { " / 10" } else { "" }
+        ));
+        progress.line(format_args!("{} hmpi", k.name));
+        match p2p::run_hmpi(k, sizes, reps, opts.quick) {
+            Ok(s) => samples.extend(s),
+            Err(e) => fail(e, &mut failures),
+        }
+        for p in &peers {
+            progress.line(format_args!(
+                "{} {} ({})",
+                k.name,
+                p.mpi.label,
+                p.launcher.display()
+            ));
+            match run_peer(p, k, sizes, reps, opts.quick) {
+                Ok(s) => samples.extend(s),
+                Err(e) => fail(e, &mut failures),
+            }
+        }
+    }
+    let labels: Vec<&str> = std::iter::once("hmpi")
+        .chain(peers.iter().map(|p| p.mpi.label))
+        .collect();
+    text += &render(&samples, kernels, &labels);
+    Ok(Outcome {
+        samples,
+        text,
+        failures,
+    })
+}
+
+/// The tables (each backend's median, hmpi / each peer per size) and the
+/// target lines.
+pub fn render(samples: &[Sample], kernels: &[&Kernel], labels: &[&str]) -> String {
+    let mut out = String::new();
+    let ratios: Vec<(&str, &str)> = labels.iter().skip(1).map(|p| ("hmpi", *p)).collect();
+    for k in kernels {
+        if report::rows(samples, k.name).is_empty() {
+            continue;
+        }
+        out += "\n";
+        out += &report::render_table(samples, k.name, labels, &ratios);
+        out += &targets(samples, k);
+    }
+    out
+}
+
+/// The best peer's median at `size` (lowest latency, highest bandwidth).
+fn best_peer<'a>(samples: &'a [Sample], k: &Kernel, size: usize) -> Option<&'a Sample> {
+    samples
+        .iter()
+        .filter(|s| s.workload == k.name && s.size == size && s.backend != "hmpi")
+        .reduce(|a, b| {
+            let b_better = if k.higher_is_better {
+                b.value > a.value
+            } else {
+                b.value < a.value
+            };
+            if b_better {
+                b
+            } else {
+                a
+            }
+        })
+}
+
+/// The project's targets, checked against the best peer of this run:
+/// 8 B latency ≤ 0.6× and 1–4 MiB bandwidth ≥ 2.5×.
+fn targets(samples: &[Sample], k: &Kernel) -> String {
+    let (sizes, target, better): (&[usize], f64, &str) = match k.name {
+        "latency" => (&[8], 0.6, "<="),
+        "bw" => (&[1 << 20, 2 << 20, 4 << 20], 2.5, ">="),
+        _ => return String::new(),
+    };
+    let mut out = String::new();
+    for &size in sizes {
+        let (Some(h), Some(p)) = (
+            report::find(samples, k.name, "hmpi", 2, size),
+            best_peer(samples, k, size),
+        ) else {
+            continue;
+        };
+        let r = h.value / p.value;
+        let met = if better == "<=" {
+            r <= target
+        } else {
+            r >= target
+        };
+        let _ = writeln!(
+            out,
+            "target {} {}: hmpi/best peer ({}) = {r:.2}x, target {better} {target}x: {}",
+            k.name,
+            fmt_size(size),
+            p.backend,
+            if met { "met" } else { "missed" }
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(w: &str, b: &str, size: usize, v: f64) -> Sample {
+        let unit = p2p::kernel(w).map_or("us", |k| k.unit);
+        Sample::from_reps(w, b, 2, size, unit, &[v]).unwrap()
+    }
+
+    #[test]
+    fn workload_and_peer_lists() {
+        let ks = parse_workloads("latency,bw,latency").unwrap();
+        assert_eq!(
+            ks.iter().map(|k| k.name).collect::<Vec<_>>(),
+            ["latency", "bw"]
+        );
+        assert_eq!(parse_workloads("p2p").unwrap().len(), p2p::KERNELS.len());
+        for bad in ["", "alloc", "nosuch", "latency,nosuch"] {
+            assert!(
+                matches!(parse_workloads(bad), Err(BenchError::Usage(_))),
+                "{bad}"
+            );
+        }
+        assert_eq!(parse_peers("mpich").unwrap(), vec![MPIS[1]]);
+        assert!(parse_peers("none").unwrap().is_empty());
+        assert!(parse_peers("lam").is_err());
+    }
+
+    #[test]
+    fn peer_programs_live_in_their_own_target_dirs() {
+        let p = peer_binary(Path::new("/x/peers"), &MPIS[0]);
+        assert_eq!(p, Path::new("/x/peers/openmpi/release/hmpi-bench"));
+    }
+
+    #[test]
+    fn tables_show_ratios_and_targets() {
+        let samples = [
+            s("latency", "hmpi", 8, 0.06),
+            s("latency", "rsmpi-openmpi", 8, 0.15),
+            s("latency", "rsmpi-mpich", 8, 0.12),
+            s("bw", "hmpi", 1 << 20, 20000.0),
+            s("bw", "rsmpi-openmpi", 1 << 20, 12000.0),
+            s("bw", "rsmpi-mpich", 1 << 20, 13000.0),
+        ];
+        let ks = parse_workloads("latency,bw").unwrap();
+        let t = render(&samples, &ks, &["hmpi", "rsmpi-openmpi", "rsmpi-mpich"]);
+        assert!(t.contains("hmpi/openmpi"), "{t}");
+        assert!(t.contains("0.40x"), "{t}"); // 0.06 / 0.15
+                                             // Latency: the best peer is the fastest (MPICH): 0.06/0.12 = 0.5 <= 0.6.
+        assert!(
+            t.contains(
+                "target latency 8: hmpi/best peer (rsmpi-mpich) = 0.50x, target <= 0.6x: met"
+            ),
+            "{t}"
+        );
+        // Bandwidth: the best peer is the fastest (MPICH): 20000/13000 < 2.5.
+        assert!(
+            t.contains(
+                "target bw 1M: hmpi/best peer (rsmpi-mpich) = 1.54x, target >= 2.5x: missed"
+            ),
+            "{t}"
+        );
+    }
+}

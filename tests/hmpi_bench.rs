@@ -1,0 +1,162 @@
+//! `hmpi-bench` end to end, hmpi backend only (no system MPI needed): the
+//! message workloads at a tiny size range, through the launcher, with the
+//! CSV checked for every size and sane values; and `compare` with no peers.
+//! The MPI peers are exercised by CI's short `compare` (`.ci/run`).
+#![cfg(feature = "bench")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_hmpi-bench");
+
+fn tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("hmpi-bench-test-{}-{name}", std::process::id()))
+}
+
+fn run(args: &[&str]) -> Output {
+    let out = Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("run hmpi-bench");
+    eprintln!(
+        "hmpi-bench {}: {}\n{}{}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// One CSV row: (workload, backend, threads, size, value, unit, min, max).
+type Row = (String, String, u32, usize, f64, String, f64, f64);
+
+fn read_csv(path: &Path) -> Vec<Row> {
+    let text = std::fs::read_to_string(path).expect("the CSV was written");
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("workload,backend,threads,size,value,unit,min,max")
+    );
+    lines
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            assert_eq!(f.len(), 8, "{l}");
+            (
+                f[0].to_owned(),
+                f[1].to_owned(),
+                f[2].parse().expect("threads"),
+                f[3].parse().expect("size"),
+                f[4].parse().expect("value"),
+                f[5].to_owned(),
+                f[6].parse().expect("min"),
+                f[7].parse().expect("max"),
+            )
+        })
+        .collect()
+}
+
+/// Every row is hmpi's, for 2 ranks, with finite positive values in order.
+fn check_rows(rows: &[Row], workload: &str, unit: &str, sizes: &[usize]) {
+    let got: Vec<usize> = rows.iter().map(|r| r.3).collect();
+    assert_eq!(got, sizes);
+    for (w, b, threads, size, value, u, min, max) in rows {
+        assert_eq!(
+            (w.as_str(), b.as_str(), *threads, u.as_str()),
+            (workload, "hmpi", 2, unit)
+        );
+        for v in [value, min, max] {
+            assert!(v.is_finite() && *v > 0.0, "{workload} {size}: {v}");
+        }
+        assert!(
+            min <= value && value <= max,
+            "{workload} {size}: {min} {value} {max}"
+        );
+    }
+}
+
+#[test]
+fn latency_at_tiny_sizes_writes_a_sane_csv() {
+    let csv = tmp("latency.csv");
+    let out = run(&[
+        "latency",
+        "--sizes",
+        "0-64",
+        "--reps",
+        "2",
+        "--quick",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("latency (us"), "{stdout}");
+    check_rows(
+        &read_csv(&csv),
+        "latency",
+        "us",
+        &[0, 1, 2, 4, 8, 16, 32, 64],
+    );
+    std::fs::remove_file(&csv).unwrap();
+}
+
+#[test]
+fn window_workloads_write_sane_csvs() {
+    for (workload, unit) in [("bw", "MB/s"), ("bibw", "MB/s"), ("msgrate", "Mmsg/s")] {
+        let csv = tmp(&format!("{workload}.csv"));
+        let out = run(&[
+            workload,
+            "--sizes",
+            "8-1K",
+            "--reps",
+            "1",
+            "--quick",
+            "--csv",
+            csv.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{workload}");
+        check_rows(
+            &read_csv(&csv),
+            workload,
+            unit,
+            &[8, 16, 32, 64, 128, 256, 512, 1024],
+        );
+        std::fs::remove_file(&csv).unwrap();
+    }
+}
+
+#[test]
+fn compare_without_peers_runs_hmpi() {
+    let csv = tmp("compare.csv");
+    let out = run(&[
+        "compare",
+        "latency,bw",
+        "--peers",
+        "none",
+        "--sizes",
+        "4K",
+        "--reps",
+        "1",
+        "--quick",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let rows = read_csv(&csv);
+    check_rows(&rows[..1], "latency", "us", &[4096]);
+    check_rows(&rows[1..], "bw", "MB/s", &[4096]);
+    std::fs::remove_file(&csv).unwrap();
+}
+
+#[test]
+fn bad_command_lines_exit_2() {
+    for args in [
+        &["compare", "nosuch"][..],
+        &["latency", "--sizes", "3"],
+        &["compare", "latency", "--peers", "lam"],
+        &["bw", "--plot", "x.txt"],
+    ] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}
