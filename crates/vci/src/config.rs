@@ -13,6 +13,12 @@
 //! * `HMPI_CMA` (default `1`): `0` turns off the kernel-assisted single copy
 //!   (`process_vm_readv`) of private send buffers; they then travel through a
 //!   heap bounce buffer (two copy).
+//! * `HMPI_FASTBOX` (default `1`): `0` turns off the fast boxes (see
+//!   [`crate::fastbox`]); tiny messages then travel in envelopes too.
+//! * `HMPI_VCIS` (default 1, at most [`crate::slots::MAX_VCIS`]): the number
+//!   of VCIs per rank, the same in every rank. A communicator context
+//!   `c` uses VCI `c % HMPI_VCIS` in every rank, so threads that work on
+//!   different communicators progress in parallel.
 //!
 //! The synergistic threshold and block size are starting points, not
 //! measured optima: the papers report per-machine values (4 KiB blocks from
@@ -51,6 +57,10 @@ pub const SYNERGISTIC_BLOCK_MIN: usize = 64;
 pub const SYNERGISTIC_BLOCK_MAX: usize = 1 << 30;
 /// Variable turning the kernel-assisted single copy off (`0`) or on (`1`).
 pub const CMA_VAR: &str = "HMPI_CMA";
+/// Variable turning the fast boxes off (`0`) or on (`1`).
+pub const FASTBOX_VAR: &str = "HMPI_FASTBOX";
+/// Variable holding the number of VCIs per rank.
+pub const VCIS_VAR: &str = "HMPI_VCIS";
 
 /// The engine's tunables.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +76,10 @@ pub struct Config {
     /// Whether private send buffers above `eager_max` may be read by the
     /// receiver with `process_vm_readv` (kernel-assisted single copy).
     pub cma: bool,
+    /// Whether tiny messages use the per-pair fast boxes.
+    pub fastbox: bool,
+    /// VCIs per rank (1 to [`crate::slots::MAX_VCIS`]).
+    pub vcis: usize,
 }
 
 impl Default for Config {
@@ -75,7 +89,25 @@ impl Default for Config {
             synergistic_min: DEFAULT_SYNERGISTIC_MIN,
             synergistic_block: DEFAULT_SYNERGISTIC_BLOCK,
             cma: true,
+            fastbox: true,
+            vcis: 1,
         }
+    }
+}
+
+fn bool_var(lookup: &impl Fn(&str) -> Option<OsString>, var: &'static str) -> Result<Option<bool>> {
+    let Some(v) = lookup(var) else {
+        return Ok(None);
+    };
+    let s = v.to_string_lossy().into_owned();
+    match s.trim() {
+        "0" | "off" | "no" | "false" => Ok(Some(false)),
+        "1" | "on" | "yes" | "true" => Ok(Some(true)),
+        _ => Err(Error::Config {
+            var,
+            value: s,
+            reason: "expected 0 or 1".into(),
+        }),
     }
 }
 
@@ -121,19 +153,14 @@ impl Config {
         if let Some(n) = size_var(&lookup, SYNERGISTIC_BLOCK_VAR, blocks)? {
             c.synergistic_block = n;
         }
-        if let Some(v) = lookup(CMA_VAR) {
-            let s = v.to_string_lossy().into_owned();
-            c.cma = match s.trim() {
-                "0" | "off" | "no" | "false" => false,
-                "1" | "on" | "yes" | "true" => true,
-                _ => {
-                    return Err(Error::Config {
-                        var: CMA_VAR,
-                        value: s,
-                        reason: "expected 0 or 1".into(),
-                    })
-                }
-            };
+        if let Some(b) = bool_var(&lookup, CMA_VAR)? {
+            c.cma = b;
+        }
+        if let Some(b) = bool_var(&lookup, FASTBOX_VAR)? {
+            c.fastbox = b;
+        }
+        if let Some(n) = size_var(&lookup, VCIS_VAR, 1..=crate::slots::MAX_VCIS)? {
+            c.vcis = n;
         }
         Ok(c)
     }
@@ -179,5 +206,9 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains(CMA_VAR));
+        assert!(!with_var(FASTBOX_VAR, "off").unwrap().fastbox);
+        assert_eq!(with_var(VCIS_VAR, "4").unwrap().vcis, 4);
+        assert!(with_var(VCIS_VAR, "0").is_err());
+        assert!(with_var(VCIS_VAR, "9").is_err());
     }
 }

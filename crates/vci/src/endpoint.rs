@@ -2,10 +2,18 @@
 //!
 //! `Endpoint::new` attaches to the node heap (through
 //! `shmheap::attach_from_env` unless the process already is attached),
-//! creates this rank's VCI with its shared part in the rank's arena,
-//! publishes it in registry slot [`crate::slots::VCI_BASE`], waits on the
-//! node barrier so that every rank's VCI is published before the first send,
-//! and looks up every peer's VCI. Ranks are the node segment's local ranks;
+//! creates this rank's VCIs ([`Config::vcis`]) with their shared parts and
+//! fast-box rings in the rank's arena, publishes VCI `i` in registry slot
+//! [`crate::slots::vci_slot`]`(i)`, waits on the node barrier so that every
+//! rank's VCIs are published before the first send, and looks up every
+//! peer's VCIs.
+//!
+//! A message travels on the VCI of its communicator context: context `c`
+//! uses VCI `c % vcis` in both ranks, so matching (per context) stays
+//! within one VCI, and threads working on different communicators take
+//! different locks. Each rank has one doorbell (in its VCI 0): whoever
+//! waits sleeps there, and a waiter sweeps the other VCIs of its process
+//! now and then, so no request starves behind a VCI nobody waits on. Ranks are the node segment's local ranks;
 //! `HMPI_RANK` and `HMPI_SIZE`, when set (by the launcher), must agree with
 //! them (one node only for now). One endpoint per process, for the
 //! process's life: its shared part is never freed (peers may still use it)
@@ -33,13 +41,16 @@
 use crate::config::Config;
 use crate::envelope::{alloc_bounce, free_bounce, Envelope, Header, Protocol, FLAG_SYN, FLAG_SYNC};
 use crate::error::{Error, Result};
+use crate::fastbox::{FbPair, Lane, FB_PAYLOAD};
+use crate::matching::{Arrival, Key, Target};
 use crate::message::Message;
 use crate::request::{Request, Status};
 use crate::slots;
-use crate::vci::{Stats, Target, Vci, VciShared, VCI_MAGIC};
+use crate::vci::{Stats, Vci, VciShared, VCI_MAGIC};
 use crate::{ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB};
 use shmheap::{Segment, ShmHeap};
 use std::alloc::Layout;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The job-wide rank the launcher gives each process.
@@ -50,17 +61,21 @@ const SIZE_VAR: &str = "HMPI_SIZE";
 /// Set once an endpoint exists in this process.
 static CREATED: AtomicBool = AtomicBool::new(false);
 
-/// This process's handle to the engine: its rank, the job's size, its VCI
-/// and every peer's VCI. `Sync`: any thread may use it.
+/// This process's handle to the engine: its rank, the job's size, its VCIs
+/// and every peer's VCIs. `Sync`: any thread may use it.
 #[derive(Debug)]
 pub struct Endpoint {
     rank: u32,
     size: u32,
     config: Config,
     seg: Segment,
-    vci: Vci,
-    /// VCI 0 of every rank, by rank.
+    /// This process's VCIs, by number.
+    vcis: Vec<Vci>,
+    /// Every rank's VCIs: entry `r * vcis + v` is VCI `v` of rank `r`.
     peers: Vec<&'static VciShared>,
+    /// Send lanes: entry `r * vcis + v` orders this process's messages to
+    /// VCI `v` of rank `r` (see [`crate::fastbox`]).
+    lanes: Vec<Lane>,
 }
 
 impl Endpoint {
@@ -110,50 +125,64 @@ impl Endpoint {
             crate::cma::allow_job_to_read();
         }
         // The CMA table: one byte per rank, all CMA_UNKNOWN (zero).
-        let table =
-            ShmHeap.try_alloc_zeroed(Layout::array::<u8>(size as usize).map_err(|_| {
-                Error::Config {
-                    var: SIZE_VAR,
-                    value: size.to_string(),
-                    reason: "too many ranks".into(),
-                }
-            })?)?;
-        let layout = Layout::new::<VciShared>();
-        let p = ShmHeap.try_alloc(layout)?.cast::<VciShared>();
-        let mut vs = VciShared::new(rank, 0);
-        vs.set_cma(std::process::id(), table.as_ptr() as u64, size);
-        // SAFETY: a fresh block of the right size and alignment; nobody
-        // else knows its address until it is published below.
-        unsafe { p.as_ptr().write(vs) };
-        // SAFETY: initialised above; never freed (other ranks may use it as
-        // long as they live), so the reference is valid for 'static.
-        let shared: &'static VciShared = unsafe { &*p.as_ptr() };
-        let slot = slots::vci_slot(0).expect("VCI 0 has a slot");
-        seg.publish(slot, p.as_ptr() as u64);
-        seg.barrier();
-        let mut peers = Vec::with_capacity(size as usize);
-        for r in 0..size {
-            let addr = seg.wait_lookup(r, slot);
-            if shmheap::owner_of(addr as *const u8) != Some(r)
-                || addr % std::mem::align_of::<VciShared>() as u64 != 0
-            {
-                return Err(Error::BadPeer { rank: r, addr });
-            }
-            // SAFETY: rank r published (Release, read by `wait_lookup` with
-            // Acquire) the address of its initialised VciShared in its own
-            // arena (checked above), which is never freed.
-            let peer: &'static VciShared = unsafe { &*(addr as *const VciShared) };
-            if !peer.is_valid(r, 0) {
-                return Err(Error::BadPeer { rank: r, addr });
-            }
-            peers.push(peer);
+        let too_many = || Error::Config {
+            var: SIZE_VAR,
+            value: size.to_string(),
+            reason: "too many ranks".into(),
+        };
+        let table = ShmHeap
+            .try_alloc_zeroed(Layout::array::<u8>(size as usize).map_err(|_| too_many())?)?;
+        let nv = config.vcis;
+        let mut shareds: Vec<&'static VciShared> = Vec::with_capacity(nv);
+        for v in 0..nv {
+            // Fast-box rings: all zero is every slot empty, no credit used.
+            let fastbox = if config.fastbox {
+                let l = Layout::array::<FbPair>(size as usize).map_err(|_| too_many())?;
+                ShmHeap.try_alloc_zeroed(l)?.as_ptr() as u64
+            } else {
+                0
+            };
+            let p = ShmHeap
+                .try_alloc(Layout::new::<VciShared>())?
+                .cast::<VciShared>();
+            let mut vs = VciShared::new(rank, v as u32);
+            let cma = if v == 0 { table.as_ptr() as u64 } else { 0 };
+            vs.set_tables(std::process::id(), cma, fastbox, size, nv as u32);
+            // SAFETY: a fresh block of the right size and alignment; nobody
+            // else knows its address until it is published below.
+            unsafe { p.as_ptr().write(vs) };
+            // SAFETY: initialised above; never freed (other ranks may use it
+            // as long as they live), so the reference is valid for 'static.
+            shareds.push(unsafe { &*p.as_ptr() });
+            let slot = slots::vci_slot(v).expect("config.vcis <= MAX_VCIS");
+            seg.publish(slot, p.as_ptr() as u64);
         }
+        seg.barrier();
+        let mut peers = Vec::with_capacity(size as usize * nv);
+        for r in 0..size {
+            for v in 0..nv {
+                let peer = lookup_vci(&seg, r, v)?;
+                if v == 0 && peer.vcis() != nv as u32 {
+                    return Err(Error::Config {
+                        var: crate::config::VCIS_VAR,
+                        value: nv.to_string(),
+                        reason: format!(
+                            "rank {r} has {} VCIs; every rank needs the same number",
+                            peer.vcis()
+                        ),
+                    });
+                }
+                peers.push(peer);
+            }
+        }
+        let shared = shareds[0];
         // Kernel-assisted copy: find out once per peer whether we may read
         // its memory (we read its VCI's magic), and tell the senders.
-        for (r, peer) in peers.iter().enumerate() {
+        for r in 0..size {
+            let peer = peers[r as usize * nv];
             let yes = config.cma
                 && crate::cma::can_read(peer.pid(), peer.magic_addr(), &VCI_MAGIC.to_ne_bytes());
-            shared.set_can_read(r as u32, yes);
+            shared.set_can_read(r, yes);
         }
         // Every table is filled before anyone sends.
         seg.barrier();
@@ -163,7 +192,11 @@ impl Endpoint {
         Ok(Endpoint {
             rank,
             size,
-            vci: Vci::new(shared, &config, keep_given),
+            vcis: shareds
+                .iter()
+                .map(|&vs| Vci::new(vs, &config, keep_given))
+                .collect(),
+            lanes: (0..peers.len()).map(|_| Lane::new()).collect(),
             config,
             seg,
             peers,
@@ -185,14 +218,91 @@ impl Endpoint {
         &self.config
     }
 
-    /// This process's VCI.
+    /// This process's VCI 0.
     pub fn vci(&self) -> &Vci {
-        &self.vci
+        &self.vcis[0]
     }
 
-    /// The per-protocol counters of this process's VCI.
+    /// How many VCIs this process has (the same in every rank).
+    pub fn vci_count(&self) -> usize {
+        self.vcis.len()
+    }
+
+    /// The number of the VCI that carries communicator context `context`.
+    pub fn vci_of(&self, context: u32) -> usize {
+        context as usize % self.vcis.len()
+    }
+
+    /// This process's VCI number `v` (`v < vci_count()`).
+    pub(crate) fn vci_at(&self, v: usize) -> &Vci {
+        &self.vcis[v]
+    }
+
+    /// The per-protocol counters of this process, summed over its VCIs.
     pub fn stats(&self) -> Stats {
-        self.vci.stats()
+        let mut s = self
+            .vcis
+            .iter()
+            .fold(Stats::default(), |a, v| a.merged(&v.stats()));
+        // Fast-box sends are counted under the lane locks (no atomic add on
+        // the fast path).
+        let fb: u64 = self.lanes.iter().map(|l| l.lock().fastbox_sent).sum();
+        s.sent_fastbox += fb;
+        s.sent_immediate += fb;
+        s
+    }
+
+    /// This rank's doorbell (in its VCI 0).
+    pub(crate) fn bell(&self) -> &'static VciShared {
+        self.vcis[0].shared()
+    }
+
+    /// Waits until `attempt` returns a value (see
+    /// [`VciShared::wait_until`]); a waiter on VCI `v` sweeps the others.
+    pub(crate) fn wait_on<R>(&self, v: usize, attempt: impl FnMut() -> Option<R>) -> R {
+        self.bell().wait_until(attempt, || self.sweep(v))
+    }
+
+    /// Progresses every VCI but `except` whose lock is free.
+    pub(crate) fn sweep(&self, except: usize) {
+        for (i, v) in self.vcis.iter().enumerate() {
+            if i != except {
+                v.try_progress();
+            }
+        }
+    }
+
+    /// Numbers `env` and queues it for VCI `v` of rank `dest` in this
+    /// process's send order, then rings `dest`'s doorbell.
+    ///
+    /// # Safety
+    ///
+    /// As for [`VciShared::push`]: `env` is fresh, in the node heap, and
+    /// belongs to the receiver from now on.
+    pub(crate) unsafe fn post(&self, dest: u32, v: usize, env: NonNull<Envelope>) {
+        let i = dest as usize * self.vcis.len() + v;
+        {
+            let mut lane = self.lanes[i].lock();
+            Envelope::set_seq(env, lane.next);
+            lane.next += 1;
+            // SAFETY: the caller's contract; numbered above.
+            unsafe { self.peers[i].push(env) };
+        }
+        self.peers[dest as usize * self.vcis.len()].ring();
+    }
+
+    /// Tries to send `buf` through `dest`'s fast box of VCI `v`; returns
+    /// whether it did.
+    fn try_fastbox(&self, dest: u32, v: usize, tag: i32, context: u32, buf: &[u8]) -> bool {
+        let i = dest as usize * self.vcis.len() + v;
+        let Some(fb) = self.peers[i].fastbox_from(self.rank) else {
+            return false;
+        };
+        let sent = fb.try_send(&mut self.lanes[i].lock(), tag, context, buf);
+        if sent {
+            self.peers[dest as usize * self.vcis.len()].ring();
+        }
+        sent
     }
 
     /// Whether a send of a private buffer (outside the node heap, above
@@ -203,7 +313,7 @@ impl Endpoint {
         self.config.cma
             && self
                 .check_rank(dest)
-                .is_ok_and(|d| self.peers[d as usize].can_read_rank(self.rank))
+                .is_ok_and(|d| self.peers[d as usize * self.vcis.len()].can_read_rank(self.rank))
     }
 
     /// The node barrier. It does **not** drive progress: complete the
@@ -212,7 +322,7 @@ impl Endpoint {
         self.seg.barrier();
     }
 
-    fn check_rank(&self, rank: i32) -> Result<u32> {
+    pub(crate) fn check_rank(&self, rank: i32) -> Result<u32> {
         if rank >= 0 && (rank as u32) < self.size {
             Ok(rank as u32)
         } else {
@@ -223,9 +333,9 @@ impl Endpoint {
         }
     }
 
-    /// The shared part of `dest`'s VCI, for a send.
-    pub(crate) fn peer(&self, dest: i32) -> Result<&'static VciShared> {
-        Ok(self.peers[self.check_rank(dest)? as usize])
+    /// The shared part of `dest`'s VCI 0 (its CMA table).
+    fn peer0(&self, dest: u32) -> &'static VciShared {
+        self.peers[dest as usize * self.vcis.len()]
     }
 
     /// Validates a receive's or probe's source and tag.
@@ -304,16 +414,31 @@ impl Endpoint {
         if !(0..=TAG_UB).contains(&tag) {
             return Err(Error::Tag { tag });
         }
+        let v = self.vci_of(context);
         if dest == PROC_NULL {
-            return Ok(Request::complete(self, Status::empty()));
+            return Ok(Request::complete(self, v, Status::empty()));
         }
-        let peer = self.peer(dest)?;
+        let d = self.check_rank(dest)?;
         let len = buf.len();
+        let status = Status {
+            source: dest,
+            tag,
+            count: len as u64,
+            error: None,
+            cancelled: false,
+        };
+        if !sync
+            && self.config.fastbox
+            && len <= FB_PAYLOAD.min(self.config.eager_max)
+            && self.try_fastbox(d, v, tag, context, buf)
+        {
+            return Ok(Request::complete(self, v, status));
+        }
         let protocol = if len <= self.config.eager_max {
             Protocol::Immediate
         } else if shmheap::is_shared(buf.as_ptr()) && shmheap::is_shared(&buf[len - 1]) {
             Protocol::SingleCopy
-        } else if self.config.cma && peer.can_read_rank(self.rank) {
+        } else if self.config.cma && self.peer0(d).can_read_rank(self.rank) {
             Protocol::KernelAssisted
         } else {
             Protocol::TwoCopy
@@ -325,9 +450,8 @@ impl Endpoint {
             protocol,
             len: len as u64,
             data: 0,
-            reply: self.vci.shared() as *const VciShared as u64,
+            reply: self.bell() as *const VciShared as u64,
             flags: if sync { FLAG_SYNC } else { 0 },
-            pid: 0,
         };
         let env = match protocol {
             Protocol::Immediate => Envelope::create(h, buf)?,
@@ -338,7 +462,6 @@ impl Endpoint {
             }
             Protocol::KernelAssisted => {
                 h.data = buf.as_ptr() as u64;
-                h.pid = self.vci.shared().pid();
                 Envelope::create(h, &[])?
             }
             Protocol::TwoCopy => {
@@ -360,21 +483,14 @@ impl Endpoint {
         // SAFETY: a fresh envelope in the node heap, not queued; after the
         // push only the receiver touches it until it completes it (single
         // copy, kernel assisted, synchronous) or frees it (the others).
-        unsafe { peer.deliver(env) };
-        self.vci.count_send(protocol, sync);
-        let status = Status {
-            source: dest,
-            tag,
-            count: len as u64,
-            error: None,
-            cancelled: false,
-        };
+        unsafe { self.post(d, v, env) };
+        self.vcis[v].count_send(protocol, sync);
         let sender_frees =
             sync || matches!(protocol, Protocol::SingleCopy | Protocol::KernelAssisted);
         Ok(if sender_frees {
-            Request::send(self, env, status)
+            Request::send(self, v, env, status)
         } else {
-            Request::complete(self, status)
+            Request::complete(self, v, status)
         })
     }
 
@@ -393,24 +509,13 @@ impl Endpoint {
         tag: i32,
         context: u32,
     ) -> Result<Request<'a>> {
-        self.check_recv_key(source, tag)?;
-        if source == PROC_NULL {
-            return Ok(Request::complete(self, Status::empty()));
-        }
+        let target = Target::Buffer {
+            buf: buf.as_mut_ptr(),
+            cap: buf.len(),
+        };
         // SAFETY: `buf` is borrowed mutably for 'a by the request, which
         // collects the receive's slot before it ends (waiting on drop).
-        let id = unsafe {
-            self.vci.post_recv(
-                Target::Buffer {
-                    buf: buf.as_mut_ptr(),
-                    cap: buf.len(),
-                },
-                source,
-                tag,
-                context,
-            )
-        };
-        Ok(Request::recv(self, id))
+        unsafe { self.post_recv(target, source, tag, context) }
     }
 
     /// Starts receiving into the `len` bytes at `buf`: [`Endpoint::irecv`]
@@ -433,16 +538,34 @@ impl Endpoint {
         tag: i32,
         context: u32,
     ) -> Result<Request<'a>> {
-        self.check_recv_key(source, tag)?;
-        if source == PROC_NULL {
-            return Ok(Request::complete(self, Status::empty()));
-        }
         let target = Target::Buffer { buf, cap: len };
         // SAFETY: the caller keeps `buf` writable for `len` bytes and
         // untouched until the request, which collects the receive's slot
         // before it ends (waiting on drop), completes.
-        let id = unsafe { self.vci.post_recv(target, source, tag, context) };
-        Ok(Request::recv(self, id))
+        unsafe { self.post_recv(target, source, tag, context) }
+    }
+
+    /// Posts a receive on the context's VCI (after checking its key).
+    ///
+    /// # Safety
+    ///
+    /// The target stays valid until the returned request completes, and
+    /// the request is completed or dropped, never leaked.
+    pub(crate) unsafe fn post_recv(
+        &self,
+        target: Target,
+        source: i32,
+        tag: i32,
+        context: u32,
+    ) -> Result<Request<'_>> {
+        self.check_recv_key(source, tag)?;
+        let v = self.vci_of(context);
+        if source == PROC_NULL {
+            return Ok(Request::complete(self, v, Status::empty()));
+        }
+        // SAFETY: the caller's contract.
+        let id = unsafe { self.vcis[v].post_recv(target, source, tag, context) };
+        Ok(Request::recv(self, v, id))
     }
 
     /// Sends and waits (see [`Endpoint::isend`]).
@@ -466,8 +589,14 @@ impl Endpoint {
         if source == PROC_NULL {
             return Ok(Some(Status::empty()));
         }
-        let mut guard = self.vci.lock();
-        Ok(self.vci.iprobe(&mut guard, source, tag, context))
+        let vci = &self.vcis[self.vci_of(context)];
+        let key = Key {
+            source,
+            tag,
+            context,
+        };
+        let found = vci.iprobe(&mut vci.lock(), key);
+        Ok(found)
     }
 
     /// Waits until a message matches, and returns its status without
@@ -477,9 +606,14 @@ impl Endpoint {
         if source == PROC_NULL {
             return Ok(Status::empty());
         }
-        Ok(self
-            .vci
-            .wait_for(|vci, p| vci.iprobe(p, source, tag, context)))
+        let v = self.vci_of(context);
+        let vci = &self.vcis[v];
+        let key = Key {
+            source,
+            tag,
+            context,
+        };
+        Ok(self.wait_on(v, || vci.iprobe(&mut vci.lock(), key)))
     }
 
     /// A matched probe: takes the earliest message a receive with this key
@@ -494,16 +628,17 @@ impl Endpoint {
     ) -> Result<Option<(Message<'_>, Status)>> {
         self.check_recv_key(source, tag)?;
         if source == PROC_NULL {
-            return Ok(Some((
-                Message::new(self, None, Status::empty()),
-                Status::empty(),
-            )));
+            return Ok(Some(self.no_proc_message()));
         }
-        let mut guard = self.vci.lock();
-        Ok(self
-            .vci
-            .take_unexpected(&mut guard, source, tag, context)
-            .map(|(env, st)| (Message::new(self, Some(env), st), st)))
+        let v = self.vci_of(context);
+        let vci = &self.vcis[v];
+        let key = Key {
+            source,
+            tag,
+            context,
+        };
+        let found = vci.take_unexpected(&mut vci.lock(), key);
+        Ok(found.map(|(a, st)| (Message::new(self, v, Some(a), st), st)))
     }
 
     /// Waits until a message matches, and takes it as [`Endpoint::improbe`]
@@ -511,12 +646,25 @@ impl Endpoint {
     pub fn mprobe(&self, source: i32, tag: i32, context: u32) -> Result<(Message<'_>, Status)> {
         self.check_recv_key(source, tag)?;
         if source == PROC_NULL {
-            return Ok((Message::new(self, None, Status::empty()), Status::empty()));
+            return Ok(self.no_proc_message());
         }
-        let (env, st) = self
-            .vci
-            .wait_for(|vci, p| vci.take_unexpected(p, source, tag, context));
-        Ok((Message::new(self, Some(env), st), st))
+        let v = self.vci_of(context);
+        let vci = &self.vcis[v];
+        let key = Key {
+            source,
+            tag,
+            context,
+        };
+        let (a, st): (Arrival, Status) =
+            self.wait_on(v, || vci.take_unexpected(&mut vci.lock(), key));
+        Ok((Message::new(self, v, Some(a), st), st))
+    }
+
+    fn no_proc_message(&self) -> (Message<'_>, Status) {
+        (
+            Message::new(self, 0, None, Status::empty()),
+            Status::empty(),
+        )
     }
 
     /// Waits for every request (see [`crate::wait_all`]).
@@ -526,4 +674,23 @@ impl Endpoint {
     ) -> Result<Vec<Status>> {
         crate::request::wait_all(requests)
     }
+}
+
+/// Looks up VCI `v` of rank `r` in the registry and checks it.
+fn lookup_vci(seg: &Segment, r: u32, v: usize) -> Result<&'static VciShared> {
+    let slot = slots::vci_slot(v).expect("v < MAX_VCIS");
+    let addr = seg.wait_lookup(r, slot);
+    if shmheap::owner_of(addr as *const u8) != Some(r)
+        || addr % std::mem::align_of::<VciShared>() as u64 != 0
+    {
+        return Err(Error::BadPeer { rank: r, addr });
+    }
+    // SAFETY: rank r published (Release, read by `wait_lookup` with Acquire)
+    // the address of an initialised VciShared in its own arena (checked
+    // above), which is never freed.
+    let peer: &'static VciShared = unsafe { &*(addr as *const VciShared) };
+    if !peer.is_valid(r, v as u32) {
+        return Err(Error::BadPeer { rank: r, addr });
+    }
+    Ok(peer)
 }

@@ -14,8 +14,11 @@
 //!  8      source u32   sender's rank
 //! 12      tag i32      message tag (0..=TAG_UB)
 //! 16      context u32  communicator context id
-//! 20      protocol u32 Protocol (immediate, single copy, two copy,
-//!                      kernel assisted)
+//! 20      protocol u16 Protocol (immediate, single copy, two copy,
+//!                      kernel assisted, owned)
+//! 22      flags u16    FLAG_SYNC: synchronous send (the sender waits for
+//!                      `completion` whatever the protocol); FLAG_SYN: a
+//!                      SynCopy line follows the header
 //! 24      len u64      payload length in bytes
 //! 32      data u64     address of the payload (sender's heap buffer for
 //!                      single copy, bounce buffer for two copy, the
@@ -25,10 +28,8 @@
 //! 48      completion   AtomicU32: 0 pending, 1 done (single copy, kernel
 //!                      assisted, and every synchronous send)
 //! 52      alloc_len    bytes of this envelope's allocation
-//! 56      flags u32    FLAG_SYNC: synchronous send (the sender waits for
-//!                      `completion` whatever the protocol); FLAG_SYN: a
-//!                      SynCopy line follows the header
-//! 60      pid u32      the sender's process id (kernel assisted)
+//! 56      seq u64      the message's number in its (sender, VCI) pair,
+//!                      shared with the fast boxes (see [`crate::fastbox`])
 //! 64      inline payload (immediate protocol), rounded up to 64 bytes,
 //!         or the SynCopy line (single copy), or the OwnedInfo record
 //!         (ownership passing: the given block's layout and metadata)
@@ -123,9 +124,9 @@ const DONE: u32 = 1;
 
 /// Envelope flag: a synchronous send; the receiver stores completion after
 /// matching (and copying) whatever the protocol, and the sender frees.
-pub(crate) const FLAG_SYNC: u32 = 1;
+pub(crate) const FLAG_SYNC: u16 = 1;
 /// Envelope flag: a `SynCopy` line follows the header.
-pub(crate) const FLAG_SYN: u32 = 2;
+pub(crate) const FLAG_SYN: u16 = 2;
 
 /// A message envelope in the sender's arena (see the module docs).
 #[repr(C, align(64))]
@@ -135,14 +136,14 @@ pub struct Envelope {
     source: u32,
     tag: i32,
     context: u32,
-    protocol: u32,
+    protocol: u16,
+    flags: u16,
     len: u64,
     data: u64,
     reply: u64,
     completion: AtomicU32,
     alloc_len: u32,
-    flags: u32,
-    pid: u32,
+    seq: u64,
 }
 
 const _: () = assert!(std::mem::size_of::<Envelope>() == HEADER_LEN);
@@ -161,9 +162,7 @@ pub(crate) struct Header {
     /// Heap address of the sender's `VciShared`.
     pub reply: u64,
     /// `FLAG_SYNC` and/or `FLAG_SYN`.
-    pub flags: u32,
-    /// The sender's process id (kernel assisted), else 0.
-    pub pid: u32,
+    pub flags: u16,
 }
 
 impl Envelope {
@@ -194,7 +193,7 @@ impl Envelope {
 
     /// The protocol (the envelope was written by this crate, so it is valid).
     pub fn protocol(&self) -> Protocol {
-        Protocol::from_u32(self.protocol).unwrap_or(Protocol::Immediate)
+        Protocol::from_u32(self.protocol as u32).unwrap_or(Protocol::Immediate)
     }
 
     pub(crate) fn data(&self) -> u64 {
@@ -210,9 +209,16 @@ impl Envelope {
         self.flags & FLAG_SYNC != 0
     }
 
-    /// The sender's process id (kernel assisted).
-    pub(crate) fn pid(&self) -> u32 {
-        self.pid
+    /// The message's number in its (sender, VCI) pair.
+    pub(crate) fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Numbers the message (before it is queued).
+    pub(crate) fn set_seq(this: NonNull<Envelope>, seq: u64) {
+        // SAFETY: the envelope is the sender's alone until it is queued
+        // (`create` returned it and it was not pushed yet).
+        unsafe { (*this.as_ptr()).seq = seq };
     }
 
     /// The envelope's synergistic-copy line, if it has one.
@@ -277,14 +283,14 @@ impl Envelope {
             source: h.source,
             tag: h.tag,
             context: h.context,
-            protocol: h.protocol as u32,
+            protocol: h.protocol as u16,
             len: h.len,
             data: h.data,
             reply: h.reply,
             completion: AtomicU32::new(PENDING),
             alloc_len: alloc_len as u32,
             flags: h.flags,
-            pid: h.pid,
+            seq: 0,
         };
         // SAFETY: `p` is a fresh, 64-byte aligned block of `alloc_len`
         // bytes: room for the header and, after it, `inline.len()` bytes;
@@ -522,8 +528,8 @@ mod tests {
         assert_eq!(offset_of!(Envelope, reply), 40);
         assert_eq!(offset_of!(Envelope, completion), 48);
         assert_eq!(offset_of!(Envelope, alloc_len), 52);
-        assert_eq!(offset_of!(Envelope, flags), 56);
-        assert_eq!(offset_of!(Envelope, pid), 60);
+        assert_eq!(offset_of!(Envelope, flags), 22);
+        assert_eq!(offset_of!(Envelope, seq), 56);
         for p in [
             Protocol::Immediate,
             Protocol::SingleCopy,

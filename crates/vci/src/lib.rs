@@ -3,9 +3,12 @@
 //!
 //! A message's way (see the project's architecture guide):
 //!
-//! 1. [`Endpoint::isend`] builds an [`envelope`] in the sender's arena
-//!    (payload inline when small) and appends it to the destination
-//!    [`vci`]'s incoming queue with one atomic swap — no lock;
+//! 1. [`Endpoint::isend`] picks the VCI of the message's communicator
+//!    context; a tiny message (up to [`fastbox::FB_PAYLOAD`] bytes) goes
+//!    into the destination's per-sender [`fastbox`] ring, one cache line;
+//!    anything else becomes an [`envelope`] in the sender's arena (payload
+//!    inline when small) appended to the destination [`vci`]'s incoming
+//!    queue with one atomic swap — no lock;
 //! 2. the receiver's progress (run by whoever tests or waits) drains its
 //!    incoming queue into its private unexpected list in order, matches
 //!    posted receives with MPI's rules, and moves the data: inline copy, or
@@ -26,6 +29,7 @@
 //! [`test_any`], [`test_some`] over `&mut [Option<Request>]`). A matched
 //! probe ([`Endpoint::mprobe`], [`Endpoint::improbe`]) takes a message off
 //! the matching lists as a [`Message`] that only its holder can receive.
+//! Ownership passing ([`owned`]) moves a heap block with its message.
 //!
 //! Matching keys are (source, tag, context); [`ANY_SOURCE`] and [`ANY_TAG`]
 //! exist only on receives; [`PROC_NULL`] operations complete at once.
@@ -57,6 +61,8 @@ pub mod config;
 pub mod endpoint;
 pub mod envelope;
 pub mod error;
+pub mod fastbox;
+mod matching;
 pub mod message;
 pub mod owned;
 pub mod request;

@@ -28,10 +28,9 @@
 //! ```
 
 use crate::endpoint::Endpoint;
-use crate::envelope::Envelope;
 use crate::error::Result;
+use crate::matching::{Arrival, Target};
 use crate::request::{Request, Status};
-use crate::vci::Target;
 use std::ptr::NonNull;
 
 /// A message taken by a matched probe, to be received exactly once.
@@ -39,18 +38,26 @@ use std::ptr::NonNull;
 #[must_use = "a matched message is lost for every other receive; dropping it discards it"]
 pub struct Message<'a> {
     ep: &'a Endpoint,
+    /// The VCI the message arrived on.
+    vci: usize,
     /// `None` for the message of a probe on `PROC_NULL`.
-    env: Option<NonNull<Envelope>>,
+    arrival: Option<Arrival>,
     status: Status,
 }
 
-// SAFETY: the envelope belongs to this handle alone (it left the VCI's
-// lists); it lives in the node heap, usable from any thread of the process.
-unsafe impl Send for Message<'_> {}
-
 impl<'a> Message<'a> {
-    pub(crate) fn new(ep: &'a Endpoint, env: Option<NonNull<Envelope>>, status: Status) -> Self {
-        Message { ep, env, status }
+    pub(crate) fn new(
+        ep: &'a Endpoint,
+        vci: usize,
+        arrival: Option<Arrival>,
+        status: Status,
+    ) -> Self {
+        Message {
+            ep,
+            vci,
+            arrival,
+            status,
+        }
     }
 
     /// The probe's status: source, tag, and the message's length in `count`.
@@ -61,7 +68,7 @@ impl<'a> Message<'a> {
     /// Whether this is the empty message of a probe on `PROC_NULL` (MPI's
     /// `MPI_MESSAGE_NO_PROC`).
     pub fn is_no_proc(&self) -> bool {
-        self.env.is_none()
+        self.arrival.is_none()
     }
 
     fn deliver(&mut self, buf: *mut u8, cap: usize) -> Status {
@@ -75,11 +82,11 @@ impl<'a> Message<'a> {
     ///
     /// The target is valid as [`crate::vci::Vci::deliver`] requires.
     pub(crate) unsafe fn deliver_to(&mut self, target: Target) -> Status {
-        match self.env.take() {
-            // SAFETY: the envelope left the unexpected list in the matched
+        match self.arrival.take() {
+            // SAFETY: the arrival left the unexpected list in the matched
             // probe and was delivered by nobody since (`take` above makes
             // this the only time); the target is valid (caller's contract).
-            Some(env) => unsafe { self.ep.vci().deliver(env, target) },
+            Some(a) => unsafe { self.ep.vci_at(self.vci).deliver(a, target) },
             None => Status::empty(),
         }
     }
@@ -98,7 +105,7 @@ impl<'a> Message<'a> {
         'a: 'b,
     {
         let st = self.deliver(buf.as_mut_ptr(), buf.len());
-        Ok(Request::complete(self.ep, st))
+        Ok(Request::complete(self.ep, self.vci, st))
     }
 }
 

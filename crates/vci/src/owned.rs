@@ -37,9 +37,10 @@
 use crate::endpoint::Endpoint;
 use crate::envelope::{Envelope, Header, OwnedInfo, Protocol};
 use crate::error::{Error, Result};
+use crate::matching::Target;
 use crate::message::Message;
 use crate::request::{Request, Status};
-use crate::vci::{Target, VciShared};
+use crate::vci::VciShared;
 use crate::{PROC_NULL, TAG_UB};
 use shmheap::ShmHeap;
 use std::alloc::{GlobalAlloc, Layout};
@@ -187,12 +188,13 @@ impl Endpoint {
             return Err(Error::Tag { tag });
         }
         block.check()?;
+        let v = self.vci_of(context);
         if dest == PROC_NULL {
             // SAFETY: ours to free (caller's contract).
             unsafe { block.free() };
-            return Ok(Request::complete(self, Status::empty()));
+            return Ok(Request::complete(self, v, Status::empty()));
         }
-        let peer = self.peer(dest)?;
+        let d = self.check_rank(dest)?;
         let (size, p) = (block.layout.size(), block.ptr.as_ptr());
         let in_heap = size == 0 || {
             // SAFETY: `size - 1` is inside the allocation.
@@ -221,9 +223,8 @@ impl Endpoint {
             protocol: Protocol::Owned,
             len: block.len as u64,
             data,
-            reply: self.vci().shared() as *const VciShared as u64,
+            reply: self.bell() as *const VciShared as u64,
             flags: 0,
-            pid: 0,
         };
         let env = Envelope::create(h, &info.to_bytes()).inspect_err(|_| {
             if let Some(m) = moved {
@@ -240,10 +241,11 @@ impl Endpoint {
         }
         // SAFETY: a fresh envelope in the node heap, not queued; the
         // receiver frees it (and takes or frees the block).
-        unsafe { peer.deliver(env) };
-        self.vci().count_send(Protocol::Owned, false);
+        unsafe { self.post(d, v, env) };
+        self.vci_at(v).count_send(Protocol::Owned, false);
         Ok(Request::complete(
             self,
+            v,
             Status {
                 source: dest,
                 tag,
@@ -276,19 +278,14 @@ impl Endpoint {
         context: u32,
     ) -> Result<Request<'a>> {
         check_align(align)?;
-        self.check_recv_key(source, tag)?;
         *out = None;
-        if source == PROC_NULL {
-            return Ok(Request::complete(self, Status::empty()));
-        }
         let target = Target::Owned {
             out: out as *mut Option<OwnedBlock>,
             align,
         };
         // SAFETY: `out` is borrowed mutably for 'a by the request, which
         // collects the receive's slot before it ends (waiting on drop).
-        let id = unsafe { self.vci().post_recv(target, source, tag, context) };
-        Ok(Request::recv(self, id))
+        unsafe { self.post_recv(target, source, tag, context) }
     }
 
     /// Receives a message as an owned block and waits (see

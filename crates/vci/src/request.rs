@@ -31,7 +31,8 @@
 use crate::endpoint::Endpoint;
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
-use crate::vci::{Private, Vci};
+use crate::matching::Private;
+use crate::vci::Vci;
 use crate::{ANY_TAG, PROC_NULL};
 use std::marker::PhantomData;
 use std::ptr::NonNull;
@@ -118,7 +119,7 @@ enum State {
         status: Status,
     },
     /// A receive registered with the VCI under this id.
-    Recv(u64),
+    Recv(u32),
 }
 
 /// A nonblocking send or receive. `'a` covers the endpoint and the buffer.
@@ -126,30 +127,40 @@ enum State {
 #[must_use = "a request must be waited for (dropping it waits)"]
 pub struct Request<'a> {
     ep: &'a Endpoint,
+    /// The VCI the operation belongs to.
+    vci: usize,
     state: State,
     _buf: PhantomData<&'a mut [u8]>,
 }
 
 impl<'a> Request<'a> {
-    pub(crate) fn complete(ep: &'a Endpoint, status: Status) -> Self {
+    pub(crate) fn complete(ep: &'a Endpoint, vci: usize, status: Status) -> Self {
         Request {
             ep,
+            vci,
             state: State::Complete(status),
             _buf: PhantomData,
         }
     }
 
-    pub(crate) fn send(ep: &'a Endpoint, env: NonNull<Envelope>, status: Status) -> Self {
+    pub(crate) fn send(
+        ep: &'a Endpoint,
+        vci: usize,
+        env: NonNull<Envelope>,
+        status: Status,
+    ) -> Self {
         Request {
             ep,
+            vci,
             state: State::Send { env, status },
             _buf: PhantomData,
         }
     }
 
-    pub(crate) fn recv(ep: &'a Endpoint, id: u64) -> Self {
+    pub(crate) fn recv(ep: &'a Endpoint, vci: usize, id: u32) -> Self {
         Request {
             ep,
+            vci,
             state: State::Recv(id),
             _buf: PhantomData,
         }
@@ -171,7 +182,7 @@ impl<'a> Request<'a> {
             // complete (the receiver completes only after every claimed
             // block is finished).
             let blocks = unsafe { syn.copy_blocks(src) };
-            self.ep.vci().count_sender_blocks(blocks);
+            self.ep.vci_at(self.vci).count_sender_blocks(blocks);
         }
     }
 
@@ -201,27 +212,27 @@ impl<'a> Request<'a> {
         if let State::Complete(st) = self.state {
             return st.into_result().map(Some);
         }
-        self.help();
-        let vci = self.ep.vci();
-        let mut guard = vci.lock();
-        vci.progress(&mut guard);
-        match Self::poll(&mut self.state, vci, &mut guard) {
+        match self.attempt() {
             Some(st) => st.into_result().map(Some),
             None => Ok(None),
         }
+    }
+
+    /// One attempt: help, then progress and poll under the VCI lock.
+    fn attempt(&mut self) -> Option<Status> {
+        self.help();
+        let vci = self.ep.vci_at(self.vci);
+        let mut guard = vci.lock();
+        vci.progress(&mut guard);
+        Self::poll(&mut self.state, vci, &mut guard)
     }
 
     fn wait_status(&mut self) -> Status {
         if let State::Complete(st) = self.state {
             return st;
         }
-        let ep: &'a Endpoint = self.ep;
-        let this = std::cell::RefCell::new(self);
-        let vci = ep.vci();
-        vci.wait_for_helping(
-            || this.borrow().help(),
-            |vci, p| Self::poll(&mut this.borrow_mut().state, vci, p),
-        )
+        let (ep, v) = (self.ep, self.vci);
+        ep.wait_on(v, || self.attempt())
     }
 
     /// Waits until the request has finished; a truncated receive is
@@ -235,7 +246,7 @@ impl<'a> Request<'a> {
     /// send, or a receive that already matched, is not).
     pub fn cancel(&mut self) -> bool {
         match self.state {
-            State::Recv(id) => self.ep.vci().cancel_recv(id),
+            State::Recv(id) => self.ep.vci_at(self.vci).cancel_recv(id),
             _ => false,
         }
     }
@@ -246,12 +257,7 @@ impl<'a> Request<'a> {
     }
 }
 
-impl<'a> Request<'a> {
-    /// The endpoint the request belongs to.
-    fn endpoint(&self) -> &'a Endpoint {
-        self.ep
-    }
-
+impl Request<'_> {
     /// The status of a request known to be finished.
     fn finished(&self) -> Option<Status> {
         match self.state {
@@ -263,11 +269,6 @@ impl<'a> Request<'a> {
 
 // ------------------------------------------------------------ request sets
 
-/// The endpoint of the first active request of a set.
-fn set_endpoint<'a>(requests: &[Option<Request<'a>>]) -> Option<&'a Endpoint> {
-    requests.iter().flatten().next().map(Request::endpoint)
-}
-
 /// Copies blocks for every pending send of the set whose receiver asked
 /// for help (without the VCI lock).
 fn help_set(requests: &[Option<Request<'_>>]) {
@@ -276,45 +277,44 @@ fn help_set(requests: &[Option<Request<'_>>]) {
     }
 }
 
-/// Polls every active request once under the VCI lock (progress already
-/// ran); returns whether any is finished.
-///
-/// Every request of a process belongs to its one endpoint, so one VCI lock
-/// covers the whole set.
-fn poll_set(requests: &mut [Option<Request<'_>>], vci: &Vci, p: &mut Private) -> bool {
+/// One pass over the set: helps pending sends, then progresses each VCI
+/// the set uses and polls its requests under that VCI's lock (a run of
+/// requests of one VCI takes the lock once). Returns whether any request
+/// is finished.
+fn poll_set(requests: &mut [Option<Request<'_>>]) -> bool {
+    help_set(requests);
     let mut any = false;
+    let mut held: Option<(usize, std::sync::MutexGuard<'_, Private>)> = None;
     for r in requests.iter_mut().flatten() {
-        any |= Request::poll(&mut r.state, vci, p).is_some();
+        if r.is_complete() {
+            any = true;
+            continue;
+        }
+        let vci: &Vci = r.ep.vci_at(r.vci);
+        if held.as_ref().map(|h| h.0) != Some(r.vci) {
+            drop(held.take());
+            let mut g = vci.lock();
+            vci.progress(&mut g);
+            held = Some((r.vci, g));
+        }
+        if let Some((_, g)) = held.as_mut() {
+            any |= Request::poll(&mut r.state, vci, g).is_some();
+        }
     }
     any
-}
-
-/// One progress pass over the set (help, lock, progress, poll).
-fn test_set(requests: &mut [Option<Request<'_>>]) {
-    let Some(ep) = set_endpoint(requests) else {
-        return;
-    };
-    help_set(requests);
-    let vci = ep.vci();
-    let mut guard = vci.lock();
-    vci.progress(&mut guard);
-    poll_set(requests, vci, &mut guard);
 }
 
 /// Waits (driving progress; spin, yield, sleep) until a request of the
 /// set is finished.
 fn wait_set(requests: &mut [Option<Request<'_>>]) {
-    let Some(ep) = set_endpoint(requests) else {
+    let Some(first) = requests.iter().flatten().next() else {
         return;
     };
+    let (ep, v) = (first.ep, first.vci);
     if requests.iter().flatten().any(Request::is_complete) {
         return;
     }
-    let cell = std::cell::RefCell::new(requests);
-    ep.vci().wait_for_helping(
-        || help_set(&cell.borrow()),
-        |vci, p| poll_set(&mut cell.borrow_mut(), vci, p).then_some(()),
-    );
+    ep.wait_on(v, || poll_set(requests).then_some(()));
 }
 
 /// Takes the finished requests out of the set (leaving `None`), the first
@@ -377,7 +377,7 @@ pub fn wait_some(requests: &mut [Option<Request<'_>>]) -> Vec<(usize, Status)> {
 /// (also when every entry is `None`).
 pub fn test_any(requests: &mut [Option<Request<'_>>]) -> Option<(usize, Status)> {
     if !requests.iter().flatten().any(Request::is_complete) {
-        test_set(requests);
+        poll_set(requests);
     }
     take_finished(requests, true).pop()
 }
@@ -385,7 +385,7 @@ pub fn test_any(requests: &mut [Option<Request<'_>>]) -> Option<(usize, Status)>
 /// Drives progress once; takes out every finished request and returns
 /// their indices and statuses (empty if none has finished).
 pub fn test_some(requests: &mut [Option<Request<'_>>]) -> Vec<(usize, Status)> {
-    test_set(requests);
+    poll_set(requests);
     take_finished(requests, false)
 }
 
@@ -395,7 +395,7 @@ pub fn test_some(requests: &mut [Option<Request<'_>>]) -> Vec<(usize, Status)> {
 /// was. As [`wait_all`]: if any finished request failed,
 /// [`Error::InStatus`] with every status.
 pub fn test_all(requests: &mut [Option<Request<'_>>]) -> Result<Option<Vec<Status>>> {
-    test_set(requests);
+    poll_set(requests);
     if !requests.iter().flatten().all(Request::is_complete) {
         return Ok(None);
     }

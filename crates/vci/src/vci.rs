@@ -6,31 +6,33 @@
 //! * [`VciShared`], in the owning rank's arena, its address published in the
 //!   registry slot [`crate::slots::vci_slot`]`(index)`: the incoming queue
 //!   (a lock-free [`MpscQueue`] of envelopes; a sender appends with one
-//!   atomic swap) and a *doorbell*, the futex word the owner's waiting
-//!   threads sleep on;
-//! * [`Vci`], private to the owning process: the unexpected-message list,
-//!   the posted-receive list and the receive requests' bookkeeping, behind a
-//!   `std::sync::Mutex` (the VCI lock for the rank's threads), and the
-//!   per-protocol counters.
+//!   atomic swap), one fast-box ring per sender (see [`crate::fastbox`]),
+//!   and a *doorbell*, the futex word waiting threads sleep on (the rank's
+//!   VCI 0 holds the one doorbell of the rank);
+//! * [`Vci`], private to the owning process: the matching lists and receive
+//!   slots (the `matching` module) behind a `std::sync::Mutex` (the VCI lock
+//!   for the rank's threads), and the per-protocol counters.
 //!
-//! Progress runs under the lock: it drains the incoming queue in FIFO
-//! order; each envelope matches the earliest matching posted receive, or is
-//! appended to the unexpected list. A new receive first drains the queue,
-//! then matches the earliest matching unexpected message, or is appended to
-//! the posted list. So "no unexpected message matches a posted receive"
-//! holds after every step, and matching follows MPI's rules
-//! (non-overtaking per source, tag and context; receives in posting order).
+//! Progress runs under the lock: it takes what has arrived, in each
+//! sender's order (the queue in FIFO order, each envelope after the fast-box
+//! messages its sender numbered before it, then the fast boxes); each
+//! message matches the earliest matching posted receive, or is appended to
+//! the unexpected list. A new receive first takes what has arrived, then
+//! matches the earliest matching unexpected message, or is appended to the
+//! posted list. So "no unexpected message matches a posted receive" holds
+//! after every step, and matching follows MPI's rules (non-overtaking per
+//! source, tag and context; receives in posting order).
 //!
-//! Doorbell: whoever makes something happen that a waiter of this VCI may
-//! wait for (a sender after queueing an envelope, a receiver after
-//! completing an envelope this rank waits for, or after asking this rank
-//! for help with a synergistic copy) increments `seq` and, if
-//! a waiter announced itself in `sleepers`, wakes the futex. A waiter that
-//! has spun and yielded announces itself, reads `seq`, polls once more, and
-//! sleeps only while `seq` is unchanged (bounded by a short timeout).
-//!
-//! A rank has one VCI today ([`crate::Endpoint`]); the registry reserves
-//! slots for [`crate::slots::MAX_VCIS`].
+//! Doorbell: whoever makes something happen that a waiter of this rank may
+//! wait for (a sender after queueing an envelope or filling a fast-box
+//! slot, a receiver after completing an envelope this rank waits for, or
+//! after asking this rank for help with a synergistic copy) increments
+//! `seq` and, if a waiter announced itself in `sleepers`, wakes the futex.
+//! A waiter polls back to back for a few microseconds, yields a few times,
+//! then announces itself, reads `seq`, polls once more, and sleeps only
+//! while `seq` is unchanged (bounded by a short timeout). While it waits it
+//! now and then sweeps the process's other VCIs (progress on those whose
+//! lock is free), so a request never starves behind a VCI nobody waits on.
 //!
 //! # Example
 //! ```
@@ -42,18 +44,18 @@
 //! ```
 
 use crate::envelope::{Envelope, OwnedInfo, Protocol};
+use crate::fastbox::{FbBody, FbPair};
+use crate::matching::{Arrival, Carrier, Key, Private, RecvSlot, RecvState, Target};
 use crate::owned::OwnedBlock;
 use crate::request::{Status, StatusError};
-use crate::{ANY_SOURCE, ANY_TAG};
-use shmheap::sync::futex::{futex_wait, wake_all, Backoff};
+use shmheap::sync::futex::{futex_wait, wake_all};
 use shmheap::sync::mpsc::{MpscLink, MpscQueue, Pop};
 use shmheap::ShmHeap;
 use std::alloc::{GlobalAlloc, Layout};
-use std::collections::{HashMap, VecDeque};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Magic number of an initialised [`VciShared`] ("VCI1").
 pub const VCI_MAGIC: u32 = 0x5643_4931;
@@ -101,8 +103,13 @@ pub struct VciShared {
     /// `process_vm_readv`, `CMA_NO` if not, 0 before it tried
     /// (0 if there is no table).
     cma_from: u64,
-    /// Number of entries of `cma_from`.
+    /// Number of entries of `cma_from` and `fastbox`.
     ranks: u32,
+    /// Heap address of `ranks` [`FbPair`]s in the owner's arena: entry `s`
+    /// is the fast-box ring of sender `s` (0 if there is none).
+    fastbox: u64,
+    /// How many VCIs the owner has (the same in every rank).
+    vcis: u32,
 }
 
 /// CMA table entry: the owner can read that rank's memory.
@@ -125,14 +132,35 @@ impl VciShared {
             pid: 0,
             cma_from: 0,
             ranks: 0,
+            fastbox: 0,
+            vcis: 0,
         }
     }
 
-    /// Sets the owner's pid and its CMA table (before publication).
-    pub(crate) fn set_cma(&mut self, pid: u32, table: u64, ranks: u32) {
+    /// Sets the owner's pid, its CMA table and its fast-box rings (before
+    /// publication).
+    pub(crate) fn set_tables(&mut self, pid: u32, cma: u64, fastbox: u64, ranks: u32, vcis: u32) {
         self.pid = pid;
-        self.cma_from = table;
+        self.cma_from = cma;
+        self.fastbox = fastbox;
+        self.vcis = vcis;
         self.ranks = ranks;
+    }
+
+    /// The fast-box ring this VCI keeps for messages from `sender`.
+    pub(crate) fn fastbox_from(&self, sender: u32) -> Option<&'static FbPair> {
+        if self.fastbox == 0 || sender >= self.ranks {
+            return None;
+        }
+        // SAFETY: the rings, `ranks` FbPairs in the owner's arena, were
+        // allocated (zeroed: every slot empty) before publication and are
+        // never freed; FbPair is Sync (its module's protocol).
+        Some(unsafe { &*(self.fastbox as *const FbPair).add(sender as usize) })
+    }
+
+    /// How many VCIs the owner has.
+    pub(crate) fn vcis(&self) -> u32 {
+        self.vcis
     }
 
     /// The owner's process id.
@@ -176,27 +204,46 @@ impl VciShared {
         self.magic == VCI_MAGIC && self.owner == owner && self.index == index
     }
 
-    /// Queues `env` for this VCI's owner and rings its doorbell.
+    /// Queues `env` for this VCI's owner (without ringing its doorbell).
     ///
     /// # Safety
     ///
     /// `env` is a fresh envelope from [`Envelope::create`], in the node heap,
-    /// not queued anywhere; it belongs to the consumer from now on (it may
-    /// be completed or freed at any time after the push).
-    pub(crate) unsafe fn deliver(&self, env: NonNull<Envelope>) {
+    /// numbered, not queued anywhere; it belongs to the consumer from now on
+    /// (it may be completed or freed at any time after the push).
+    pub(crate) unsafe fn push(&self, env: NonNull<Envelope>) {
         // SAFETY: the envelope's first field is its MpscLink (repr(C),
         // asserted in envelope.rs); it lives in the node heap, mapped at the
         // same address everywhere; the queue is in the owner's arena and
         // never moves (contract of `push`), and the envelope is ours until
         // the owner pops it (caller's contract).
         unsafe { self.incoming.push(env.as_ptr().cast::<MpscLink>()) };
-        self.bell.ring();
     }
 
-    /// Rings this VCI's doorbell (a single-copy send of its owner finished).
+    /// Rings this VCI's doorbell: something its owner may wait for
+    /// happened (a message arrived, a send of its owner finished).
     pub(crate) fn ring(&self) {
         self.bell.ring();
     }
+}
+
+/// A fresh block of the global allocator for `len` bytes aligned to
+/// `align` (dangling if `len` is 0); `None` if the allocator has none.
+fn fresh_block(len: usize, align: usize, meta: [u64; 4], given: bool) -> Option<OwnedBlock> {
+    let layout = Layout::from_size_align(len, align).ok()?;
+    let ptr = if len == 0 {
+        OwnedBlock::dangling(align)
+    } else {
+        // SAFETY: `layout` has a non-zero size.
+        NonNull::new(unsafe { std::alloc::alloc(layout) })?
+    };
+    Some(OwnedBlock {
+        ptr,
+        layout,
+        len,
+        meta,
+        given,
+    })
 }
 
 /// Counters per protocol, readable by tests and benchmarks.
@@ -243,6 +290,44 @@ pub struct Stats {
     /// Ownership receives that copied the payload into a fresh block (a
     /// plain send, or a block that could not be kept as it was).
     pub owned_copied: u64,
+    /// Immediate messages sent through a fast box (also counted in
+    /// `sent_immediate`).
+    pub sent_fastbox: u64,
+    /// Immediate messages received from a fast box (also counted in
+    /// `recv_immediate`).
+    pub recv_fastbox: u64,
+}
+
+impl Stats {
+    /// The sum of two sets of counters (a process's VCIs together).
+    pub fn merged(&self, o: &Stats) -> Stats {
+        macro_rules! sum {
+            ($($f:ident),*) => { Stats { $($f: self.$f + o.$f),* } };
+        }
+        sum!(
+            sent_immediate,
+            sent_single_copy,
+            sent_two_copy,
+            recv_immediate,
+            recv_single_copy,
+            recv_two_copy,
+            matched_posted,
+            matched_unexpected,
+            sent_kernel_assisted,
+            kernel_assisted,
+            sent_synchronous,
+            synergistic,
+            synergistic_receiver_blocks,
+            synergistic_sender_blocks,
+            matched_probe,
+            sent_owned,
+            recv_owned,
+            owned_in_place,
+            owned_copied,
+            sent_fastbox,
+            recv_fastbox
+        )
+    }
 }
 
 #[derive(Debug, Default)]
@@ -258,6 +343,7 @@ struct Counters {
     matched_probe: AtomicU64,
     owned_in_place: AtomicU64,
     owned_copied: AtomicU64,
+    recv_fastbox: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -275,74 +361,6 @@ fn read(c: &AtomicU64) -> u64 {
     c.load(Ordering::Relaxed)
 }
 
-/// Where a receive stands.
-#[derive(Debug)]
-enum RecvState {
-    Posted,
-    Done(Status),
-}
-
-/// Where a receive puts the message it matches.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Target {
-    /// The caller's buffer of `cap` bytes.
-    Buffer {
-        /// First byte.
-        buf: *mut u8,
-        /// Its length.
-        cap: usize,
-    },
-    /// An ownership receive: the block (the sender's, or a fresh one of the
-    /// global allocator holding a copy) is written to `*out`.
-    Owned {
-        /// Where the block goes.
-        out: *mut Option<OwnedBlock>,
-        /// The alignment the block must have (a power of two).
-        align: usize,
-    },
-}
-
-/// A receive request's bookkeeping.
-#[derive(Debug)]
-struct RecvSlot {
-    target: Target,
-    source: i32,
-    tag: i32,
-    context: u32,
-    state: RecvState,
-}
-
-impl RecvSlot {
-    fn matches(&self, env: &Envelope) -> bool {
-        matches(self.source, self.tag, self.context, env)
-    }
-}
-
-/// Whether a receive or probe for (`source`, `tag`, `context`) matches `env`.
-fn matches(source: i32, tag: i32, context: u32, env: &Envelope) -> bool {
-    env.context() == context
-        && (source == ANY_SOURCE || source as u32 == env.source())
-        && (tag == ANY_TAG || tag == env.tag())
-}
-
-/// The private part of a VCI, under the VCI lock.
-#[derive(Debug, Default)]
-pub(crate) struct Private {
-    /// Envelopes that matched no posted receive, in arrival order.
-    unexpected: VecDeque<NonNull<Envelope>>,
-    /// Ids of posted receives, in posting order.
-    posted: VecDeque<u64>,
-    /// Every receive not yet collected by its request.
-    recvs: HashMap<u64, RecvSlot>,
-    next_id: u64,
-}
-
-// SAFETY: the raw pointers in `Private` are (1) envelopes in the node heap,
-// owned by this VCI's consumer (whoever holds the lock), and (2) receive
-// buffers borrowed by live `Request`s for as long as their slot exists;
-// both may be used from any thread of the process that holds the lock.
-unsafe impl Send for Private {}
-
 /// One VCI of this process: the shared part and the locked private part.
 #[repr(C, align(64))]
 #[derive(Debug)]
@@ -355,6 +373,8 @@ pub struct Vci {
     /// Whether this process's global allocator is the node heap, so that a
     /// given block can be handed to the receiver as it is.
     keep_given: bool,
+    /// The number of ranks (senders).
+    ranks: u32,
     /// Synergistic block size (bytes).
     syn_block: u64,
 }
@@ -368,7 +388,8 @@ impl Vci {
     ) -> Self {
         Vci {
             shared,
-            private: Mutex::new(Private::default()),
+            private: Mutex::new(Private::new(shared.ranks)),
+            ranks: shared.ranks,
             stats: Counters::default(),
             syn_min: config.synergistic_min as u64,
             keep_given,
@@ -425,63 +446,156 @@ impl Vci {
             recv_owned: read(&s.received[4]),
             owned_in_place: read(&s.owned_in_place),
             owned_copied: read(&s.owned_copied),
+            sent_fastbox: 0,
+            recv_fastbox: read(&s.recv_fastbox),
         }
     }
 
-    /// Drains the incoming queue: each envelope matches the earliest
-    /// matching posted receive or joins the unexpected list.
+    /// Takes every message that has arrived, in order per sender: the
+    /// incoming queue, then each sender's fast box. Each message matches the
+    /// earliest matching posted receive or joins the unexpected list.
     pub(crate) fn progress(&self, p: &mut Private) {
-        loop {
-            // SAFETY: the VCI lock (held: we have `&mut Private`) makes us
-            // the only consumer; the queue never moves and queued envelopes
-            // stay valid until popped (their senders' contract).
-            let node = match unsafe { self.shared.incoming.pop() } {
-                Pop::Item(n) => n,
-                // Inconsistent: a sender is between its swap and its link;
-                // it rings the doorbell after linking, so a waiter polls
-                // again.
-                Pop::Empty | Pop::Inconsistent => return,
-            };
+        // Empty or Inconsistent (a sender is between its swap and its link;
+        // it rings the doorbell after linking, so a waiter polls again) end
+        // the loop.
+        while let Pop::Item(node) = self.pop(p) {
             let env = NonNull::new(node.cast::<Envelope>()).expect("queued nodes are non-null");
             // SAFETY: a popped envelope is valid and ours until delivered.
-            let e = unsafe { env.as_ref() };
-            let hit = p
-                .posted
-                .iter()
-                .position(|id| p.recvs.get(id).is_some_and(|s| s.matches(e)));
-            match hit {
-                Some(i) => {
-                    let id = p.posted.remove(i).expect("index from position");
-                    let slot = p.recvs.get_mut(&id).expect("posted ids have slots");
-                    bump(&self.stats.matched_posted);
-                    // SAFETY: `env` was just popped and is ours; the slot's
-                    // target is borrowed by its live request.
-                    slot.state = RecvState::Done(unsafe { self.deliver(env, slot.target) });
-                }
-                None => p.unexpected.push_back(env),
+            let (source, seq) = unsafe { (env.as_ref().source(), env.as_ref().seq()) };
+            // Messages the sender put in its fast box before this one come
+            // first (they are visible: see `crate::fastbox`).
+            self.catch_up(p, source, seq);
+            // SAFETY: popped from our queue, valid.
+            self.arrive(p, unsafe { Arrival::envelope(env) });
+            if let Some(e) = p.expected.get_mut(source as usize) {
+                *e = seq + 1;
+            }
+            if let Some(fb) = self.shared.fastbox_from(source) {
+                fb.consumed(seq);
+            }
+        }
+        for source in 0..self.ranks {
+            let Some(fb) = self.shared.fastbox_from(source) else {
+                continue;
+            };
+            while let Some(body) = fb.take(p.expected[source as usize]) {
+                p.expected[source as usize] += 1;
+                self.arrive(p, Arrival::small(source, body));
             }
         }
     }
 
-    /// Delivers `env` to `target` and lets go of `env`.
+    /// Pops the incoming queue (`_locked` proves the VCI lock is held).
+    fn pop(&self, _locked: &mut Private) -> Pop {
+        // SAFETY: the VCI lock is held (we were given its `Private`), which
+        // makes us the only consumer; the queue never moves and queued
+        // envelopes stay valid until popped (their senders' contract).
+        unsafe { self.shared.incoming.pop() }
+    }
+
+    /// Takes `source`'s fast-box messages numbered before `seq`.
+    fn catch_up(&self, p: &mut Private, source: u32, seq: u64) {
+        let Some(fb) = self.shared.fastbox_from(source) else {
+            return;
+        };
+        while p.expected[source as usize] < seq {
+            match fb.take(p.expected[source as usize]) {
+                Some(body) => {
+                    p.expected[source as usize] += 1;
+                    self.arrive(p, Arrival::small(source, body));
+                }
+                // Published before the envelope was queued, so visible; a
+                // stale read can only be momentary.
+                None => std::hint::spin_loop(),
+            }
+        }
+    }
+
+    /// A message has arrived: delivers it to the earliest matching posted
+    /// receive, or appends it to the unexpected list.
+    fn arrive(&self, p: &mut Private, a: Arrival) {
+        match p.match_posted(&a.key) {
+            Some(id) => {
+                bump(&self.stats.matched_posted);
+                let slot = p.slot_mut(id).expect("posted receives have slots");
+                // SAFETY: the arrival is ours; the slot's target is borrowed
+                // by its live request.
+                slot.state = RecvState::Done(unsafe { self.deliver(a, slot.target) });
+            }
+            None => p.unexpected.push_back(a),
+        }
+    }
+
+    /// Delivers arrival `a` to `target` and lets go of it.
     ///
     /// # Safety
     ///
-    /// `env` is an envelope this VCI popped and has not let go of; the
+    /// `a` came from this VCI's progress and was not delivered yet; the
     /// target is valid: a buffer for `cap` bytes of writes (and not
     /// otherwise in use), or an `out` location valid for a write.
-    pub(crate) unsafe fn deliver(&self, env: NonNull<Envelope>, target: Target) -> Status {
-        match target {
-            // SAFETY: the caller's contract.
-            Target::Buffer { buf, cap } => unsafe { self.deliver_into(env, buf, cap) },
-            Target::Owned { out, align } => {
+    pub(crate) unsafe fn deliver(&self, a: Arrival, target: Target) -> Status {
+        match (a.carrier, target) {
+            (Carrier::Envelope(env), Target::Buffer { buf, cap }) => {
+                // SAFETY: the caller's contract.
+                unsafe { self.deliver_into(env, buf, cap) }
+            }
+            (Carrier::Envelope(env), Target::Owned { out, align }) => {
                 // SAFETY: the caller's contract.
                 let (block, st) = unsafe { self.deliver_owned(env, align) };
                 // SAFETY: `out` is valid for a write (caller's contract).
                 unsafe { out.write(block) };
                 st
             }
+            // SAFETY: the caller's contract.
+            (Carrier::Small(body), target) => unsafe { self.deliver_small(a.key, &body, target) },
         }
+    }
+
+    /// Delivers a fast-box message.
+    ///
+    /// # Safety
+    ///
+    /// The target is valid (see [`Vci::deliver`]).
+    unsafe fn deliver_small(&self, key: Key, body: &FbBody, target: Target) -> Status {
+        let len = body.len as usize;
+        let mut st = Status {
+            source: key.source,
+            tag: key.tag,
+            count: 0,
+            error: None,
+            cancelled: false,
+        };
+        let (buf, cap) = match target {
+            Target::Buffer { buf, cap } => (buf, cap),
+            Target::Owned { out, align } => {
+                let block = fresh_block(len, align, [0; 4], false);
+                // SAFETY: `out` is valid for a write (caller's contract).
+                unsafe { out.write(block) };
+                match block {
+                    Some(b) => {
+                        bump(&self.stats.owned_copied);
+                        (b.ptr.as_ptr(), len)
+                    }
+                    None => {
+                        st.error = Some(StatusError::Alloc { bytes: len as u64 });
+                        return st;
+                    }
+                }
+            }
+        };
+        let n = len.min(cap);
+        // SAFETY: the body holds `len >= n` bytes; `buf` is valid for
+        // `cap >= n` bytes (caller's contract) and distinct from our copy.
+        unsafe { ptr::copy_nonoverlapping(body.data.as_ptr(), buf, n) };
+        st.count = n as u64;
+        if n < len {
+            st.error = Some(StatusError::Truncate {
+                message_len: len as u64,
+            });
+        }
+        bump(&self.stats.received[Protocol::Immediate as usize - 1]);
+        bump(&self.stats.recv_fastbox);
+        st
     }
 
     /// An ownership receive: keeps a given block as it is when it can,
@@ -531,21 +645,7 @@ impl Vci {
                 return (Some(block), status);
             }
         }
-        let layout = Layout::from_size_align(len, align).ok();
-        let ptr = match layout {
-            Some(l) if len == 0 => Some(OwnedBlock::dangling(l.align())),
-            // SAFETY: `l` has a non-zero size.
-            Some(l) => NonNull::new(unsafe { std::alloc::alloc(l) }),
-            None => None,
-        };
-        let fresh = ptr.zip(layout).map(|(ptr, layout)| OwnedBlock {
-            ptr,
-            layout,
-            len,
-            meta,
-            given,
-        });
-        match fresh {
+        match fresh_block(len, align, meta, given) {
             Some(block) => {
                 bump(&self.stats.owned_copied);
                 // SAFETY: `env` as the caller says; the fresh block holds
@@ -589,7 +689,10 @@ impl Vci {
                     // contract); the source is the sender's buffer in its
                     // address space, borrowed by its pending request until
                     // we complete the envelope.
-                    if let Err(err) = unsafe { crate::cma::read(e.pid(), e.data(), buf, n) } {
+                    // SAFETY: `reply` is the sender's VciShared, never freed.
+                    let pid = unsafe { &*(e.reply() as *const VciShared) }.pid();
+                    // SAFETY: as said above.
+                    if let Err(err) = unsafe { crate::cma::read(pid, e.data(), buf, n) } {
                         // The probe at start-up said yes; the kernel now says
                         // no (the sender changed credentials, or died).
                         // Use two copy for this sender from now on and
@@ -699,43 +802,38 @@ impl Vci {
         source: i32,
         tag: i32,
         context: u32,
-    ) -> u64 {
-        let mut guard = self.lock();
-        let p = &mut *guard;
-        self.progress(p);
-        let id = p.next_id;
-        p.next_id += 1;
-        let mut slot = RecvSlot {
-            target,
+    ) -> u32 {
+        let key = Key {
             source,
             tag,
             context,
-            state: RecvState::Posted,
         };
-        let hit = p.unexpected.iter().position(|e| {
-            // SAFETY: unexpected envelopes are ours and valid.
-            slot.matches(unsafe { e.as_ref() })
-        });
-        match hit {
-            Some(i) => {
-                let env = p.unexpected.remove(i).expect("index from position");
+        let mut guard = self.lock();
+        let p = &mut *guard;
+        self.progress(p);
+        let state = match p.match_unexpected(&key) {
+            Some(a) => {
                 bump(&self.stats.matched_unexpected);
-                // SAFETY: `env` is ours (taken off the unexpected list);
-                // the target is valid (caller's contract).
-                slot.state = RecvState::Done(unsafe { self.deliver(env, slot.target) });
+                // SAFETY: the arrival is ours (taken off the unexpected
+                // list); the target is valid (caller's contract).
+                RecvState::Done(unsafe { self.deliver(a, target) })
             }
-            None => p.posted.push_back(id),
+            None => RecvState::Posted,
+        };
+        let posted = matches!(state, RecvState::Posted);
+        let id = p.insert(RecvSlot { target, state });
+        if posted {
+            p.posted.push_back((key, id));
         }
-        p.recvs.insert(id, slot);
         id
     }
 
     /// The status of receive `id` if it is finished (done or cancelled),
     /// forgetting it; `None` while it is posted.
-    pub(crate) fn take_recv(&self, p: &mut Private, id: u64) -> Option<Status> {
-        match p.recvs.get(&id).map(|s| &s.state) {
+    pub(crate) fn take_recv(&self, p: &mut Private, id: u32) -> Option<Status> {
+        match p.slot_mut(id).map(|s| &s.state) {
             Some(RecvState::Posted) => None,
-            Some(RecvState::Done(_)) => match p.recvs.remove(&id).map(|s| s.state) {
+            Some(RecvState::Done(_)) => match p.remove(id).map(|s| s.state) {
                 Some(RecvState::Done(st)) => Some(st),
                 _ => None,
             },
@@ -746,15 +844,15 @@ impl Vci {
 
     /// Cancels receive `id` if it has not matched yet. Returns whether it
     /// was cancelled.
-    pub(crate) fn cancel_recv(&self, id: u64) -> bool {
+    pub(crate) fn cancel_recv(&self, id: u32) -> bool {
         let mut guard = self.lock();
         let p = &mut *guard;
         self.progress(p);
-        let Some(i) = p.posted.iter().position(|&x| x == id) else {
+        let Some(i) = p.posted.iter().position(|&(_, x)| x == id) else {
             return false;
         };
         p.posted.remove(i);
-        if let Some(slot) = p.recvs.get_mut(&id) {
+        if let Some(slot) = p.slot_mut(id) {
             let mut st = Status::empty();
             st.cancelled = true;
             slot.state = RecvState::Done(st);
@@ -763,95 +861,93 @@ impl Vci {
     }
 
     /// The status of the earliest unexpected message matching the key,
-    /// after draining the incoming queue.
-    pub(crate) fn iprobe(
-        &self,
-        p: &mut Private,
-        source: i32,
-        tag: i32,
-        context: u32,
-    ) -> Option<Status> {
+    /// after taking what has arrived.
+    pub(crate) fn iprobe(&self, p: &mut Private, key: Key) -> Option<Status> {
         self.progress(p);
-        p.unexpected.iter().find_map(|e| {
-            // SAFETY: unexpected envelopes are ours and valid.
-            let e = unsafe { e.as_ref() };
-            matches(source, tag, context, e).then(|| Status {
-                source: e.source() as i32,
-                tag: e.tag(),
-                count: e.len(),
-                error: None,
-                cancelled: false,
-            })
-        })
+        p.unexpected
+            .iter()
+            .find(|a| key.matches(&a.key))
+            .map(Arrival::status)
     }
 
     /// Removes the earliest unexpected message matching the key (after
-    /// draining the incoming queue) and returns it with its status: a
-    /// matched probe. The envelope is the caller's, to pass to
-    /// [`Vci::deliver`] exactly once.
-    pub(crate) fn take_unexpected(
-        &self,
-        p: &mut Private,
-        source: i32,
-        tag: i32,
-        context: u32,
-    ) -> Option<(NonNull<Envelope>, Status)> {
+    /// taking what has arrived) and returns it with its status: a matched
+    /// probe. The arrival is the caller's, to pass to [`Vci::deliver`]
+    /// exactly once.
+    pub(crate) fn take_unexpected(&self, p: &mut Private, key: Key) -> Option<(Arrival, Status)> {
         self.progress(p);
-        let i = p.unexpected.iter().position(|e| {
-            // SAFETY: unexpected envelopes are ours and valid.
-            matches(source, tag, context, unsafe { e.as_ref() })
-        })?;
-        let env = p.unexpected.remove(i)?;
+        let a = p.match_unexpected(&key)?;
         bump(&self.stats.matched_probe);
-        // SAFETY: ours (just taken off the list), valid.
-        let e = unsafe { env.as_ref() };
-        let st = Status {
-            source: e.source() as i32,
-            tag: e.tag(),
-            count: e.len(),
-            error: None,
-            cancelled: false,
-        };
-        Some((env, st))
+        let st = a.status();
+        Some((a, st))
     }
 
-    /// Drives progress until `poll` (run under the VCI lock after each
-    /// progress step) returns a value: spins, yields, then sleeps on the
-    /// doorbell.
-    pub(crate) fn wait_for<R>(&self, poll: impl FnMut(&Vci, &mut Private) -> Option<R>) -> R {
-        self.wait_for_helping(|| {}, poll)
+    /// Tries to progress this VCI without waiting for its lock (a sweep by
+    /// a thread that waits on another VCI). Returns whether it did.
+    pub(crate) fn try_progress(&self) -> bool {
+        match self.private.try_lock() {
+            Ok(mut g) => {
+                self.progress(&mut g);
+                true
+            }
+            Err(std::sync::TryLockError::Poisoned(e)) => {
+                self.progress(&mut e.into_inner());
+                true
+            }
+            Err(std::sync::TryLockError::WouldBlock) => false,
+        }
     }
+}
 
-    /// Like [`Vci::wait_for`]; `help` runs without the lock before each
-    /// poll (a sender copying blocks of a synergistic copy).
-    pub(crate) fn wait_for_helping<R>(
+impl VciShared {
+    /// Waits until `attempt` returns a value: spins, yields, then sleeps on
+    /// this (the rank's) doorbell; `sweep` runs after repeated empty
+    /// attempts, and before every sleep.
+    pub(crate) fn wait_until<R>(
         &self,
-        mut help: impl FnMut(),
-        mut poll: impl FnMut(&Vci, &mut Private) -> Option<R>,
+        mut attempt: impl FnMut() -> Option<R>,
+        mut sweep: impl FnMut(),
     ) -> R {
-        let bell = &self.shared.bell;
-        let mut backoff = Backoff::new();
-        let mut try_once = || {
-            help();
-            let mut guard = self.lock();
-            self.progress(&mut guard);
-            poll(self, &mut guard)
-        };
+        /// Empty attempts between sweeps while spinning.
+        const SWEEP_EVERY: u32 = 64;
+        /// How long to poll back to back before yielding: long enough for
+        /// a peer on another core to answer, short enough not to hold a
+        /// core that a peer needs when ranks outnumber cores.
+        const SPIN: Duration = Duration::from_micros(20);
+        /// Yields before sleeping.
+        const YIELDS: u32 = 16;
+        let bell = &self.bell;
+        let mut empty = 0u32;
+        let mut spin_until: Option<Instant> = None;
+        let mut yielding = false;
+        let mut yields = 0u32;
         loop {
-            if !backoff.is_sleeping() {
-                if let Some(r) = try_once() {
+            if yields < YIELDS {
+                if let Some(r) = attempt() {
                     return r;
                 }
-                backoff.snooze();
+                empty += 1;
+                if yielding {
+                    std::thread::yield_now();
+                    yields += 1;
+                } else if empty % SWEEP_EVERY == 0 {
+                    sweep();
+                    // The clock is read now and then, not on every attempt.
+                    let now = Instant::now();
+                    yielding = now >= *spin_until.get_or_insert(now + SPIN);
+                } else {
+                    std::hint::spin_loop();
+                }
                 continue;
             }
+            sweep();
             // SYNC POINT: SeqCst, the waiter's half of the Dekker pair in
             // `Doorbell::ring`: announce ourselves before reading `seq`.
             bell.sleepers.fetch_add(1, Ordering::SeqCst);
             // SYNC POINT: SeqCst (acquire): reading a ringer's increment
-            // makes its event visible to the poll below; see `ring`.
+            // makes its event visible to the attempt below; see `ring`.
             let seq = bell.seq.load(Ordering::SeqCst);
-            let r = try_once();
+            let r = attempt();
             if r.is_none() {
                 futex_wait(&bell.seq, seq, MAX_SLEEP);
             }

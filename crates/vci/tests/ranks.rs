@@ -34,6 +34,7 @@ const ROLES: &[(&str, fn())] = &[
     ("request-sets", request_sets_rank),
     ("mprobe", mprobe_rank),
     ("synergistic", synergistic_rank),
+    ("fastbox-order", fastbox_order_rank),
 ];
 
 const TESTS: &[(&str, fn())] = &[
@@ -50,6 +51,26 @@ const TESTS: &[(&str, fn())] = &[
         pingpong_every_size_private_buffers_two_copy,
     ),
     ("matching_semantics", matching_semantics),
+    (
+        "fast_boxes_and_queues_keep_each_senders_order",
+        fast_boxes_and_queues_keep_each_senders_order,
+    ),
+    (
+        "model_random_programs_with_two_vcis",
+        model_random_programs_with_two_vcis,
+    ),
+    (
+        "model_random_programs_without_fast_boxes",
+        model_random_programs_without_fast_boxes,
+    ),
+    (
+        "ssend_deadlock_scenario_with_a_vci_per_context",
+        ssend_deadlock_scenario_with_a_vci_per_context,
+    ),
+    (
+        "threads_and_request_sets_across_four_vcis",
+        threads_and_request_sets_across_four_vcis,
+    ),
     (
         "model_random_programs_match_the_reference",
         model_random_programs_match_the_reference,
@@ -137,6 +158,21 @@ fn pingpong_every_size_private_buffers_kernel_assisted() {
 
 fn ssend_completes_after_match_and_two_context_threads_do_not_deadlock() {
     run_ok("ssend", 2, &[]);
+}
+
+fn fast_boxes_and_queues_keep_each_senders_order() {
+    run_ok("fastbox-order", 2, &[]);
+}
+
+fn ssend_deadlock_scenario_with_a_vci_per_context() {
+    run_ok("ssend", 2, &[(vci::config::VCIS_VAR, "2".into())]);
+}
+
+fn threads_and_request_sets_across_four_vcis() {
+    let four = [(vci::config::VCIS_VAR, "4".to_string())];
+    run_ok("threads", 2, &four);
+    run_ok("request-sets", 2, &four);
+    run_ok("mprobe", 2, &four);
 }
 
 fn request_sets_wait_and_test_any_some_all() {
@@ -1326,10 +1362,25 @@ fn program_strategy() -> impl Strategy<Value = (bool, Vec<Msg>, Vec<Recv>)> {
 }
 
 fn model_random_programs_match_the_reference() {
+    run_model(150, &[]);
+}
+
+/// Contexts 0, 1 and 2 on two VCIs per rank: matching per context stays
+/// within one VCI, and waiting on one VCI sweeps the other.
+fn model_random_programs_with_two_vcis() {
+    run_model(60, &[(vci::config::VCIS_VAR, "2".into())]);
+}
+
+/// Every message through the queues (no fast boxes).
+fn model_random_programs_without_fast_boxes() {
+    run_model(60, &[(vci::config::FASTBOX_VAR, "0".into())]);
+}
+
+fn run_model(default_cases: u32, env: &[(&str, String)]) {
     let cases = std::env::var("VCI_MODEL_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(150);
+        .unwrap_or(default_cases);
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
         cases,
         failure_persistence: None,
@@ -1337,8 +1388,9 @@ fn model_random_programs_match_the_reference() {
     });
     runner
         .run(&program_strategy(), |(posted_first, msgs, recvs)| {
-            let plan = encode(posted_first, &msgs, &recvs);
-            let report = rank_tests::launch("model", MODEL_RANKS, &[(PLAN, plan)]);
+            let mut vars = env.to_vec();
+            vars.push((PLAN, encode(posted_first, &msgs, &recvs)));
+            let report = rank_tests::launch("model", MODEL_RANKS, &vars);
             prop_assert!(report.success(), "{}", rank_tests::describe(&report));
             prop_assert!(report
                 .ranks
@@ -1503,6 +1555,7 @@ fn model_rank() {
         &observed,
         &drained,
         posted_first,
+        ep.vci_count() as u32,
     );
     ep.barrier();
 }
@@ -1620,9 +1673,10 @@ fn reference(
 }
 
 /// Finds an arrival order that explains the observations (arrival order
-/// keeps each sender's order; `explain_*` add what the matching implies,
-/// the drains add their order), then replays the reference matcher on it
-/// and requires the very same outcome.
+/// keeps each sender's order on each VCI — context `c` travels on VCI
+/// `c % vcis`, and MPI orders nothing across communicators; `explain_*` add
+/// what the matching implies, the drains add their order), then replays
+/// the reference matcher on it and requires the very same outcome.
 fn check_against_reference(
     msgs: &[Msg],
     recvs: &[&Recv],
@@ -1630,13 +1684,12 @@ fn check_against_reference(
     observed: &[Option<usize>],
     drained: &[Vec<usize>],
     posted_first: bool,
+    vcis: u32,
 ) {
+    let stream = |m: usize| (msgs[m].src, msgs[m].ctx % vcis);
     let mut edges: Vec<(usize, usize)> = Vec::new();
     for (k, &a) in incoming.iter().enumerate() {
-        if let Some(&b) = incoming[k + 1..]
-            .iter()
-            .find(|&&b| msgs[b].src == msgs[a].src)
-        {
+        if let Some(&b) = incoming[k + 1..].iter().find(|&&b| stream(b) == stream(a)) {
             edges.push((a, b));
         }
     }
@@ -1687,4 +1740,62 @@ fn check_against_reference(
             .collect();
         assert_eq!(rest, drained[ctx as usize], "leftovers of context {ctx}");
     }
+}
+
+// ------------------------------------------------------- fast-box order
+
+/// Sizes that alternate between the fast box (<= 44 bytes) and inline
+/// envelopes.
+const FB_SIZES: [usize; 5] = [8, 44, 45, 200, 0];
+
+fn fastbox_order_rank() {
+    let ep = endpoint();
+    let me = ep.rank();
+    const N: usize = 1000;
+    const THREADS: usize = 4;
+    if me == 0 {
+        // All sent before the receiver looks: the rings fill up, later
+        // messages overflow into the queue, and order must hold anyway.
+        for i in 0..N {
+            let len = FB_SIZES[i % FB_SIZES.len()];
+            ep.send(&numbered(i, len)[..len.max(4)], 1, 1, 0).unwrap();
+        }
+        ep.barrier();
+        // Threads race for the lane to rank 1, each in its own tag.
+        std::thread::scope(|sc| {
+            for t in 0..THREADS {
+                let ep = &ep;
+                sc.spawn(move || {
+                    for i in 0..N / 2 {
+                        let len = FB_SIZES[(i + t) % FB_SIZES.len()];
+                        ep.send(&numbered(i, len)[..len.max(4)], 1, 10 + t as i32, 0)
+                            .unwrap();
+                    }
+                });
+            }
+        });
+        let st = ep.stats();
+        assert!(st.sent_fastbox > 0, "tiny messages used the fast box");
+        assert!(
+            st.sent_fastbox < st.sent_immediate,
+            "full rings fell back to the queue: {st:?}"
+        );
+    } else {
+        ep.barrier();
+        let mut buf = vec![0u8; 256];
+        for i in 0..N {
+            let st = ep.recv(&mut buf, 0, 1, 0).unwrap();
+            assert_eq!(st.count as usize, FB_SIZES[i % FB_SIZES.len()].max(4));
+            assert_eq!(number_of(&buf), i, "message {i} in order");
+        }
+        let mut next = [0usize; THREADS];
+        for _ in 0..THREADS * N / 2 {
+            let st = ep.recv(&mut buf, 0, ANY_TAG, 0).unwrap();
+            let t = (st.tag - 10) as usize;
+            assert_eq!(number_of(&buf), next[t], "thread {t}'s order");
+            next[t] += 1;
+        }
+        assert!(ep.stats().recv_fastbox > 0);
+    }
+    ep.barrier();
 }

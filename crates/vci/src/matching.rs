@@ -1,0 +1,223 @@
+//! MPI matching state of one VCI: messages that arrived before their
+//! receive (the unexpected list), receives posted before their message (the
+//! posted list), and the receive slots that requests collect.
+//!
+//! Everything here is private to the owning process and lives under the VCI
+//! lock ([`crate::vci::Vci`]). The rule both lists keep: after every step no
+//! unexpected message matches a posted receive. Arrivals are appended in
+//! the order the progress takes them (per sender, the order it sent them),
+//! receives in posting order, and each side matches the *earliest* entry of
+//! the other, which is MPI's non-overtaking rule per (source, tag, context).
+//!
+//! Each entry carries its matching key, so a scan touches only this
+//! process's memory, never an envelope line in another rank's arena.
+//!
+//! # Example
+//! ```
+//! // The key test of MPI matching, with wildcards on the receive side only.
+//! use vci::{ANY_SOURCE, ANY_TAG};
+//! let (src, tag, ctx) = (3u32, 7i32, 0u32);
+//! let matches = |s: i32, t: i32, c: u32| {
+//!     c == ctx && (s == ANY_SOURCE || s as u32 == src) && (t == ANY_TAG || t == tag)
+//! };
+//! assert!(matches(ANY_SOURCE, 7, 0) && matches(3, ANY_TAG, 0));
+//! assert!(!matches(3, 7, 1) && !matches(2, 7, 0));
+//! ```
+
+use crate::envelope::Envelope;
+use crate::fastbox::FbBody;
+use crate::owned::OwnedBlock;
+use crate::request::Status;
+use crate::{ANY_SOURCE, ANY_TAG};
+use std::collections::VecDeque;
+use std::ptr::NonNull;
+
+/// Where a receive puts the message it matches.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Target {
+    /// The caller's buffer of `cap` bytes.
+    Buffer {
+        /// First byte.
+        buf: *mut u8,
+        /// Its length.
+        cap: usize,
+    },
+    /// An ownership receive: the block (the sender's, or a fresh one of the
+    /// global allocator holding a copy) is written to `*out`.
+    Owned {
+        /// Where the block goes.
+        out: *mut Option<OwnedBlock>,
+        /// The alignment the block must have (a power of two).
+        align: usize,
+    },
+}
+
+/// A matching key: (source, tag, context); a receive's may hold wildcards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Key {
+    pub source: i32,
+    pub tag: i32,
+    pub context: u32,
+}
+
+impl Key {
+    /// Whether a receive or probe with this key matches a message with key
+    /// `m` (which has no wildcards).
+    #[inline]
+    pub(crate) fn matches(&self, m: &Key) -> bool {
+        self.context == m.context
+            && (self.source == ANY_SOURCE || self.source == m.source)
+            && (self.tag == ANY_TAG || self.tag == m.tag)
+    }
+}
+
+/// How an arrived message holds its payload.
+#[derive(Debug)]
+pub(crate) enum Carrier {
+    /// An envelope from the incoming queue (ours until delivered).
+    Envelope(NonNull<Envelope>),
+    /// A fast-box message, copied out of its slot.
+    Small(FbBody),
+}
+
+/// A message taken off the incoming queue or a fast box, not delivered
+/// yet.
+#[derive(Debug)]
+pub(crate) struct Arrival {
+    pub key: Key,
+    /// The payload's length in bytes.
+    pub len: u64,
+    pub carrier: Carrier,
+}
+
+// SAFETY: an arrival's envelope belongs to whoever holds the arrival (the
+// VCI's lists under the VCI lock, or a `Message`); it lives in the node
+// heap, usable from any thread of the process.
+unsafe impl Send for Arrival {}
+
+impl Arrival {
+    /// The arrival of a queued envelope.
+    ///
+    /// # Safety
+    ///
+    /// `env` was popped from this process's incoming queue and is valid.
+    pub(crate) unsafe fn envelope(env: NonNull<Envelope>) -> Arrival {
+        // SAFETY: valid (caller's contract).
+        let e = unsafe { env.as_ref() };
+        Arrival {
+            key: Key {
+                source: e.source() as i32,
+                tag: e.tag(),
+                context: e.context(),
+            },
+            len: e.len(),
+            carrier: Carrier::Envelope(env),
+        }
+    }
+
+    /// The arrival of a fast-box message from `source`.
+    pub(crate) fn small(source: u32, body: FbBody) -> Arrival {
+        Arrival {
+            key: Key {
+                source: source as i32,
+                tag: body.tag,
+                context: body.context,
+            },
+            len: body.len as u64,
+            carrier: Carrier::Small(body),
+        }
+    }
+
+    /// A probe's status for this message.
+    pub(crate) fn status(&self) -> Status {
+        Status {
+            source: self.key.source,
+            tag: self.key.tag,
+            count: self.len,
+            error: None,
+            cancelled: false,
+        }
+    }
+}
+
+/// Where a receive stands.
+#[derive(Debug)]
+pub(crate) enum RecvState {
+    Posted,
+    Done(Status),
+}
+
+/// A receive request's bookkeeping.
+#[derive(Debug)]
+pub(crate) struct RecvSlot {
+    pub target: Target,
+    pub state: RecvState,
+}
+
+/// The private part of a VCI, under the VCI lock.
+#[derive(Debug, Default)]
+pub(crate) struct Private {
+    /// Messages that matched no posted receive, in arrival order.
+    pub unexpected: VecDeque<Arrival>,
+    /// Posted receives in posting order: (key, slot index).
+    pub posted: VecDeque<(Key, u32)>,
+    /// Receive slots by index (a slab: `free` lists the empty ones), kept
+    /// until the request collects them.
+    slots: Vec<Option<RecvSlot>>,
+    free: Vec<u32>,
+    /// Per sender: the sequence number of the next message to take.
+    pub expected: Vec<u64>,
+}
+
+// SAFETY: the raw pointers in `Private` are (1) envelopes in the node heap,
+// owned by this VCI's consumer (whoever holds the lock), and (2) receive
+// targets borrowed by live `Request`s for as long as their slot exists;
+// both may be used from any thread of the process that holds the lock.
+unsafe impl Send for Private {}
+
+impl Private {
+    /// Matching state for messages from `ranks` senders.
+    pub(crate) fn new(ranks: u32) -> Private {
+        Private {
+            expected: vec![1; ranks as usize],
+            ..Private::default()
+        }
+    }
+
+    /// Stores a receive slot; returns its index (the request's id).
+    pub(crate) fn insert(&mut self, slot: RecvSlot) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(slot);
+                i
+            }
+            None => {
+                self.slots.push(Some(slot));
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    pub(crate) fn slot_mut(&mut self, id: u32) -> Option<&mut RecvSlot> {
+        self.slots.get_mut(id as usize)?.as_mut()
+    }
+
+    /// Removes slot `id` (its request collected it).
+    pub(crate) fn remove(&mut self, id: u32) -> Option<RecvSlot> {
+        let s = self.slots.get_mut(id as usize)?.take()?;
+        self.free.push(id);
+        Some(s)
+    }
+
+    /// Takes the earliest posted receive matching `m` off the posted list.
+    pub(crate) fn match_posted(&mut self, m: &Key) -> Option<u32> {
+        let i = self.posted.iter().position(|(k, _)| k.matches(m))?;
+        self.posted.remove(i).map(|(_, id)| id)
+    }
+
+    /// Takes the earliest unexpected message matching `k` off the list.
+    pub(crate) fn match_unexpected(&mut self, k: &Key) -> Option<Arrival> {
+        let i = self.unexpected.iter().position(|a| k.matches(&a.key))?;
+        self.unexpected.remove(i)
+    }
+}
