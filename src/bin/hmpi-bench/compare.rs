@@ -20,7 +20,10 @@
 //! peer whose MPI is installed (a no-op when the peer is up to date;
 //! `--no-build` skips it and uses what is there). It says which peers it
 //! found and which are missing, and how to install them
-//! (`scripts/setup-mpi`). A compare in which no peer could run fails.
+//! (`scripts/setup-mpi`). The run fails (exit 1, after printing what it
+//! measured) when no peer could run, when an installed MPI's peer cannot be
+//! built, when a peer named with `--peers` is not installed, or when any
+//! measurement fails.
 //!
 //! # Example
 //! ```text
@@ -247,11 +250,17 @@ fn build_peer(mpi: &Mpi, mpicc: &Path, dir: &Path, progress: &Progress) -> Resul
 }
 
 /// Finds (and unless `--no-build`, builds) each requested peer. Returns the
-/// ready ones and a line per missing one.
-fn find_peers(wanted: &[Mpi], opts: &Options, progress: &Progress) -> (Vec<Peer>, Vec<String>) {
+/// ready ones, a line per MPI that is not installed, and a line per peer
+/// that is installed but could not be built or found.
+fn find_peers(
+    wanted: &[Mpi],
+    opts: &Options,
+    progress: &Progress,
+) -> (Vec<Peer>, Vec<String>, Vec<String>) {
     let dir = peer_dir(opts);
     let mut ready = Vec::new();
     let mut missing = Vec::new();
+    let mut broken = Vec::new();
     for mpi in wanted {
         let (Some(launcher), Some(mpicc)) = (which(mpi.launcher), which(mpi.mpicc)) else {
             missing.push(format!(
@@ -263,12 +272,12 @@ fn find_peers(wanted: &[Mpi], opts: &Options, progress: &Progress) -> (Vec<Peer>
         let binary = peer_binary(&dir, mpi);
         if !opts.no_build {
             if let Err(e) = build_peer(mpi, &mpicc, &dir, progress) {
-                missing.push(format!("{} ({}): {e}", mpi.label, mpi.display));
+                broken.push(format!("{} ({}): {e}", mpi.label, mpi.display));
                 continue;
             }
         }
         if !binary.is_file() {
-            missing.push(format!(
+            broken.push(format!(
                 "{} ({}): no peer program at {} (run without --no-build to build it)",
                 mpi.label,
                 mpi.display,
@@ -284,7 +293,7 @@ fn find_peers(wanted: &[Mpi], opts: &Options, progress: &Progress) -> (Vec<Peer>
             version,
         });
     }
-    (ready, missing)
+    (ready, missing, broken)
 }
 
 /// Am I root (Open MPI refuses to run as root without being told)?
@@ -321,8 +330,20 @@ fn peer_command(peer: &Peer, job: &Job) -> Command {
     c
 }
 
-/// Runs `cmd` to completion, killing it (TERM, then KILL) past `limit`.
+/// Runs `cmd` to completion, killing it (TERM, then KILL) past `limit`; it
+/// also gets TERM if this process dies first, so no launcher outlives it.
 fn run_with_timeout(mut cmd: Command, limit: Duration) -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec and only
+    // calls prctl, which is async-signal-safe and touches no memory.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
     let mut child = cmd
         .stdin(Stdio::null())
         .spawn()
@@ -390,7 +411,7 @@ pub fn run(
         .map(|k| k.sizes(opts))
         .collect::<Result<_, _>>()?;
     let reps = p2p::reps(opts);
-    let (peers, missing) = find_peers(&wanted, opts, progress);
+    let (peers, missing, broken) = find_peers(&wanted, opts, progress);
     let mut text = String::new();
     for p in &peers {
         let line = format!(
@@ -413,6 +434,13 @@ pub fn run(
         progress.line(format_args!("FAILED: {e}"));
         failures.push(e);
     };
+    // A peer named with --peers must run; one that is installed must build.
+    if opts.peers.is_some() {
+        failures.extend(missing.iter().map(|m| format!("peer missing: {m}")));
+    }
+    for b in broken {
+        fail(format!("peer unusable: {b}"), &mut failures);
+    }
     if peers.is_empty() && !wanted.is_empty() {
         fail(
             format!("no MPI peer could be run ({SETUP} installs Open MPI and MPICH)"),

@@ -1,0 +1,430 @@
+//! Workload `opi`: ownership passing (the `opi` crate) between two ranks.
+//!
+//! * **`opi-latency`**: one-way give/take latency (half the round trip of
+//!   a ping-pong of one pooled buffer: give, take back; the sender writes
+//!   the first byte, the taker reads it, the rest of the payload is not
+//!   touched) for 8 B … 64 MiB, backend `hmpi-opi`; and, in the same run,
+//!   the two-sided copy path (send, receive into a buffer) for the same
+//!   sizes, backend `hmpi-copy`. Value: nanoseconds.
+//! * **`opi-pool`**: nanoseconds per pool alloc+free of an 8-byte
+//!   `OpiBuf` (`OPI_Alloc` + `OPI_Free`), on rank 0 after the latencies.
+//!
+//! The kernels are `opi::bench`'s (the `opbench` example runs them too,
+//! standalone). Each size runs a warm-up of a tenth of the iterations and
+//! then `--reps` timed repetitions (median reported, minimum and maximum
+//! in the CSV). Iterations: 10 000 give/take round trips at every size
+//! (the cost does not depend on it); for the copy path OSU's 10 000 up to
+//! 8 KiB and 1 000 above; `--quick` divides both by 10.
+//!
+//! The targets of the issue are printed under the table: one-way give/take
+//! at most half of iceoryx2's 208–217 ns (so ≤ 104 ns), 4 MiB within ±10%
+//! of 8 B, pool alloc+free ≤ 20 ns.
+//!
+//! Registered in `main.rs` with `mod opi;` and `opi::WORKLOAD` in
+//! `WORKLOADS`.
+
+use crate::p2p::ResultFile;
+use crate::report::{self, fmt_size, Sample};
+use crate::{BenchError, Options, Outcome, Progress, Workload};
+use hmpi_core::launch::{allowed_cpus, Bind, Launcher};
+use hmpi_core::traits::Communicator;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+/// The `opi` workload.
+pub const WORKLOAD: Workload = Workload {
+    name: "opi",
+    about: "ownership passing: give/take latency 8 B-64 MiB vs copy, pool alloc+free",
+    run,
+    worker: Some((WORKER, worker)),
+};
+
+/// Hidden worker name (`hmpi-bench --worker opi …`).
+const WORKER: &str = "opi";
+const LATENCY: &str = "opi-latency";
+const POOL: &str = "opi-pool";
+const OPI: &str = "hmpi-opi";
+const COPY: &str = "hmpi-copy";
+const UNIT: &str = "ns";
+const DEFAULT_SIZES: (usize, usize) = (8, 64 << 20);
+const QUICK_SIZES: [usize; 5] = [8, 1 << 10, 64 << 10, 1 << 20, 4 << 20];
+const DEFAULT_REPS: usize = 5;
+const QUICK_REPS: usize = 3;
+/// Give/take round trips per repetition.
+const OPI_ITERS: usize = 10_000;
+/// Pool alloc+free pairs per repetition.
+const POOL_ITERS: usize = 1_000_000;
+/// The zero-copy peer's one-way latency on this machine kind (iceoryx2
+/// publish-subscribe, 8 B and 4 MiB: 208–217 ns); the target is half.
+const PEER_NS: f64 = 208.0;
+const POOL_TARGET_NS: f64 = 20.0;
+/// First word of a result line.
+const LINE_TAG: &str = "opi-sample";
+
+fn sizes(opts: &Options) -> Vec<usize> {
+    let (lo, hi) = match opts.sizes {
+        Some(r) => r,
+        None if opts.quick => return QUICK_SIZES.to_vec(),
+        None => DEFAULT_SIZES,
+    };
+    let mut v = Vec::new();
+    let mut s = lo.max(1).next_power_of_two();
+    if lo > 0 && s != lo {
+        v.push(lo);
+    }
+    while s <= hi {
+        v.push(s);
+        s *= 2;
+    }
+    v
+}
+
+fn copy_iters(size: usize) -> usize {
+    if size <= 8192 {
+        10_000
+    } else {
+        1_000
+    }
+}
+
+fn run(opts: &Options, progress: &Progress) -> Result<Outcome, BenchError> {
+    let sizes = sizes(opts);
+    if sizes.is_empty() {
+        return Err(BenchError::Usage("--sizes: no size in the range".into()));
+    }
+    if let Some(&big) = sizes.iter().find(|&&s| s > 1 << 30) {
+        return Err(BenchError::Usage(format!(
+            "--sizes: {} is larger than the 1 GiB opi accepts",
+            fmt_size(big)
+        )));
+    }
+    let reps = opts
+        .reps
+        .unwrap_or(if opts.quick { QUICK_REPS } else { DEFAULT_REPS });
+    progress.line(format_args!(
+        "opi: 2 ranks, {} sizes, {reps} repetitions{}",
+        sizes.len(),
+        if opts.quick { " (quick)" } else { "" }
+    ));
+    let mut failures = Vec::new();
+    let samples = match launch(&sizes, reps, opts.quick) {
+        Ok(s) => s,
+        Err(e) => {
+            progress.line(format_args!("FAILED: {e}"));
+            failures.push(e);
+            Vec::new()
+        }
+    };
+    let mut text = report::render_table(&samples, LATENCY, &[OPI, COPY], &[(COPY, OPI)]);
+    if let Some(p) = report::find(&samples, POOL, OPI, 1, 8) {
+        let _ = writeln!(text, "pool alloc+free of 8 bytes: {:.1} ns", p.value);
+    }
+    text += &targets(&samples);
+    Ok(Outcome {
+        samples,
+        text,
+        failures,
+    })
+}
+
+/// The issue's targets, met or not, from the samples.
+fn targets(samples: &[Sample]) -> String {
+    let mut t = String::from("targets:\n");
+    let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+    let lat = |size| report::find(samples, LATENCY, OPI, 2, size).map(|s| s.value);
+    if let Some(small) = lat(8) {
+        let _ = writeln!(
+            t,
+            "  one-way give/take 8 B: {small:.1} ns, target <= {:.0} ns (0.5 x iceoryx2): {}",
+            PEER_NS / 2.0,
+            verdict(small <= PEER_NS / 2.0)
+        );
+        if let Some(big) = lat(4 << 20) {
+            let r = big / small;
+            let _ = writeln!(
+                t,
+                "  4 MiB / 8 B: {r:.2}, target within 0.90-1.10: {}",
+                verdict((0.9..=1.1).contains(&r))
+            );
+        }
+    }
+    if let Some(p) = report::find(samples, POOL, OPI, 1, 8) {
+        let _ = writeln!(
+            t,
+            "  pool alloc+free: {:.1} ns, target <= {POOL_TARGET_NS:.0} ns: {}",
+            p.value,
+            verdict(p.value <= POOL_TARGET_NS)
+        );
+    }
+    t
+}
+
+fn launch(sizes: &[usize], reps: usize, quick: bool) -> Result<Vec<Sample>, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let file = ResultFile::new("opi")?;
+    let list: Vec<String> = sizes.iter().map(usize::to_string).collect();
+    let bind = if allowed_cpus().len() >= 2 {
+        Bind::Core
+    } else {
+        Bind::None
+    };
+    // Generous: the copy path of 64 MiB messages is the slow part.
+    let bytes: usize = sizes.iter().sum();
+    let secs = 60 + (reps * bytes / (50 << 20)) as u64;
+    let mut l = Launcher::new(exe, 2)
+        .arg("--worker")
+        .arg(WORKER)
+        .arg("--sizes")
+        .arg(list.join(","))
+        .arg("--reps")
+        .arg(reps.to_string())
+        .arg("--out")
+        .arg(file.0.as_os_str())
+        .bind(bind)
+        .timeout(Duration::from_secs(secs));
+    if quick {
+        l = l.arg("--quick");
+    }
+    let report = l
+        .run()
+        .map_err(|e| format!("launching 2 ranks failed: {e}"))?;
+    if !report.success() {
+        return Err(format!(
+            "the 2-rank opi job failed (first failure: rank {:?}; its messages are above)",
+            report.first_failure
+        ));
+    }
+    let samples = read_results(&file.0)?;
+    for &s in sizes {
+        for b in [OPI, COPY] {
+            if report::find(&samples, LATENCY, b, 2, s).is_none() {
+                return Err(format!("{b}: no result for size {}", fmt_size(s)));
+            }
+        }
+    }
+    Ok(samples)
+}
+
+fn format_line(workload: &str, backend: &str, ranks: u32, size: usize, values: &[f64]) -> String {
+    let v: Vec<String> = values.iter().map(|x| format!("{x:.3}")).collect();
+    format!(
+        "{LINE_TAG} {workload} {backend} {ranks} {size} {}",
+        v.join(",")
+    )
+}
+
+fn parse_line(line: &str) -> Option<Sample> {
+    let mut w = line.split_whitespace();
+    if w.next()? != LINE_TAG {
+        return None;
+    }
+    let workload = match w.next()? {
+        LATENCY => LATENCY,
+        POOL => POOL,
+        _ => return None,
+    };
+    let backend = w.next()?;
+    let ranks: u32 = w.next()?.parse().ok()?;
+    let size: usize = w.next()?.parse().ok()?;
+    let values: Vec<f64> = w
+        .next()?
+        .split(',')
+        .map(|x| x.parse().ok().filter(|v: &f64| v.is_finite() && *v > 0.0))
+        .collect::<Option<_>>()?;
+    Sample::from_reps(workload, backend, ranks, size, UNIT, &values)
+}
+
+fn read_results(path: &Path) -> Result<Vec<Sample>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Ok(text.lines().filter_map(parse_line).collect())
+}
+
+/// The worker's arguments.
+struct Job {
+    sizes: Vec<usize>,
+    reps: usize,
+    quick: bool,
+    out: String,
+}
+
+fn parse_job(args: &[String]) -> Result<Job, BenchError> {
+    let bad = |m: String| BenchError::Usage(format!("--worker {WORKER}: {m}"));
+    let mut job = Job {
+        sizes: Vec::new(),
+        reps: DEFAULT_REPS,
+        quick: false,
+        out: String::new(),
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| bad(format!("{a} needs a value")))
+        };
+        match a.as_str() {
+            "--sizes" => {
+                job.sizes = value()?
+                    .split(',')
+                    .map(|s| s.parse().map_err(|_| bad(format!("bad size '{s}'"))))
+                    .collect::<Result<_, _>>()?
+            }
+            "--reps" => {
+                let v = value()?;
+                job.reps = v
+                    .parse()
+                    .ok()
+                    .filter(|&r| r > 0)
+                    .ok_or_else(|| bad(format!("bad --reps '{v}'")))?
+            }
+            "--out" => job.out = value()?,
+            "--quick" => job.quick = true,
+            other => return Err(bad(format!("unknown argument '{other}'"))),
+        }
+    }
+    if job.sizes.is_empty() || job.out.is_empty() {
+        return Err(bad("--sizes and --out are required".into()));
+    }
+    Ok(job)
+}
+
+/// One rank of the measurement.
+fn worker(args: &[String]) -> Result<(), BenchError> {
+    let job = parse_job(args)?;
+    // Buffers in the node heap, so that given blocks move by pointer.
+    crate::node_heap_allocator();
+    let failed = |e: hmpi_core::Error| BenchError::Failed(format!("opi worker: {e}"));
+    let universe = hmpi_core::init().map_err(failed)?;
+    let world = universe.world();
+    if world.size() != 2 {
+        return Err(BenchError::Failed(format!(
+            "opi worker: needs 2 ranks, the job has {}",
+            world.size()
+        )));
+    }
+    let me = world.rank();
+    let leader = me == 0;
+    let div = if job.quick { 10 } else { 1 };
+    let mut lines = Vec::new();
+    for &size in &job.sizes {
+        let (oi, ci) = (OPI_ITERS / div, (copy_iters(size) / div).max(10));
+        let (mut opi_ns, mut copy_ns) = (Vec::new(), Vec::new());
+        world.barrier().map_err(failed)?;
+        ::opi::bench::give_take_latency(&world, 1 - me, leader, size, oi / 10, oi / 10)
+            .map_err(failed)?;
+        for _ in 0..job.reps {
+            world.barrier().map_err(failed)?;
+            let t = ::opi::bench::give_take_latency(&world, 1 - me, leader, size, 0, oi)
+                .map_err(failed)?;
+            opi_ns.push(t * 1e9);
+        }
+        world.barrier().map_err(failed)?;
+        ::opi::bench::copy_latency(&world, 1 - me, leader, size, ci / 10, ci / 10)
+            .map_err(failed)?;
+        for _ in 0..job.reps {
+            world.barrier().map_err(failed)?;
+            let t =
+                ::opi::bench::copy_latency(&world, 1 - me, leader, size, 0, ci).map_err(failed)?;
+            copy_ns.push(t * 1e9);
+        }
+        if leader {
+            eprintln!(
+                "[opi] {:>6}: give/take {:.1} ns, copy {:.1} ns",
+                fmt_size(size),
+                crate::stats::median(&opi_ns).unwrap_or(0.0),
+                crate::stats::median(&copy_ns).unwrap_or(0.0)
+            );
+            lines.push(format_line(LATENCY, OPI, 2, size, &opi_ns));
+            lines.push(format_line(LATENCY, COPY, 2, size, &copy_ns));
+        }
+    }
+    world.barrier().map_err(failed)?;
+    if leader {
+        let iters = POOL_ITERS / div;
+        let mut pool = Vec::new();
+        ::opi::bench::pool_alloc_free_ns(8, iters / 10).map_err(failed)?;
+        for _ in 0..job.reps {
+            pool.push(::opi::bench::pool_alloc_free_ns(8, iters).map_err(failed)?);
+        }
+        lines.push(format_line(POOL, OPI, 1, 8, &pool));
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&job.out)
+            .map_err(|e| BenchError::Failed(format!("cannot open {}: {e}", job.out)))?;
+        for l in &lines {
+            writeln!(f, "{l}")
+                .map_err(|e| BenchError::Failed(format!("cannot write {}: {e}", job.out)))?;
+        }
+    }
+    universe
+        .finalize()
+        .map_err(|e| BenchError::Failed(format!("opi worker: finalize: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_round_trip() {
+        let l = format_line(LATENCY, OPI, 2, 4096, &[100.0, 90.0, 110.0]);
+        let s = parse_line(&l).unwrap();
+        assert_eq!((s.workload.as_str(), s.backend.as_str()), (LATENCY, OPI));
+        assert_eq!((s.threads, s.size, s.value), (2, 4096, 100.0));
+        assert!(parse_line("opi-sample other hmpi 2 8 1.0").is_none());
+        assert!(parse_line("opi-sample opi-pool hmpi 1 8 0.0").is_none());
+    }
+
+    #[test]
+    fn size_lists() {
+        let o = Options {
+            sizes: Some((8, 64)),
+            ..Options::default()
+        };
+        assert_eq!(sizes(&o), [8, 16, 32, 64]);
+        let o = Options {
+            quick: true,
+            ..Options::default()
+        };
+        assert_eq!(sizes(&o), QUICK_SIZES);
+        let o = Options {
+            sizes: Some((5, 5)),
+            ..Options::default()
+        };
+        assert_eq!(sizes(&o), [5]);
+    }
+
+    #[test]
+    fn job_arguments() {
+        let a: Vec<String> = ["--sizes", "8,64", "--reps", "2", "--out", "/x", "--quick"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let j = parse_job(&a).unwrap();
+        assert_eq!(
+            (j.sizes, j.reps, j.quick, j.out.as_str()),
+            (vec![8, 64], 2, true, "/x")
+        );
+        assert!(parse_job(&["--reps".to_string(), "0".to_string()]).is_err());
+        assert!(parse_job(&[]).is_err());
+    }
+
+    #[test]
+    fn targets_are_judged() {
+        let s = vec![
+            Sample::from_reps(LATENCY, OPI, 2, 8, UNIT, &[90.0]).unwrap(),
+            Sample::from_reps(LATENCY, OPI, 2, 4 << 20, UNIT, &[95.0]).unwrap(),
+            Sample::from_reps(POOL, OPI, 1, 8, UNIT, &[30.0]).unwrap(),
+        ];
+        let t = targets(&s);
+        assert!(t.contains("8 B: 90.0 ns, target <= 104 ns: met"), "{t}");
+        assert!(t.contains("within 0.90-1.10: met"), "{t}");
+        assert!(
+            t.contains("pool alloc+free: 30.0 ns, target <= 20 ns: NOT met"),
+            "{t}"
+        );
+    }
+}
