@@ -1,5 +1,6 @@
 //! `libhmpi`: the C interface of hmpi — the MPI point-to-point subset with
-//! the MPI 5.0 standard ABI, and `malloc` on the node's shared heap.
+//! the MPI 5.0 standard ABI, ownership passing (OPI), and `malloc` on the
+//! node's shared heap.
 //!
 //! A C program compiled against `include/mpi.h` (with `hmpicc`, see
 //! `docs/c-abi.md`) and linked with `-lhmpi` runs under `hmpirun` as one
@@ -15,7 +16,8 @@
 //! * [`comm`]: communicators and groups;
 //! * [`datatype`]: predefined and derived datatypes, packing;
 //! * [`p2p`]: sends, receives, probes;
-//! * [`request`]: waiting and testing.
+//! * [`request`]: waiting and testing;
+//! * [`opi`]: ownership passing (`OPI_*`, `include/opi.h`).
 //!
 //! Every routine `MPI_X` is exported with its profiling twin `PMPI_X`.
 //!
@@ -68,6 +70,7 @@ pub mod datatype;
 pub mod env;
 pub mod errors;
 pub mod handles;
+pub mod opi;
 pub mod p2p;
 pub mod request;
 

@@ -285,6 +285,7 @@ unsafe fn isend(
             comm: c.clone(),
             staged: None,
             packed,
+            taken: None,
         },
     })?;
     // SAFETY: checked non-null above.
@@ -456,7 +457,7 @@ mpi_fn! {
             let r = unsafe { ep.irecv_raw(at, len, src, tag, c.ctx) }?;
             let h = insert(ReqEntry {
                 req: EngineReq(r),
-                rest: Rest { comm: c.clone(), staged: inc.staged(), packed: None },
+                rest: Rest { comm: c.clone(), staged: inc.staged(), packed: None, taken: None },
             })?;
             // SAFETY: checked non-null above.
             unsafe { request.write(h) };
@@ -646,7 +647,7 @@ mpi_fn! {
             };
             let h = insert(ReqEntry {
                 req: EngineReq(r),
-                rest: Rest { comm, staged: inc.staged(), packed: None },
+                rest: Rest { comm, staged: inc.staged(), packed: None, taken: None },
             })?;
             // SAFETY: checked non-null above.
             unsafe { request.write(h) };

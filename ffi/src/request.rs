@@ -60,25 +60,63 @@ impl Staged {
     }
 }
 
+/// An `OPI_Itake`: the engine fills `slot`; on completion the block goes to
+/// the program's pointer variable `dst` (if it holds at most `max` bytes).
+pub struct Taken {
+    pub slot: Box<Option<opi::raw::OwnedBlock>>,
+    pub dst: *mut *mut u8,
+    pub max: usize,
+}
+
 /// What a request keeps beside the engine's request.
 pub struct Rest {
     pub comm: CommRef,
     pub staged: Option<Staged>,
     /// The packed data of a non-dense send.
     pub packed: Option<Vec<u8>>,
+    /// Where an `OPI_Itake` puts its block.
+    pub taken: Option<Taken>,
 }
 
-// SAFETY: `staged.dst` is the program's receive buffer, which MPI lets any
-// thread complete the receive into; everything else is Send.
+// SAFETY: `staged.dst` is the program's receive buffer and `taken.dst`
+// its pointer variable, which MPI lets any thread complete the operation
+// into; everything else is Send.
 unsafe impl Send for Rest {}
 
 impl Rest {
-    /// Unpacks a staged receive and translates the engine's status.
-    fn complete(mut self, st: vci::Status) -> (MpiStatus, c_int) {
+    /// Unpacks a staged receive, hands over a taken block, and translates
+    /// the engine's status; the error message of a failed take.
+    fn complete_msg(mut self, st: vci::Status) -> (MpiStatus, c_int, Option<String>) {
         if let Some(s) = self.staged.take() {
             s.finish(st.count);
         }
-        to_mpi_status(&st, &self.comm)
+        let (mut s, mut code) = to_mpi_status(&st, &self.comm);
+        let mut msg = None;
+        if let Some(t) = self.taken.take() {
+            let got = match *t.slot {
+                Some(b) => crate::opi::accept(b, t.max),
+                None => Ok(std::ptr::null_mut()),
+            };
+            let p = match got {
+                Ok(p) => p,
+                Err((c, m)) => {
+                    if code == abi::SUCCESS {
+                        (code, s.error, msg) = (c, c, Some(m));
+                    }
+                    std::ptr::null_mut()
+                }
+            };
+            // SAFETY: the program's pointer variable, valid until the
+            // take completes (OPI_Itake's contract), which is now.
+            unsafe { t.dst.write(p) };
+        }
+        (s, code, msg)
+    }
+
+    /// [`Rest::complete_msg`] without the message.
+    fn complete(self, st: vci::Status) -> (MpiStatus, c_int) {
+        let (s, code, _) = self.complete_msg(st);
+        (s, code)
     }
 
     /// [`Rest::complete`], the status stored, and an error for a failure.
@@ -87,11 +125,14 @@ impl Rest {
     /// `status`, if not null, is valid for a write of a status.
     unsafe fn finish_into(self, st: vci::Status, status: *mut MpiStatus) -> Res {
         let comm = self.comm.clone();
-        let (s, code) = self.complete(st);
+        let (s, code, msg) = self.complete_msg(st);
         // SAFETY: the caller's guarantee.
         unsafe { store_status(status, s) };
         if code != abi::SUCCESS {
-            return Err(status_error(&st, &comm));
+            return Err(match msg {
+                Some(m) => MpiError::new(code, m).on(&comm),
+                None => status_error(&st, &comm),
+            });
         }
         Ok(())
     }

@@ -25,6 +25,7 @@ const TESTS: &[(&str, fn())] = &[
         "derived_datatypes_pack_correctly",
         derived_datatypes_pack_correctly,
     ),
+    ("ownership_passing_in_c", ownership_passing_in_c),
     ("communicators_and_groups", communicators_and_groups),
     ("malloc_is_the_shared_heap", malloc_is_the_shared_heap),
     (
@@ -177,49 +178,38 @@ fn header_is_clean_c11_and_cxx() {
     // A C++17 program compiles (with -Werror), links and runs.
     let exe = compile("tests/header_cxx.cpp", &[], &[]);
     run_passes(&exe, "header_cxx", 2, &[]);
-    // The header alone, as several C and C++ standards.
+    // The headers alone, as several C and C++ standards.
     let k = kit();
-    for std in ["-std=c99", "-std=c11", "-std=c17"] {
-        let o = Command::new(k.prefix.join("bin/hmpicc"))
-            .args([
-                std,
-                "-Wall",
-                "-Wextra",
-                "-pedantic",
-                "-Werror",
-                "-fsyntax-only",
-                "-x",
-                "c",
-            ])
-            .arg(k.prefix.join("include/mpi.h"))
-            .output()
-            .expect("run hmpicc");
-        assert!(
-            o.status.success(),
-            "{std}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
-    for std in ["-std=c++98", "-std=c++11", "-std=c++20"] {
-        let o = Command::new(k.prefix.join("bin/hmpicxx"))
-            .args([
-                std,
-                "-Wall",
-                "-Wextra",
-                "-pedantic",
-                "-Werror",
-                "-fsyntax-only",
-                "-x",
-                "c++",
-            ])
-            .arg(k.prefix.join("include/mpi.h"))
-            .output()
-            .expect("run hmpicxx");
-        assert!(
-            o.status.success(),
-            "{std}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+    for header in ["mpi.h", "opi.h"] {
+        let path = k.prefix.join("include").join(header);
+        for (tool, std, lang) in [
+            ("hmpicc", "-std=c99", "c"),
+            ("hmpicc", "-std=c11", "c"),
+            ("hmpicc", "-std=c17", "c"),
+            ("hmpicxx", "-std=c++98", "c++"),
+            ("hmpicxx", "-std=c++11", "c++"),
+            ("hmpicxx", "-std=c++20", "c++"),
+        ] {
+            let o = Command::new(k.prefix.join("bin").join(tool))
+                .args([
+                    std,
+                    "-Wall",
+                    "-Wextra",
+                    "-pedantic",
+                    "-Werror",
+                    "-fsyntax-only",
+                    "-x",
+                    lang,
+                ])
+                .arg(&path)
+                .output()
+                .expect("run the compiler");
+            assert!(
+                o.status.success(),
+                "{header} {std}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
     }
 }
 
@@ -237,6 +227,10 @@ fn wildcards_status_and_requests() {
 
 fn derived_datatypes_pack_correctly() {
     build_and_run("tests/datatypes.c", "datatypes", 2);
+}
+
+fn ownership_passing_in_c() {
+    build_and_run("tests/opi.c", "opi", 2);
 }
 
 fn communicators_and_groups() {

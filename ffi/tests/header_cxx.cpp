@@ -1,6 +1,8 @@
 // The header compiles as C++ (-Wall -Wextra -pedantic -Werror), links, and
-// works: handles are distinct pointer types, constants are usable in C++.
+// works: handles are distinct pointer types, constants are usable in C++,
+// and opi.h's calls take the address of any pointer variable.
 #include <mpi.h>
+#include <opi.h>
 
 #include <cstdio>
 #include <cstring>
@@ -21,7 +23,9 @@ int main(int argc, char **argv) {
     char name[MPI_MAX_OBJECT_NAME];
     int len = 0;
     MPI_Comm_get_name(MPI_COMM_WORLD, name, &len);
-    bool ok = n == 1 && x == 1.5 * rank && st.MPI_SOURCE == rank && std::strcmp(name, "MPI_COMM_WORLD") == 0;
+    void *buf = nullptr;
+    bool opi_ok = OPI_Alloc(&buf, 64) == MPI_SUCCESS && buf != nullptr && OPI_Free(&buf) == MPI_SUCCESS && buf == nullptr;
+    bool ok = opi_ok && n == 1 && x == 1.5 * rank && st.MPI_SOURCE == rank && std::strcmp(name, "MPI_COMM_WORLD") == 0;
     MPI_Finalize();
     if (!ok) return 2;
     std::printf("rank %d: header_cxx passed\n", rank);
