@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds libhmpi and lays out what a C program needs, in one place:
 #
-#   <target>/hmpi/lib/libhmpi.so, lib/libhmpi.a, lib/pkgconfig/hmpi.pc
+#   <target>/hmpi/lib/libhmpi.so, lib/libhmpi.a, lib/pkgconfig/hmpi.pc,
+#                  lib/libmpi_abi.so.1 (-> libhmpi.so, the standard ABI's name)
 #   <target>/hmpi/include/mpi.h (and opi.h when built)
 #   <target>/hmpi/bin/hmpicc, bin/hmpicxx, bin/hmpirun
 #
@@ -63,6 +64,10 @@ put() {
 
 put "$lib_dir/libhmpi.so" "$prefix/lib/libhmpi.so" 755
 put "$lib_dir/libhmpi.a" "$prefix/lib/libhmpi.a" 644
+# The standard ABI's library name, for programs built against another
+# implementation of the MPI 5.0 ABI (they need only the routines they use).
+ln -sfn libhmpi.so "$prefix/lib/libmpi_abi.so.1"
+ln -sfn libhmpi.so "$prefix/lib/libmpi_abi.so"
 for h in "$here"/include/*.h; do
     put "$h" "$prefix/include/$(basename "$h")" 644
 done

@@ -531,14 +531,21 @@ HMPI_DECLARE(int, Info_toint, (MPI_Info info));
 
 /* ------------------------------------------------------ hmpi extensions */
 
+/* The address queries below never read the memory they are given. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 10
+#define HMPI_ADDRESS_ONLY(i) __attribute__((access(none, i)))
+#else
+#define HMPI_ADDRESS_ONLY(i)
+#endif
+
 /* The node-local rank (the rank's arena in the shared heap) of rank `rank`
  * of `comm`; MPI_UNDEFINED for MPI_PROC_NULL. */
 int HMPI_Comm_node_rank(MPI_Comm comm, int rank, int *node_rank);
 /* Whether `ptr` points into the node's shared heap (any rank's arena). */
-int HMPI_Is_shared(const void *ptr, int *flag);
+int HMPI_Is_shared(const void *ptr, int *flag) HMPI_ADDRESS_ONLY(1);
 /* The node-local rank whose arena holds `ptr`; MPI_UNDEFINED if `ptr` is
  * not in the shared heap. */
-int HMPI_Heap_owner(const void *ptr, int *node_rank);
+int HMPI_Heap_owner(const void *ptr, int *node_rank) HMPI_ADDRESS_ONLY(1);
 
 #if defined(__cplusplus)
 }

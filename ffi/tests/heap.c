@@ -45,6 +45,15 @@ static void *churn(void *arg) {
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "inherited") == 0) {
+        /* Started by a rank with its environment: must not attach to (and
+         * corrupt) that rank's arena. */
+        void *p = malloc(100);
+        int f = -1;
+        HMPI_Is_shared(p, &f);
+        free(p);
+        return f == 0 ? 0 : 1;
+    }
     const char *m = getenv("HMPI_MALLOC");
     int system_malloc = m && strcmp(m, "system") == 0;
     int launched = getenv("HMPI_SHM_NAME") != NULL;
@@ -179,6 +188,15 @@ int main(int argc, char **argv) {
     CHECK(waitpid(pid, &wst, 0) == pid && WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
     for (int i = 0; i < 4096; i++) CHECK(mine[i] == 'p');
     free(mine);
+
+    /* A program this rank starts (fork + exec, with its environment). */
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        execl("/proc/self/exe", argv[0], "inherited", (char *)NULL);
+        _exit(12);
+    }
+    CHECK(waitpid(pid, &wst, 0) == pid && WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
 
     OK(MPI_Finalize());
 
