@@ -643,7 +643,7 @@ impl Progress {
 }
 
 /// Runs the stress on every rank of `world` (collective); rank 0 returns
-/// the summary. Any failure ends the job (see [`fail`]).
+/// the summary. Any failure prints `stress: FAILED: …` and ends the job.
 pub fn run(world: &SimpleCommunicator, cfg: &Config) -> Option<Summary> {
     let (me, n) = (world.rank(), world.size());
     let t_count = cfg.threads.max(1);
