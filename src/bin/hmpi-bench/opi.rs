@@ -420,7 +420,10 @@ mod tests {
             Sample::from_reps(POOL, OPI, 1, 8, UNIT, &[30.0]).unwrap(),
         ];
         let t = targets(&s);
-        assert!(t.contains("8 B: 90.0 ns, target <= 104 ns: met"), "{t}");
+        assert!(
+            t.contains("8 B: 90.0 ns, target <= 104 ns (0.5 x iceoryx2): met"),
+            "{t}"
+        );
         assert!(t.contains("within 0.90-1.10: met"), "{t}");
         assert!(
             t.contains("pool alloc+free: 30.0 ns, target <= 20 ns: NOT met"),
