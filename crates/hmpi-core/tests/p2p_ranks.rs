@@ -866,6 +866,25 @@ fn cancel_rank(u: Universe) {
         assert!(r.cancel());
         assert!(r.wait().unwrap().is_cancelled());
     });
+    // A panic while requests are held (not leaked): they are not waited
+    // for while unwinding (these receives would never match); the scope
+    // cancels them, then the panic goes on.
+    let (mut held, mut in_set) = ([0u8; 2], [0u8; 2]);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        request::scope(|scope| {
+            let _r = peer
+                .immediate_receive_into_with_tag(scope, &mut held, 7)
+                .unwrap();
+            let mut coll = RequestCollection::new();
+            coll.add(
+                peer.immediate_receive_into_with_tag(scope, &mut in_set, 8)
+                    .unwrap(),
+            );
+            panic!("a panic inside the scope, on purpose");
+        })
+    }));
+    assert!(caught.is_err());
+    assert_eq!((held, in_set), ([0; 2], [0; 2]));
     world.barrier().unwrap();
     assert!(world.any_process().immediate_probe().unwrap().is_none());
 }
