@@ -13,7 +13,8 @@
 //!   64 MiB buffer is not spent on an 8-byte request) with enough
 //!   alignment;
 //! * when a list holds more than [`max_blocks`] buffers the least recently
-//!   used ones go back to the heap (`HMPI_OPI_POOL_MAX`, default 64).
+//!   used ones go back to the heap, down to three quarters of the limit
+//!   (`HMPI_OPI_POOL_MAX`, default 64).
 //!
 //! Two policies decide where a freed buffer goes ([`Policy`],
 //! `HMPI_OPI_POOL_POLICY=freeing|allocating`):
@@ -53,7 +54,6 @@ use crate::error::heap_error;
 use hmpi_core::Error;
 use std::alloc::Layout;
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::fmt;
 use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
 use std::ops::{Deref, DerefMut};
@@ -94,27 +94,30 @@ static MAX_BLOCKS: AtomicUsize = AtomicUsize::new(0);
 /// The policy in force (from `HMPI_OPI_POOL_POLICY` until
 /// [`set_policy`] is called). An unknown value of the variable is reported
 /// once on stderr and the default used.
+#[inline]
 pub fn policy() -> Policy {
     // Relaxed: a configuration word; nothing else is published with it.
     match POLICY.load(Ordering::Relaxed) {
         1 => Policy::FreeingRank,
         2 => Policy::AllocatingRank,
-        _ => {
-            let p = match std::env::var(POLICY_VAR).as_deref() {
-                Err(_) | Ok("") | Ok("freeing") => Policy::FreeingRank,
-                Ok("allocating") => Policy::AllocatingRank,
-                Ok(other) => {
-                    eprintln!(
-                        "hmpi: {POLICY_VAR}={other:?} is not 'freeing' or 'allocating'; \
-                         using 'freeing'"
-                    );
-                    Policy::FreeingRank
-                }
-            };
-            set_policy(p);
-            p
-        }
+        _ => policy_from_env(),
     }
+}
+
+#[cold]
+fn policy_from_env() -> Policy {
+    let p = match std::env::var(POLICY_VAR).as_deref() {
+        Err(_) | Ok("") | Ok("freeing") => Policy::FreeingRank,
+        Ok("allocating") => Policy::AllocatingRank,
+        Ok(other) => {
+            eprintln!(
+                "hmpi: {POLICY_VAR}={other:?} is not 'freeing' or 'allocating'; using 'freeing'"
+            );
+            Policy::FreeingRank
+        }
+    };
+    set_policy(p);
+    p
 }
 
 /// Chooses the policy for every later free in this process. Buffers already
@@ -130,22 +133,26 @@ pub fn set_policy(p: Policy) {
 
 /// How many free buffers a thread's list keeps before the least recently
 /// used go back to the heap (`HMPI_OPI_POOL_MAX`, default 64).
+#[inline]
 pub fn max_blocks() -> usize {
     // Relaxed: see `policy`.
     match MAX_BLOCKS.load(Ordering::Relaxed) {
-        0 => {
-            let n = match std::env::var(MAX_VAR) {
-                Ok(s) => s.trim().parse::<usize>().unwrap_or_else(|_| {
-                    eprintln!("hmpi: {MAX_VAR}={s:?} is not a number; using {DEFAULT_MAX_BLOCKS}");
-                    DEFAULT_MAX_BLOCKS
-                }),
-                Err(_) => DEFAULT_MAX_BLOCKS,
-            };
-            set_max_blocks(n);
-            n
-        }
+        0 => max_blocks_from_env(),
         n => n - 1,
     }
+}
+
+#[cold]
+fn max_blocks_from_env() -> usize {
+    let n = match std::env::var(MAX_VAR) {
+        Ok(s) => s.trim().parse::<usize>().unwrap_or_else(|_| {
+            eprintln!("hmpi: {MAX_VAR}={s:?} is not a number; using {DEFAULT_MAX_BLOCKS}");
+            DEFAULT_MAX_BLOCKS
+        }),
+        Err(_) => DEFAULT_MAX_BLOCKS,
+    };
+    set_max_blocks(n);
+    n
 }
 
 /// Sets [`max_blocks`] for this process (0: keep nothing).
@@ -184,14 +191,14 @@ struct Entry {
 
 /// One thread's list, most recently used at the back.
 struct LocalPool {
-    free: VecDeque<Entry>,
+    free: Vec<Entry>,
     stats: PoolStats,
 }
 
 impl LocalPool {
     const fn new() -> Self {
         LocalPool {
-            free: VecDeque::new(),
+            free: Vec::new(),
             stats: PoolStats {
                 hits: 0,
                 misses: 0,
@@ -208,45 +215,56 @@ impl LocalPool {
     /// First fit from the most recent end.
     #[inline]
     fn find(&mut self, bytes: usize, align: usize) -> Option<Entry> {
-        let limit = bytes.saturating_mul(MAX_WASTE);
-        let i = self.free.iter().rposition(|e| {
-            e.layout.size() >= bytes && e.layout.size() <= limit && e.layout.align() >= align
-        })?;
-        let e = if i + 1 == self.free.len() {
-            self.free.pop_back()
-        } else {
-            self.free.remove(i)
-        }?;
+        let fits = |e: &Entry| {
+            e.layout.size() >= bytes
+                && e.layout.size() <= bytes.saturating_mul(MAX_WASTE)
+                && e.layout.align() >= align
+        };
+        // The most recently freed buffer usually fits: take it without a
+        // search.
+        let e = match self.free.last() {
+            Some(e) if fits(e) => self.free.pop()?,
+            _ => {
+                let i = self.free.iter().rposition(fits)?;
+                self.free.remove(i)
+            }
+        };
         self.stats.hits += 1;
-        self.stats.cached_blocks -= 1;
         self.stats.cached_bytes -= e.layout.size() as u64;
         Some(e)
     }
 
     #[inline]
     fn put(&mut self, e: Entry) {
-        self.free.push_back(e);
+        self.free.push(e);
         self.stats.frees_local += 1;
-        self.stats.cached_blocks += 1;
         self.stats.cached_bytes += e.layout.size() as u64;
-        if self.free.len() > max_blocks() {
-            self.trim(max_blocks());
+        let max = max_blocks();
+        if self.free.len() > max {
+            // Trim in batches (down to three quarters of the limit), so
+            // that a list at its limit does not trim on every free.
+            self.trim(max - max / 4);
         }
     }
 
     /// Gives the least recently used buffers back to the heap until `keep`
     /// are left.
+    #[cold]
     fn trim(&mut self, keep: usize) {
-        while self.free.len() > keep {
-            let Some(e) = self.free.pop_front() else {
-                break;
-            };
+        let n = self.free.len().saturating_sub(keep);
+        for e in self.free.drain(..n) {
             self.stats.trimmed += 1;
-            self.stats.cached_blocks -= 1;
             self.stats.cached_bytes -= e.layout.size() as u64;
             // SAFETY: a free buffer of the global allocator with this
             // layout, owned by the list.
             unsafe { std::alloc::dealloc(e.ptr.as_ptr(), e.layout) };
+        }
+    }
+
+    fn stats(&self) -> PoolStats {
+        PoolStats {
+            cached_blocks: self.free.len() as u64,
+            ..self.stats
         }
     }
 }
@@ -270,14 +288,17 @@ fn with_pool<R>(f: impl FnOnce(&mut LocalPool) -> R) -> Option<R> {
 }
 
 /// The layout of a pool buffer for `bytes` bytes aligned to `align`.
+#[inline]
 pub fn pool_layout(bytes: usize, align: usize) -> Result<Layout, Error> {
-    let rounded = bytes
-        .max(1)
-        .checked_next_multiple_of(PAGE)
-        .ok_or_else(|| too_large(bytes))?;
+    const _: () = assert!(PAGE.is_power_of_two());
+    let rounded = match bytes.max(1).checked_add(PAGE - 1) {
+        Some(x) => x & !(PAGE - 1),
+        None => return Err(too_large(bytes)),
+    };
     Layout::from_size_align(rounded, align).map_err(|_| too_large(bytes))
 }
 
+#[cold]
 fn too_large(bytes: usize) -> Error {
     Error::Count {
         bytes: bytes as u64,
@@ -289,27 +310,37 @@ fn too_large(bytes: usize) -> Error {
 /// Allocates a buffer of at least `bytes` bytes aligned to `align` (a power
 /// of two) from this thread's pool, else from the global allocator
 /// (`OPI_Alloc`). The buffer's contents are unspecified.
+#[inline]
 pub fn alloc(bytes: usize, align: usize) -> Result<(NonNull<u8>, Layout), Error> {
     let layout = pool_layout(bytes, align)?;
-    let hit = with_pool(|p| {
-        if let Some(e) = p.find(layout.size(), align) {
-            return Some(e);
-        }
-        if policy() == Policy::AllocatingRank && reclaim(p) > 0 {
-            return p.find(layout.size(), align);
-        }
-        None
-    })
-    .flatten();
-    if let Some(e) = hit {
-        return Ok((e.ptr, e.layout));
+    match with_pool(|p| p.find(layout.size(), align)) {
+        Some(Some(e)) => Ok((e.ptr, e.layout)),
+        _ => alloc_slow(layout),
     }
-    with_pool(|p| p.stats.misses += 1);
-    if policy() == Policy::AllocatingRank {
+}
+
+/// An allocation the thread's list could not serve: this rank's returned
+/// buffers (allocating-rank policy), else the global allocator.
+#[cold]
+#[inline(never)]
+fn alloc_slow(layout: Layout) -> Result<(NonNull<u8>, Layout), Error> {
+    let allocating = policy() == Policy::AllocatingRank;
+    if allocating {
+        let hit = with_pool(|p| {
+            if reclaim(p) > 0 {
+                p.find(layout.size(), layout.align())
+            } else {
+                None
+            }
+        });
+        if let Some(Some(e)) = hit {
+            return Ok((e.ptr, e.layout));
+        }
         // Published before this buffer can reach another rank, so that
         // rank can return it.
         own_stack();
     }
+    with_pool(|p| p.stats.misses += 1);
     // SAFETY: a non-zero size.
     let p = unsafe { std::alloc::alloc(layout) };
     match NonNull::new(p) {
@@ -324,12 +355,16 @@ pub fn alloc(bytes: usize, align: usize) -> Result<(NonNull<u8>, Layout), Error>
 /// `ptr` was allocated by the global allocator with `layout` (any block of
 /// it, not only one from [`alloc`]), is owned by the caller and not used
 /// afterwards. A zero-sized layout is ignored.
+#[inline]
 pub unsafe fn free(ptr: NonNull<u8>, layout: Layout) {
     if layout.size() == 0 {
         return;
     }
     let e = Entry { ptr, layout };
-    if policy() == Policy::AllocatingRank && layout.size() >= size_of::<Link>() {
+    if policy() == Policy::AllocatingRank
+        && layout.size() >= size_of::<Link>()
+        && ptr.as_ptr() as usize % std::mem::align_of::<Link>() == 0
+    {
         if let Some(stack) = foreign_stack(ptr) {
             // SAFETY: the buffer is ours to give away (caller's contract)
             // and large enough for the link.
@@ -347,7 +382,7 @@ pub unsafe fn free(ptr: NonNull<u8>, layout: Layout) {
 
 /// This thread's pool counters.
 pub fn stats() -> PoolStats {
-    with_pool(|p| p.stats).unwrap_or_default()
+    with_pool(|p| p.stats()).unwrap_or_default()
 }
 
 /// Gives every buffer in this thread's list — and, under the
@@ -561,10 +596,20 @@ impl<T> OpiBuf<T> {
 
     /// An empty buffer with room for at least `n` elements (rounded up to
     /// whole pages) from the pool.
+    #[inline]
     pub fn with_capacity(n: usize) -> Result<Self, Error> {
-        let mut b = Self::new();
-        b.try_reserve(n)?;
-        Ok(b)
+        if n == 0 || size_of::<T>() == 0 {
+            return Ok(Self::new());
+        }
+        let bytes = n
+            .checked_mul(size_of::<T>())
+            .ok_or_else(|| too_large(usize::MAX))?;
+        let (p, layout) = alloc(bytes, align_of::<T>())?;
+        Ok(OpiBuf {
+            ptr: p.cast(),
+            len: 0,
+            layout,
+        })
     }
 
     /// A buffer holding a copy of `items`.
@@ -792,6 +837,7 @@ impl<T> Default for OpiBuf<T> {
 }
 
 impl<T> Drop for OpiBuf<T> {
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: the first `len` elements are valid and dropped once.
         unsafe {
@@ -888,8 +934,9 @@ mod tests {
                 .collect();
             drop(bufs);
             let s = stats();
-            assert_eq!(s.cached_blocks as usize, max_blocks());
-            assert_eq!(s.trimmed, 10);
+            assert!(s.cached_blocks as usize <= max_blocks());
+            assert!(s.cached_blocks as usize >= max_blocks() * 3 / 4);
+            assert_eq!(s.trimmed + s.cached_blocks, max_blocks() as u64 + 10);
             release();
         })
         .join()
