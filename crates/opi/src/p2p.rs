@@ -46,6 +46,17 @@
 //! assert_eq!(slot.into_inner().unwrap(), Some(vec![1, 2, 3]));
 //! assert_eq!(me.take_vec::<u32>().unwrap(), [7, 8]);
 //! ```
+//!
+//! What was given cannot be touched any more — the compiler refuses:
+//! ```compile_fail,E0382
+//! use opi::prelude::*;
+//!
+//! let universe = hmpi_core::init().unwrap();
+//! let world = universe.world();
+//! let v = vec![1u8, 2, 3];
+//! world.this_process().give(v).unwrap();
+//! println!("{}", v.len()); // `v` moved into the give
+//! ```
 
 use crate::error::GiveError;
 use crate::givable::Givable;

@@ -46,6 +46,20 @@
 //! assert_eq!(opi::fingerprint::<u32>(), opi::fingerprint::<u32>());
 //! assert_ne!(opi::fingerprint::<u32>(), opi::fingerprint::<i32>());
 //! ```
+//!
+//! A struct holding something that is not transferable does not derive:
+//! ```compile_fail,E0277
+//! #[derive(opi::Transferable)]
+//! struct Shared { count: std::rc::Rc<u32> }
+//! ```
+//! ```compile_fail,E0277
+//! #[derive(opi::Transferable)]
+//! struct Pointer { p: *const u8 }
+//! ```
+//! ```compile_fail
+//! #[derive(opi::Transferable)]
+//! struct Borrowed<'a> { s: &'a [u8] }
+//! ```
 
 use hmpi_core::Error;
 use std::alloc::Layout;
