@@ -334,18 +334,20 @@ impl<T: NodeSafe> NodeArray<T> {
                 ))
             })?;
             // SAFETY: the root's initialised block (checked to be in its
-            // arena and aligned); the root counted this handle in `refs`.
-            let arr = unsafe { Self::from_base(base, off, len) };
-            // SAFETY: the header is initialised (see above).
-            let h = unsafe { arr.header.as_ref() };
+            // arena and aligned): its header is readable.
+            let h = unsafe { &*base.as_ptr().cast::<Header>() };
             if h.len != len as u64 || h.elem != elem_code::<T>() {
+                // This rank's handle stays uncounted down: the block is
+                // never freed (a leak, not a free with the wrong layout).
                 return Err(Error::Count {
                     bytes: h.len,
                     element_size: std::mem::size_of::<T>(),
                     expected: Some(len as u64),
                 });
             }
-            Ok(arr)
+            // SAFETY: as above, with the length and element type checked;
+            // the root counted this handle in `refs`.
+            Ok(unsafe { Self::from_base(base, off, len) })
         }
     }
 
