@@ -682,6 +682,41 @@ fn nonblocking_rank(u: Universe) {
     }
     assert_eq!(plain, vec![p; 16]);
     assert_eq!(*forgotten.into_inner().unwrap().unwrap(), 42);
+
+    // The typed request sets take them too: a collection of takes, gives,
+    // sends and receives, waited for as one.
+    let mut boxes: Vec<TakeSlot<Box<[u32; 8]>>> = (0..4).map(|_| TakeSlot::new()).collect();
+    let mut inbox = [0u32; 4];
+    let outbox = [me as u32; 4];
+    hmpi_core::request::scope(|scope| {
+        let mut coll = hmpi_core::request::RequestCollection::new();
+        for (i, s) in boxes.iter_mut().enumerate() {
+            coll.add(
+                prev.immediate_take_with_tag(scope, s, 300 + i as i32)
+                    .unwrap(),
+            );
+        }
+        coll.add(
+            prev.immediate_receive_into_with_tag(scope, &mut inbox, 310)
+                .unwrap(),
+        );
+        for i in 0..4 {
+            let b = Box::new([me as u32 + i; 8]);
+            coll.add(
+                next.immediate_give_with_tag(scope, b, 300 + i as i32)
+                    .unwrap(),
+            );
+        }
+        coll.add(next.immediate_send_with_tag(scope, &outbox, 310).unwrap());
+        let mut out = Vec::new();
+        coll.wait_all(&mut out);
+        assert_eq!(out.len(), 10);
+        assert!(out.iter().all(|(_, r)| r.is_ok()), "{out:?}");
+    });
+    for (i, s) in boxes.into_iter().enumerate() {
+        assert_eq!(*s.into_inner().unwrap().unwrap(), [p as u32 + i as u32; 8]);
+    }
+    assert_eq!(inbox, [p as u32; 4]);
     drop(u);
 }
 
