@@ -201,9 +201,19 @@ fn panel<DB: DrawingBackend>(
             });
         chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, colour.filled())))?;
     }
+    // The legend goes where the curves are not: the lower left when they
+    // fall (message rate), the upper left when they rise.
+    let falling = curves
+        .first()
+        .and_then(|(_, c)| Some(c.first()?.1 > c.last()?.1))
+        .unwrap_or(false);
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(if falling {
+            SeriesLabelPosition::LowerLeft
+        } else {
+            SeriesLabelPosition::UpperLeft
+        })
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 20))

@@ -97,6 +97,17 @@ pub fn fmt_size(bytes: usize) -> String {
     bytes.to_string()
 }
 
+/// A median as the tables show it: two decimals, or three significant
+/// digits below 1 (so that small rates do not print as `0.00`).
+pub fn fmt_value(v: f64) -> String {
+    if v.abs() >= 1.0 || v == 0.0 {
+        format!("{v:.2}")
+    } else {
+        let decimals = (2.0 - v.abs().log10().floor()).clamp(2.0, 12.0) as usize;
+        format!("{v:.decimals$}")
+    }
+}
+
 /// The sample of (`workload`, `backend`, `threads`, `size`), if measured.
 pub fn find<'a>(
     samples: &'a [Sample],
@@ -180,7 +191,7 @@ pub fn render_table(
             match find(samples, workload, b, threads, size) {
                 Some(s) => {
                     noise = noise.max(s.spread());
-                    row.push(format!("{:.2}", s.value));
+                    row.push(fmt_value(s.value));
                 }
                 None => row.push("-".into()),
             }
@@ -277,6 +288,14 @@ mod tests {
         assert_eq!(fmt_size(65536), "64K");
         assert_eq!(fmt_size(1 << 20), "1M");
         assert_eq!(fmt_size(1536), "1536");
+    }
+
+    #[test]
+    fn values_keep_three_digits() {
+        assert_eq!(fmt_value(12742.314), "12742.31");
+        assert_eq!(fmt_value(0.15), "0.150");
+        assert_eq!(fmt_value(0.004321), "0.00432");
+        assert_eq!(fmt_value(0.0), "0.00");
     }
 
     #[test]
