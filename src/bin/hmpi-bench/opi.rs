@@ -14,7 +14,8 @@
 //! then `--reps` timed repetitions (median reported, minimum and maximum
 //! in the CSV). Iterations: 10 000 give/take round trips at every size
 //! (the cost does not depend on it); for the copy path OSU's 10 000 up to
-//! 8 KiB and 1 000 above; `--quick` divides both by 10.
+//! 8 KiB, 1 000 up to 1 MiB and 1 GiB's worth above; `--quick` divides
+//! both by 10.
 //!
 //! The targets of the issue are printed under the table: one-way give/take
 //! at most half of iceoryx2's 208–217 ns (so ≤ 104 ns), 4 MiB within ±10%
@@ -81,12 +82,34 @@ fn sizes(opts: &Options) -> Vec<usize> {
     v
 }
 
+/// Round trips of the copy path per repetition: OSU's 10 000 up to 8 KiB
+/// and 1 000 up to 1 MiB; above, as many as move 1 GiB (at least 20), so
+/// that a 64 MiB repetition takes a second, not a minute.
 fn copy_iters(size: usize) -> usize {
     if size <= 8192 {
         10_000
-    } else {
+    } else if size <= 1 << 20 {
         1_000
+    } else {
+        ((1usize << 30) / size).max(20)
     }
+}
+
+/// A bound on the job's time: every copy repetition moving its bytes at
+/// 0.25 GB/s (both ways) and every give/take round trip taking 50 µs —
+/// far slower than either does, unless the machine is very busy.
+fn time_bound(sizes: &[usize], reps: usize, quick: bool) -> Duration {
+    let div = if quick { 10 } else { 1 };
+    let rounds = reps as f64 + 0.2;
+    let secs: f64 = sizes
+        .iter()
+        .map(|&s| {
+            let copy = (copy_iters(s) / div).max(10) as f64 * 2.0 * s as f64 / 0.25e9;
+            let opi = (OPI_ITERS / div) as f64 * 50e-6;
+            rounds * (copy + opi)
+        })
+        .sum();
+    Duration::from_secs_f64(60.0 + secs)
 }
 
 fn run(opts: &Options, progress: &Progress) -> Result<Outcome, BenchError> {
@@ -170,9 +193,6 @@ fn launch(sizes: &[usize], reps: usize, quick: bool) -> Result<Vec<Sample>, Stri
     } else {
         Bind::None
     };
-    // Generous: the copy path of 64 MiB messages is the slow part.
-    let bytes: usize = sizes.iter().sum();
-    let secs = 60 + (reps * bytes / (50 << 20)) as u64;
     let mut l = Launcher::new(exe, 2)
         .arg("--worker")
         .arg(WORKER)
@@ -183,7 +203,7 @@ fn launch(sizes: &[usize], reps: usize, quick: bool) -> Result<Vec<Sample>, Stri
         .arg("--out")
         .arg(file.0.as_os_str())
         .bind(bind)
-        .timeout(Duration::from_secs(secs));
+        .timeout(time_bound(sizes, reps, quick));
     if quick {
         l = l.arg("--quick");
     }
