@@ -168,6 +168,17 @@ fn not_initialized() -> MpiError {
     }
 }
 
+/// `MPI_COMM_WORLD` or `MPI_COMM_SELF` without a table lookup, for the
+/// fast paths (`None`: another handle, or not initialized).
+#[inline]
+pub fn predefined_comm(c: Comm) -> Option<&'static CommEntry> {
+    match c {
+        abi::COMM_WORLD => WORLD.get(),
+        abi::COMM_SELF => SELF.get(),
+        _ => None,
+    }
+}
+
 /// The communicator of a handle.
 #[inline]
 pub fn comm_ref(c: Comm) -> Res<CommRef> {

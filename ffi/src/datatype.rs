@@ -228,6 +228,14 @@ fn predefined_table() -> &'static [Option<TypeInfo>] {
     })
 }
 
+/// The element size of a predefined dense datatype (every predefined type
+/// but the padded pairs), for the fast paths; `None` otherwise.
+#[inline]
+pub fn dense_predefined_size(t: Datatype) -> Option<usize> {
+    let ti = predefined_table().get(t.0.wrapping_sub(0x200))?.as_ref()?;
+    (ti.dense_offset() == Some(0)).then_some(ti.size)
+}
+
 /// A datatype found from its handle.
 #[derive(Debug, Clone)]
 pub enum TypeRef {

@@ -34,27 +34,40 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 /// What went wrong: the MPI error class, a message, and the communicator
-/// whose error handler is called (`None`: `MPI_COMM_SELF`'s).
+/// whose error handler is called (`None`: `MPI_COMM_SELF`'s). Boxed, so
+/// that the results of the hot paths stay one word wide.
 #[derive(Debug)]
-pub struct MpiError {
+pub struct MpiError(Box<ErrorData>);
+
+/// The contents of an [`MpiError`].
+#[derive(Debug)]
+pub struct ErrorData {
     pub class: c_int,
     pub msg: String,
     pub on: Option<CommRef>,
 }
 
+impl std::ops::Deref for MpiError {
+    type Target = ErrorData;
+    fn deref(&self) -> &ErrorData {
+        &self.0
+    }
+}
+
 impl MpiError {
+    #[cold]
     pub fn new(class: c_int, msg: impl Into<String>) -> Self {
-        MpiError {
+        MpiError(Box::new(ErrorData {
             class,
             msg: msg.into(),
             on: None,
-        }
+        }))
     }
 
     /// Raises this error on `comm` (unless it already names one).
     pub fn on(mut self, comm: &CommRef) -> Self {
-        if self.on.is_none() {
-            self.on = Some(comm.clone());
+        if self.0.on.is_none() {
+            self.0.on = Some(comm.clone());
         }
         self
     }
@@ -177,7 +190,7 @@ fn fatal(func: &str, e: &MpiError) -> ! {
 
 /// Calls the error handler for `e` and returns the code to give back.
 pub fn raise(func: &str, e: MpiError) -> c_int {
-    let comm = match e.on.clone() {
+    let comm = match e.0.on.clone() {
         Some(c) => Some(c),
         None => comm_ref(abi::COMM_SELF).ok(),
     };

@@ -21,6 +21,9 @@
 //! MPI_Comm same = MPI_Comm_fromint(i);    // == dup
 //! ```
 
+use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// The first index value of created handles (below: predefined handles).
@@ -212,6 +215,27 @@ impl<T> Table<T> {
         }
     }
 
+    /// Puts checked-out objects back and frees the slots of finished
+    /// ones, under one lock.
+    pub fn settle(&self, back: impl IntoIterator<Item = (usize, T)>, done: &[usize]) {
+        let mut t = self.lock();
+        for (handle, value) in back {
+            if let Some(i) = self.index(handle) {
+                if let Some(s @ Slot::Busy) = t.slots.get_mut(i) {
+                    *s = Slot::Live(value);
+                }
+            }
+        }
+        for &handle in done {
+            if let Some(i) = self.index(handle) {
+                if let Some(s @ Slot::Busy) = t.slots.get_mut(i) {
+                    *s = Slot::Free;
+                    t.free.push(i);
+                }
+            }
+        }
+    }
+
     /// Frees the slot of a checked-out object that is finished.
     pub fn release(&self, handle: usize) {
         if let Some(i) = self.index(handle) {
@@ -231,9 +255,329 @@ impl<T: Clone> Table<T> {
     }
 }
 
+// ------------------------------------------------------------ SlotTable
+
+/// Slots per chunk of a [`SlotTable`].
+const CHUNK: usize = 1024;
+/// Chunks a [`SlotTable`] may have (its handles' index range).
+const CHUNKS: usize = (INDEX_MASK + 1 - FIRST) / CHUNK;
+
+const FREE: u8 = 0;
+const LIVE: u8 = 1;
+const BUSY: u8 = 2;
+
+/// One slot: its state, its link in the free list, and (when live or
+/// busy) its object.
+struct Cell<T> {
+    state: AtomicU8,
+    /// When free: the next free index + 1 (0: none).
+    next_free: AtomicU32,
+    value: UnsafeCell<MaybeUninit<T>>,
+}
+
+/// A table for objects that one thread at a time completes (requests):
+/// slots live in chunks that never move or go away, each with an atomic
+/// state, so storing, taking and returning an object takes no lock. Free
+/// indices form a lock-free stack (Treiber's) linked through the cells,
+/// its head tagged with a counter against ABA; never-used indices come
+/// from a bump counter. Taking an object is one compare-exchange on its
+/// state; making it live and freeing it are release stores and one
+/// compare-exchange on the free list's head.
+pub struct SlotTable<T> {
+    kind: usize,
+    chunks: [AtomicPtr<Cell<T>>; CHUNKS],
+    /// `tag << 32 | (index + 1)` of the first free index (low half 0: none).
+    free_head: AtomicU64,
+    /// The next never-used index.
+    next: AtomicUsize,
+}
+
+// SAFETY: a cell's value is written by the thread that makes it live and
+// read only by the one thread that takes it (the LIVE→BUSY exchange
+// admits one), with release/acquire on the state ordering the accesses;
+// objects move between threads, hence `T: Send`.
+unsafe impl<T: Send> Sync for SlotTable<T> {}
+
+impl<T> SlotTable<T> {
+    /// An empty table for handles of `kind`.
+    pub const fn new(kind: usize) -> Self {
+        SlotTable {
+            kind,
+            chunks: [const { AtomicPtr::new(std::ptr::null_mut()) }; CHUNKS],
+            free_head: AtomicU64::new(0),
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    fn handle(&self, index: usize) -> usize {
+        self.kind << KIND_SHIFT | (FIRST + index)
+    }
+
+    /// The cell of an index, if its chunk exists.
+    #[inline]
+    fn cell_at(&self, i: usize) -> Option<&Cell<T>> {
+        // SYNC POINT: Acquire pairs with the Release publication of the
+        // chunk in `chunk_for`, so its initialised cells are visible.
+        let chunk = self.chunks.get(i / CHUNK)?.load(Ordering::Acquire);
+        if chunk.is_null() {
+            return None;
+        }
+        // SAFETY: a published chunk holds CHUNK cells and is never freed.
+        Some(unsafe { &*chunk.add(i % CHUNK) })
+    }
+
+    /// The cell of a handle of this table, if its chunk exists.
+    #[inline]
+    fn cell(&self, handle: usize) -> Option<&Cell<T>> {
+        if handle >> KIND_SHIFT != self.kind {
+            return None;
+        }
+        self.cell_at((handle & INDEX_MASK).checked_sub(FIRST)?)
+    }
+
+    /// Makes sure the chunk of `index` exists.
+    fn chunk_for(&self, index: usize) -> Option<()> {
+        let slot = self.chunks.get(index / CHUNK)?;
+        // SYNC POINT: Acquire, as in `cell_at`.
+        if !slot.load(Ordering::Acquire).is_null() {
+            return Some(());
+        }
+        let cells: Box<[Cell<T>]> = (0..CHUNK)
+            .map(|_| Cell {
+                state: AtomicU8::new(FREE),
+                next_free: AtomicU32::new(0),
+                value: UnsafeCell::new(MaybeUninit::uninit()),
+            })
+            .collect();
+        let p = Box::into_raw(cells).cast::<Cell<T>>();
+        // SYNC POINT: Release publishes the initialised cells (Acquire in
+        // `cell_at`); on a lost race the other thread's chunk is used (and
+        // was published the same way).
+        if slot
+            .compare_exchange(
+                std::ptr::null_mut(),
+                p,
+                Ordering::Release,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            // SAFETY: ours, never published.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, CHUNK)) });
+        }
+        Some(())
+    }
+
+    /// A free index: the top of the free list, else a never-used one.
+    fn take_index(&self) -> Option<usize> {
+        // SYNC POINT: Acquire pairs with the Release exchange in
+        // `give_index`, so the popped cell's `next_free` is the one its
+        // pusher wrote (a stale read fails the exchange: the tag moved).
+        let mut head = self.free_head.load(Ordering::Acquire);
+        while head as u32 != 0 {
+            let i = (head as u32 - 1) as usize;
+            let cell = self.cell_at(i)?;
+            // Relaxed: validated by the exchange below (same tag = nobody
+            // popped or pushed in between).
+            let next = cell.next_free.load(Ordering::Relaxed);
+            let new = (head >> 32).wrapping_add(1) << 32 | u64::from(next);
+            // SYNC POINT: Acquire on success, as for the load above.
+            match self.free_head.compare_exchange_weak(
+                head,
+                new,
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(i),
+                Err(h) => head = h,
+            }
+        }
+        // Relaxed: only uniqueness matters; the cells are published
+        // through the chunk pointer and the states.
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        self.chunk_for(i)?;
+        Some(i)
+    }
+
+    /// Pushes a freed index on the free list.
+    fn give_index(&self, i: usize) {
+        let Some(cell) = self.cell_at(i) else { return };
+        // Relaxed: the exchange below validates the head it links to.
+        let mut head = self.free_head.load(Ordering::Relaxed);
+        loop {
+            // Relaxed: published by the Release exchange below.
+            cell.next_free.store(head as u32, Ordering::Relaxed);
+            let new = (head >> 32).wrapping_add(1) << 32 | (i as u64 + 1);
+            // SYNC POINT: Release publishes `next_free` (and the cell's
+            // FREE state) to the thread that pops this index (Acquire in
+            // `take_index`).
+            match self.free_head.compare_exchange_weak(
+                head,
+                new,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(h) => head = h,
+            }
+        }
+    }
+
+    /// Stores `value`; its handle, or `None` if the table is full.
+    pub fn insert(&self, value: T) -> Option<usize> {
+        let i = self.take_index()?;
+        if FIRST + i > INDEX_MASK {
+            return None;
+        }
+        let cell = self.cell_at(i)?;
+        // SAFETY: a free cell whose index only this thread holds.
+        unsafe { (*cell.value.get()).write(value) };
+        // SYNC POINT: Release publishes the value to the thread that
+        // takes it (Acquire in `checkout`).
+        cell.state.store(LIVE, Ordering::Release);
+        Some(self.handle(i))
+    }
+
+    /// Whether `handle` names a live object (a snapshot).
+    pub fn is_live(&self, handle: usize) -> bool {
+        // Relaxed: a hint; `checkout` decides.
+        self.cell(handle)
+            .is_some_and(|c| c.state.load(Ordering::Relaxed) == LIVE)
+    }
+
+    /// Takes the object of `handle` out and frees its slot.
+    pub fn remove(&self, handle: usize) -> Result<T, Miss> {
+        let v = self.checkout(handle)?;
+        self.release(handle);
+        Ok(v)
+    }
+
+    /// Takes the object of `handle` out, leaving its slot busy.
+    pub fn checkout(&self, handle: usize) -> Result<T, Miss> {
+        let cell = self.cell(handle).ok_or(Miss::Unknown)?;
+        // SYNC POINT: Acquire pairs with the Release store that made the
+        // cell live (the value's writes are visible); one thread wins.
+        match cell
+            .state
+            .compare_exchange(LIVE, BUSY, Ordering::Acquire, Ordering::Relaxed)
+        {
+            // SAFETY: the cell was live (initialised) and is now ours.
+            Ok(_) => Ok(unsafe { (*cell.value.get()).assume_init_read() }),
+            Err(BUSY) => Err(Miss::Busy),
+            Err(_) => Err(Miss::Unknown),
+        }
+    }
+
+    /// Takes out the objects of every handle (`None` where `skip` says so),
+    /// or none of them if one is not live (its position and why).
+    pub fn checkout_many(
+        &self,
+        handles: &[usize],
+        skip: impl Fn(usize) -> bool,
+    ) -> Result<Vec<Option<T>>, (usize, Miss)> {
+        let mut out = Vec::with_capacity(handles.len());
+        for (pos, &h) in handles.iter().enumerate() {
+            if skip(h) {
+                out.push(None);
+                continue;
+            }
+            match self.checkout(h) {
+                Ok(v) => out.push(Some(v)),
+                Err(m) => {
+                    for (p, v) in out.into_iter().enumerate() {
+                        if let Some(v) = v {
+                            self.checkin(handles[p], v);
+                        }
+                    }
+                    return Err((pos, m));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Puts a checked-out object back.
+    pub fn checkin(&self, handle: usize, value: T) {
+        if let Some(cell) = self.cell(handle) {
+            // SAFETY: the cell is busy and ours (we checked it out).
+            unsafe { (*cell.value.get()).write(value) };
+            // SYNC POINT: Release, as in `insert`.
+            cell.state.store(LIVE, Ordering::Release);
+        }
+    }
+
+    /// Frees the slot of a checked-out object that is finished.
+    pub fn release(&self, handle: usize) {
+        if let Some(cell) = self.cell(handle) {
+            // Relaxed: the value was moved out already, by this thread;
+            // the free list's Release exchange publishes the FREE state
+            // before the index can be popped again.
+            if cell.state.load(Ordering::Relaxed) == BUSY {
+                cell.state.store(FREE, Ordering::Relaxed);
+                self.give_index((handle & INDEX_MASK) - FIRST);
+            }
+        }
+    }
+
+    /// Puts objects back and frees the slots of finished ones.
+    pub fn settle(&self, back: impl IntoIterator<Item = (usize, T)>, done: &[usize]) {
+        for (h, v) in back {
+            self.checkin(h, v);
+        }
+        for &h in done {
+            self.release(h);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slot_table_handles_and_states() {
+        static T: SlotTable<String> = SlotTable::new(KIND_REQUEST);
+        let a = T.insert("a".into()).unwrap();
+        let b = T.insert("b".into()).unwrap();
+        assert!(a >= FIRST && b <= i32::MAX as usize && a >> 24 == KIND_REQUEST && a != b);
+        assert!(T.is_live(a) && !T.is_live(a ^ (1 << 24)) && !T.is_live(0x180));
+        assert_eq!(T.checkout(a).as_deref(), Ok("a"));
+        assert_eq!(T.checkout(a), Err(Miss::Busy));
+        T.checkin(a, "a2".into());
+        assert_eq!(
+            T.checkout_many(&[a, b, 0x180], |h| h == 0x180)
+                .map(|v| v.len()),
+            Ok(3)
+        );
+        T.settle([(a, "a3".to_string())], &[b]);
+        assert_eq!(T.checkout(b), Err(Miss::Unknown));
+        assert_eq!(T.remove(a).as_deref(), Ok("a3"));
+        assert_eq!(T.remove(a), Err(Miss::Unknown));
+        // Freed indices are reused; many threads insert and remove at once.
+        let c = T.insert("c".into()).unwrap();
+        assert!(c == a || c == b);
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    let mut mine = Vec::new();
+                    for i in 0..5000 {
+                        mine.push(T.insert(format!("{t}-{i}")).unwrap());
+                        if i % 3 == 0 {
+                            let h = mine.swap_remove(0);
+                            assert!(T.remove(h).unwrap().starts_with(&format!("{t}-")));
+                        }
+                    }
+                    for h in mine {
+                        assert!(T.remove(h).unwrap().starts_with(&format!("{t}-")));
+                    }
+                })
+            })
+            .collect();
+        for th in threads {
+            th.join().unwrap();
+        }
+        assert_eq!(T.remove(c).as_deref(), Ok("c"));
+    }
 
     #[test]
     fn handles_are_tagged_reused_and_checked_out() {
@@ -268,5 +612,13 @@ mod tests {
         assert_eq!(t.get(b), Ok(2)); // untouched after the failure
         assert_eq!(t.checkout_many(&[b, b], |_| false), Err((1, Miss::Busy)));
         assert_eq!(t.get(b), Ok(2));
+        // settle: back in, or freed, in one go.
+        let c = t.insert(4).unwrap();
+        assert_eq!(
+            t.checkout_many(&[b, c], |_| false),
+            Ok(vec![Some(2), Some(4)])
+        );
+        t.settle([(b, 7)], &[c]);
+        assert_eq!((t.get(b), t.get(c)), (Ok(7), Err(Miss::Unknown)));
     }
 }

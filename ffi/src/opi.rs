@@ -233,12 +233,7 @@ pub unsafe extern "C" fn OPI_Igive(
         let r = unsafe { give(c, ptr, count, datatype, dest, tag) }?;
         let h = insert(ReqEntry {
             req: EngineReq(r),
-            rest: Rest {
-                comm: c.clone(),
-                staged: None,
-                packed: None,
-                taken: None,
-            },
+            rest: Rest::plain(c.clone()),
         })?;
         // SAFETY: checked non-null.
         unsafe { request.write(h) };
@@ -336,14 +331,12 @@ pub unsafe extern "C" fn OPI_Itake(
         let h = insert(ReqEntry {
             req: EngineReq(r),
             rest: Rest {
-                comm: c.clone(),
-                staged: None,
-                packed: None,
-                taken: Some(Taken {
+                taken: Some(Box::new(Taken {
                     slot: slot_box,
                     dst: p,
                     max,
-                }),
+                })),
+                ..Rest::plain(c.clone())
             },
         })?;
         // SAFETY: checked non-null.

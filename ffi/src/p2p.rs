@@ -83,10 +83,11 @@ impl Outgoing {
 
     /// The bytes for a request that outlives this call, and the buffer to
     /// keep alive for it.
-    fn for_request(self) -> (&'static [u8], Option<Vec<u8>>) {
+    fn for_request(self) -> (&'static [u8], Option<Box<[u8]>>) {
         match self {
             Outgoing::Direct(b) => (b, None),
             Outgoing::Packed(v) => {
+                let v = v.into_boxed_slice();
                 // SAFETY: the vector's heap buffer does not move when the
                 // vector does, and the request entry keeps the vector until
                 // the engine's request is gone (see `ReqEntry`'s drop order).
@@ -214,6 +215,110 @@ unsafe fn finish_status(st: vci::Status, comm: &CommRef, status: *mut MpiStatus)
     Ok(())
 }
 
+/// The common case, checked without building error values: a predefined
+/// communicator, a predefined dense datatype, a valid count, buffer, peer
+/// rank (world rank out) and tag. `None`: take the full path, which
+/// checks everything again and reports what is wrong.
+#[inline]
+fn fast_args(
+    comm: Comm,
+    dt: Datatype,
+    buf: *const c_void,
+    count: c_int,
+    rank: c_int,
+    tag: c_int,
+    recv: bool,
+) -> Option<(&'static CommEntry, usize, i32, i32)> {
+    let c = crate::comm::predefined_comm(comm)?;
+    let size = crate::datatype::dense_predefined_size(dt)?;
+    let n = usize::try_from(count).ok()?;
+    let bytes = n.checked_mul(size)?;
+    if bytes > 0 && buf.is_null() {
+        return None;
+    }
+    let world = match rank {
+        abi::ANY_SOURCE if recv => vci::ANY_SOURCE,
+        abi::PROC_NULL => vci::PROC_NULL,
+        r => *c.world.get(usize::try_from(r).ok()?)?,
+    };
+    let tag = match tag {
+        abi::ANY_TAG if recv => vci::ANY_TAG,
+        t if (0..=vci::TAG_UB).contains(&t) => t,
+        _ => return None,
+    };
+    Some((c, bytes, world, tag))
+}
+
+/// A byte slice of the program's buffer (empty for zero bytes).
+///
+/// # Safety
+/// `buf` holds `bytes` readable bytes when `bytes > 0`.
+#[inline]
+unsafe fn bytes_at<'a>(buf: *const c_void, bytes: usize) -> &'a [u8] {
+    if bytes == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller's guarantee.
+        unsafe { std::slice::from_raw_parts(buf.cast(), bytes) }
+    }
+}
+
+/// `MPI_Send`'s fast path; `None` to take the full path.
+///
+/// # Safety
+/// MPI's contract for the buffer.
+#[inline]
+unsafe fn send_fast(
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: Comm,
+) -> Option<c_int> {
+    let (c, bytes, dest, tag) = fast_args(comm, dt, buf, count, dest, tag, false)?;
+    let ep = hmpi_core::environment::endpoint().ok()?;
+    // SAFETY: the caller's guarantee.
+    let data = unsafe { bytes_at(buf, bytes) };
+    ep.send(data, dest, tag, c.ctx).ok()?;
+    Some(abi::SUCCESS)
+}
+
+/// `MPI_Isend`'s fast path; `None` to take the full path.
+///
+/// # Safety
+/// MPI's contract for the buffer; `request` is valid for a write.
+#[inline]
+unsafe fn isend_fast(
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: Comm,
+    request: *mut Request,
+) -> Option<c_int> {
+    if request.is_null() {
+        return None;
+    }
+    let (c, bytes, dest, tag) = fast_args(comm, dt, buf, count, dest, tag, false)?;
+    let ep = hmpi_core::environment::endpoint().ok()?;
+    // SAFETY: the caller's guarantee; the buffer stays valid until the
+    // request completes (MPI's contract).
+    let data = unsafe { bytes_at(buf, bytes) };
+    // SAFETY: the request is stored and completed by the request routines
+    // (or at MPI_Finalize), never leaked.
+    let r = unsafe { ep.isend(data, dest, tag, c.ctx) }.ok()?;
+    let h = insert(ReqEntry {
+        req: EngineReq(r),
+        rest: Rest::plain(CommRef::Static(c)),
+    })
+    .ok()?;
+    // SAFETY: checked non-null.
+    unsafe { request.write(h) };
+    Some(abi::SUCCESS)
+}
+
 #[derive(Clone, Copy)]
 enum Mode {
     Standard,
@@ -282,10 +387,8 @@ unsafe fn isend(
     let h = insert(ReqEntry {
         req: EngineReq(r),
         rest: Rest {
-            comm: c.clone(),
-            staged: None,
             packed,
-            taken: None,
+            ..Rest::plain(c.clone())
         },
     })?;
     // SAFETY: checked non-null above.
@@ -350,6 +453,10 @@ mpi_fn! {
     /// Sends and returns when the buffer may be reused.
     fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) -> c_int {
         // SAFETY: MPI's contract for the buffer.
+        if let Some(rc) = unsafe { send_fast(buf, count, datatype, dest, tag, comm) } {
+            return rc;
+        }
+        // SAFETY: MPI's contract for the buffer.
         api_comm("MPI_Send", comm, |c| unsafe { send(c, buf, count, datatype, dest, tag, Mode::Standard) })
     }
 
@@ -375,6 +482,28 @@ mpi_fn! {
         comm: Comm,
         status: *mut MpiStatus,
     ) -> c_int {
+        if let Some((c, bytes, src, tag)) = fast_args(comm, datatype, buf, count, source, tag, true) {
+            if let Ok(ep) = hmpi_core::environment::endpoint() {
+                let target: &mut [u8] = if bytes == 0 {
+                    &mut []
+                } else {
+                    // SAFETY: the program's buffer of `count` elements
+                    // (MPI's contract), used by this call alone.
+                    unsafe { std::slice::from_raw_parts_mut(buf.cast(), bytes) }
+                };
+                if let Ok(st) = engine_status(ep.recv(target, src, tag, c.ctx)) {
+                    let (s, code) = to_mpi_status(&st, &CommRef::Static(c));
+                    // SAFETY: the caller's status pointer.
+                    unsafe { store_status(status, s) };
+                    if code == abi::SUCCESS {
+                        return abi::SUCCESS;
+                    }
+                    // A failed receive: its error through the handler.
+                    let e = status_error(&st, &CommRef::Static(c));
+                    return crate::errors::raise("MPI_Recv", e);
+                }
+            }
+        }
         api_comm("MPI_Recv", comm, |c| {
             let ep = ep()?;
             let ty = type_ref(datatype)?;
@@ -399,6 +528,10 @@ mpi_fn! {
         comm: Comm,
         request: *mut Request,
     ) -> c_int {
+        // SAFETY: MPI's contract for the buffer and the request pointer.
+        if let Some(rc) = unsafe { isend_fast(buf, count, datatype, dest, tag, comm, request) } {
+            return rc;
+        }
         // SAFETY: MPI's contract for the buffer.
         api_comm("MPI_Isend", comm, |c| unsafe { isend(c, buf, count, datatype, dest, tag, Mode::Standard, request) })
     }
@@ -441,6 +574,21 @@ mpi_fn! {
         comm: Comm,
         request: *mut Request,
     ) -> c_int {
+        if !request.is_null() {
+            if let Some((c, bytes, src, tag)) = fast_args(comm, datatype, buf, count, source, tag, true) {
+                if let Ok(ep) = hmpi_core::environment::endpoint() {
+                    let at = if bytes == 0 { std::ptr::NonNull::<u8>::dangling().as_ptr() } else { buf.cast() };
+                    // SAFETY: as in the full path below.
+                    if let Ok(r) = unsafe { ep.irecv_raw(at, bytes, src, tag, c.ctx) } {
+                        if let Ok(h) = insert(ReqEntry { req: EngineReq(r), rest: Rest::plain(CommRef::Static(c)) }) {
+                            // SAFETY: checked non-null.
+                            unsafe { request.write(h) };
+                            return abi::SUCCESS;
+                        }
+                    }
+                }
+            }
+        }
         api_comm("MPI_Irecv", comm, |c| {
             let ep = ep()?;
             out(request, "request")?;
@@ -457,7 +605,7 @@ mpi_fn! {
             let r = unsafe { ep.irecv_raw(at, len, src, tag, c.ctx) }?;
             let h = insert(ReqEntry {
                 req: EngineReq(r),
-                rest: Rest { comm: c.clone(), staged: inc.staged(), packed: None, taken: None },
+                rest: Rest { staged: inc.staged().map(Box::new), ..Rest::plain(c.clone()) },
             })?;
             // SAFETY: checked non-null above.
             unsafe { request.write(h) };
@@ -647,7 +795,7 @@ mpi_fn! {
             };
             let h = insert(ReqEntry {
                 req: EngineReq(r),
-                rest: Rest { comm, staged: inc.staged(), packed: None, taken: None },
+                rest: Rest { staged: inc.staged().map(Box::new), ..Rest::plain(comm) },
             })?;
             // SAFETY: checked non-null above.
             unsafe { request.write(h) };

@@ -28,7 +28,7 @@ use crate::abi::{self, MpiStatus, Request};
 use crate::comm::CommRef;
 use crate::datatype::TypeRef;
 use crate::errors::{api, err, out, put, MpiError, Res};
-use crate::handles::{Miss, Table, KIND_REQUEST};
+use crate::handles::{Miss, SlotTable, KIND_REQUEST};
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -68,14 +68,27 @@ pub struct Taken {
     pub max: usize,
 }
 
-/// What a request keeps beside the engine's request.
+/// What a request keeps beside the engine's request (small: entries move
+/// in and out of the request table; the rare parts are boxed).
 pub struct Rest {
     pub comm: CommRef,
-    pub staged: Option<Staged>,
+    pub staged: Option<Box<Staged>>,
     /// The packed data of a non-dense send.
-    pub packed: Option<Vec<u8>>,
+    pub packed: Option<Box<[u8]>>,
     /// Where an `OPI_Itake` puts its block.
-    pub taken: Option<Taken>,
+    pub taken: Option<Box<Taken>>,
+}
+
+impl Rest {
+    /// Nothing but the communicator.
+    pub fn plain(comm: CommRef) -> Rest {
+        Rest {
+            comm,
+            staged: None,
+            packed: None,
+            taken: None,
+        }
+    }
 }
 
 // SAFETY: `staged.dst` is the program's receive buffer and `taken.dst`
@@ -230,7 +243,7 @@ pub fn engine_status(r: vci::Result<vci::Status>) -> Res<vci::Status> {
     }
 }
 
-static REQUESTS: Table<ReqEntry> = Table::new(KIND_REQUEST);
+static REQUESTS: SlotTable<ReqEntry> = SlotTable::new(KIND_REQUEST);
 
 /// Stores a request and returns its handle.
 pub fn insert(e: ReqEntry) -> Res<Request> {
@@ -321,19 +334,23 @@ unsafe fn handles<'a>(count: c_int, reqs: *mut Request) -> Res<&'a mut [Request]
 
 /// A set of requests taken out of the table: the engine's requests (as
 /// the engine's set functions want them) and the rest, by position;
-/// `None` for `MPI_REQUEST_NULL`.
+/// `None` for `MPI_REQUEST_NULL`. Dropping it puts back what did not
+/// complete and frees the slots of what did, under one lock.
 struct Set<'h> {
     hs: &'h mut [Request],
     reqs: Vec<Option<vci::Request<'static>>>,
     rests: Vec<Option<Rest>>,
+    /// Handles of the completed requests (their slots to free).
+    done: Vec<usize>,
 }
 
 impl<'h> Set<'h> {
     fn checkout(hs: &'h mut [Request]) -> Res<Self> {
         poll_detached();
-        let raw: Vec<usize> = hs.iter().map(|h| h.0).collect();
+        // SAFETY: `Request` is a `repr(transparent)` usize.
+        let raw: &[usize] = unsafe { std::slice::from_raw_parts(hs.as_ptr().cast(), hs.len()) };
         let entries = REQUESTS
-            .checkout_many(&raw, |h| h == abi::REQUEST_NULL.0)
+            .checkout_many(raw, |h| h == abi::REQUEST_NULL.0)
             .map_err(|(i, m)| miss(m, hs[i]))?;
         let (reqs, rests) = entries
             .into_iter()
@@ -342,20 +359,26 @@ impl<'h> Set<'h> {
                 None => (None, None),
             })
             .unzip();
-        Ok(Set { hs, reqs, rests })
+        Ok(Set {
+            hs,
+            reqs,
+            rests,
+            done: Vec::new(),
+        })
     }
 
     fn all_null(&self) -> bool {
         self.rests.iter().all(Option::is_none)
     }
 
-    /// Completes position `i` (its engine request already gone): frees the
-    /// slot, sets the handle to `MPI_REQUEST_NULL`, unpacks.
+    /// Completes position `i` (its engine request already gone): its slot
+    /// is freed when the set is dropped, the handle becomes
+    /// `MPI_REQUEST_NULL`, a staged receive is unpacked.
     fn finish(&mut self, i: usize, st: vci::Status) -> (MpiStatus, c_int, Option<CommRef>) {
-        REQUESTS.release(self.hs[i].0);
-        self.hs[i] = abi::REQUEST_NULL;
         match self.rests[i].take() {
             Some(rest) => {
+                self.done.push(self.hs[i].0);
+                self.hs[i] = abi::REQUEST_NULL;
                 let comm = rest.comm.clone();
                 let (s, code) = rest.complete(st);
                 (s, code, Some(comm))
@@ -363,25 +386,38 @@ impl<'h> Set<'h> {
             None => (empty_status(), abi::SUCCESS, None),
         }
     }
+
+    /// Takes position `i` out of the set as finished (for `Waitany` /
+    /// `Testany`, which complete it after the set is settled).
+    fn take_finished(&mut self, i: usize) -> Option<Rest> {
+        let rest = self.rests[i].take();
+        if rest.is_some() {
+            self.done.push(self.hs[i].0);
+            self.hs[i] = abi::REQUEST_NULL;
+        }
+        rest
+    }
 }
 
 impl Drop for Set<'_> {
-    /// Puts back every request that did not complete.
     fn drop(&mut self) {
         let mut reqs = std::mem::take(&mut self.reqs);
+        let mut back = Vec::new();
         for (i, rest) in std::mem::take(&mut self.rests).into_iter().enumerate() {
             let Some(rest) = rest else { continue };
             match reqs.get_mut(i).and_then(Option::take) {
-                Some(r) => REQUESTS.checkin(
+                Some(r) => back.push((
                     self.hs[i].0,
                     ReqEntry {
                         req: EngineReq(r),
                         rest,
                     },
-                ),
-                None => REQUESTS.release(self.hs[i].0),
+                )),
+                // Consumed by the engine's set function without a status.
+                None => self.done.push(self.hs[i].0),
             }
         }
+        REQUESTS.settle(back, &self.done);
     }
 }
 
@@ -457,11 +493,12 @@ mpi_fn! {
                 unsafe { store_status(status, empty_status()) };
                 return Ok(());
             }
-            let ReqEntry { req, rest } = REQUESTS.checkout(h.0).map_err(|m| miss(m, h))?;
-            let st = engine_status(req.0.wait());
-            REQUESTS.release(h.0);
+            // The request leaves the table at once (one lock): waiting
+            // frees it whatever the outcome.
+            let ReqEntry { req, rest } = REQUESTS.remove(h.0).map_err(|m| miss(m, h))?;
             // SAFETY: as above.
             unsafe { p.write(abi::REQUEST_NULL) };
+            let st = engine_status(req.0.wait());
             let st = st.map_err(|x| x.on(&rest.comm))?;
             // SAFETY: the caller's status pointer.
             unsafe { rest.finish_into(st, status) }
@@ -512,27 +549,48 @@ mpi_fn! {
     fn MPI_Waitall / PMPI_Waitall(count: c_int, requests: *mut Request, statuses: *mut MpiStatus) -> c_int {
         api("MPI_Waitall", || {
             // SAFETY: `requests` holds `count` handles (MPI's contract).
-            let mut set = Set::checkout(unsafe { handles(count, requests) }?)?;
-            let sts: Vec<vci::Status> = match vci::wait_all(set.reqs.drain(..).flatten()) {
-                Ok(s) | Err(vci::Error::InStatus(s)) => s,
-                Err(e) => return Err(e.into()),
-            };
-            // Statuses come for the non-null entries, in order.
-            let mut it = sts.into_iter();
-            let (mut failed, mut on) = (0, None);
-            for i in 0..set.rests.len() {
-                let st = if set.rests[i].is_some() {
-                    it.next().unwrap_or(vci::Status::empty())
-                } else {
-                    vci::Status::empty()
-                };
-                let (s, code, comm) = set.finish(i, st);
+            let hs = unsafe { handles(count, requests) }?;
+            poll_detached();
+            // SAFETY: `Request` is a `repr(transparent)` usize.
+            let raw: &[usize] = unsafe { std::slice::from_raw_parts(hs.as_ptr().cast(), hs.len()) };
+            // All or nothing: one lock takes every entry out.
+            let entries = REQUESTS
+                .checkout_many(raw, |h| h == abi::REQUEST_NULL.0)
+                .map_err(|(i, m)| miss(m, hs[i]))?;
+            // Waiting on each in turn drives everybody's progress, as the
+            // engine's own wait_all does.
+            let (mut failed, mut on, mut other) = (0, None, None);
+            let done: Vec<(MpiStatus, c_int, Option<CommRef>)> = entries
+                .into_iter()
+                .map(|e| match e {
+                    Some(ReqEntry { req, rest }) => match engine_status(req.0.wait()) {
+                        Ok(st) => {
+                            let comm = rest.comm.clone();
+                            let (s, code) = rest.complete(st);
+                            (s, code, Some(comm))
+                        }
+                        Err(e) => {
+                            let comm = rest.comm.clone();
+                            other.get_or_insert(e);
+                            (empty_status(), abi::ERR_INTERN, Some(comm))
+                        }
+                    },
+                    None => (empty_status(), abi::SUCCESS, None),
+                })
+                .collect();
+            // One lock frees every slot (MPI_REQUEST_NULL is skipped).
+            REQUESTS.settle([], raw);
+            for (i, (s, code, comm)) in done.into_iter().enumerate() {
+                hs[i] = abi::REQUEST_NULL;
                 if code != abi::SUCCESS {
                     failed += 1;
                     on = on.or(comm);
                 }
                 // SAFETY: `statuses` holds `count` statuses (MPI's contract).
                 unsafe { store_at(statuses, i, s) };
+            }
+            if let Some(e) = other {
+                return Err(e);
             }
             if failed > 0 {
                 return Err(in_status_error(failed, on));
@@ -556,9 +614,7 @@ mpi_fn! {
                 }
                 return Ok(());
             };
-            let rest = set.rests[i].take();
-            REQUESTS.release(set.hs[i].0);
-            set.hs[i] = abi::REQUEST_NULL;
+            let rest = set.take_finished(i);
             drop(set);
             // SAFETY: checked non-null.
             unsafe { index.write(i as c_int) };
@@ -652,9 +708,7 @@ mpi_fn! {
                 }
                 return Ok(());
             };
-            let rest = set.rests[i].take();
-            REQUESTS.release(set.hs[i].0);
-            set.hs[i] = abi::REQUEST_NULL;
+            let rest = set.take_finished(i);
             drop(set);
             // SAFETY: checked non-null.
             unsafe {
