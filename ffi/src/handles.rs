@@ -369,6 +369,7 @@ impl<T> SlotTable<T> {
     }
 
     /// A free index: the top of the free list, else a never-used one.
+    #[inline]
     fn take_index(&self) -> Option<usize> {
         // SYNC POINT: Acquire pairs with the Release exchange in
         // `give_index`, so the popped cell's `next_free` is the one its
@@ -400,6 +401,7 @@ impl<T> SlotTable<T> {
     }
 
     /// Pushes a freed index on the free list.
+    #[inline]
     fn give_index(&self, i: usize) {
         let Some(cell) = self.cell_at(i) else { return };
         // Relaxed: the exchange below validates the head it links to.
@@ -424,6 +426,7 @@ impl<T> SlotTable<T> {
     }
 
     /// Stores `value`; its handle, or `None` if the table is full.
+    #[inline]
     pub fn insert(&self, value: T) -> Option<usize> {
         let i = self.take_index()?;
         if FIRST + i > INDEX_MASK {
@@ -453,6 +456,7 @@ impl<T> SlotTable<T> {
     }
 
     /// Takes the object of `handle` out, leaving its slot busy.
+    #[inline]
     pub fn checkout(&self, handle: usize) -> Result<T, Miss> {
         let cell = self.cell(handle).ok_or(Miss::Unknown)?;
         // SYNC POINT: Acquire pairs with the Release store that made the
@@ -507,6 +511,7 @@ impl<T> SlotTable<T> {
     }
 
     /// Frees the slot of a checked-out object that is finished.
+    #[inline]
     pub fn release(&self, handle: usize) {
         if let Some(cell) = self.cell(handle) {
             // Relaxed: the value was moved out already, by this thread;
