@@ -15,7 +15,10 @@
  * so they are in the node's shared heap: a message is copied once.
  *
  *   hmpicc -O2 -o pingpong ffi/examples/pingpong.c
- *   hmpirun -n 2 ./pingpong [max-bytes]
+ *   hmpirun -n 2 ./pingpong [max-bytes | size,size,...]
+ *
+ * Without an argument: 0, then powers of two up to 4 MiB; a number: the
+ * same up to it; a comma-separated list: just those sizes.
  *
  * HMPI_PINGPONG_QUICK=1 divides the iteration counts by 10 and runs 3
  * repetitions of a few sizes. */
@@ -102,7 +105,21 @@ int main(int argc, char **argv) {
     int quick = q && strcmp(q, "0") != 0;
     int div = quick ? 10 : 1, reps = quick ? 3 : 5;
     long max = argc > 1 ? atol(argv[1]) : 4L << 20;
-    if (max < 1 || max > (64L << 20)) max = 4L << 20;
+    long list[64];
+    int nlist = 0;
+    if (argc > 1 && strchr(argv[1], ',')) {
+        max = 0;
+        for (char *p = argv[1]; *p && nlist < 64; p++) {
+            list[nlist] = strtol(p, &p, 10);
+            if (list[nlist] < 0 || list[nlist] > (64L << 20)) die("a size in the list");
+            if (list[nlist] > max) max = list[nlist];
+            nlist++;
+            if (*p != ',') break;
+        }
+        if (max < 1) max = 1;
+    } else if (max < 1 || max > (64L << 20)) {
+        max = 4L << 20;
+    }
     if (posix_memalign((void **)&sbuf, 4096, (size_t)max) || posix_memalign((void **)&rbuf, 4096, (size_t)max))
         die("posix_memalign");
     memset(sbuf, 'a', (size_t)max);
@@ -114,8 +131,16 @@ int main(int argc, char **argv) {
                shared ? "in the shared heap" : "private");
         printf("%12s %16s %18s\n", "bytes", "latency (us)", "bandwidth (MB/s)");
     }
-    for (long s = 0; s <= max; s = s ? s * 2 : 1) {
-        if (quick && s != 0 && s != 8 && s != 1024 && s != 65536 && s != (1 << 20) && s != max)
+    for (int k = 0;; k++) {
+        long s;
+        if (nlist) {
+            if (k == nlist) break;
+            s = list[k];
+        } else {
+            s = k == 0 ? 0 : 1L << (k - 1);
+            if (s > max) break;
+        }
+        if (!nlist && quick && s != 0 && s != 8 && s != 1024 && s != 65536 && s != (1 << 20) && s != max)
             continue;
         int lat_iters = (s > LARGE ? 1000 : 10000) / div, lat_skip = (s > LARGE ? 10 : 100) / div;
         int bw_iters = (s > LARGE ? 20 : 100) / div, bw_skip = (s > LARGE ? 2 : 10) / div;
