@@ -2,7 +2,8 @@
  * mpi.h -- the C interface of hmpi (libhmpi).
  *
  * Handle types, predefined handle values, constants and the MPI_Status
- * layout follow the MPI 5.0 standard ABI (mpi-forum/mpi-abi-stubs, mpi.h),
+ * layout follow the MPI 5.0 standard ABI (its late-2025 values; see
+ * docs/c-abi.md for the sources),
  * so that a program compiled against the standard ABI header runs with
  * libhmpi. Only the routines libhmpi implements are declared; see
  * docs/c-abi.md for the list, the choices made and the extensions (HMPI_*).
@@ -90,8 +91,8 @@ typedef struct MPI_ABI_Info *MPI_Info;
 typedef struct MPI_ABI_Errhandler *MPI_Errhandler;
 #define MPI_ERRHANDLER_NULL            ((MPI_Errhandler)0x00000140)
 #define MPI_ERRORS_ARE_FATAL           ((MPI_Errhandler)0x00000141)
-#define MPI_ERRORS_RETURN              ((MPI_Errhandler)0x00000142)
-#define MPI_ERRORS_ABORT               ((MPI_Errhandler)0x00000143)
+#define MPI_ERRORS_RETURN              ((MPI_Errhandler)0x00000143)
+#define MPI_ERRORS_ABORT               ((MPI_Errhandler)0x00000142)
 
 typedef struct MPI_ABI_Request *MPI_Request;
 #define MPI_REQUEST_NULL               ((MPI_Request)0x00000180)
@@ -326,9 +327,9 @@ enum {
     MPI_COMBINER_STRUCT                = 110,
     MPI_COMBINER_SUBARRAY              = 111,
     MPI_COMBINER_DARRAY                = 112,
-    MPI_COMBINER_F90_INTEGER           = 113,
-    MPI_COMBINER_F90_REAL              = 114,
-    MPI_COMBINER_F90_COMPLEX           = 115,
+    MPI_COMBINER_F90_REAL              = 113,
+    MPI_COMBINER_F90_COMPLEX           = 114,
+    MPI_COMBINER_F90_INTEGER           = 115,
     MPI_COMBINER_RESIZED               = 116,
     MPI_COMBINER_VALUE_INDEX           = 117,
 
@@ -361,9 +362,9 @@ enum {
     MPI_WIN_UNIFIED                    = 321,
     MPI_WIN_SEPARATE                   = 322,
 
-    MPI_SEEK_SET                       = 401,
-    MPI_SEEK_CUR                       = 402,
-    MPI_SEEK_END                       = 403
+    MPI_SEEK_CUR                       = 401,
+    MPI_SEEK_END                       = 402,
+    MPI_SEEK_SET                       = 403
 };
 
 #define MPI_DISPLACEMENT_CURRENT       ((MPI_Offset)-1)
@@ -374,9 +375,9 @@ enum {
     MPI_IO                             = 502,
     MPI_HOST                           = 503,
     MPI_WTIME_IS_GLOBAL                = 504,
-    MPI_UNIVERSE_SIZE                  = 505,
-    MPI_APPNUM                         = 506,
-    MPI_LASTUSEDCODE                   = 507,
+    MPI_APPNUM                         = 505,
+    MPI_LASTUSEDCODE                   = 506,
+    MPI_UNIVERSE_SIZE                  = 507,
     MPI_WIN_BASE                       = 601,
     MPI_WIN_DISP_UNIT                  = 602,
     MPI_WIN_SIZE                       = 603,

@@ -57,8 +57,8 @@ pub const INFO_NULL: Info = Info(0x130);
 pub const INFO_ENV: Info = Info(0x131);
 pub const ERRHANDLER_NULL: Errhandler = Errhandler(0x140);
 pub const ERRORS_ARE_FATAL: Errhandler = Errhandler(0x141);
-pub const ERRORS_RETURN: Errhandler = Errhandler(0x142);
-pub const ERRORS_ABORT: Errhandler = Errhandler(0x143);
+pub const ERRORS_ABORT: Errhandler = Errhandler(0x142);
+pub const ERRORS_RETURN: Errhandler = Errhandler(0x143);
 pub const REQUEST_NULL: Request = Request(0x180);
 pub const DATATYPE_NULL: Datatype = Datatype(0x200);
 

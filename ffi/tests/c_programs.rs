@@ -140,8 +140,17 @@ fn compile(rel: &str, extra: &[&str], env: &[(&str, &str)]) -> PathBuf {
     exe
 }
 
+/// The library search path for programs of the kit: its own `lib/` only.
+/// (`cargo test` sets `LD_LIBRARY_PATH` to its output directories, where
+/// a libhmpi.so from an earlier build may sit; it would win over the
+/// programs' rpath.)
+fn lib_path() -> PathBuf {
+    kit().prefix.join("lib")
+}
+
 fn launch(exe: &Path, ranks: u32, env: &[(&str, &str)]) -> JobReport {
     let mut l = Launcher::new(exe, ranks)
+        .env("LD_LIBRARY_PATH", lib_path())
         .capture_output(true)
         .timeout(Duration::from_secs(240));
     for (k, v) in env {
@@ -252,7 +261,10 @@ fn malloc_before_init_without_launcher() {
     // Alone, a program is a world of one: glibc serves malloc until
     // MPI_Init attaches the heap; realloc then moves blocks into it.
     let exe = compile("tests/heap.c", &[], &[]);
-    let o = Command::new(&exe).output().expect("run heap alone");
+    let o = Command::new(&exe)
+        .env("LD_LIBRARY_PATH", lib_path())
+        .output()
+        .expect("run heap alone");
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success() && out.lines().any(|l| l == "rank 0: heap passed"),
@@ -290,7 +302,11 @@ fn threads_on_separate_communicators() {
 fn static_library_links_and_runs() {
     let exe = compile("tests/heap.c", &[], &[("HMPI_LINK", "static")]);
     // No libhmpi.so: the program carries the library (and its malloc).
-    let o = Command::new("ldd").arg(&exe).output().expect("run ldd");
+    let o = Command::new("ldd")
+        .arg(&exe)
+        .env("LD_LIBRARY_PATH", lib_path())
+        .output()
+        .expect("run ldd");
     assert!(!String::from_utf8_lossy(&o.stdout).contains("libhmpi"));
     run_passes(&exe, "heap", 2, &[]);
 }
