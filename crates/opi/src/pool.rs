@@ -230,7 +230,6 @@ impl LocalPool {
             }
         };
         self.stats.hits += 1;
-        self.stats.cached_bytes -= e.layout.size() as u64;
         Some(e)
     }
 
@@ -238,7 +237,6 @@ impl LocalPool {
     fn put(&mut self, e: Entry) {
         self.free.push(e);
         self.stats.frees_local += 1;
-        self.stats.cached_bytes += e.layout.size() as u64;
         let max = max_blocks();
         if self.free.len() > max {
             // Trim in batches (down to three quarters of the limit), so
@@ -254,7 +252,6 @@ impl LocalPool {
         let n = self.free.len().saturating_sub(keep);
         for e in self.free.drain(..n) {
             self.stats.trimmed += 1;
-            self.stats.cached_bytes -= e.layout.size() as u64;
             // SAFETY: a free buffer of the global allocator with this
             // layout, owned by the list.
             unsafe { std::alloc::dealloc(e.ptr.as_ptr(), e.layout) };
@@ -264,6 +261,7 @@ impl LocalPool {
     fn stats(&self) -> PoolStats {
         PoolStats {
             cached_blocks: self.free.len() as u64,
+            cached_bytes: self.free.iter().map(|e| e.layout.size() as u64).sum(),
             ..self.stats
         }
     }

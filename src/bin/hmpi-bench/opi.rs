@@ -7,7 +7,9 @@
 //!   the two-sided copy path (send, receive into a buffer) for the same
 //!   sizes, backend `hmpi-copy`. Value: nanoseconds.
 //! * **`opi-pool`**: nanoseconds per pool alloc+free of an 8-byte
-//!   `OpiBuf` (`OPI_Alloc` + `OPI_Free`), on rank 0 after the latencies.
+//!   `OpiBuf` (`OPI_Alloc` + `OPI_Free`), on rank 0 after the latencies,
+//!   while rank 1 sleeps (a peer spinning in a wait would share the cores
+//!   with the measurement).
 //!
 //! The kernels are `opi::bench`'s (the `opbench` example runs them too,
 //! standalone). Each size runs a warm-up of a tenth of the iterations and
@@ -361,14 +363,23 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
             lines.push(format_line(LATENCY, COPY, 2, size, &copy_ns));
         }
     }
-    world.barrier().map_err(failed)?;
+    // The pool is measured on rank 0 alone, while rank 1 sleeps (not
+    // spinning in a wait, which would share the machine's cores with the
+    // measurement): rank 1 polls a node-shared signal with short sleeps.
+    let done =
+        ::opi::fusion::NodeShared::new(&world, 0, ::opi::fusion::Signal::new).map_err(failed)?;
     if leader {
         let iters = POOL_ITERS / div;
         let mut pool = Vec::new();
-        ::opi::bench::pool_alloc_free_ns(8, iters / 10).map_err(failed)?;
-        for _ in 0..job.reps {
-            pool.push(::opi::bench::pool_alloc_free_ns(8, iters).map_err(failed)?);
-        }
+        let measured = (|| -> hmpi_core::Result<()> {
+            ::opi::bench::pool_alloc_free_ns(8, iters / 10)?;
+            for _ in 0..job.reps {
+                pool.push(::opi::bench::pool_alloc_free_ns(8, iters)?);
+            }
+            Ok(())
+        })();
+        done.set();
+        measured.map_err(failed)?;
         lines.push(format_line(POOL, OPI, 1, 8, &pool));
         let mut f = std::fs::OpenOptions::new()
             .append(true)
@@ -377,6 +388,10 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
         for l in &lines {
             writeln!(f, "{l}")
                 .map_err(|e| BenchError::Failed(format!("cannot write {}: {e}", job.out)))?;
+        }
+    } else {
+        while !done.is_set() {
+            std::thread::sleep(Duration::from_micros(500));
         }
     }
     universe
