@@ -40,12 +40,14 @@
 
 pub use hmpi_core;
 pub use hmpi_core::{
-    abort, datatype, init, initialize, processor_name, request, time, time_resolution, traits,
-    Error, Group, GroupRelation, Result, SimpleCommunicator, Status, Universe, ANY_SOURCE, ANY_TAG,
-    PROC_NULL, TAG_UB,
+    abort, datatype, init, initialize, point_to_point, processor_name, request, time,
+    time_resolution, traits, Error, Group, GroupRelation, Result, SimpleCommunicator, Status,
+    Universe, ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB,
 };
+pub use opi;
 pub use shmheap;
 pub use shmheap::{attach_from_env, is_shared, owner_of, ShmHeap};
+pub use vci;
 
 /// Everything a typical program uses (`use hmpi::prelude::*;`): the traits,
 /// [`init`], the communicator, group, status and request types.
