@@ -369,6 +369,21 @@ pub trait Source {
     }
 }
 
+/// Starts a standard (`sync` false) or synchronous send of `bytes` to `d`
+/// in `scope`.
+fn start_in_scope<'s, D: Destination + ?Sized>(
+    d: &D,
+    scope: &'s Scope<'s, '_>,
+    bytes: &'s [u8],
+    tag: i32,
+    sync: bool,
+) -> Result<Request<'s>> {
+    check_send_tag(tag)?;
+    let c = d.comm();
+    let dest = c.to_world(d.destination_rank())?;
+    scope.start_send(bytes, dest, tag, c.context(), c.world_to_comm(), sync)
+}
+
 /// Operations that send to a destination ([`Process`]).
 pub trait Destination {
     /// The communicator.
@@ -432,17 +447,7 @@ pub trait Destination {
         buf: &'s B,
         tag: i32,
     ) -> Result<Request<'s>> {
-        check_send_tag(tag)?;
-        let c = self.comm();
-        let dest = c.to_world(self.destination_rank())?;
-        scope.start_send(
-            buf.as_bytes(),
-            dest,
-            tag,
-            c.context(),
-            c.world_to_comm(),
-            false,
-        )
+        start_in_scope(self, scope, buf.as_bytes(), tag, false)
     }
 
     /// [`Destination::immediate_send_with_tag`] with tag 0.
@@ -462,17 +467,7 @@ pub trait Destination {
         buf: &'s B,
         tag: i32,
     ) -> Result<Request<'s>> {
-        check_send_tag(tag)?;
-        let c = self.comm();
-        let dest = c.to_world(self.destination_rank())?;
-        scope.start_send(
-            buf.as_bytes(),
-            dest,
-            tag,
-            c.context(),
-            c.world_to_comm(),
-            true,
-        )
+        start_in_scope(self, scope, buf.as_bytes(), tag, true)
     }
 
     /// [`Destination::immediate_synchronous_send_with_tag`] with tag 0.
