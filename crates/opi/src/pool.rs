@@ -94,7 +94,7 @@ static MAX_BLOCKS: AtomicUsize = AtomicUsize::new(0);
 /// The policy in force (from `HMPI_OPI_POOL_POLICY` until
 /// [`set_policy`] is called). An unknown value of the variable is reported
 /// once on stderr and the default used.
-#[inline]
+#[inline(always)]
 pub fn policy() -> Policy {
     // Relaxed: a configuration word; nothing else is published with it.
     match POLICY.load(Ordering::Relaxed) {
@@ -133,7 +133,7 @@ pub fn set_policy(p: Policy) {
 
 /// How many free buffers a thread's list keeps before the least recently
 /// used go back to the heap (`HMPI_OPI_POOL_MAX`, default 64).
-#[inline]
+#[inline(always)]
 pub fn max_blocks() -> usize {
     // Relaxed: see `policy`.
     match MAX_BLOCKS.load(Ordering::Relaxed) {
@@ -190,15 +190,26 @@ struct Entry {
 }
 
 /// One thread's list, most recently used at the back.
+///
+/// No drop glue (the list is `ManuallyDrop`), so that the thread-local
+/// needs no lazy registration and its access inlines to a plain
+/// thread-local load; [`Cleanup`] empties it when the thread exits.
 struct LocalPool {
-    free: Vec<Entry>,
+    free: ManuallyDrop<Vec<Entry>>,
     stats: PoolStats,
+    /// Whether this thread's [`Cleanup`] is registered.
+    registered: bool,
+    /// The thread is exiting and the list was emptied: frees go straight
+    /// to the heap.
+    dead: bool,
 }
 
 impl LocalPool {
     const fn new() -> Self {
         LocalPool {
-            free: Vec::new(),
+            free: ManuallyDrop::new(Vec::new()),
+            registered: false,
+            dead: false,
             stats: PoolStats {
                 hits: 0,
                 misses: 0,
@@ -213,7 +224,7 @@ impl LocalPool {
     }
 
     /// First fit from the most recent end.
-    #[inline]
+    #[inline(always)]
     fn find(&mut self, bytes: usize, align: usize) -> Option<Entry> {
         let fits = |e: &Entry| {
             e.layout.size() >= bytes
@@ -233,8 +244,15 @@ impl LocalPool {
         Some(e)
     }
 
-    #[inline]
-    fn put(&mut self, e: Entry) {
+    #[inline(always)]
+    fn put(&mut self, e: Entry) -> bool {
+        if self.dead {
+            return false;
+        }
+        if !self.registered {
+            self.registered = true;
+            register_cleanup();
+        }
         self.free.push(e);
         self.stats.frees_local += 1;
         let max = max_blocks();
@@ -243,6 +261,7 @@ impl LocalPool {
             // that a list at its limit does not trim on every free.
             self.trim(max - max / 4);
         }
+        true
     }
 
     /// Gives the least recently used buffers back to the heap until `keep`
@@ -267,18 +286,38 @@ impl LocalPool {
     }
 }
 
-impl Drop for LocalPool {
+thread_local! {
+    static POOL: RefCell<LocalPool> = const { RefCell::new(LocalPool::new()) };
+    static CLEANUP: Cleanup = const { Cleanup };
+}
+
+/// Empties this thread's list when the thread exits (a thread-local with a
+/// destructor, registered by the first buffer put on the list).
+struct Cleanup;
+
+impl Drop for Cleanup {
     fn drop(&mut self) {
-        self.trim(0);
+        with_pool(|p| {
+            p.trim(0);
+            p.dead = true;
+            // The list's own memory; the empty list left behind owns none,
+            // and `dead` keeps it empty.
+            drop(std::mem::take(&mut *p.free));
+        });
     }
 }
 
-thread_local! {
-    static POOL: RefCell<LocalPool> = const { RefCell::new(LocalPool::new()) };
+#[cold]
+#[inline(never)]
+fn register_cleanup() {
+    // Touching it registers its destructor; if the thread is already
+    // exiting there is nothing to register (the list is emptied then by
+    // `dead`-checks: frees go to the heap).
+    let _ = CLEANUP.try_with(|_| ());
 }
 
 /// Runs `f` on this thread's list; `None` while the thread is exiting.
-#[inline]
+#[inline(always)]
 fn with_pool<R>(f: impl FnOnce(&mut LocalPool) -> R) -> Option<R> {
     POOL.try_with(|p| p.try_borrow_mut().ok().map(|mut p| f(&mut p)))
         .ok()
@@ -286,7 +325,7 @@ fn with_pool<R>(f: impl FnOnce(&mut LocalPool) -> R) -> Option<R> {
 }
 
 /// The layout of a pool buffer for `bytes` bytes aligned to `align`.
-#[inline]
+#[inline(always)]
 pub fn pool_layout(bytes: usize, align: usize) -> Result<Layout, Error> {
     const _: () = assert!(PAGE.is_power_of_two());
     let rounded = match bytes.max(1).checked_add(PAGE - 1) {
@@ -308,7 +347,7 @@ fn too_large(bytes: usize) -> Error {
 /// Allocates a buffer of at least `bytes` bytes aligned to `align` (a power
 /// of two) from this thread's pool, else from the global allocator
 /// (`OPI_Alloc`). The buffer's contents are unspecified.
-#[inline]
+#[inline(always)]
 pub fn alloc(bytes: usize, align: usize) -> Result<(NonNull<u8>, Layout), Error> {
     let layout = pool_layout(bytes, align)?;
     match with_pool(|p| p.find(layout.size(), align)) {
@@ -353,7 +392,7 @@ fn alloc_slow(layout: Layout) -> Result<(NonNull<u8>, Layout), Error> {
 /// `ptr` was allocated by the global allocator with `layout` (any block of
 /// it, not only one from [`alloc`]), is owned by the caller and not used
 /// afterwards. A zero-sized layout is ignored.
-#[inline]
+#[inline(always)]
 pub unsafe fn free(ptr: NonNull<u8>, layout: Layout) {
     if layout.size() == 0 {
         return;
@@ -371,7 +410,7 @@ pub unsafe fn free(ptr: NonNull<u8>, layout: Layout) {
             return;
         }
     }
-    if with_pool(|p| p.put(e)).is_none() {
+    if with_pool(|p| p.put(e)) != Some(true) {
         // The thread is exiting: straight back to the heap.
         // SAFETY: the caller's contract.
         unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) };
@@ -543,8 +582,12 @@ fn reclaim(p: &mut LocalPool) -> usize {
     let n = got.len();
     p.stats.reclaimed += n as u64;
     for e in got {
-        p.put(e);
-        p.stats.frees_local -= 1; // counted as reclaimed, not freed here
+        if p.put(e) {
+            p.stats.frees_local -= 1; // counted as reclaimed, not freed here
+        } else {
+            // SAFETY: a buffer of the global allocator, ours now.
+            unsafe { std::alloc::dealloc(e.ptr.as_ptr(), e.layout) };
+        }
     }
     n
 }
@@ -594,7 +637,7 @@ impl<T> OpiBuf<T> {
 
     /// An empty buffer with room for at least `n` elements (rounded up to
     /// whole pages) from the pool.
-    #[inline]
+    #[inline(always)]
     pub fn with_capacity(n: usize) -> Result<Self, Error> {
         if n == 0 || size_of::<T>() == 0 {
             return Ok(Self::new());
@@ -835,7 +878,7 @@ impl<T> Default for OpiBuf<T> {
 }
 
 impl<T> Drop for OpiBuf<T> {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
         // SAFETY: the first `len` elements are valid and dropped once.
         unsafe {
