@@ -17,7 +17,7 @@
 //! * [`collective`]: scatter, gather and all-to-all by ownership;
 //! * [`fusion`]: node-local ranks, node-shared values, signals, counters;
 //! * [`raw`]: the untyped core the C interface (`OPI_*`) wraps;
-//! * [`bench`]: the measurement kernels the benchmarks share.
+//! * [`bench`](mod@bench): the measurement kernels the benchmarks share.
 //!
 //! A program that wants zero copy sets the node heap as its allocator:
 //! ```ignore

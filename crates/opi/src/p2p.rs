@@ -13,7 +13,7 @@
 //! communicator, and mix with them — a plain receive of a given value gets
 //! a copy of its bytes (and the block is freed), a take of a plain send
 //! gets a fresh block holding the payload. Only values that are their
-//! bytes ([`Transferable::PLAIN`](crate::Transferable::PLAIN)) make sense
+//! bytes ([`Transferable::PLAIN`]) make sense
 //! across that border: a *deep* value (a `Box<Vec<u8>>`, say) received by
 //! a plain receive delivers the outer value's bytes — addresses, not data —
 //! and the blocks it owned stay allocated (the plain receiver cannot drop
