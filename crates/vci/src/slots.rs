@@ -2,7 +2,8 @@
 //!
 //! Each rank has [`shmheap::segment::REGISTRY_SLOTS`] slots. Slots in use
 //! elsewhere in the workspace: 8 (`hmpi-bench`'s cross-free ring), 32 and 33
-//! (`examples/heap_demo.rs`), 40 (`tests/heap_ranks.rs`). The engine owns
+//! (`examples/heap_demo.rs`), 40 (`tests/heap_ranks.rs`), 48 (`opi`'s pool
+//! return stacks). The engine owns
 //! slots **16..=23**: slot `VCI_BASE + i` holds the address of the shared part
 //! ([`crate::vci::VciShared`]) of the rank's VCI number `i`, so a rank can
 //! publish up to [`MAX_VCIS`] VCIs.

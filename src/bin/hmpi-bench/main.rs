@@ -36,6 +36,7 @@
 
 mod alloc;
 mod compare;
+mod opi;
 mod p2p;
 mod plot;
 mod report;
@@ -219,14 +220,14 @@ pub struct Workload {
 
 /// The workloads, in the order `--help` lists them. A new workload family
 /// is a module `NAME.rs` shaped like `alloc.rs` (a `pub const WORKLOAD`),
-/// declared with `mod NAME;` above and listed here; the ownership-passing
-/// workload (`opi.rs`, `opi::WORKLOAD`) goes after `alloc`.
+/// declared with `mod NAME;` above and listed here.
 pub const WORKLOADS: &[Workload] = &[
     p2p::LATENCY,
     p2p::BW,
     p2p::BIBW,
     p2p::MSGRATE,
     alloc::WORKLOAD,
+    opi::WORKLOAD,
 ];
 
 /// Progress lines on stderr, stamped with the time since the start.
