@@ -280,7 +280,7 @@ impl Endpoint {
     /// As for [`VciShared::push`]: `env` is fresh, in the node heap, and
     /// belongs to the receiver from now on.
     pub(crate) unsafe fn post(&self, dest: u32, v: usize, env: NonNull<Envelope>) {
-        let i = dest as usize * self.vcis.len() + v;
+        let i = self.lane_index(dest, v);
         {
             let mut lane = self.lanes[i].lock();
             Envelope::set_seq(env, lane.next);
@@ -288,19 +288,24 @@ impl Endpoint {
             // SAFETY: the caller's contract; numbered above.
             unsafe { self.peers[i].push(env) };
         }
-        self.peers[dest as usize * self.vcis.len()].ring();
+        self.peer0(dest).ring();
+    }
+
+    /// The index of VCI `v` of rank `dest` in `peers` and `lanes`.
+    fn lane_index(&self, dest: u32, v: usize) -> usize {
+        dest as usize * self.vcis.len() + v
     }
 
     /// Tries to send `buf` through `dest`'s fast box of VCI `v`; returns
     /// whether it did.
     fn try_fastbox(&self, dest: u32, v: usize, tag: i32, context: u32, buf: &[u8]) -> bool {
-        let i = dest as usize * self.vcis.len() + v;
+        let i = self.lane_index(dest, v);
         let Some(fb) = self.peers[i].fastbox_from(self.rank) else {
             return false;
         };
         let sent = fb.try_send(&mut self.lanes[i].lock(), tag, context, buf);
         if sent {
-            self.peers[dest as usize * self.vcis.len()].ring();
+            self.peer0(dest).ring();
         }
         sent
     }
@@ -313,7 +318,7 @@ impl Endpoint {
         self.config.cma
             && self
                 .check_rank(dest)
-                .is_ok_and(|d| self.peers[d as usize * self.vcis.len()].can_read_rank(self.rank))
+                .is_ok_and(|d| self.peer0(d).can_read_rank(self.rank))
     }
 
     /// The node barrier. It does **not** drive progress: complete the
@@ -333,9 +338,9 @@ impl Endpoint {
         }
     }
 
-    /// The shared part of `dest`'s VCI 0 (its CMA table).
+    /// The shared part of `dest`'s VCI 0 (its doorbell and CMA table).
     fn peer0(&self, dest: u32) -> &'static VciShared {
-        self.peers[dest as usize * self.vcis.len()]
+        self.peers[self.lane_index(dest, 0)]
     }
 
     /// Validates a receive's or probe's source and tag.

@@ -460,6 +460,12 @@ pub(crate) struct OwnedInfo {
 const _: () = assert!(std::mem::size_of::<OwnedInfo>() <= LINE);
 
 impl OwnedInfo {
+    /// The given block's allocation layout.
+    pub(crate) fn layout(&self) -> Layout {
+        Layout::from_size_align(self.size as usize, self.align as usize)
+            .expect("the sender sent a valid layout")
+    }
+
     /// The record's bytes, for [`Envelope::create`].
     pub(crate) fn to_bytes(self) -> [u8; std::mem::size_of::<OwnedInfo>()] {
         let mut b = [0u8; std::mem::size_of::<OwnedInfo>()];

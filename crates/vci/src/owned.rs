@@ -80,6 +80,31 @@ impl OwnedBlock {
         NonNull::new(ptr::without_provenance_mut(align)).expect("alignments are non-zero")
     }
 
+    /// A fresh block of the global allocator for `len` bytes aligned to
+    /// `align` (dangling if `len` is 0); `None` if the allocator has none
+    /// (or `align` is not a power of two).
+    pub(crate) fn fresh(
+        len: usize,
+        align: usize,
+        meta: [u64; 4],
+        given: bool,
+    ) -> Option<OwnedBlock> {
+        let layout = Layout::from_size_align(len, align).ok()?;
+        let ptr = if len == 0 {
+            OwnedBlock::dangling(align)
+        } else {
+            // SAFETY: `layout` has a non-zero size.
+            NonNull::new(unsafe { std::alloc::alloc(layout) })?
+        };
+        Some(OwnedBlock {
+            ptr,
+            layout,
+            len,
+            meta,
+            given,
+        })
+    }
+
     /// The block of a vector's allocation (its length as payload).
     pub fn from_vec<T>(v: Vec<T>) -> OwnedBlock {
         let mut v = std::mem::ManuallyDrop::new(v);
@@ -306,13 +331,7 @@ impl Endpoint {
 
 /// The empty block of a receive from `PROC_NULL`.
 fn empty_block(align: usize) -> OwnedBlock {
-    OwnedBlock {
-        ptr: OwnedBlock::dangling(align),
-        layout: Layout::from_size_align(0, align).expect("checked alignment"),
-        len: 0,
-        meta: [0; 4],
-        given: false,
-    }
+    OwnedBlock::fresh(0, align, [0; 4], false).expect("an empty block needs no memory")
 }
 
 impl Message<'_> {

@@ -51,7 +51,7 @@ use crate::request::{Status, StatusError};
 use shmheap::sync::futex::{futex_wait, wake_all};
 use shmheap::sync::mpsc::{MpscLink, MpscQueue, Pop};
 use shmheap::ShmHeap;
-use std::alloc::{GlobalAlloc, Layout};
+use std::alloc::GlobalAlloc;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -225,25 +225,6 @@ impl VciShared {
     pub(crate) fn ring(&self) {
         self.bell.ring();
     }
-}
-
-/// A fresh block of the global allocator for `len` bytes aligned to
-/// `align` (dangling if `len` is 0); `None` if the allocator has none.
-fn fresh_block(len: usize, align: usize, meta: [u64; 4], given: bool) -> Option<OwnedBlock> {
-    let layout = Layout::from_size_align(len, align).ok()?;
-    let ptr = if len == 0 {
-        OwnedBlock::dangling(align)
-    } else {
-        // SAFETY: `layout` has a non-zero size.
-        NonNull::new(unsafe { std::alloc::alloc(layout) })?
-    };
-    Some(OwnedBlock {
-        ptr,
-        layout,
-        len,
-        meta,
-        given,
-    })
 }
 
 /// Counters per protocol, readable by tests and benchmarks.
@@ -478,10 +459,7 @@ impl Vci {
             let Some(fb) = self.shared.fastbox_from(source) else {
                 continue;
             };
-            while let Some(body) = fb.take(p.expected[source as usize]) {
-                p.expected[source as usize] += 1;
-                self.arrive(p, Arrival::small(source, body));
-            }
+            while self.take_small(p, fb, source) {}
         }
     }
 
@@ -499,16 +477,22 @@ impl Vci {
             return;
         };
         while p.expected[source as usize] < seq {
-            match fb.take(p.expected[source as usize]) {
-                Some(body) => {
-                    p.expected[source as usize] += 1;
-                    self.arrive(p, Arrival::small(source, body));
-                }
-                // Published before the envelope was queued, so visible; a
-                // stale read can only be momentary.
-                None => std::hint::spin_loop(),
+            // Published before the envelope was queued, so visible; a stale
+            // read can only be momentary.
+            if !self.take_small(p, fb, source) {
+                std::hint::spin_loop();
             }
         }
+    }
+
+    /// Takes the next message from `source`'s fast box `fb`, if it is there.
+    fn take_small(&self, p: &mut Private, fb: &FbPair, source: u32) -> bool {
+        let Some(body) = fb.take(p.expected[source as usize]) else {
+            return false;
+        };
+        p.expected[source as usize] += 1;
+        self.arrive(p, Arrival::small(source, body));
+        true
     }
 
     /// A message has arrived: delivers it to the earliest matching posted
@@ -568,7 +552,7 @@ impl Vci {
         let (buf, cap) = match target {
             Target::Buffer { buf, cap } => (buf, cap),
             Target::Owned { out, align } => {
-                let block = fresh_block(len, align, [0; 4], false);
+                let block = OwnedBlock::fresh(len, align, [0; 4], false);
                 // SAFETY: `out` is valid for a write (caller's contract).
                 unsafe { out.write(block) };
                 match block {
@@ -627,8 +611,7 @@ impl Vci {
                     error: None,
                     cancelled: false,
                 };
-                let layout = Layout::from_size_align(info.size as usize, info.align as usize)
-                    .expect("the sender checked the layout");
+                let layout = info.layout();
                 bump(&self.stats.received[Protocol::Owned as usize - 1]);
                 bump(&self.stats.owned_in_place);
                 // SAFETY: an owned envelope is the receiver's to free (not
@@ -645,7 +628,7 @@ impl Vci {
                 return (Some(block), status);
             }
         }
-        match fresh_block(len, align, meta, given) {
+        match OwnedBlock::fresh(len, align, meta, given) {
             Some(block) => {
                 bump(&self.stats.owned_copied);
                 // SAFETY: `env` as the caller says; the fresh block holds
@@ -773,8 +756,7 @@ impl Vci {
                 // freed below).
                 let info = unsafe { OwnedInfo::read(env) };
                 if info.size > 0 {
-                    let layout = Layout::from_size_align(info.size as usize, info.align as usize)
-                        .expect("the sender checked the layout");
+                    let layout = info.layout();
                     // SAFETY: the given block is the receiver's now (the
                     // sender gave it up); it lives in the node heap, and
                     // `ShmHeap` frees any rank's block there (copied above).
