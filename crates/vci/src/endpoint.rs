@@ -76,6 +76,9 @@ pub struct Endpoint {
     /// Send lanes: entry `r * vcis + v` orders this process's messages to
     /// VCI `v` of rank `r` (see [`crate::fastbox`]).
     lanes: Vec<Lane>,
+    /// Messages shorter than this may go through a fast box (0: fast
+    /// boxes are off).
+    fastbox_below: usize,
 }
 
 impl Endpoint {
@@ -196,7 +199,15 @@ impl Endpoint {
                 .iter()
                 .map(|&vs| Vci::new(vs, &config, keep_given))
                 .collect(),
-            lanes: (0..peers.len()).map(|_| Lane::new()).collect(),
+            lanes: peers
+                .iter()
+                .map(|p| Lane::new(p.fastbox_from(rank)))
+                .collect(),
+            fastbox_below: if config.fastbox {
+                FB_PAYLOAD.min(config.eager_max) + 1
+            } else {
+                0
+            },
             config,
             seg,
             peers,
@@ -229,8 +240,13 @@ impl Endpoint {
     }
 
     /// The number of the VCI that carries communicator context `context`.
+    #[inline]
     pub fn vci_of(&self, context: u32) -> usize {
-        context as usize % self.vcis.len()
+        match self.vcis.len() {
+            // The default: no division on the message path.
+            1 => 0,
+            n => context as usize % n,
+        }
     }
 
     /// This process's VCI number `v` (`v < vci_count()`).
@@ -259,7 +275,7 @@ impl Endpoint {
 
     /// Waits until `attempt` returns a value (see
     /// [`VciShared::wait_until`]); a waiter on VCI `v` sweeps the others.
-    pub(crate) fn wait_on<R>(&self, v: usize, attempt: impl FnMut() -> Option<R>) -> R {
+    pub(crate) fn wait_on<R>(&self, v: usize, attempt: impl FnMut(bool) -> Option<R>) -> R {
         self.bell().wait_until(attempt, || self.sweep(v))
     }
 
@@ -299,11 +315,11 @@ impl Endpoint {
     /// Tries to send `buf` through `dest`'s fast box of VCI `v`; returns
     /// whether it did.
     fn try_fastbox(&self, dest: u32, v: usize, tag: i32, context: u32, buf: &[u8]) -> bool {
-        let i = self.lane_index(dest, v);
-        let Some(fb) = self.peers[i].fastbox_from(self.rank) else {
+        let lane = &self.lanes[self.lane_index(dest, v)];
+        let Some(fb) = lane.ring() else {
             return false;
         };
-        let sent = fb.try_send(&mut self.lanes[i].lock(), tag, context, buf);
+        let sent = fb.try_send(&mut lane.lock(), tag, context, buf);
         if sent {
             self.peer0(dest).ring();
         }
@@ -432,11 +448,7 @@ impl Endpoint {
             error: None,
             cancelled: false,
         };
-        if !sync
-            && self.config.fastbox
-            && len <= FB_PAYLOAD.min(self.config.eager_max)
-            && self.try_fastbox(d, v, tag, context, buf)
-        {
+        if !sync && len < self.fastbox_below && self.try_fastbox(d, v, tag, context, buf) {
             return Ok(Request::complete(self, v, status));
         }
         let protocol = if len <= self.config.eager_max {
@@ -575,16 +587,48 @@ impl Endpoint {
 
     /// Sends and waits (see [`Endpoint::isend`]).
     pub fn send(&self, buf: &[u8], dest: i32, tag: i32, context: u32) -> Result<()> {
+        // A tiny message goes into the fast box without a request.
+        if buf.len() < self.fastbox_below && (0..=TAG_UB).contains(&tag) && dest != PROC_NULL {
+            let d = self.check_rank(dest)?;
+            if self.try_fastbox(d, self.vci_of(context), tag, context, buf) {
+                return Ok(());
+            }
+        }
         // SAFETY: the request is waited for at once, never leaked.
         unsafe { self.isend(buf, dest, tag, context) }?
             .wait()
             .map(drop)
     }
 
-    /// Receives and waits (see [`Endpoint::irecv`]).
+    /// Receives and waits (see [`Endpoint::irecv`]). The receive is not
+    /// posted while it waits: each attempt takes the earliest matching
+    /// message that has arrived (see [`Vci::recv_now`]), and a tiny one
+    /// goes straight from the sender's fast box into `buf`.
     pub fn recv(&self, buf: &mut [u8], source: i32, tag: i32, context: u32) -> Result<Status> {
-        // SAFETY: the request is waited for at once, never leaked.
-        unsafe { self.irecv(buf, source, tag, context) }?.wait()
+        self.check_recv_key(source, tag)?;
+        if source == PROC_NULL {
+            return Ok(Status::empty());
+        }
+        let v = self.vci_of(context);
+        let vci = &self.vcis[v];
+        let key = Key {
+            source,
+            tag,
+            context,
+        };
+        let (ptr, cap) = (buf.as_mut_ptr(), buf.len());
+        let mut seen = u64::MAX;
+        let st = self.wait_on(v, |full| {
+            if !full && !vci.news(seen) {
+                return None;
+            }
+            let mut p = vci.lock();
+            // SAFETY: `buf` is borrowed mutably for this whole call.
+            let st = unsafe { vci.recv_now(&mut p, key, ptr, cap) };
+            seen = vci.events(&p);
+            st
+        });
+        st.into_result()
     }
 
     /// The status of the earliest message that a receive with this key
@@ -618,7 +662,7 @@ impl Endpoint {
             tag,
             context,
         };
-        Ok(self.wait_on(v, || vci.iprobe(&mut vci.lock(), key)))
+        Ok(self.wait_on(v, |_| vci.iprobe(&mut vci.lock(), key)))
     }
 
     /// A matched probe: takes the earliest message a receive with this key
@@ -661,7 +705,7 @@ impl Endpoint {
             context,
         };
         let (a, st): (Arrival, Status) =
-            self.wait_on(v, || vci.take_unexpected(&mut vci.lock(), key));
+            self.wait_on(v, |_| vci.take_unexpected(&mut vci.lock(), key));
         Ok((Message::new(self, v, Some(a), st), st))
     }
 

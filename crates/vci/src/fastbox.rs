@@ -38,8 +38,10 @@
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// Slots in one pair's ring.
-pub const FB_SLOTS: usize = 16;
+/// Slots in one pair's ring: enough for the 64-message windows of the
+/// OSU bandwidth loops, and the sender reads the receiver's credit line
+/// (a cache miss) only once per half ring.
+pub const FB_SLOTS: usize = 64;
 /// Largest payload a slot carries.
 pub const FB_PAYLOAD: usize = 44;
 
@@ -107,6 +109,9 @@ pub(crate) struct LaneState {
 #[derive(Debug)]
 pub(crate) struct Lane {
     locked: AtomicBool,
+    /// The destination's ring for this process (`None`: it has no fast
+    /// boxes).
+    ring: Option<&'static FbPair>,
     state: UnsafeCell<LaneState>,
 }
 
@@ -120,15 +125,21 @@ pub(crate) struct LaneGuard<'a> {
 }
 
 impl Lane {
-    pub(crate) fn new() -> Lane {
+    pub(crate) fn new(ring: Option<&'static FbPair>) -> Lane {
         Lane {
             locked: AtomicBool::new(false),
+            ring,
             state: UnsafeCell::new(LaneState {
                 next: 1,
                 credit: 0,
                 fastbox_sent: 0,
             }),
         }
+    }
+
+    /// The destination's ring for this process, if it has fast boxes.
+    pub(crate) fn ring(&self) -> Option<&'static FbPair> {
+        self.ring
     }
 
     pub(crate) fn lock(&self) -> LaneGuard<'_> {
@@ -201,21 +212,29 @@ impl FbPair {
             }
         }
         let slot = &self.slots[(seq % FB_SLOTS as u64) as usize];
-        let mut body = FbBody {
-            tag,
-            context,
-            len: buf.len() as u32,
-            data: [0; FB_PAYLOAD],
-        };
-        body.data[..buf.len()].copy_from_slice(buf);
+        let body = slot.body.get();
         // SAFETY: we hold the lane lock (the only writer for this pair) and
         // have credit: the receiver finished reading this slot and will not
-        // read it again before we publish `seq` below.
-        unsafe { slot.body.get().write(body) };
+        // read it again before we publish `seq` below. `buf` fits the data
+        // (checked by the caller) and is not the slot. Bytes of `data`
+        // past `len` keep whatever they held: nobody reads them.
+        unsafe {
+            (*body).tag = tag;
+            (*body).context = context;
+            (*body).len = buf.len() as u32;
+            let data = std::ptr::addr_of_mut!((*body).data).cast::<u8>();
+            copy_small(buf.as_ptr(), data, buf.len().min(FB_PAYLOAD));
+        }
         // SYNC POINT: Release pairs with the receiver's Acquire load in
         // `take`: the body is visible when the sequence number is.
         slot.seq.store(seq, Ordering::Release);
         lane.next = seq + 1;
+        if seq - lane.credit == FB_SLOTS as u64 / 2 {
+            // Half the credit is used: refresh it now, after the message
+            // is on its way, rather than on a later send's path.
+            // SYNC POINT: Acquire, as above.
+            lane.credit = self.consumed.0.load(Ordering::Acquire);
+        }
         lane.fastbox_sent += 1;
         true
     }
@@ -236,11 +255,127 @@ impl FbPair {
         Some(body)
     }
 
+    /// Takes message `seq` straight into `buf` (`cap` bytes) if it is in
+    /// its slot and `wanted(tag, context)` says yes (the receiver, under its
+    /// VCI lock, with `seq` the next number it expects); returns its tag
+    /// and length. A message that is not wanted stays in its slot.
+    ///
+    /// # Safety
+    ///
+    /// `buf` is valid for writes of `cap` bytes and is not a slot.
+    pub(crate) unsafe fn take_into(
+        &self,
+        seq: u64,
+        wanted: impl FnOnce(i32, u32) -> bool,
+        buf: *mut u8,
+        cap: usize,
+    ) -> Option<(i32, usize)> {
+        let slot = &self.slots[(seq % FB_SLOTS as u64) as usize];
+        // SYNC POINT: Acquire pairs with the Release store in `try_send`:
+        // the body written before it is visible.
+        if slot.seq.load(Ordering::Acquire) != seq {
+            return None;
+        }
+        let body = slot.body.get();
+        // SAFETY: the sender published `seq` (Acquire above) and will not
+        // write the slot again before we publish our credit below; the
+        // fields are plain data.
+        let (tag, context, len) = unsafe { ((*body).tag, (*body).context, (*body).len as usize) };
+        if !wanted(tag, context) {
+            return None;
+        }
+        // SAFETY: as above for the slot; `len <= FB_PAYLOAD` (the sender's
+        // check), and `buf` holds `cap` bytes (caller's contract) and is
+        // not this slot.
+        unsafe {
+            let data = std::ptr::addr_of!((*body).data).cast::<u8>();
+            copy_small(data, buf, len.min(cap).min(FB_PAYLOAD));
+        }
+        self.consumed(seq);
+        Some((tag, len))
+    }
+
+    /// Whether message `seq` seems to be in its slot (a lock-free hint for
+    /// waiters; [`FbPair::take`] is what takes it).
+    pub(crate) fn ready(&self, seq: u64) -> bool {
+        // Relaxed: a hint only; `take` reads the word again with Acquire.
+        self.slots[(seq % FB_SLOTS as u64) as usize]
+            .seq
+            .load(Ordering::Relaxed)
+            == seq
+    }
+
     /// Publishes that every message up to `seq` was consumed.
     pub(crate) fn consumed(&self, seq: u64) {
         // SYNC POINT: Release pairs with the Acquire load in `try_send`: our
         // reads of the slots up to `seq` happen before the sender reuses
         // them.
         self.consumed.0.store(seq, Ordering::Release);
+    }
+}
+
+/// Copies `n <= 64` bytes from `src` to `dst` with a few unaligned moves
+/// (two that may overlap cover any length in a power-of-two range), where
+/// a call to `memcpy` would cost more than the copy itself.
+///
+/// # Safety
+///
+/// `src` is valid for reads and `dst` for writes of `n` bytes, and the two
+/// ranges do not overlap.
+#[inline(always)]
+unsafe fn copy_small(src: *const u8, dst: *mut u8, n: usize) {
+    debug_assert!(n <= 64);
+    /// Copies `N` bytes at offset 0 and `N` bytes ending at `n`
+    /// (`N <= n <= 2N`).
+    ///
+    /// # Safety
+    ///
+    /// As for `copy_small`, with `N <= n`.
+    #[inline(always)]
+    unsafe fn pair<const N: usize>(src: *const u8, dst: *mut u8, n: usize) {
+        // SAFETY: `N <= n`, so both N-byte ranges lie in the first `n` bytes
+        // of each buffer (caller's contract); unaligned reads and writes of
+        // byte arrays.
+        unsafe {
+            let head = src.cast::<[u8; N]>().read_unaligned();
+            let tail = src.add(n - N).cast::<[u8; N]>().read_unaligned();
+            dst.cast::<[u8; N]>().write_unaligned(head);
+            dst.add(n - N).cast::<[u8; N]>().write_unaligned(tail);
+        }
+    }
+    // SAFETY: each arm meets `pair`'s `N <= n` (and `n <= 2N`), or, for
+    // 1–3 bytes, touches only indices below `n`; the caller's contract
+    // covers the rest.
+    unsafe {
+        match n {
+            32.. => pair::<32>(src, dst, n),
+            16.. => pair::<16>(src, dst, n),
+            8.. => pair::<8>(src, dst, n),
+            4.. => pair::<4>(src, dst, n),
+            0 => {}
+            _ => {
+                *dst = *src;
+                *dst.add(n / 2) = *src.add(n / 2);
+                *dst.add(n - 1) = *src.add(n - 1);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::copy_small;
+
+    #[test]
+    fn copy_small_every_length() {
+        let src: Vec<u8> = (1..=64).collect();
+        for n in 0..=64 {
+            let mut dst = [0u8; 66];
+            // SAFETY: `src` holds 64 bytes, `dst` 66; distinct buffers.
+            unsafe { copy_small(src.as_ptr(), dst.as_mut_ptr().add(1), n) };
+            assert_eq!(dst[0], 0, "n = {n}");
+            assert_eq!(&dst[1..=n], &src[..n], "n = {n}");
+            assert!(dst[n + 1..].iter().all(|&b| b == 0), "n = {n}");
+        }
     }
 }

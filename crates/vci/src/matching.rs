@@ -165,8 +165,6 @@ pub(crate) struct Private {
     /// until the request collects them.
     slots: Vec<Option<RecvSlot>>,
     free: Vec<u32>,
-    /// Per sender: the sequence number of the next message to take.
-    pub expected: Vec<u64>,
 }
 
 // SAFETY: the raw pointers in `Private` are (1) envelopes in the node heap,
@@ -176,14 +174,6 @@ pub(crate) struct Private {
 unsafe impl Send for Private {}
 
 impl Private {
-    /// Matching state for messages from `ranks` senders.
-    pub(crate) fn new(ranks: u32) -> Private {
-        Private {
-            expected: vec![1; ranks as usize],
-            ..Private::default()
-        }
-    }
-
     /// Stores a receive slot; returns its index (the request's id).
     pub(crate) fn insert(&mut self, slot: RecvSlot) -> u32 {
         match self.free.pop() {

@@ -32,7 +32,7 @@ use crate::endpoint::Endpoint;
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::matching::Private;
-use crate::vci::Vci;
+use crate::vci::{PrivateGuard, Vci};
 use crate::{ANY_TAG, PROC_NULL};
 use std::marker::PhantomData;
 use std::ptr::NonNull;
@@ -130,8 +130,15 @@ pub struct Request<'a> {
     /// The VCI the operation belongs to.
     vci: usize,
     state: State,
+    /// The VCI's events count when this request last held the VCI lock
+    /// ([`NEVER`] before): while it is unchanged and [`Vci::news`] has
+    /// nothing, waiting skips the lock.
+    seen: u64,
     _buf: PhantomData<&'a mut [u8]>,
 }
+
+/// A `seen` no events count equals soon: the first attempt takes the lock.
+const NEVER: u64 = u64::MAX;
 
 impl<'a> Request<'a> {
     pub(crate) fn complete(ep: &'a Endpoint, vci: usize, status: Status) -> Self {
@@ -139,6 +146,7 @@ impl<'a> Request<'a> {
             ep,
             vci,
             state: State::Complete(status),
+            seen: NEVER,
             _buf: PhantomData,
         }
     }
@@ -153,6 +161,7 @@ impl<'a> Request<'a> {
             ep,
             vci,
             state: State::Send { env, status },
+            seen: NEVER,
             _buf: PhantomData,
         }
     }
@@ -162,6 +171,7 @@ impl<'a> Request<'a> {
             ep,
             vci,
             state: State::Recv(id),
+            seen: NEVER,
             _buf: PhantomData,
         }
     }
@@ -184,6 +194,23 @@ impl<'a> Request<'a> {
             let blocks = unsafe { syn.copy_blocks(src) };
             self.ep.vci_at(self.vci).count_sender_blocks(blocks);
         }
+    }
+
+    /// A send the receiver has finished with completes without the VCI
+    /// lock.
+    fn poll_send(state: &mut State) -> Option<Status> {
+        let State::Send { env, status } = *state else {
+            return None;
+        };
+        // SAFETY: the envelope stays allocated until we free it here.
+        if !unsafe { env.as_ref() }.is_complete() {
+            return None;
+        }
+        // SAFETY: the receiver completed the envelope and will not touch it
+        // again; it is no longer queued.
+        unsafe { Envelope::destroy(env) };
+        *state = State::Complete(status);
+        Some(status)
     }
 
     /// One check under the VCI lock (progress already ran).
@@ -212,19 +239,28 @@ impl<'a> Request<'a> {
         if let State::Complete(st) = self.state {
             return st.into_result().map(Some);
         }
-        match self.attempt() {
+        match self.attempt(true) {
             Some(st) => st.into_result().map(Some),
             None => Ok(None),
         }
     }
 
-    /// One attempt: help, then progress and poll under the VCI lock.
-    fn attempt(&mut self) -> Option<Status> {
+    /// One attempt: help; a finished send completes at once; then, if
+    /// `full` or the VCI has news, progress and poll under the VCI lock.
+    fn attempt(&mut self, full: bool) -> Option<Status> {
         self.help();
+        if let Some(st) = Self::poll_send(&mut self.state) {
+            return Some(st);
+        }
         let vci = self.ep.vci_at(self.vci);
+        if !full && !vci.news(self.seen) {
+            return None;
+        }
         let mut guard = vci.lock();
         vci.progress(&mut guard);
-        Self::poll(&mut self.state, vci, &mut guard)
+        let st = Self::poll(&mut self.state, vci, &mut guard);
+        self.seen = vci.events(&guard);
+        st
     }
 
     fn wait_status(&mut self) -> Status {
@@ -232,7 +268,7 @@ impl<'a> Request<'a> {
             return st;
         }
         let (ep, v) = (self.ep, self.vci);
-        ep.wait_on(v, || self.attempt())
+        ep.wait_on(v, |full| self.attempt(full))
     }
 
     /// Waits until the request has finished; a truncated receive is
@@ -277,21 +313,25 @@ fn help_set(requests: &[Option<Request<'_>>]) {
     }
 }
 
-/// One pass over the set: helps pending sends, then progresses each VCI
-/// the set uses and polls its requests under that VCI's lock (a run of
-/// requests of one VCI takes the lock once). Returns whether any request
-/// is finished.
-fn poll_set(requests: &mut [Option<Request<'_>>]) -> bool {
+/// One pass over the set: helps pending sends and completes finished
+/// ones, then progresses each VCI the set uses and polls its requests under
+/// that VCI's lock (a run of requests of one VCI takes the lock once) —
+/// unless `full` is unset and the VCI has no news for the request. Returns
+/// whether any request is finished.
+fn poll_set(requests: &mut [Option<Request<'_>>], full: bool) -> bool {
     help_set(requests);
     let mut any = false;
-    let mut held: Option<(usize, std::sync::MutexGuard<'_, Private>)> = None;
+    let mut held: Option<(usize, PrivateGuard<'_>)> = None;
     for r in requests.iter_mut().flatten() {
-        if r.is_complete() {
+        if r.is_complete() || Request::poll_send(&mut r.state).is_some() {
             any = true;
             continue;
         }
         let vci: &Vci = r.ep.vci_at(r.vci);
         if held.as_ref().map(|h| h.0) != Some(r.vci) {
+            if !full && !vci.news(r.seen) {
+                continue;
+            }
             drop(held.take());
             let mut g = vci.lock();
             vci.progress(&mut g);
@@ -299,6 +339,7 @@ fn poll_set(requests: &mut [Option<Request<'_>>]) -> bool {
         }
         if let Some((_, g)) = held.as_mut() {
             any |= Request::poll(&mut r.state, vci, g).is_some();
+            r.seen = vci.events(g);
         }
     }
     any
@@ -314,7 +355,7 @@ fn wait_set(requests: &mut [Option<Request<'_>>]) {
     if requests.iter().flatten().any(Request::is_complete) {
         return;
     }
-    ep.wait_on(v, || poll_set(requests).then_some(()));
+    ep.wait_on(v, |full| poll_set(requests, full).then_some(()));
 }
 
 /// Takes the finished requests out of the set (leaving `None`), the first
@@ -377,7 +418,7 @@ pub fn wait_some(requests: &mut [Option<Request<'_>>]) -> Vec<(usize, Status)> {
 /// (also when every entry is `None`).
 pub fn test_any(requests: &mut [Option<Request<'_>>]) -> Option<(usize, Status)> {
     if !requests.iter().flatten().any(Request::is_complete) {
-        poll_set(requests);
+        poll_set(requests, true);
     }
     take_finished(requests, true).pop()
 }
@@ -385,7 +426,7 @@ pub fn test_any(requests: &mut [Option<Request<'_>>]) -> Option<(usize, Status)>
 /// Drives progress once; takes out every finished request and returns
 /// their indices and statuses (empty if none has finished).
 pub fn test_some(requests: &mut [Option<Request<'_>>]) -> Vec<(usize, Status)> {
-    poll_set(requests);
+    poll_set(requests, true);
     take_finished(requests, false)
 }
 
@@ -395,7 +436,7 @@ pub fn test_some(requests: &mut [Option<Request<'_>>]) -> Vec<(usize, Status)> {
 /// was. As [`wait_all`]: if any finished request failed,
 /// [`Error::InStatus`] with every status.
 pub fn test_all(requests: &mut [Option<Request<'_>>]) -> Result<Option<Vec<Status>>> {
-    poll_set(requests);
+    poll_set(requests, true);
     if !requests.iter().flatten().all(Request::is_complete) {
         return Ok(None);
     }

@@ -50,15 +50,18 @@ use crate::owned::OwnedBlock;
 use crate::request::{Status, StatusError};
 use shmheap::sync::futex::{futex_wait, wake_all};
 use shmheap::sync::mpsc::{MpscLink, MpscQueue, Pop};
+use shmheap::sync::mutex::{RawShmMutex, RawShmMutexGuard};
 use shmheap::ShmHeap;
 use std::alloc::GlobalAlloc;
+use std::cell::UnsafeCell;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 /// Magic number of an initialised [`VciShared`] ("VCI1").
 pub const VCI_MAGIC: u32 = 0x5643_4931;
+/// Empty attempts between sweeps (and full attempts) while spinning.
+const SWEEP_EVERY: u32 = 64;
 /// Longest doorbell sleep before a waiter polls again.
 const MAX_SLEEP: Duration = Duration::from_millis(2);
 
@@ -71,17 +74,24 @@ struct Doorbell {
 }
 
 impl Doorbell {
+    /// Wakes the owner's sleeping waiters, if any, after the caller made
+    /// an event they may wait for (a queued envelope, a filled fast-box
+    /// slot, a completion store). Writes nothing while nobody sleeps, so
+    /// a stream of messages does not bounce this line between senders.
     fn ring(&self) {
-        // SYNC POINT: SeqCst RMW. Its release half publishes the event the
-        // caller made (queued envelope, completion store) to a waiter whose
-        // SeqCst load of `seq` reads this value; with the SeqCst load of
-        // `sleepers` below and the waiter's SeqCst `sleepers` increment and
-        // `seq` load it forms a Dekker pair: either the waiter reads the new
-        // `seq` (and so sees the event, or does not sleep: the futex compares
-        // `seq`), or this thread sees the waiter in `sleepers` and wakes it.
-        self.seq.fetch_add(1, Ordering::SeqCst);
-        // SYNC POINT: SeqCst, second half of the Dekker pair above.
-        if self.sleepers.load(Ordering::SeqCst) != 0 {
+        // SYNC POINT: SeqCst fence, our half of a Dekker pair with the fence
+        // in `VciShared::wait_until` (after the waiter's `sleepers`
+        // increment, before its last attempt): either this load sees the
+        // waiter, or the waiter's attempt sees the event we made before the
+        // fence.
+        fence(Ordering::SeqCst);
+        // Relaxed: ordered by the fence above.
+        if self.sleepers.load(Ordering::Relaxed) != 0 {
+            // SYNC POINT: Release pairs with the waiter's Acquire load of
+            // `seq`: a waiter that reads the new value sees our event. The
+            // futex compares `seq`, so a waiter that read the old value
+            // either sleeps and is woken below or does not sleep.
+            self.seq.fetch_add(1, Ordering::Release);
             wake_all(&self.seq);
         }
     }
@@ -342,12 +352,72 @@ fn read(c: &AtomicU64) -> u64 {
     c.load(Ordering::Relaxed)
 }
 
+/// The VCI lock and the private part it guards: a futex mutex (one CAS to
+/// take it, one swap to release it) without poisoning — a panic while it
+/// is held leaves the lists consistent, since each step moves one element.
+#[derive(Debug)]
+struct Locked {
+    raw: RawShmMutex,
+    private: UnsafeCell<Private>,
+}
+
+// SAFETY: `private` is reached only through a `PrivateGuard`, which exists
+// while its thread holds `raw`; `Private` is `Send`.
+unsafe impl Sync for Locked {}
+
+/// The held VCI lock: derefs to the VCI's private part.
+pub(crate) struct PrivateGuard<'a> {
+    _held: RawShmMutexGuard<'a>,
+    private: &'a UnsafeCell<Private>,
+}
+
+impl<'a> PrivateGuard<'a> {
+    fn new(held: RawShmMutexGuard<'a>, locked: &'a Locked) -> Self {
+        PrivateGuard {
+            _held: held,
+            private: &locked.private,
+        }
+    }
+}
+
+impl std::ops::Deref for PrivateGuard<'_> {
+    type Target = Private;
+    fn deref(&self) -> &Private {
+        // SAFETY: we hold the lock, so no `&mut` to the private part exists
+        // elsewhere.
+        unsafe { &*self.private.get() }
+    }
+}
+
+impl std::ops::DerefMut for PrivateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Private {
+        // SAFETY: we hold the lock, and `&mut self` makes this the only
+        // reference through this guard.
+        unsafe { &mut *self.private.get() }
+    }
+}
+
+/// A counter on a cache line of its own.
+#[repr(C, align(64))]
+#[derive(Debug, Default)]
+struct PaddedU64(AtomicU64);
+
 /// One VCI of this process: the shared part and the locked private part.
 #[repr(C, align(64))]
 #[derive(Debug)]
 pub struct Vci {
     shared: &'static VciShared,
-    private: Mutex<Private>,
+    private: Locked,
+    /// Progress events: advanced under the lock whenever progress took a
+    /// message or a receive changed state, so that a thread waiting
+    /// without the lock ([`Vci::news`]) knows when to look again.
+    events: PaddedU64,
+    /// Per sender: the sequence number of the next message to take.
+    /// Written under the lock only; read without it by [`Vci::news`].
+    expected: Box<[AtomicU64]>,
+    /// The fast-box rings this VCI keeps, by sender (empty without fast
+    /// boxes).
+    rings: &'static [FbPair],
     stats: Counters,
     /// Smallest synergistically copied message (bytes).
     syn_min: u64,
@@ -367,9 +437,25 @@ impl Vci {
         config: &crate::Config,
         keep_given: bool,
     ) -> Self {
+        let rings = if shared.fastbox == 0 {
+            &[][..]
+        } else {
+            // SAFETY: the rings, `ranks` FbPairs in the owner's arena, were
+            // allocated (zeroed: every slot empty) before publication and
+            // are never freed; FbPair is Sync (its module's protocol).
+            unsafe {
+                std::slice::from_raw_parts(shared.fastbox as *const FbPair, shared.ranks as usize)
+            }
+        };
         Vci {
             shared,
-            private: Mutex::new(Private::new(shared.ranks)),
+            private: Locked {
+                raw: RawShmMutex::new(),
+                private: UnsafeCell::new(Private::default()),
+            },
+            events: PaddedU64::default(),
+            expected: (0..shared.ranks).map(|_| AtomicU64::new(1)).collect(),
+            rings,
             ranks: shared.ranks,
             stats: Counters::default(),
             syn_min: config.synergistic_min as u64,
@@ -383,10 +469,9 @@ impl Vci {
         self.shared
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Private> {
-        // A panic while holding the lock leaves the lists consistent (each
-        // step moves one element), so a poisoned lock is still usable.
-        self.private.lock().unwrap_or_else(|e| e.into_inner())
+    /// Takes the VCI lock.
+    pub(crate) fn lock(&self) -> PrivateGuard<'_> {
+        PrivateGuard::new(self.private.raw.lock(), &self.private)
     }
 
     /// Counts a sent message.
@@ -436,10 +521,12 @@ impl Vci {
     /// incoming queue, then each sender's fast box. Each message matches the
     /// earliest matching posted receive or joins the unexpected list.
     pub(crate) fn progress(&self, p: &mut Private) {
+        let mut took = false;
         // Empty or Inconsistent (a sender is between its swap and its link;
         // it rings the doorbell after linking, so a waiter polls again) end
         // the loop.
         while let Pop::Item(node) = self.pop(p) {
+            took = true;
             let env = NonNull::new(node.cast::<Envelope>()).expect("queued nodes are non-null");
             // SAFETY: a popped envelope is valid and ours until delivered.
             let (source, seq) = unsafe { (env.as_ref().source(), env.as_ref().seq()) };
@@ -448,19 +535,64 @@ impl Vci {
             self.catch_up(p, source, seq);
             // SAFETY: popped from our queue, valid.
             self.arrive(p, unsafe { Arrival::envelope(env) });
-            if let Some(e) = p.expected.get_mut(source as usize) {
-                *e = seq + 1;
+            if let Some(e) = self.expected.get(source as usize) {
+                // Relaxed: written only under the lock (which we hold);
+                // lock-free readers take it as a hint (see `news`).
+                e.store(seq + 1, Ordering::Relaxed);
             }
-            if let Some(fb) = self.shared.fastbox_from(source) {
+            if let Some(fb) = self.rings.get(source as usize) {
                 fb.consumed(seq);
             }
         }
-        for source in 0..self.ranks {
-            let Some(fb) = self.shared.fastbox_from(source) else {
-                continue;
-            };
-            while self.take_small(p, fb, source) {}
+        for (source, fb) in self.rings.iter().enumerate() {
+            while self.take_small(p, fb, source as u32) {
+                took = true;
+            }
         }
+        if took {
+            self.note_event(p);
+        }
+    }
+
+    /// Advances the events count (under the lock: `_locked`).
+    pub(crate) fn note_event(&self, _locked: &mut Private) {
+        // Relaxed load: only lock holders write the count, and we hold the
+        // lock. SYNC POINT: the Release store pairs with the Acquire load
+        // in `news`: a waiter that sees the new count sees the matching
+        // state (expected numbers, finished receives) we changed before.
+        let n = self.events.0.load(Ordering::Relaxed);
+        self.events.0.store(n.wrapping_add(1), Ordering::Release);
+    }
+
+    /// The events count as of now (read under the lock: `_locked`).
+    pub(crate) fn events(&self, _locked: &Private) -> u64 {
+        // Relaxed: only lock holders write it, and we hold the lock.
+        self.events.0.load(Ordering::Relaxed)
+    }
+
+    /// Whether a locked attempt might find something new since the caller
+    /// last held the lock and saw the events count `seen`: another thread
+    /// progressed (the count moved), an envelope is queued, or a sender's
+    /// next fast-box message is in its slot. Reads no lock and writes
+    /// nothing, so a waiter can ask in a tight loop while the lines it
+    /// reads stay in its cache until a sender writes them.
+    ///
+    /// A hint: it may say yes for nothing (a message another thread is
+    /// taking right now), and it may miss a message only while another
+    /// thread's progress is under way, which then moves the count; waiters
+    /// still take the lock now and then, and always before they sleep.
+    pub(crate) fn news(&self, seen: u64) -> bool {
+        // SYNC POINT: Acquire pairs with the Release store in `note_event`.
+        if self.events.0.load(Ordering::Acquire) != seen {
+            return true;
+        }
+        if !self.shared.incoming.is_empty() {
+            return true;
+        }
+        self.rings.iter().zip(self.expected.iter()).any(|(fb, e)| {
+            // Relaxed: a hint; the count above says it is what we left.
+            fb.ready(e.load(Ordering::Relaxed))
+        })
     }
 
     /// Pops the incoming queue (`_locked` proves the VCI lock is held).
@@ -473,10 +605,11 @@ impl Vci {
 
     /// Takes `source`'s fast-box messages numbered before `seq`.
     fn catch_up(&self, p: &mut Private, source: u32, seq: u64) {
-        let Some(fb) = self.shared.fastbox_from(source) else {
+        let Some(fb) = self.rings.get(source as usize) else {
             return;
         };
-        while p.expected[source as usize] < seq {
+        // Relaxed: written only under the lock, which we hold.
+        while self.expected[source as usize].load(Ordering::Relaxed) < seq {
             // Published before the envelope was queued, so visible; a stale
             // read can only be momentary.
             if !self.take_small(p, fb, source) {
@@ -487,10 +620,14 @@ impl Vci {
 
     /// Takes the next message from `source`'s fast box `fb`, if it is there.
     fn take_small(&self, p: &mut Private, fb: &FbPair, source: u32) -> bool {
-        let Some(body) = fb.take(p.expected[source as usize]) else {
+        let e = &self.expected[source as usize];
+        // Relaxed (load and store): written only under the lock, which we
+        // hold; lock-free readers take it as a hint (see `news`).
+        let seq = e.load(Ordering::Relaxed);
+        let Some(body) = fb.take(seq) else {
             return false;
         };
-        p.expected[source as usize] += 1;
+        e.store(seq + 1, Ordering::Relaxed);
         self.arrive(p, Arrival::small(source, body));
         true
     }
@@ -810,6 +947,89 @@ impl Vci {
         id
     }
 
+    /// One attempt of a blocking receive (under the lock): delivers the
+    /// earliest message matching `key` that has arrived into `buf` (`cap`
+    /// bytes) and returns its status, or `None`.
+    ///
+    /// A blocking receive is not posted: between its attempts, messages
+    /// that other threads' progress takes go to their posted receives
+    /// first, else to the unexpected list, where the next attempt finds
+    /// them. (Concurrent receives of several threads have no order in
+    /// MPI, which also promises no fairness between them.) When no
+    /// receive is posted and nothing unexpected matches, the next message
+    /// of a named source that waits in its fast box and matches is the
+    /// earliest match: it is copied straight from the slot into `buf`.
+    ///
+    /// # Safety
+    ///
+    /// `buf` is valid for writes of `cap` bytes (and not otherwise in use)
+    /// for the duration of the call.
+    pub(crate) unsafe fn recv_now(
+        &self,
+        p: &mut Private,
+        key: Key,
+        buf: *mut u8,
+        cap: usize,
+    ) -> Option<Status> {
+        if p.posted.is_empty() && !p.unexpected.iter().any(|a| key.matches(&a.key)) {
+            // SAFETY: the caller's contract.
+            if let Some(st) = unsafe { self.take_direct(p, key, buf, cap) } {
+                return Some(st);
+            }
+        }
+        self.progress(p);
+        let a = p.match_unexpected(&key)?;
+        bump(&self.stats.matched_unexpected);
+        // SAFETY: the arrival is ours (taken off the unexpected list); the
+        // buffer is valid (caller's contract).
+        Some(unsafe { self.deliver(a, Target::Buffer { buf, cap }) })
+    }
+
+    /// The next message of `key.source` if it waits in its fast box and
+    /// matches `key`: copied into `buf`, its status returned. The caller
+    /// made sure that nothing posted or unexpected comes first.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Vci::recv_now`].
+    unsafe fn take_direct(
+        &self,
+        p: &mut Private,
+        key: Key,
+        buf: *mut u8,
+        cap: usize,
+    ) -> Option<Status> {
+        let source = usize::try_from(key.source).ok()?;
+        let fb = self.rings.get(source)?;
+        let e = &self.expected[source];
+        // Relaxed: written only under the lock, which we hold.
+        let seq = e.load(Ordering::Relaxed);
+        let wanted = |tag: i32, context: u32| {
+            key.matches(&Key {
+                source: key.source,
+                tag,
+                context,
+            })
+        };
+        // SAFETY: `buf` holds `cap` bytes (caller's contract).
+        let (tag, len) = unsafe { fb.take_into(seq, wanted, buf, cap) }?;
+        // Relaxed: as above; lock-free readers take it as a hint.
+        e.store(seq + 1, Ordering::Relaxed);
+        self.note_event(p);
+        bump(&self.stats.received[Protocol::Immediate as usize - 1]);
+        bump(&self.stats.recv_fastbox);
+        let n = len.min(cap);
+        Some(Status {
+            source: key.source,
+            tag,
+            count: n as u64,
+            error: (n < len).then_some(StatusError::Truncate {
+                message_len: len as u64,
+            }),
+            cancelled: false,
+        })
+    }
+
     /// The status of receive `id` if it is finished (done or cancelled),
     /// forgetting it; `None` while it is posted.
     pub(crate) fn take_recv(&self, p: &mut Private, id: u32) -> Option<Status> {
@@ -834,6 +1054,7 @@ impl Vci {
             return false;
         };
         p.posted.remove(i);
+        self.note_event(p);
         if let Some(slot) = p.slot_mut(id) {
             let mut st = Status::empty();
             st.cancelled = true;
@@ -867,16 +1088,12 @@ impl Vci {
     /// Tries to progress this VCI without waiting for its lock (a sweep by
     /// a thread that waits on another VCI). Returns whether it did.
     pub(crate) fn try_progress(&self) -> bool {
-        match self.private.try_lock() {
-            Ok(mut g) => {
-                self.progress(&mut g);
+        match self.private.raw.try_lock() {
+            Some(g) => {
+                self.progress(&mut PrivateGuard::new(g, &self.private));
                 true
             }
-            Err(std::sync::TryLockError::Poisoned(e)) => {
-                self.progress(&mut e.into_inner());
-                true
-            }
-            Err(std::sync::TryLockError::WouldBlock) => false,
+            None => false,
         }
     }
 }
@@ -884,20 +1101,26 @@ impl Vci {
 impl VciShared {
     /// Waits until `attempt` returns a value: spins, yields, then sleeps on
     /// this (the rank's) doorbell; `sweep` runs after repeated empty
-    /// attempts, and before every sleep.
+    /// attempts, and before every sleep. `attempt(full)` may skip work it
+    /// knows to be useless (a lock-free check for news, [`Vci::news`])
+    /// unless `full` is set: every [`SWEEP_EVERY`]th attempt and the
+    /// attempt before a sleep are full.
     pub(crate) fn wait_until<R>(
         &self,
-        mut attempt: impl FnMut() -> Option<R>,
+        mut attempt: impl FnMut(bool) -> Option<R>,
         mut sweep: impl FnMut(),
     ) -> R {
-        /// Empty attempts between sweeps while spinning.
-        const SWEEP_EVERY: u32 = 64;
         /// How long to poll back to back before yielding: long enough for
         /// a peer on another core to answer, short enough not to hold a
         /// core that a peer needs when ranks outnumber cores.
         const SPIN: Duration = Duration::from_micros(20);
         /// Yields before sleeping.
         const YIELDS: u32 = 16;
+        /// Attempts made back to back before the spinning slows down with
+        /// `pause` (which takes tens of nanoseconds on some processors, as
+        /// long as a whole attempt: spinning without it first answers a
+        /// quick peer sooner).
+        const HOT: u32 = 256;
         let bell = &self.bell;
         let mut empty = 0u32;
         let mut spin_until: Option<Instant> = None;
@@ -905,7 +1128,7 @@ impl VciShared {
         let mut yields = 0u32;
         loop {
             if yields < YIELDS {
-                if let Some(r) = attempt() {
+                if let Some(r) = attempt(empty % SWEEP_EVERY == 0) {
                     return r;
                 }
                 empty += 1;
@@ -917,19 +1140,21 @@ impl VciShared {
                     // The clock is read now and then, not on every attempt.
                     let now = Instant::now();
                     yielding = now >= *spin_until.get_or_insert(now + SPIN);
-                } else {
+                } else if empty > HOT {
                     std::hint::spin_loop();
                 }
                 continue;
             }
             sweep();
-            // SYNC POINT: SeqCst, the waiter's half of the Dekker pair in
-            // `Doorbell::ring`: announce ourselves before reading `seq`.
-            bell.sleepers.fetch_add(1, Ordering::SeqCst);
-            // SYNC POINT: SeqCst (acquire): reading a ringer's increment
-            // makes its event visible to the attempt below; see `ring`.
-            let seq = bell.seq.load(Ordering::SeqCst);
-            let r = attempt();
+            // Relaxed increment, then SYNC POINT: the SeqCst fence is the
+            // waiter's half of the Dekker pair in `Doorbell::ring`: a ringer
+            // either sees us in `sleepers` or made its event visible to the
+            // attempt below.
+            bell.sleepers.fetch_add(1, Ordering::Relaxed);
+            fence(Ordering::SeqCst);
+            // SYNC POINT: Acquire pairs with the ringer's Release increment.
+            let seq = bell.seq.load(Ordering::Acquire);
+            let r = attempt(true);
             if r.is_none() {
                 futex_wait(&bell.seq, seq, MAX_SLEEP);
             }

@@ -91,15 +91,19 @@ fn baseline(ep: &Endpoint) -> u64 {
     let peer = (me + 1) % ep.size();
     let from = (me + ep.size() - 1) % ep.size();
     let mut b = [0u8; 1];
-    // A receive posted before its message, and a message that waits for
-    // its receive, so both lists have grown.
+    // A receive posted before its message, and messages that wait for
+    // their receive, so both lists have grown.
     // SAFETY: waited for below.
     let r = unsafe { ep.irecv(&mut b, from, 98, 0) }.expect("warm-up receive");
     ep.barrier();
     ep.send(&[0], peer, 98, 0).expect("warm-up send");
     r.wait().expect("warm-up receive");
     ep.send(&[0], peer, 97, 0).expect("warm-up send");
+    ep.send(&[0], peer, 96, 0).expect("warm-up send");
     ep.barrier();
+    // Taking the second first moves the first to the unexpected list.
+    ep.recv(&mut [0u8; 1], from, 96, 0)
+        .expect("warm-up receive");
     ep.recv(&mut [0u8; 1], from, 97, 0)
         .expect("warm-up receive");
     ep.barrier();
