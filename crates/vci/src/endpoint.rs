@@ -41,7 +41,7 @@
 use crate::config::Config;
 use crate::envelope::{alloc_bounce, free_bounce, Envelope, Header, Protocol, FLAG_SYN, FLAG_SYNC};
 use crate::error::{Error, Result};
-use crate::fastbox::{FbPair, Lane, FB_PAYLOAD};
+use crate::fastbox::{FbHead, FbPair, Lane, FB_PAYLOAD, KIND_PLAIN};
 use crate::matching::{Arrival, Key, Target};
 use crate::message::Message;
 use crate::request::{Request, Status};
@@ -315,11 +315,30 @@ impl Endpoint {
     /// Tries to send `buf` through `dest`'s fast box of VCI `v`; returns
     /// whether it did.
     fn try_fastbox(&self, dest: u32, v: usize, tag: i32, context: u32, buf: &[u8]) -> bool {
+        let head = FbHead {
+            tag,
+            context,
+            len: buf.len() as u32,
+            kind: KIND_PLAIN,
+        };
+        self.try_slot(dest, v, head, buf)
+    }
+
+    /// Tries to put a message (header `head`, payload `bytes`) into
+    /// `dest`'s fast box of VCI `v`; returns whether it did.
+    pub(crate) fn try_slot(&self, dest: u32, v: usize, head: FbHead, bytes: &[u8]) -> bool {
         let lane = &self.lanes[self.lane_index(dest, v)];
         let Some(fb) = lane.ring() else {
             return false;
         };
-        let sent = fb.try_send(&mut lane.lock(), tag, context, buf);
+        let sent = {
+            let mut l = lane.lock();
+            let sent = fb.try_send(&mut l, head, bytes);
+            if sent && head.kind == KIND_PLAIN {
+                l.fastbox_sent += 1;
+            }
+            sent
+        };
         if sent {
             self.peer0(dest).ring();
         }
@@ -602,9 +621,33 @@ impl Endpoint {
 
     /// Receives and waits (see [`Endpoint::irecv`]). The receive is not
     /// posted while it waits: each attempt takes the earliest matching
-    /// message that has arrived (see [`Vci::recv_now`]), and a tiny one
-    /// goes straight from the sender's fast box into `buf`.
+    /// message that has arrived (receives posted by other threads come
+    /// first; concurrent receives of several threads have no order in
+    /// MPI), and a small one goes straight from the sender's fast box into
+    /// `buf`.
     pub fn recv(&self, buf: &mut [u8], source: i32, tag: i32, context: u32) -> Result<Status> {
+        let target = Target::Buffer {
+            buf: buf.as_mut_ptr(),
+            cap: buf.len(),
+        };
+        // SAFETY: `buf` is borrowed mutably for this whole call.
+        unsafe { self.recv_blocking(target, source, tag, context) }?.into_result()
+    }
+
+    /// A blocking receive into `target` (see [`Endpoint::recv`]); its
+    /// status (an empty one for `PROC_NULL`).
+    ///
+    /// # Safety
+    ///
+    /// The target is valid (see [`Vci::deliver`]) for the duration of the
+    /// call.
+    pub(crate) unsafe fn recv_blocking(
+        &self,
+        target: Target,
+        source: i32,
+        tag: i32,
+        context: u32,
+    ) -> Result<Status> {
         self.check_recv_key(source, tag)?;
         if source == PROC_NULL {
             return Ok(Status::empty());
@@ -616,19 +659,17 @@ impl Endpoint {
             tag,
             context,
         };
-        let (ptr, cap) = (buf.as_mut_ptr(), buf.len());
         let mut seen = u64::MAX;
-        let st = self.wait_on(v, |full| {
+        Ok(self.wait_on(v, |full| {
             if !full && !vci.news(seen) {
                 return None;
             }
             let mut p = vci.lock();
-            // SAFETY: `buf` is borrowed mutably for this whole call.
-            let st = unsafe { vci.recv_now(&mut p, key, ptr, cap) };
+            // SAFETY: the caller's contract.
+            let st = unsafe { vci.recv_now(&mut p, key, target) };
             seen = vci.events(&p);
             st
-        });
-        st.into_result()
+        }))
     }
 
     /// The status of the earliest message that a receive with this key

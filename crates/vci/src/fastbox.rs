@@ -1,13 +1,20 @@
-//! Fast boxes: per-pair rings of cache-line slots for tiny messages.
+//! Fast boxes: per-pair rings of slots for small messages.
 //!
-//! A message of at most [`FB_PAYLOAD`] bytes (not synchronous) from rank `s`
-//! to a VCI of rank `r` skips the envelope and the queue: the sender writes
-//! it into one 64-byte slot of the ring that `r` keeps for `s`, and the
-//! receiver's progress finds it there. One cache line carries the whole
-//! message, nothing is allocated or freed, and the receiver polls a line
-//! that stays in its cache until a sender writes it — the technique MPI
-//! libraries' shared-memory transports use for small messages (MPICH's
-//! "fast boxes").
+//! A message of at most [`FB_PAYLOAD`] bytes (not synchronous), or a given
+//! heap block (ownership passing), from rank `s` to a VCI of rank `r` skips
+//! the envelope and the queue: the sender writes it into one slot of the
+//! ring that `r` keeps for `s`, and the receiver finds it there. Nothing is
+//! allocated or freed, and the receiver polls a line that stays in its
+//! cache until a sender writes it — the technique MPI libraries'
+//! shared-memory transports use for small messages (MPICH's "fast
+//! boxes").
+//!
+//! **Slots.** A slot is [`FB_LINES`] cache lines: the first holds the
+//! sequence word, the header (tag, context, length, kind) and the first 40
+//! payload bytes, so a message of up to 40 bytes costs the receiver one
+//! line; the others hold the rest of the payload. A *plain* slot carries
+//! the payload; an *owned* slot carries the address, layout and metadata of
+//! a block the sender gave (see [`crate::owned`]), whatever its size.
 //!
 //! **Order.** Every message from `s` to the VCI — in a slot or an envelope
 //! — carries a per-pair sequence number, assigned under the sender's lane
@@ -22,50 +29,188 @@
 //! **Credit.** The sender may write message `seq` into its slot only once
 //! the receiver has consumed message `seq - FB_SLOTS`, the slot's previous
 //! tenant: the receiver publishes the highest number it consumed (Release,
-//! after reading the slot), and the sender reads it (Acquire) only when its
-//! cached value no longer allows the next slot. Without credit the message
-//! goes through the queue, so a sender never waits for a slot.
+//! after reading the slot), and the sender reads it (Acquire) when half its
+//! credit is used, right after a send, and again when the credit it knows
+//! of runs out. Without credit the message goes through the queue, so a
+//! sender never waits for a slot.
 //!
 //! # Example
 //! ```
-//! use vci::fastbox::{FbPair, FB_PAYLOAD, FB_SLOTS};
+//! use vci::fastbox::{FbPair, FB_LINES, FB_PAYLOAD, FB_SLOTS};
 //!
-//! // One slot is one cache line; the header leaves this much payload.
-//! assert_eq!(std::mem::size_of::<FbPair>(), 64 * (FB_SLOTS + 1));
-//! assert_eq!(FB_PAYLOAD, 44);
+//! // A ring is its slots and one line of credit.
+//! assert_eq!(std::mem::size_of::<FbPair>(), 64 * (FB_SLOTS * FB_LINES + 1));
+//! // Every immediate message of the default configuration fits a slot.
+//! assert!(FB_PAYLOAD >= 256);
 //! ```
 
 use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Slots in one pair's ring: enough for the 64-message windows of the
 /// OSU bandwidth loops, and the sender reads the receiver's credit line
 /// (a cache miss) only once per half ring.
 pub const FB_SLOTS: usize = 64;
-/// Largest payload a slot carries.
-pub const FB_PAYLOAD: usize = 44;
+/// Cache lines per slot.
+pub const FB_LINES: usize = 5;
+/// Bytes of a slot before its payload: the sequence word and the header.
+const FB_HEAD: usize = 24;
+/// Largest payload a slot carries (every immediate message of the default
+/// configuration fits).
+pub const FB_PAYLOAD: usize = FB_LINES * 64 - FB_HEAD;
+/// Payload bytes in a slot's first line.
+pub const FB_FIRST_LINE: usize = 64 - FB_HEAD;
 
-/// What a slot holds besides its sequence word (written by the sender
-/// before it publishes the sequence number, read by the receiver after).
+/// A slot's kind: a payload.
+pub(crate) const KIND_PLAIN: u32 = 0;
+/// A slot's kind: a given block (its [`OwnedSlot`] record is the payload).
+pub(crate) const KIND_OWNED: u32 = 1;
+/// [`FbHead::kind`] bits that hold the kind; an owned slot keeps its
+/// block's alignment (as a power of two) in the next byte and
+/// [`OWNED_META3`].
+const KIND_MASK: u32 = 0xff;
+const ALIGN_SHIFT: u32 = 8;
+/// [`FbHead::kind`] bit of an owned slot: the metadata's last word is not
+/// zero and follows in the slot's second line.
+const OWNED_META3: u32 = 1 << 16;
+
+/// A slot's header (written by the sender before it publishes the
+/// sequence number, read by the receiver after).
 #[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct FbBody {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FbHead {
     pub tag: i32,
     pub context: u32,
+    /// The message's length: the payload's, or the given block's.
     pub len: u32,
-    pub data: [u8; FB_PAYLOAD],
+    /// [`KIND_PLAIN`], or [`KIND_OWNED`] with the record's bits (see
+    /// [`OwnedSlot::encode`]).
+    pub kind: u32,
 }
 
-/// One slot: a cache line.
+impl FbHead {
+    /// Whether the slot carries a given block.
+    pub(crate) fn is_owned(&self) -> bool {
+        self.kind & KIND_MASK == KIND_OWNED
+    }
+}
+
+/// The record an owned slot carries: the given block and what travels
+/// with it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OwnedSlot {
+    /// The block's address in the node heap (0 for an empty block).
+    pub addr: u64,
+    /// Its allocation layout and metadata.
+    pub info: crate::envelope::OwnedInfo,
+}
+
+/// Most bytes an owned slot's record takes: the address, the size and
+/// the metadata's four words.
+pub(crate) const OWNED_RECORD: usize = 48;
+const _: () = assert!(OWNED_RECORD <= FB_PAYLOAD);
+/// What of a record fits the slot's first line: all but the metadata's
+/// last word (which the layers above leave zero).
+const _: () = assert!(OWNED_RECORD - 8 == FB_FIRST_LINE);
+
+impl OwnedSlot {
+    /// The record as header kind bits and payload bytes (the first `n` of
+    /// the array): the block's address, its size and the first three
+    /// metadata words fill the slot's first line, the alignment goes into
+    /// the kind bits, and the metadata's last word, unless it is zero,
+    /// into the second line. So a given block usually costs the receiver
+    /// one line, as a tiny message does.
+    pub(crate) fn encode(&self) -> (u32, [u8; OWNED_RECORD], usize) {
+        let m = self.info.meta;
+        let words = [self.addr, self.info.size, m[0], m[1], m[2], m[3]];
+        let mut b = [0u8; OWNED_RECORD];
+        for (chunk, w) in b.chunks_exact_mut(8).zip(words) {
+            chunk.copy_from_slice(&w.to_ne_bytes());
+        }
+        debug_assert!(self.info.align.is_power_of_two());
+        let mut kind = KIND_OWNED | (self.info.align.trailing_zeros() << ALIGN_SHIFT);
+        let n = if m[3] == 0 {
+            OWNED_RECORD - 8
+        } else {
+            kind |= OWNED_META3;
+            OWNED_RECORD
+        };
+        (kind, b, n)
+    }
+
+    /// Decodes what [`OwnedSlot::encode`] made (`b` holds its bytes).
+    pub(crate) fn decode(kind: u32, b: &[u8]) -> OwnedSlot {
+        let word = |i: usize| {
+            b.get(8 * i..8 * i + 8)
+                .map_or(0, |c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
+        };
+        let m3 = if kind & OWNED_META3 != 0 { word(5) } else { 0 };
+        OwnedSlot {
+            addr: word(0),
+            info: crate::envelope::OwnedInfo {
+                size: word(1),
+                align: 1 << ((kind >> ALIGN_SHIFT) & KIND_MASK),
+                meta: [word(2), word(3), word(4), m3],
+            },
+        }
+    }
+}
+
+/// A fast-box message copied out of its slot (what the unexpected list
+/// keeps until a receive takes it).
+#[derive(Clone, Copy)]
+pub(crate) struct Small {
+    pub head: FbHead,
+    /// The first [`Small::bytes`] bytes are initialised.
+    data: [MaybeUninit<u8>; FB_PAYLOAD],
+}
+
+impl std::fmt::Debug for Small {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Small").field("head", &self.head).finish()
+    }
+}
+
+impl Small {
+    /// How many payload bytes the slot carried.
+    fn bytes(head: &FbHead) -> usize {
+        match (head.is_owned(), head.kind & OWNED_META3 != 0) {
+            (true, true) => OWNED_RECORD,
+            (true, false) => OWNED_RECORD - 8,
+            (false, _) => (head.len as usize).min(FB_PAYLOAD),
+        }
+    }
+
+    /// The payload (plain) or the record's bytes (owned).
+    pub(crate) fn data(&self) -> &[u8] {
+        let n = Small::bytes(&self.head);
+        // SAFETY: the first `n` bytes were initialised when the message was
+        // copied out of its slot (`FbPair::take`).
+        unsafe { std::slice::from_raw_parts(self.data.as_ptr().cast::<u8>(), n) }
+    }
+
+    /// The given block's record, for an owned message.
+    pub(crate) fn owned(&self) -> Option<OwnedSlot> {
+        self.head
+            .is_owned()
+            .then(|| OwnedSlot::decode(self.head.kind, self.data()))
+    }
+}
+
+/// One slot: [`FB_LINES`] cache lines.
 #[repr(C, align(64))]
 #[derive(Debug)]
 pub struct FbSlot {
     /// The sequence number of the message in the slot (0: never used).
     seq: AtomicU64,
-    body: UnsafeCell<FbBody>,
+    head: UnsafeCell<FbHead>,
+    data: UnsafeCell<[u8; FB_PAYLOAD]>,
 }
 
-const _: () = assert!(std::mem::size_of::<FbSlot>() == 64);
+const _: () = assert!(std::mem::size_of::<FbSlot>() == FB_LINES * 64);
+const _: () = assert!(std::mem::offset_of!(FbSlot, data) == FB_HEAD);
 
 /// The ring a receiver keeps for one sender, and the receiver's credit.
 #[repr(C)]
@@ -81,10 +226,11 @@ pub struct FbPair {
 #[derive(Debug)]
 struct Consumed(AtomicU64);
 
-// SAFETY: the slot bodies are written only by the sender that holds the
-// lane lock and has credit for the slot, and read only by the receiver
-// after it saw the slot's sequence word (Acquire) and before it publishes
-// its credit (Release): the accesses never overlap (see the module docs).
+// SAFETY: the slot headers and payloads are written only by the sender
+// that holds the lane lock and has credit for the slot, and read only by
+// the receiver after it saw the slot's sequence word (Acquire) and before it
+// publishes its credit (Release): the accesses never overlap (see the
+// module docs).
 unsafe impl Sync for FbPair {}
 
 /// The sender's state for one destination VCI, under its lane lock.
@@ -94,7 +240,7 @@ pub(crate) struct LaneState {
     pub next: u64,
     /// The receiver's credit as last read.
     credit: u64,
-    /// Messages sent through the fast box (a statistic).
+    /// Plain messages sent through the fast box (a statistic).
     pub fastbox_sent: u64,
 }
 
@@ -190,43 +336,40 @@ impl Drop for LaneGuard<'_> {
 }
 
 impl FbPair {
-    /// Writes message `lane.next` into its slot if the receiver has
-    /// consumed the slot's previous tenant; returns whether it did (and
-    /// then advances `lane.next`).
-    pub(crate) fn try_send(
-        &self,
-        lane: &mut LaneState,
-        tag: i32,
-        context: u32,
-        buf: &[u8],
-    ) -> bool {
-        debug_assert!(buf.len() <= FB_PAYLOAD);
+    fn slot(&self, seq: u64) -> &FbSlot {
+        &self.slots[(seq % FB_SLOTS as u64) as usize]
+    }
+
+    /// Writes message `lane.next` — header `head`, payload `bytes` (at
+    /// most [`FB_PAYLOAD`]) — into its slot if the receiver has consumed
+    /// the slot's previous tenant; returns whether it did (and then
+    /// advances `lane.next`).
+    pub(crate) fn try_send(&self, lane: &mut LaneState, head: FbHead, bytes: &[u8]) -> bool {
+        debug_assert!(bytes.len() <= FB_PAYLOAD);
         let seq = lane.next;
         if seq > lane.credit + FB_SLOTS as u64 {
             // SYNC POINT: Acquire pairs with the receiver's Release store in
-            // `take`: its reads of the slot's previous tenant are done
+            // `consumed`: its reads of the slot's previous tenant are done
             // before we overwrite the slot.
             lane.credit = self.consumed.0.load(Ordering::Acquire);
             if seq > lane.credit + FB_SLOTS as u64 {
                 return false;
             }
         }
-        let slot = &self.slots[(seq % FB_SLOTS as u64) as usize];
-        let body = slot.body.get();
+        let slot = self.slot(seq);
+        let n = bytes.len().min(FB_PAYLOAD);
         // SAFETY: we hold the lane lock (the only writer for this pair) and
         // have credit: the receiver finished reading this slot and will not
-        // read it again before we publish `seq` below. `buf` fits the data
-        // (checked by the caller) and is not the slot. Bytes of `data`
-        // past `len` keep whatever they held: nobody reads them.
+        // read it again before we publish `seq` below. `bytes` is not the
+        // slot. Payload bytes past `n` keep whatever they held: nobody
+        // reads them.
         unsafe {
-            (*body).tag = tag;
-            (*body).context = context;
-            (*body).len = buf.len() as u32;
-            let data = std::ptr::addr_of_mut!((*body).data).cast::<u8>();
-            copy_small(buf.as_ptr(), data, buf.len().min(FB_PAYLOAD));
+            slot.head.get().write(head);
+            copy_bytes(bytes.as_ptr(), slot.data.get().cast::<u8>(), n);
         }
         // SYNC POINT: Release pairs with the receiver's Acquire load in
-        // `take`: the body is visible when the sequence number is.
+        // `head`/`take`: the header and payload are visible when the
+        // sequence number is.
         slot.seq.store(seq, Ordering::Release);
         lane.next = seq + 1;
         if seq - lane.credit == FB_SLOTS as u64 / 2 {
@@ -235,82 +378,114 @@ impl FbPair {
             // SYNC POINT: Acquire, as above.
             lane.credit = self.consumed.0.load(Ordering::Acquire);
         }
-        lane.fastbox_sent += 1;
         true
     }
 
-    /// Takes message `seq` from its slot if it is there (the receiver,
-    /// under its VCI lock, with `seq` the next number it expects).
-    pub(crate) fn take(&self, seq: u64) -> Option<FbBody> {
-        let slot = &self.slots[(seq % FB_SLOTS as u64) as usize];
+    /// The header of message `seq` if it is in its slot (the receiver,
+    /// under its VCI lock, with `seq` the next number it expects). The
+    /// message stays there until [`FbPair::take`] or
+    /// [`FbPair::take_into`].
+    pub(crate) fn head(&self, seq: u64) -> Option<FbHead> {
+        let slot = self.slot(seq);
         // SYNC POINT: Acquire pairs with the Release store in `try_send`:
-        // the body written before it is visible.
+        // the header and payload written before it are visible.
         if slot.seq.load(Ordering::Acquire) != seq {
             return None;
         }
         // SAFETY: the sender published `seq` (Acquire above) and will not
-        // write the slot again before we publish our credit below.
-        let body = unsafe { slot.body.get().read() };
-        self.consumed(seq);
-        Some(body)
+        // write the slot again before we publish our credit.
+        Some(unsafe { slot.head.get().read() })
     }
 
-    /// Takes message `seq` straight into `buf` (`cap` bytes) if it is in
-    /// its slot and `wanted(tag, context)` says yes (the receiver, under its
-    /// VCI lock, with `seq` the next number it expects); returns its tag
-    /// and length. A message that is not wanted stays in its slot.
+    /// The given block's address in owned message `seq`, whose header
+    /// [`FbPair::head`] returned.
+    pub(crate) fn owned_addr(&self, seq: u64) -> u64 {
+        // SAFETY: as in `head` (the caller saw `seq` there); an owned
+        // record starts with the address (`OwnedSlot::encode`).
+        unsafe { self.slot(seq).data.get().cast::<u64>().read() }
+    }
+
+    /// Takes message `seq`, whose header [`FbPair::head`] returned: copies
+    /// it out of the slot and hands the slot back to the sender.
+    pub(crate) fn take(&self, seq: u64, head: FbHead) -> Small {
+        let slot = self.slot(seq);
+        let mut small = Small {
+            head,
+            data: [MaybeUninit::uninit(); FB_PAYLOAD],
+        };
+        // SAFETY: as in `head` (the caller saw `seq` there); `Small::bytes`
+        // is at most FB_PAYLOAD; the copy is distinct from the slot.
+        unsafe {
+            copy_bytes(
+                slot.data.get().cast::<u8>(),
+                small.data.as_mut_ptr().cast::<u8>(),
+                Small::bytes(&head),
+            )
+        };
+        self.consumed(seq);
+        small
+    }
+
+    /// Takes owned message `seq`, whose header [`FbPair::head`] returned:
+    /// its record, and the slot goes back to the sender.
+    pub(crate) fn take_owned(&self, seq: u64, head: FbHead) -> OwnedSlot {
+        debug_assert!(head.is_owned());
+        let mut b = [0u8; OWNED_RECORD];
+        let n = Small::bytes(&head);
+        // SAFETY: as in `head` (the caller saw `seq` there); `n` is at most
+        // OWNED_RECORD; `b` is not the slot.
+        unsafe { copy_small(self.slot(seq).data.get().cast::<u8>(), b.as_mut_ptr(), n) };
+        self.consumed(seq);
+        OwnedSlot::decode(head.kind, &b[..n])
+    }
+
+    /// Takes plain message `seq`, whose header [`FbPair::head`] returned,
+    /// straight into `buf`: its first `n` bytes (at most the payload's
+    /// length) are copied, and the slot goes back to the sender.
     ///
     /// # Safety
     ///
-    /// `buf` is valid for writes of `cap` bytes and is not a slot.
-    pub(crate) unsafe fn take_into(
-        &self,
-        seq: u64,
-        wanted: impl FnOnce(i32, u32) -> bool,
-        buf: *mut u8,
-        cap: usize,
-    ) -> Option<(i32, usize)> {
-        let slot = &self.slots[(seq % FB_SLOTS as u64) as usize];
-        // SYNC POINT: Acquire pairs with the Release store in `try_send`:
-        // the body written before it is visible.
-        if slot.seq.load(Ordering::Acquire) != seq {
-            return None;
-        }
-        let body = slot.body.get();
-        // SAFETY: the sender published `seq` (Acquire above) and will not
-        // write the slot again before we publish our credit below; the
-        // fields are plain data.
-        let (tag, context, len) = unsafe { ((*body).tag, (*body).context, (*body).len as usize) };
-        if !wanted(tag, context) {
-            return None;
-        }
-        // SAFETY: as above for the slot; `len <= FB_PAYLOAD` (the sender's
-        // check), and `buf` holds `cap` bytes (caller's contract) and is
-        // not this slot.
-        unsafe {
-            let data = std::ptr::addr_of!((*body).data).cast::<u8>();
-            copy_small(data, buf, len.min(cap).min(FB_PAYLOAD));
-        }
+    /// `buf` is valid for writes of `n` bytes and is not a slot.
+    pub(crate) unsafe fn take_into(&self, seq: u64, head: FbHead, buf: *mut u8, n: usize) {
+        debug_assert!(head.kind == KIND_PLAIN && n <= head.len as usize);
+        let slot = self.slot(seq);
+        // SAFETY: as in `head` for the slot; `n <= len <= FB_PAYLOAD`, and
+        // `buf` holds `n` bytes (caller's contract).
+        unsafe { copy_bytes(slot.data.get().cast::<u8>(), buf, n.min(FB_PAYLOAD)) };
         self.consumed(seq);
-        Some((tag, len))
     }
 
     /// Whether message `seq` seems to be in its slot (a lock-free hint for
-    /// waiters; [`FbPair::take`] is what takes it).
+    /// waiters; [`FbPair::head`] is what looks).
     pub(crate) fn ready(&self, seq: u64) -> bool {
-        // Relaxed: a hint only; `take` reads the word again with Acquire.
-        self.slots[(seq % FB_SLOTS as u64) as usize]
-            .seq
-            .load(Ordering::Relaxed)
-            == seq
+        // Relaxed: a hint only; `head` reads the word again with Acquire.
+        self.slot(seq).seq.load(Ordering::Relaxed) == seq
     }
 
     /// Publishes that every message up to `seq` was consumed.
     pub(crate) fn consumed(&self, seq: u64) {
-        // SYNC POINT: Release pairs with the Acquire load in `try_send`: our
-        // reads of the slots up to `seq` happen before the sender reuses
-        // them.
+        // SYNC POINT: Release pairs with the Acquire loads in `try_send`:
+        // our reads of the slots up to `seq` happen before the sender
+        // reuses them.
         self.consumed.0.store(seq, Ordering::Release);
+    }
+}
+
+/// Copies `n` bytes: inline moves up to 64 bytes (where a call to `memcpy`
+/// would cost more than the copy), `memcpy` beyond.
+///
+/// # Safety
+///
+/// `src` is valid for reads and `dst` for writes of `n` bytes, and the two
+/// ranges do not overlap.
+#[inline(always)]
+unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
+    if n <= 64 {
+        // SAFETY: the caller's contract, with `n <= 64`.
+        unsafe { copy_small(src, dst, n) }
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, n) }
     }
 }
 
@@ -364,7 +539,130 @@ unsafe fn copy_small(src: *const u8, dst: *mut u8, n: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::copy_small;
+    use super::*;
+    use crate::envelope::OwnedInfo;
+
+    /// A ring as the receiver creates it: all zero.
+    fn ring() -> Box<FbPair> {
+        let layout = std::alloc::Layout::new::<FbPair>();
+        // SAFETY: FbPair is all atomics and plain data, for which all-zero
+        // bytes are valid (every slot empty, no credit used); the box frees
+        // it with the same layout.
+        unsafe { Box::from_raw(std::alloc::alloc_zeroed(layout).cast::<FbPair>()) }
+    }
+
+    fn plain(tag: i32, len: usize) -> FbHead {
+        FbHead {
+            tag,
+            context: 3,
+            len: len as u32,
+            kind: KIND_PLAIN,
+        }
+    }
+
+    #[test]
+    fn owned_records_round_trip() {
+        for meta in [[1, 2, 3, 0], [u64::MAX, 0, 7, 9]] {
+            for align in [1u64, 8, 4096, 1 << 40] {
+                let rec = OwnedSlot {
+                    addr: 0x2000_0000_1000,
+                    info: OwnedInfo {
+                        size: 12345,
+                        align,
+                        meta,
+                    },
+                };
+                let (kind, bytes, n) = rec.encode();
+                let head = FbHead {
+                    tag: 0,
+                    context: 0,
+                    len: 10,
+                    kind,
+                };
+                assert!(head.is_owned());
+                // The last metadata word costs a second line only when set.
+                assert_eq!(
+                    n,
+                    if meta[3] == 0 {
+                        FB_FIRST_LINE
+                    } else {
+                        OWNED_RECORD
+                    }
+                );
+                assert_eq!(OwnedSlot::decode(kind, &bytes[..n]), rec);
+            }
+        }
+    }
+
+    #[test]
+    fn slots_in_order_with_credit() {
+        let fb = ring();
+        let mut lane = LaneState {
+            next: 1,
+            credit: 0,
+            fastbox_sent: 0,
+        };
+        // A full ring takes FB_SLOTS messages, then refuses.
+        for i in 0..FB_SLOTS {
+            let payload = [i as u8; 300];
+            let len = i % (FB_PAYLOAD + 1);
+            assert!(fb.try_send(&mut lane, plain(i as i32, len), &payload[..len]));
+        }
+        assert!(!fb.try_send(&mut lane, plain(0, 1), &[0]));
+        assert_eq!(fb.head(FB_SLOTS as u64 + 1), None);
+        for seq in 1..=FB_SLOTS as u64 {
+            assert!(fb.ready(seq));
+            let h = fb.head(seq).expect("sent");
+            let i = seq as usize - 1;
+            assert_eq!(h, plain(i as i32, i % (FB_PAYLOAD + 1)));
+            if seq % 2 == 0 {
+                let small = fb.take(seq, h);
+                assert!(small.data().iter().all(|&b| b == i as u8));
+                assert_eq!(small.data().len(), h.len as usize);
+                assert!(small.owned().is_none());
+            } else {
+                let mut buf = [0u8; 300];
+                // SAFETY: `buf` holds `len` bytes.
+                unsafe { fb.take_into(seq, h, buf.as_mut_ptr(), h.len as usize) };
+                assert!(buf[..h.len as usize].iter().all(|&b| b == i as u8));
+            }
+        }
+        // Consumed: the ring has room again.
+        assert!(fb.try_send(&mut lane, plain(7, 2), &[1, 2]));
+        assert_eq!(fb.head(FB_SLOTS as u64 + 1), Some(plain(7, 2)));
+    }
+
+    #[test]
+    fn owned_slots() {
+        let fb = ring();
+        let mut lane = LaneState {
+            next: 1,
+            credit: 0,
+            fastbox_sent: 0,
+        };
+        let rec = OwnedSlot {
+            addr: 0x1234_5678,
+            info: OwnedInfo {
+                size: 64,
+                align: 16,
+                meta: [5, 6, 7, 8],
+            },
+        };
+        let (kind, bytes, n) = rec.encode();
+        let head = FbHead {
+            tag: 1,
+            context: 2,
+            len: 40,
+            kind,
+        };
+        assert!(fb.try_send(&mut lane, head, &bytes[..n]));
+        assert!(fb.try_send(&mut lane, head, &bytes[..n]));
+        let h = fb.head(1).expect("sent");
+        assert_eq!(fb.owned_addr(1), rec.addr);
+        assert_eq!(fb.take_owned(1, h), rec);
+        let h = fb.head(2).expect("sent");
+        assert_eq!(fb.take(2, h).owned(), Some(rec));
+    }
 
     #[test]
     fn copy_small_every_length() {

@@ -25,7 +25,7 @@
 //! ```
 
 use crate::envelope::Envelope;
-use crate::fastbox::FbBody;
+use crate::fastbox::Small;
 use crate::owned::OwnedBlock;
 use crate::request::Status;
 use crate::{ANY_SOURCE, ANY_TAG};
@@ -72,12 +72,17 @@ impl Key {
 }
 
 /// How an arrived message holds its payload.
+///
+/// A fast-box message is kept inline (a few hundred bytes) rather than
+/// boxed: an arrival moves once or twice, and a box would cost an
+/// allocation per unexpected message.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Carrier {
     /// An envelope from the incoming queue (ours until delivered).
     Envelope(NonNull<Envelope>),
     /// A fast-box message, copied out of its slot.
-    Small(FbBody),
+    Small(Small),
 }
 
 /// A message taken off the incoming queue or a fast box, not delivered
@@ -116,15 +121,15 @@ impl Arrival {
     }
 
     /// The arrival of a fast-box message from `source`.
-    pub(crate) fn small(source: u32, body: FbBody) -> Arrival {
+    pub(crate) fn small(source: u32, small: Small) -> Arrival {
         Arrival {
             key: Key {
                 source: source as i32,
-                tag: body.tag,
-                context: body.context,
+                tag: small.head.tag,
+                context: small.head.context,
             },
-            len: body.len as u64,
-            carrier: Carrier::Small(body),
+            len: small.head.len as u64,
+            carrier: Carrier::Small(small),
         }
     }
 

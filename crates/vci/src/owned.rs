@@ -37,6 +37,7 @@
 use crate::endpoint::Endpoint;
 use crate::envelope::{Envelope, Header, OwnedInfo, Protocol};
 use crate::error::{Error, Result};
+use crate::fastbox::{FbHead, OwnedSlot};
 use crate::matching::Target;
 use crate::message::Message;
 use crate::request::{Request, Status};
@@ -241,6 +242,44 @@ impl Endpoint {
             align: block.layout.align() as u64,
             meta: block.meta,
         };
+        if let Some(m) = moved {
+            // SAFETY: the original holds `len` bytes (checked against its
+            // layout); `m` is a fresh block of the same layout.
+            unsafe { ptr::copy_nonoverlapping(p, m.as_ptr(), block.len) };
+        }
+        // The block's record fits a fast-box slot: no envelope.
+        // The message is on its way: the original of a moved block goes.
+        let sent = || {
+            if moved.is_some() {
+                // SAFETY: the original is ours (caller's contract), copied
+                // into the node heap above.
+                unsafe { block.free() };
+            }
+            self.vci_at(v).count_send(Protocol::Owned, false);
+            Request::complete(
+                self,
+                v,
+                Status {
+                    source: dest,
+                    tag,
+                    count: block.len as u64,
+                    error: None,
+                    cancelled: false,
+                },
+            )
+        };
+        if let Ok(len) = u32::try_from(block.len) {
+            let (kind, bytes, n) = OwnedSlot { addr: data, info }.encode();
+            let head = FbHead {
+                tag,
+                context,
+                len,
+                kind,
+            };
+            if self.try_slot(d, v, head, &bytes[..n]) {
+                return Ok(sent());
+            }
+        }
         let h = Header {
             source: self.rank() as u32,
             tag,
@@ -257,28 +296,10 @@ impl Endpoint {
                 unsafe { ShmHeap.dealloc(m.as_ptr(), block.layout) };
             }
         })?;
-        if let Some(m) = moved {
-            // SAFETY: the original holds `len` bytes (checked against its
-            // layout); `m` is a fresh block of the same layout.
-            unsafe { ptr::copy_nonoverlapping(p, m.as_ptr(), block.len) };
-            // SAFETY: the original is ours (caller's contract), copied.
-            unsafe { block.free() };
-        }
         // SAFETY: a fresh envelope in the node heap, not queued; the
         // receiver frees it (and takes or frees the block).
         unsafe { self.post(d, v, env) };
-        self.vci_at(v).count_send(Protocol::Owned, false);
-        Ok(Request::complete(
-            self,
-            v,
-            Status {
-                source: dest,
-                tag,
-                count: block.len as u64,
-                error: None,
-                cancelled: false,
-            },
-        ))
+        Ok(sent())
     }
 
     /// Starts an ownership receive from `source` (a rank, `ANY_SOURCE` or
@@ -322,9 +343,15 @@ impl Endpoint {
         tag: i32,
         context: u32,
     ) -> Result<(OwnedBlock, Status)> {
+        check_align(align)?;
         let mut out = None;
-        // SAFETY: the request is waited for at once, never leaked.
-        let st = unsafe { self.irecv_owned(&mut out, align, source, tag, context) }?.wait()?;
+        let target = Target::Owned {
+            out: &mut out as *mut Option<OwnedBlock>,
+            align,
+        };
+        // SAFETY: `out` lives until after the call, which delivers (if at
+        // all) before it returns.
+        let st = unsafe { self.recv_blocking(target, source, tag, context) }?.into_result()?;
         Ok((out.unwrap_or_else(|| empty_block(align)), st))
     }
 }

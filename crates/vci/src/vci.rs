@@ -44,7 +44,7 @@
 //! ```
 
 use crate::envelope::{Envelope, OwnedInfo, Protocol};
-use crate::fastbox::{FbBody, FbPair};
+use crate::fastbox::{FbPair, Small, KIND_PLAIN};
 use crate::matching::{Arrival, Carrier, Key, Private, RecvSlot, RecvState, Target};
 use crate::owned::OwnedBlock;
 use crate::request::{Status, StatusError};
@@ -397,6 +397,65 @@ impl std::ops::DerefMut for PrivateGuard<'_> {
     }
 }
 
+/// A given block as a receive finds it: in an owned envelope or fast-box
+/// slot.
+#[derive(Debug, Clone, Copy)]
+struct Given {
+    /// The block's address in the node heap.
+    addr: *mut u8,
+    /// Its layout and metadata.
+    info: OwnedInfo,
+    /// The payload's length.
+    len: usize,
+}
+
+impl Given {
+    /// Takes the block out of an owned envelope and frees the envelope.
+    ///
+    /// # Safety
+    ///
+    /// `env` is an owned envelope this VCI popped and has not let go of.
+    unsafe fn from_envelope(env: NonNull<Envelope>) -> Given {
+        // SAFETY: valid until destroyed below (caller's contract).
+        let (addr, len) = unsafe { (env.as_ref().data() as *mut u8, env.as_ref().len() as usize) };
+        // SAFETY: an owned envelope (caller's contract).
+        let info = unsafe { OwnedInfo::read(env) };
+        // SAFETY: an owned envelope is the receiver's to free (never
+        // synchronous); `destroy` frees the envelope, not the block.
+        unsafe { Envelope::destroy(env) };
+        Given { addr, info, len }
+    }
+}
+
+/// Starts moving the cache line at `p` into this core's cache, ready to be
+/// written (a hint: it never faults, whatever `p` is).
+#[inline(always)]
+pub(crate) fn prefetch_for_write(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `prefetchw` changes no register, flag or memory and never
+    // faults, whatever the address; processors without it execute its
+    // encoding (0F 0D /1) as a no-op.
+    unsafe {
+        std::arch::asm!("prefetchw [{0}]", in(reg) p, options(nostack, preserves_flags, readonly));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// The status of a delivery of `n` of a message's `len` bytes (truncated
+/// if `n < len`).
+fn delivered(key: Key, len: usize, n: usize) -> Status {
+    Status {
+        source: key.source,
+        tag: key.tag,
+        count: n as u64,
+        error: (n < len).then_some(StatusError::Truncate {
+            message_len: len as u64,
+        }),
+        cancelled: false,
+    }
+}
+
 /// A counter on a cache line of its own.
 #[repr(C, align(64))]
 #[derive(Debug, Default)]
@@ -624,11 +683,12 @@ impl Vci {
         // Relaxed (load and store): written only under the lock, which we
         // hold; lock-free readers take it as a hint (see `news`).
         let seq = e.load(Ordering::Relaxed);
-        let Some(body) = fb.take(seq) else {
+        let Some(head) = fb.head(seq) else {
             return false;
         };
+        let small = fb.take(seq, head);
         e.store(seq + 1, Ordering::Relaxed);
-        self.arrive(p, Arrival::small(source, body));
+        self.arrive(p, Arrival::small(source, small));
         true
     }
 
@@ -655,131 +715,164 @@ impl Vci {
     /// target is valid: a buffer for `cap` bytes of writes (and not
     /// otherwise in use), or an `out` location valid for a write.
     pub(crate) unsafe fn deliver(&self, a: Arrival, target: Target) -> Status {
-        match (a.carrier, target) {
-            (Carrier::Envelope(env), Target::Buffer { buf, cap }) => {
-                // SAFETY: the caller's contract.
-                unsafe { self.deliver_into(env, buf, cap) }
+        match a.carrier {
+            Carrier::Envelope(env) => {
+                // SAFETY: the arrival's envelope is ours until we let go.
+                if unsafe { env.as_ref() }.protocol() == Protocol::Owned {
+                    // SAFETY: an owned envelope, ours (caller's contract).
+                    let given = unsafe { Given::from_envelope(env) };
+                    // SAFETY: the caller's contract.
+                    return unsafe { self.deliver_given(a.key, given, target) };
+                }
+                match target {
+                    // SAFETY: the caller's contract.
+                    Target::Buffer { buf, cap } => unsafe { self.deliver_into(env, buf, cap) },
+                    Target::Owned { out, align } => {
+                        let len = a.len as usize;
+                        // SAFETY: the caller's contract; a fresh block holds
+                        // `len` writable bytes.
+                        let (block, st) = self.fresh_block(len, align, [0; 4], false, |b| unsafe {
+                            self.deliver_into(env, b, len)
+                        });
+                        // SAFETY: `out` is valid for a write (caller's
+                        // contract).
+                        unsafe { out.write(block) };
+                        st
+                    }
+                }
             }
-            (Carrier::Envelope(env), Target::Owned { out, align }) => {
+            Carrier::Small(small) => match small.owned() {
+                Some(rec) => {
+                    let given = Given {
+                        addr: rec.addr as *mut u8,
+                        info: rec.info,
+                        len: small.head.len as usize,
+                    };
+                    // SAFETY: the given block is ours now (the sender gave
+                    // it up); the caller's contract for the target.
+                    unsafe { self.deliver_given(a.key, given, target) }
+                }
                 // SAFETY: the caller's contract.
-                let (block, st) = unsafe { self.deliver_owned(env, align) };
-                // SAFETY: `out` is valid for a write (caller's contract).
-                unsafe { out.write(block) };
-                st
-            }
-            // SAFETY: the caller's contract.
-            (Carrier::Small(body), target) => unsafe { self.deliver_small(a.key, &body, target) },
+                None => unsafe { self.deliver_small(a.key, &small, target) },
+            },
         }
     }
 
-    /// Delivers a fast-box message.
+    /// A fresh block of `len` bytes aligned to `align` filled by `fill`
+    /// (which returns the delivery's status), or, if there is no memory,
+    /// `fill` with an empty buffer (to discard the message) and an
+    /// allocation error.
+    fn fresh_block(
+        &self,
+        len: usize,
+        align: usize,
+        meta: [u64; 4],
+        given: bool,
+        fill: impl FnOnce(*mut u8) -> Status,
+    ) -> (Option<OwnedBlock>, Status) {
+        match OwnedBlock::fresh(len, align, meta, given) {
+            Some(block) => {
+                bump(&self.stats.owned_copied);
+                (Some(block), fill(block.ptr.as_ptr()))
+            }
+            None => {
+                let mut st = fill(NonNull::dangling().as_ptr());
+                st.count = 0;
+                st.error = Some(StatusError::Alloc { bytes: len as u64 });
+                (None, st)
+            }
+        }
+    }
+
+    /// Delivers a plain fast-box message.
     ///
     /// # Safety
     ///
     /// The target is valid (see [`Vci::deliver`]).
-    unsafe fn deliver_small(&self, key: Key, body: &FbBody, target: Target) -> Status {
-        let len = body.len as usize;
-        let mut st = Status {
-            source: key.source,
-            tag: key.tag,
-            count: 0,
-            error: None,
-            cancelled: false,
+    unsafe fn deliver_small(&self, key: Key, small: &Small, target: Target) -> Status {
+        let data = small.data();
+        let copy = |buf: *mut u8, cap: usize| {
+            let n = data.len().min(cap);
+            // SAFETY: `data` holds `n` bytes; `buf` is valid for `cap >= n`
+            // bytes (caller's contract) and distinct from our copy.
+            unsafe { ptr::copy_nonoverlapping(data.as_ptr(), buf, n) };
+            bump(&self.stats.received[Protocol::Immediate as usize - 1]);
+            bump(&self.stats.recv_fastbox);
+            delivered(key, data.len(), n)
         };
-        let (buf, cap) = match target {
-            Target::Buffer { buf, cap } => (buf, cap),
+        match target {
+            Target::Buffer { buf, cap } => copy(buf, cap),
             Target::Owned { out, align } => {
-                let block = OwnedBlock::fresh(len, align, [0; 4], false);
+                let (block, st) =
+                    self.fresh_block(data.len(), align, [0; 4], false, |b| copy(b, data.len()));
                 // SAFETY: `out` is valid for a write (caller's contract).
                 unsafe { out.write(block) };
-                match block {
-                    Some(b) => {
-                        bump(&self.stats.owned_copied);
-                        (b.ptr.as_ptr(), len)
-                    }
-                    None => {
-                        st.error = Some(StatusError::Alloc { bytes: len as u64 });
-                        return st;
-                    }
-                }
+                st
             }
-        };
-        let n = len.min(cap);
-        // SAFETY: the body holds `len >= n` bytes; `buf` is valid for
-        // `cap >= n` bytes (caller's contract) and distinct from our copy.
-        unsafe { ptr::copy_nonoverlapping(body.data.as_ptr(), buf, n) };
-        st.count = n as u64;
-        if n < len {
-            st.error = Some(StatusError::Truncate {
-                message_len: len as u64,
-            });
         }
-        bump(&self.stats.received[Protocol::Immediate as usize - 1]);
-        bump(&self.stats.recv_fastbox);
-        st
     }
 
-    /// An ownership receive: keeps a given block as it is when it can,
-    /// else copies the payload into a fresh block of the global allocator.
+    /// Delivers a given block (from an owned envelope or fast-box slot): an
+    /// ownership receive keeps it as it is when this process's allocator
+    /// can free it and it is aligned enough, else gets a copy in a fresh
+    /// block; a plain receive gets a copy of its payload. A block not kept
+    /// is freed.
     ///
     /// # Safety
     ///
-    /// As for [`Vci::deliver`]; `align` is a power of two.
-    unsafe fn deliver_owned(
-        &self,
-        env: NonNull<Envelope>,
-        align: usize,
-    ) -> (Option<OwnedBlock>, Status) {
-        // SAFETY: valid until we let go (caller's contract).
-        let e = unsafe { env.as_ref() };
-        let len = e.len() as usize;
-        let given = e.protocol() == Protocol::Owned;
-        // SAFETY: read only for an owned envelope.
-        let info = given.then(|| unsafe { OwnedInfo::read(env) });
-        let meta = info.map_or([0; 4], |i| i.meta);
-        if let Some(info) = info {
-            let data = e.data() as *mut u8;
-            let fits = data as usize % align == 0;
-            if info.size > 0 && self.keep_given && fits {
-                let status = Status {
-                    source: e.source() as i32,
-                    tag: e.tag(),
-                    count: len as u64,
-                    error: None,
-                    cancelled: false,
-                };
-                let layout = info.layout();
-                bump(&self.stats.received[Protocol::Owned as usize - 1]);
-                bump(&self.stats.owned_in_place);
-                // SAFETY: an owned envelope is the receiver's to free (not
-                // synchronous); `destroy` frees the envelope, not the block,
-                // which is now ours.
-                unsafe { Envelope::destroy(env) };
-                let block = OwnedBlock {
-                    ptr: NonNull::new(data).expect("a given block of size > 0 is not null"),
-                    layout,
-                    len,
-                    meta,
-                    given: true,
-                };
-                return (Some(block), status);
+    /// The given block is ours (the sender gave it up); the target is
+    /// valid (see [`Vci::deliver`]).
+    unsafe fn deliver_given(&self, key: Key, g: Given, target: Target) -> Status {
+        // The block's first line is most likely in the giver's cache: start
+        // fetching it now, for whoever touches the data next (done already
+        // for a blocking receive straight from a fast box).
+        prefetch_for_write(g.addr);
+        bump(&self.stats.received[Protocol::Owned as usize - 1]);
+        let layout = g.info.layout();
+        let free_block = || {
+            if layout.size() > 0 {
+                // SAFETY: the given block is ours (caller's contract), in the
+                // node heap, and `ShmHeap` frees any rank's block there.
+                unsafe { ShmHeap.dealloc(g.addr, layout) };
             }
-        }
-        match OwnedBlock::fresh(len, align, meta, given) {
-            Some(block) => {
-                bump(&self.stats.owned_copied);
-                // SAFETY: `env` as the caller says; the fresh block holds
-                // `len` writable bytes and is ours alone.
-                let st = unsafe { self.deliver_into(env, block.ptr.as_ptr(), len) };
-                (Some(block), st)
+        };
+        let copy = |buf: *mut u8, cap: usize| {
+            let n = g.len.min(cap);
+            if n > 0 {
+                // SAFETY: the block holds `len >= n` bytes; `buf` is valid
+                // for `cap >= n` bytes and is not the block.
+                unsafe { ptr::copy_nonoverlapping(g.addr.cast_const(), buf, n) };
             }
-            None => {
-                // No memory: discard the message (frees what it holds and
-                // completes the sender) and say why.
-                // SAFETY: a zero-length delivery writes nothing.
-                let mut st = unsafe { self.deliver_into(env, NonNull::dangling().as_ptr(), 0) };
-                st.error = Some(StatusError::Alloc { bytes: len as u64 });
-                (None, st)
+            delivered(key, g.len, n)
+        };
+        match target {
+            Target::Buffer { buf, cap } => {
+                let st = copy(buf, cap);
+                free_block();
+                st
+            }
+            Target::Owned { out, align } => {
+                let (block, st) = if layout.size() > 0
+                    && self.keep_given
+                    && g.addr as usize % align == 0
+                {
+                    bump(&self.stats.owned_in_place);
+                    let block = OwnedBlock {
+                        ptr: NonNull::new(g.addr).expect("a given block of size > 0 is not null"),
+                        layout,
+                        len: g.len,
+                        meta: g.info.meta,
+                        given: true,
+                    };
+                    (Some(block), delivered(key, g.len, g.len))
+                } else {
+                    let r = self.fresh_block(g.len, align, g.info.meta, true, |b| copy(b, g.len));
+                    free_block();
+                    r
+                };
+                // SAFETY: `out` is valid for a write (caller's contract).
+                unsafe { out.write(block) };
+                st
             }
         }
     }
@@ -788,8 +881,9 @@ impl Vci {
     ///
     /// # Safety
     ///
-    /// `env` is an envelope this VCI popped and has not let go of; `buf` is
-    /// valid for `cap` bytes of writes (and not otherwise in use).
+    /// `env` is an envelope this VCI popped and has not let go of, not an
+    /// owned one (those go through [`Vci::deliver_given`]); `buf` is valid
+    /// for `cap` bytes of writes (and not otherwise in use).
     pub(crate) unsafe fn deliver_into(
         &self,
         env: NonNull<Envelope>,
@@ -888,18 +982,6 @@ impl Vci {
             // arena for the rest of the job (never freed).
             unsafe { &*reply }.ring();
         } else {
-            if proto == Protocol::Owned {
-                // SAFETY: an owned envelope's record (read before it is
-                // freed below).
-                let info = unsafe { OwnedInfo::read(env) };
-                if info.size > 0 {
-                    let layout = info.layout();
-                    // SAFETY: the given block is the receiver's now (the
-                    // sender gave it up); it lives in the node heap, and
-                    // `ShmHeap` frees any rank's block there (copied above).
-                    unsafe { ShmHeap.dealloc(e.data() as *mut u8, layout) };
-                }
-            }
             // SAFETY: the envelope (and bounce buffer) is ours alone: the
             // sender let go of it when it queued it (not synchronous).
             unsafe { Envelope::destroy(env) };
@@ -948,8 +1030,8 @@ impl Vci {
     }
 
     /// One attempt of a blocking receive (under the lock): delivers the
-    /// earliest message matching `key` that has arrived into `buf` (`cap`
-    /// bytes) and returns its status, or `None`.
+    /// earliest message matching `key` that has arrived to `target` and
+    /// returns its status, or `None`.
     ///
     /// A blocking receive is not posted: between its attempts, messages
     /// that other threads' progress takes go to their posted receives
@@ -958,22 +1040,21 @@ impl Vci {
     /// MPI, which also promises no fairness between them.) When no
     /// receive is posted and nothing unexpected matches, the next message
     /// of a named source that waits in its fast box and matches is the
-    /// earliest match: it is copied straight from the slot into `buf`.
+    /// earliest match: it is delivered straight from the slot.
     ///
     /// # Safety
     ///
-    /// `buf` is valid for writes of `cap` bytes (and not otherwise in use)
-    /// for the duration of the call.
+    /// The target is valid (see [`Vci::deliver`]) for the duration of the
+    /// call.
     pub(crate) unsafe fn recv_now(
         &self,
         p: &mut Private,
         key: Key,
-        buf: *mut u8,
-        cap: usize,
+        target: Target,
     ) -> Option<Status> {
         if p.posted.is_empty() && !p.unexpected.iter().any(|a| key.matches(&a.key)) {
             // SAFETY: the caller's contract.
-            if let Some(st) = unsafe { self.take_direct(p, key, buf, cap) } {
+            if let Some(st) = unsafe { self.take_direct(p, key, target) } {
                 return Some(st);
             }
         }
@@ -981,53 +1062,70 @@ impl Vci {
         let a = p.match_unexpected(&key)?;
         bump(&self.stats.matched_unexpected);
         // SAFETY: the arrival is ours (taken off the unexpected list); the
-        // buffer is valid (caller's contract).
-        Some(unsafe { self.deliver(a, Target::Buffer { buf, cap }) })
+        // target is valid (caller's contract).
+        Some(unsafe { self.deliver(a, target) })
     }
 
     /// The next message of `key.source` if it waits in its fast box and
-    /// matches `key`: copied into `buf`, its status returned. The caller
-    /// made sure that nothing posted or unexpected comes first.
+    /// matches `key`, delivered to `target` (a plain one into a buffer
+    /// straight from its slot); its status. The caller made sure that
+    /// nothing posted or unexpected comes first.
     ///
     /// # Safety
     ///
     /// As for [`Vci::recv_now`].
-    unsafe fn take_direct(
-        &self,
-        p: &mut Private,
-        key: Key,
-        buf: *mut u8,
-        cap: usize,
-    ) -> Option<Status> {
+    unsafe fn take_direct(&self, p: &mut Private, key: Key, target: Target) -> Option<Status> {
         let source = usize::try_from(key.source).ok()?;
         let fb = self.rings.get(source)?;
         let e = &self.expected[source];
         // Relaxed: written only under the lock, which we hold.
         let seq = e.load(Ordering::Relaxed);
-        let wanted = |tag: i32, context: u32| {
-            key.matches(&Key {
-                source: key.source,
-                tag,
-                context,
-            })
+        let head = fb.head(seq)?;
+        let found = Key {
+            source: key.source,
+            tag: head.tag,
+            context: head.context,
         };
-        // SAFETY: `buf` holds `cap` bytes (caller's contract).
-        let (tag, len) = unsafe { fb.take_into(seq, wanted, buf, cap) }?;
+        if !key.matches(&found) {
+            return None;
+        }
+        if head.is_owned() {
+            // The taker most likely touches the block next: fetch its
+            // first line while we do the bookkeeping.
+            prefetch_for_write(fb.owned_addr(seq) as *const u8);
+        }
+        let st = match target {
+            Target::Buffer { buf, cap } if head.kind == KIND_PLAIN => {
+                let (len, n) = (head.len as usize, (head.len as usize).min(cap));
+                // SAFETY: `buf` holds `cap >= n` bytes (caller's contract);
+                // `head` came from this slot.
+                unsafe { fb.take_into(seq, head, buf, n) };
+                bump(&self.stats.received[Protocol::Immediate as usize - 1]);
+                bump(&self.stats.recv_fastbox);
+                delivered(found, len, n)
+            }
+            _ if head.is_owned() => {
+                let rec = fb.take_owned(seq, head);
+                let given = Given {
+                    addr: rec.addr as *mut u8,
+                    info: rec.info,
+                    len: head.len as usize,
+                };
+                // SAFETY: the given block is ours now (the sender gave it
+                // up); the target is valid (caller's contract).
+                unsafe { self.deliver_given(found, given, target) }
+            }
+            _ => {
+                let a = Arrival::small(key.source as u32, fb.take(seq, head));
+                // SAFETY: the arrival is ours (just taken); the target is
+                // valid (caller's contract).
+                unsafe { self.deliver(a, target) }
+            }
+        };
         // Relaxed: as above; lock-free readers take it as a hint.
         e.store(seq + 1, Ordering::Relaxed);
         self.note_event(p);
-        bump(&self.stats.received[Protocol::Immediate as usize - 1]);
-        bump(&self.stats.recv_fastbox);
-        let n = len.min(cap);
-        Some(Status {
-            source: key.source,
-            tag,
-            count: n as u64,
-            error: (n < len).then_some(StatusError::Truncate {
-                message_len: len as u64,
-            }),
-            cancelled: false,
-        })
+        Some(st)
     }
 
     /// The status of receive `id` if it is finished (done or cancelled),
