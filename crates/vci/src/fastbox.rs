@@ -45,7 +45,6 @@
 //! ```
 
 use std::cell::UnsafeCell;
-use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Slots in one pair's ring: enough for the 64-message windows of the
@@ -158,19 +157,24 @@ impl OwnedSlot {
     }
 }
 
+/// Payload bytes a [`Small`] keeps inline (an owned record, or a plain
+/// payload this short); longer payloads go to the heap.
+const SMALL_INLINE: usize = OWNED_RECORD;
+
 /// A fast-box message copied out of its slot (what the unexpected list
-/// keeps until a receive takes it).
-#[derive(Clone, Copy)]
+/// keeps until a receive takes it). Short payloads and owned records stay
+/// inline, so the list's entries stay small.
+#[derive(Debug)]
 pub(crate) struct Small {
     pub head: FbHead,
-    /// The first [`Small::bytes`] bytes are initialised.
-    data: [MaybeUninit<u8>; FB_PAYLOAD],
+    data: SmallData,
 }
 
-impl std::fmt::Debug for Small {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Small").field("head", &self.head).finish()
-    }
+#[derive(Debug)]
+enum SmallData {
+    /// The first [`Small::bytes`] bytes are the payload.
+    Inline([u8; SMALL_INLINE]),
+    Heap(Box<[u8]>),
 }
 
 impl Small {
@@ -185,10 +189,10 @@ impl Small {
 
     /// The payload (plain) or the record's bytes (owned).
     pub(crate) fn data(&self) -> &[u8] {
-        let n = Small::bytes(&self.head);
-        // SAFETY: the first `n` bytes were initialised when the message was
-        // copied out of its slot (`FbPair::take`).
-        unsafe { std::slice::from_raw_parts(self.data.as_ptr().cast::<u8>(), n) }
+        match &self.data {
+            SmallData::Inline(b) => &b[..Small::bytes(&self.head)],
+            SmallData::Heap(b) => b,
+        }
     }
 
     /// The given block's record, for an owned message.
@@ -408,22 +412,20 @@ impl FbPair {
     /// Takes message `seq`, whose header [`FbPair::head`] returned: copies
     /// it out of the slot and hands the slot back to the sender.
     pub(crate) fn take(&self, seq: u64, head: FbHead) -> Small {
-        let slot = self.slot(seq);
-        let mut small = Small {
-            head,
-            data: [MaybeUninit::uninit(); FB_PAYLOAD],
-        };
-        // SAFETY: as in `head` (the caller saw `seq` there); `Small::bytes`
-        // is at most FB_PAYLOAD; the copy is distinct from the slot.
-        unsafe {
-            copy_bytes(
-                slot.data.get().cast::<u8>(),
-                small.data.as_mut_ptr().cast::<u8>(),
-                Small::bytes(&head),
-            )
+        let src = self.slot(seq).data.get().cast::<u8>();
+        let n = Small::bytes(&head);
+        let data = if n <= SMALL_INLINE {
+            let mut b = [0u8; SMALL_INLINE];
+            // SAFETY: as in `head` (the caller saw `seq` there); `n` fits
+            // both; the copy is distinct from the slot.
+            unsafe { copy_small(src, b.as_mut_ptr(), n) };
+            SmallData::Inline(b)
+        } else {
+            // SAFETY: as above; `n <= FB_PAYLOAD` (`Small::bytes`).
+            SmallData::Heap(unsafe { std::slice::from_raw_parts(src, n) }.into())
         };
         self.consumed(seq);
-        small
+        Small { head, data }
     }
 
     /// Takes owned message `seq`, whose header [`FbPair::head`] returned:

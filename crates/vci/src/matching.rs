@@ -72,12 +72,7 @@ impl Key {
 }
 
 /// How an arrived message holds its payload.
-///
-/// A fast-box message is kept inline (a few hundred bytes) rather than
-/// boxed: an arrival moves once or twice, and a box would cost an
-/// allocation per unexpected message.
 #[derive(Debug)]
-#[allow(clippy::large_enum_variant)]
 pub(crate) enum Carrier {
     /// An envelope from the incoming queue (ours until delivered).
     Envelope(NonNull<Envelope>),

@@ -322,6 +322,9 @@ fn poll_set(requests: &mut [Option<Request<'_>>], full: bool) -> bool {
     help_set(requests);
     let mut any = false;
     let mut held: Option<(usize, PrivateGuard<'_>)> = None;
+    // A VCI found without news in this pass (its requests were all polled
+    // under one lock last time, so they share its events count).
+    let mut quiet: Option<usize> = None;
     for r in requests.iter_mut().flatten() {
         if r.is_complete() || Request::poll_send(&mut r.state).is_some() {
             any = true;
@@ -329,7 +332,8 @@ fn poll_set(requests: &mut [Option<Request<'_>>], full: bool) -> bool {
         }
         let vci: &Vci = r.ep.vci_at(r.vci);
         if held.as_ref().map(|h| h.0) != Some(r.vci) {
-            if !full && !vci.news(r.seen) {
+            if !full && (quiet == Some(r.vci) || !vci.news(r.seen)) {
+                quiet = Some(r.vci);
                 continue;
             }
             drop(held.take());
@@ -343,6 +347,36 @@ fn poll_set(requests: &mut [Option<Request<'_>>], full: bool) -> bool {
         }
     }
     any
+}
+
+/// [`poll_set`] for a run of requests that finish in order as a rule: helps
+/// pending sends, then progresses the first request's VCI (if `full` or it
+/// has news) and polls requests from the first on, under one lock, until
+/// one is still pending.
+fn poll_run(requests: &mut [Option<Request<'_>>], full: bool) {
+    help_set(requests);
+    let mut held: Option<(usize, PrivateGuard<'_>)> = None;
+    for r in requests.iter_mut().flatten() {
+        if r.is_complete() || Request::poll_send(&mut r.state).is_some() {
+            continue;
+        }
+        let vci: &Vci = r.ep.vci_at(r.vci);
+        if held.as_ref().map(|h| h.0) != Some(r.vci) {
+            if held.is_some() || (!full && !vci.news(r.seen)) {
+                return;
+            }
+            let mut g = vci.lock();
+            vci.progress(&mut g);
+            held = Some((r.vci, g));
+        }
+        if let Some((_, g)) = held.as_mut() {
+            let done = Request::poll(&mut r.state, vci, g).is_some();
+            r.seen = vci.events(g);
+            if !done {
+                return;
+            }
+        }
+    }
 }
 
 /// Waits (driving progress; spin, yield, sleep) until a request of the
@@ -462,10 +496,38 @@ impl Drop for Request<'_> {
     }
 }
 
-/// Waits for every request, in order. Returns every status; if any request
-/// failed, [`Error::InStatus`] with every status (each with its `error`).
+/// Waits for every request. Returns every status, in the requests' order;
+/// if any request failed, [`Error::InStatus`] with every status (each with
+/// its `error`). The requests are polled together, one lock and one
+/// progress per VCI and pass, so a window of messages completes in a few
+/// passes rather than one wait each.
 pub fn wait_all<'a>(requests: impl IntoIterator<Item = Request<'a>>) -> Result<Vec<Status>> {
-    let st: Vec<Status> = requests.into_iter().map(|mut r| r.wait_status()).collect();
+    let mut set: Vec<Option<Request<'a>>> = requests.into_iter().map(Some).collect();
+    // In order: wait for the first unfinished request; each pass that
+    // finds it finished also collects the finished ones right after it
+    // (one lock), so every request is polled about once.
+    let mut first = 0;
+    while let Some(i) =
+        (first..set.len()).find(|&i| set[i].as_ref().is_some_and(|r| !r.is_complete()))
+    {
+        let (ep, v) = set[i].as_ref().map(|r| (r.ep, r.vci)).expect("found above");
+        ep.wait_on(v, |full| {
+            poll_run(&mut set[i..], full);
+            set[i]
+                .as_ref()
+                .is_some_and(Request::is_complete)
+                .then_some(())
+        });
+        first = i + 1;
+    }
+    let st: Vec<Status> = set
+        .iter_mut()
+        .map(|r| {
+            r.take()
+                .and_then(|r| r.finished())
+                .unwrap_or(Status::empty())
+        })
+        .collect();
     if st.iter().any(|s| s.error.is_some()) {
         Err(Error::InStatus(st))
     } else {

@@ -44,7 +44,7 @@
 //! ```
 
 use crate::envelope::{Envelope, OwnedInfo, Protocol};
-use crate::fastbox::{FbPair, Small, KIND_PLAIN};
+use crate::fastbox::{FbHead, FbPair, Small, KIND_PLAIN};
 use crate::matching::{Arrival, Carrier, Key, Private, RecvSlot, RecvState, Target};
 use crate::owned::OwnedBlock;
 use crate::request::{Status, StatusError};
@@ -62,6 +62,9 @@ use std::time::{Duration, Instant};
 pub const VCI_MAGIC: u32 = 0x5643_4931;
 /// Empty attempts between sweeps (and full attempts) while spinning.
 const SWEEP_EVERY: u32 = 64;
+/// How long a waiter that announced itself keeps looking before it sleeps
+/// (see `Doorbell::ring`).
+const LINGER: Duration = Duration::from_micros(5);
 /// Longest doorbell sleep before a waiter polls again.
 const MAX_SLEEP: Duration = Duration::from_millis(2);
 
@@ -76,16 +79,21 @@ struct Doorbell {
 impl Doorbell {
     /// Wakes the owner's sleeping waiters, if any, after the caller made
     /// an event they may wait for (a queued envelope, a filled fast-box
-    /// slot, a completion store). Writes nothing while nobody sleeps, so
-    /// a stream of messages does not bounce this line between senders.
+    /// slot, a completion store). While nobody sleeps this is one load: no
+    /// write, so a stream of messages does not bounce this line between
+    /// senders, and no fence, so a sender's stores to the slots it fills
+    /// stay in flight together.
+    ///
+    /// Without a fence our event (a store) may still be on its way when
+    /// this load runs, so a waiter that announces itself at that moment
+    /// could be missed here while it also misses the event. The waiter
+    /// covers that window: after announcing itself it keeps looking for
+    /// [`LINGER`] before it sleeps — far longer than a store takes to
+    /// become visible (a core's store buffer drains in well under a
+    /// microsecond, and before the core is descheduled) — and it never
+    /// sleeps longer than [`MAX_SLEEP`] at a time.
     fn ring(&self) {
-        // SYNC POINT: SeqCst fence, our half of a Dekker pair with the fence
-        // in `VciShared::wait_until` (after the waiter's `sleepers`
-        // increment, before its last attempt): either this load sees the
-        // waiter, or the waiter's attempt sees the event we made before the
-        // fence.
-        fence(Ordering::SeqCst);
-        // Relaxed: ordered by the fence above.
+        // Relaxed: see above; the waiter's fence orders its side.
         if self.sleepers.load(Ordering::Relaxed) != 0 {
             // SYNC POINT: Release pairs with the waiter's Acquire load of
             // `seq`: a waiter that reads the new value sees our event. The
@@ -686,10 +694,72 @@ impl Vci {
         let Some(head) = fb.head(seq) else {
             return false;
         };
-        let small = fb.take(seq, head);
+        let key = Key {
+            source: source as i32,
+            tag: head.tag,
+            context: head.context,
+        };
+        match p.match_posted(&key) {
+            Some(id) => {
+                bump(&self.stats.matched_posted);
+                let slot = p.slot_mut(id).expect("posted receives have slots");
+                // SAFETY: `head` came from this slot; the receive slot's
+                // target is borrowed by its live request.
+                let st = unsafe { self.deliver_slot(fb, seq, head, key, slot.target) };
+                slot.state = RecvState::Done(st);
+            }
+            None => p
+                .unexpected
+                .push_back(Arrival::small(source, fb.take(seq, head))),
+        }
         e.store(seq + 1, Ordering::Relaxed);
-        self.arrive(p, Arrival::small(source, small));
         true
+    }
+
+    /// Delivers fast-box message `seq` (header `head`, key `key`) straight
+    /// from its slot to `target` — a plain payload into a buffer, a given
+    /// block's record — and hands the slot back to the sender.
+    ///
+    /// # Safety
+    ///
+    /// `head` is what [`FbPair::head`] returned for `seq` under the VCI
+    /// lock, and nothing took the message since; the target is valid (see
+    /// [`Vci::deliver`]).
+    unsafe fn deliver_slot(
+        &self,
+        fb: &FbPair,
+        seq: u64,
+        head: FbHead,
+        key: Key,
+        target: Target,
+    ) -> Status {
+        match target {
+            Target::Buffer { buf, cap } if head.kind == KIND_PLAIN => {
+                let (len, n) = (head.len as usize, (head.len as usize).min(cap));
+                // SAFETY: `buf` holds `cap >= n` bytes (caller's contract).
+                unsafe { fb.take_into(seq, head, buf, n) };
+                bump(&self.stats.received[Protocol::Immediate as usize - 1]);
+                bump(&self.stats.recv_fastbox);
+                delivered(key, len, n)
+            }
+            _ if head.is_owned() => {
+                let rec = fb.take_owned(seq, head);
+                let given = Given {
+                    addr: rec.addr as *mut u8,
+                    info: rec.info,
+                    len: head.len as usize,
+                };
+                // SAFETY: the given block is ours now (the sender gave it
+                // up); the target is valid (caller's contract).
+                unsafe { self.deliver_given(key, given, target) }
+            }
+            _ => {
+                let a = Arrival::small(key.source as u32, fb.take(seq, head));
+                // SAFETY: the arrival is ours (just taken); the target is
+                // valid (caller's contract).
+                unsafe { self.deliver(a, target) }
+            }
+        }
     }
 
     /// A message has arrived: delivers it to the earliest matching posted
@@ -1094,34 +1164,9 @@ impl Vci {
             // first line while we do the bookkeeping.
             prefetch_for_write(fb.owned_addr(seq) as *const u8);
         }
-        let st = match target {
-            Target::Buffer { buf, cap } if head.kind == KIND_PLAIN => {
-                let (len, n) = (head.len as usize, (head.len as usize).min(cap));
-                // SAFETY: `buf` holds `cap >= n` bytes (caller's contract);
-                // `head` came from this slot.
-                unsafe { fb.take_into(seq, head, buf, n) };
-                bump(&self.stats.received[Protocol::Immediate as usize - 1]);
-                bump(&self.stats.recv_fastbox);
-                delivered(found, len, n)
-            }
-            _ if head.is_owned() => {
-                let rec = fb.take_owned(seq, head);
-                let given = Given {
-                    addr: rec.addr as *mut u8,
-                    info: rec.info,
-                    len: head.len as usize,
-                };
-                // SAFETY: the given block is ours now (the sender gave it
-                // up); the target is valid (caller's contract).
-                unsafe { self.deliver_given(found, given, target) }
-            }
-            _ => {
-                let a = Arrival::small(key.source as u32, fb.take(seq, head));
-                // SAFETY: the arrival is ours (just taken); the target is
-                // valid (caller's contract).
-                unsafe { self.deliver(a, target) }
-            }
-        };
+        // SAFETY: `head` came from this slot just now, under the lock; the
+        // target is valid (caller's contract).
+        let st = unsafe { self.deliver_slot(fb, seq, head, found, target) };
         // Relaxed: as above; lock-free readers take it as a hint.
         e.store(seq + 1, Ordering::Relaxed);
         self.note_event(p);
@@ -1224,44 +1269,56 @@ impl VciShared {
         let mut spin_until: Option<Instant> = None;
         let mut yielding = false;
         let mut yields = 0u32;
-        loop {
-            if yields < YIELDS {
-                if let Some(r) = attempt(empty % SWEEP_EVERY == 0) {
-                    return r;
-                }
-                empty += 1;
-                if yielding {
-                    std::thread::yield_now();
-                    yields += 1;
-                } else if empty % SWEEP_EVERY == 0 {
-                    sweep();
-                    // The clock is read now and then, not on every attempt.
-                    let now = Instant::now();
-                    yielding = now >= *spin_until.get_or_insert(now + SPIN);
-                } else if empty > HOT {
-                    std::hint::spin_loop();
-                }
-                continue;
-            }
-            sweep();
-            // Relaxed increment, then SYNC POINT: the SeqCst fence is the
-            // waiter's half of the Dekker pair in `Doorbell::ring`: a ringer
-            // either sees us in `sleepers` or made its event visible to the
-            // attempt below.
-            bell.sleepers.fetch_add(1, Ordering::Relaxed);
-            fence(Ordering::SeqCst);
-            // SYNC POINT: Acquire pairs with the ringer's Release increment.
-            let seq = bell.seq.load(Ordering::Acquire);
-            let r = attempt(true);
-            if r.is_none() {
-                futex_wait(&bell.seq, seq, MAX_SLEEP);
-            }
-            // Relaxed: only a hint to ringers; a stale non-zero value costs
-            // one needless wake-up.
-            bell.sleepers.fetch_sub(1, Ordering::Relaxed);
-            if let Some(r) = r {
+        while yields < YIELDS {
+            if let Some(r) = attempt(empty % SWEEP_EVERY == 0) {
                 return r;
             }
+            empty += 1;
+            if yielding {
+                std::thread::yield_now();
+                yields += 1;
+            } else if empty % SWEEP_EVERY == 0 {
+                sweep();
+                // The clock is read now and then, not on every attempt.
+                let now = Instant::now();
+                yielding = now >= *spin_until.get_or_insert(now + SPIN);
+            } else if empty > HOT {
+                std::hint::spin_loop();
+            }
         }
+        // Sleep: announce ourselves, linger (see `Doorbell::ring`), then
+        // sleep on the doorbell until rung or for at most MAX_SLEEP, and
+        // look again.
+        sweep();
+        // Relaxed increment, then SYNC POINT: the SeqCst fence makes the
+        // announcement visible before anything we read below, so a ringer
+        // whose event we miss sees us (up to the store-visibility window
+        // that the linger covers).
+        bell.sleepers.fetch_add(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        let linger_until = Instant::now() + LINGER;
+        let r = loop {
+            if let Some(r) = attempt(true) {
+                break r;
+            }
+            if Instant::now() >= linger_until {
+                // SYNC POINT: Acquire pairs with the ringer's Release
+                // increment: an event rung after this read wakes the futex
+                // (or changes `seq` first, and the futex does not sleep);
+                // one rung before it is visible to the attempt below.
+                let seq = bell.seq.load(Ordering::Acquire);
+                if let Some(r) = attempt(true) {
+                    break r;
+                }
+                futex_wait(&bell.seq, seq, MAX_SLEEP);
+                sweep();
+            } else {
+                std::hint::spin_loop();
+            }
+        };
+        // Relaxed: only a hint to ringers; a stale non-zero value costs one
+        // needless wake-up.
+        bell.sleepers.fetch_sub(1, Ordering::Relaxed);
+        r
     }
 }
