@@ -300,6 +300,7 @@ fn latency(world: &SimpleCommunicator, args: &Args) -> Result<Vec<Row>> {
                 1 - me,
                 leader,
                 size,
+                opi::bench::Touch::FirstByte,
                 iters / 10,
                 iters,
             )?);

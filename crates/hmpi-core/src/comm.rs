@@ -169,6 +169,7 @@ impl SimpleCommunicator {
     /// The engine context of this communicator's point-to-point messages
     /// (for layers built on the engine, such as ownership passing and the C
     /// interface).
+    #[inline]
     pub fn context(&self) -> u32 {
         2 * self.inner.id
     }
@@ -186,6 +187,7 @@ impl SimpleCommunicator {
 
     /// World rank of communicator rank `rank`; `PROC_NULL` passes;
     /// [`Error::Rank`] for a rank outside the communicator.
+    #[inline]
     pub fn to_world(&self, rank: i32) -> Result<i32> {
         if rank == vci::PROC_NULL {
             return Ok(rank);
@@ -195,6 +197,7 @@ impl SimpleCommunicator {
 
     /// Source of a receive: as [`SimpleCommunicator::to_world`], and
     /// `ANY_SOURCE` passes.
+    #[inline]
     pub fn source_to_world(&self, rank: i32) -> Result<i32> {
         if rank == vci::ANY_SOURCE {
             return Ok(rank);
@@ -204,6 +207,7 @@ impl SimpleCommunicator {
 
     /// The table from world ranks to communicator ranks (`-1` for
     /// non-members), as statuses need it.
+    #[inline]
     pub fn world_to_comm(&self) -> &Arc<[i32]> {
         &self.inner.from_world
     }

@@ -51,6 +51,7 @@ static ENDPOINT: OnceLock<vci::Endpoint> = OnceLock::new();
 /// This process's engine endpoint while the runtime is active
 /// ([`Error::NotInitialized`] before [`init`], [`Error::Finalized`] after).
 /// For layers built on the engine (ownership passing, the C interface).
+#[inline]
 pub fn endpoint() -> Result<&'static vci::Endpoint> {
     // Acquire: pairs with the Release store of ACTIVE in `init`, after the
     // endpoint was set (OnceLock synchronises its own contents too).

@@ -100,6 +100,7 @@ impl Group {
     }
 
     /// The world rank of group rank `rank`.
+    #[inline]
     pub fn world_rank(&self, rank: i32) -> Result<i32> {
         usize::try_from(rank)
             .ok()

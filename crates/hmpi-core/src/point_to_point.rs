@@ -79,6 +79,7 @@ pub struct Status {
 impl Status {
     /// Translates an engine status; `from_world` maps world ranks to
     /// communicator ranks (`None`: keep world ranks).
+    #[inline]
     pub fn from_engine(st: vci::Status, from_world: Option<&[i32]>) -> Status {
         let source = match from_world {
             Some(t) if st.source >= 0 => t.get(st.source as usize).copied().unwrap_or(-1),
@@ -174,6 +175,7 @@ pub fn engine_error(e: vci::Error, from_world: &[i32]) -> Error {
     }
 }
 
+#[inline]
 pub(crate) fn check_send_tag(tag: i32) -> Result<()> {
     if (0..=TAG_UB).contains(&tag) {
         Ok(())
@@ -182,6 +184,7 @@ pub(crate) fn check_send_tag(tag: i32) -> Result<()> {
     }
 }
 
+#[inline]
 pub(crate) fn check_recv_tag(tag: i32) -> Result<()> {
     if tag == ANY_TAG {
         Ok(())

@@ -4,11 +4,16 @@
 //!
 //! Latency is half the round trip of a ping-pong, averaged over `iters`
 //! round trips after `warmup` ones. The give/take ping-pong passes one
-//! pooled buffer back and forth: the sender writes its first byte before
-//! giving, the taker reads it (a message is only useful if its data can
-//! be touched; the rest of the payload is not touched, which is the point
-//! of ownership passing). The copy ping-pong sends and receives `size`
-//! bytes between two buffers allocated once.
+//! pooled buffer back and forth. With [`Touch::None`] nobody touches the
+//! payload, as iceoryx2's publish-subscribe benchmark measures its
+//! zero-copy transport (it loans, sends and receives samples without
+//! writing or reading them); with [`Touch::FirstByte`] the giver writes
+//! the first byte and the taker reads and writes it — a message is only
+//! useful if its data can be touched, and this costs the transfer of the
+//! payload's first cache line between the cores (the rest of the payload
+//! is not touched, which is the point of ownership passing). The copy
+//! ping-pong sends and receives `size` bytes between two buffers allocated
+//! once.
 //!
 //! # Example
 //! ```
@@ -36,14 +41,24 @@ fn check_peer(comm: &SimpleCommunicator, peer: i32) -> Result<()> {
     comm.to_world(peer).map(drop)
 }
 
+/// What the give/take ping-pong does with the payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Touch {
+    /// Nothing (iceoryx2's method).
+    None,
+    /// The giver writes the first byte; the taker reads and writes it.
+    FirstByte,
+}
+
 /// One-way give/take latency in seconds between this rank and `peer`
-/// for a buffer of `size` bytes. Both ranks call it; the one with
-/// `leader` starts each round trip.
+/// for a buffer of `size` bytes. Both ranks call it (with the same
+/// `touch`); the one with `leader` starts each round trip.
 pub fn give_take_latency(
     comm: &SimpleCommunicator,
     peer: i32,
     leader: bool,
     size: usize,
+    touch: Touch,
     warmup: usize,
     iters: usize,
 ) -> Result<f64> {
@@ -65,17 +80,23 @@ pub fn give_take_latency(
             let mut b = buf
                 .take()
                 .ok_or_else(|| Error::Internal("no buffer".into()))?;
-            if let Some(x) = b.first_mut() {
-                *x = x.wrapping_add(1);
+            if touch == Touch::FirstByte {
+                if let Some(x) = b.first_mut() {
+                    *x = x.wrapping_add(1);
+                }
             }
             p.give_with_tag(b, TAG)?;
             let b = p.take_buf_with_tag::<u8>(TAG)?;
-            black_box(b.first().copied());
+            if touch == Touch::FirstByte {
+                black_box(b.first().copied());
+            }
             buf = Some(b);
         } else {
             let mut b = p.take_buf_with_tag::<u8>(TAG)?;
-            if let Some(x) = b.first_mut() {
-                *x = x.wrapping_add(1);
+            if touch == Touch::FirstByte {
+                if let Some(x) = b.first_mut() {
+                    *x = x.wrapping_add(1);
+                }
             }
             p.give_with_tag(b, TAG)?;
         }
