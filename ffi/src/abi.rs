@@ -27,10 +27,11 @@ macro_rules! handle_type {
     )*};
 }
 
-handle_type!(Comm, Group, Datatype, Request, Errhandler, Message, Op, Info);
+handle_type!(Comm, Group, Datatype, Request, Errhandler, Message, Op, Info, Win, File, Session);
 
 pub type Aint = isize;
 pub type Count = i64;
+pub type Offset = i64;
 
 /// `MPI_Status`: 32 bytes, three public fields and five internal ones.
 #[repr(C)]
@@ -51,6 +52,9 @@ pub const COMM_WORLD: Comm = Comm(0x101);
 pub const COMM_SELF: Comm = Comm(0x102);
 pub const GROUP_NULL: Group = Group(0x108);
 pub const GROUP_EMPTY: Group = Group(0x109);
+pub const WIN_NULL: Win = Win(0x110);
+pub const FILE_NULL: File = File(0x118);
+pub const SESSION_NULL: Session = Session(0x120);
 pub const MESSAGE_NULL: Message = Message(0x128);
 pub const MESSAGE_NO_PROC: Message = Message(0x129);
 pub const INFO_NULL: Info = Info(0x130);
@@ -172,6 +176,9 @@ pub const ERR_UNSUPPORTED_OPERATION: c_int = 55;
 pub const ERR_ERRHANDLER: c_int = 61;
 pub const ERR_ABI: c_int = 62;
 pub const ERR_LASTCODE: c_int = 0x3fff;
+/// What the tool information routines (`MPI_T_*`) return when a feature
+/// is not provided (they call no error handler).
+pub const T_ERR_NOT_SUPPORTED: c_int = 1004;
 
 /// The name and meaning of each error class, by class number.
 pub const ERROR_CLASSES: &[(&str, &str)] = &[
@@ -340,6 +347,9 @@ mod tests {
             ("MPI_COMM_SELF", COMM_SELF.0),
             ("MPI_GROUP_NULL", GROUP_NULL.0),
             ("MPI_GROUP_EMPTY", GROUP_EMPTY.0),
+            ("MPI_WIN_NULL", WIN_NULL.0),
+            ("MPI_FILE_NULL", FILE_NULL.0),
+            ("MPI_SESSION_NULL", SESSION_NULL.0),
             ("MPI_MESSAGE_NULL", MESSAGE_NULL.0),
             ("MPI_MESSAGE_NO_PROC", MESSAGE_NO_PROC.0),
             ("MPI_INFO_NULL", INFO_NULL.0),
@@ -372,6 +382,7 @@ mod tests {
             ("MPI_COMM_TYPE_HW_GUIDED", COMM_TYPE_HW_GUIDED),
             ("MPI_COMM_TYPE_RESOURCE_GUIDED", COMM_TYPE_RESOURCE_GUIDED),
             ("MPI_ERR_LASTCODE", ERR_LASTCODE),
+            ("MPI_T_ERR_NOT_SUPPORTED", T_ERR_NOT_SUPPORTED),
             ("MPI_VERSION", MPI_VERSION),
             ("MPI_SUBVERSION", MPI_SUBVERSION),
             ("MPI_ABI_VERSION", ABI_VERSION),

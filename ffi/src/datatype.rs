@@ -546,6 +546,19 @@ mpi_fn! {
         })
     }
 
+    /// Lower bound and extent, as `MPI_Count`.
+    fn MPI_Type_get_extent_c / PMPI_Type_get_extent_c(datatype: Datatype, lb: *mut Count, extent: *mut Count) -> c_int {
+        api("MPI_Type_get_extent_c", || {
+            let t = type_any(datatype)?;
+            out(extent, "extent")?;
+            // SAFETY: the caller's pointers.
+            unsafe {
+                put(lb, "lb", t.lb as Count)?;
+                put(extent, "extent", t.extent() as Count)
+            }
+        })
+    }
+
     /// Bounds of the data itself (without resizing or padding).
     fn MPI_Type_get_true_extent / PMPI_Type_get_true_extent(datatype: Datatype, lb: *mut Aint, extent: *mut Aint) -> c_int {
         api("MPI_Type_get_true_extent", || {
@@ -555,6 +568,32 @@ mpi_fn! {
             unsafe {
                 put(lb, "true_lb", t.true_lb)?;
                 put(extent, "true_extent", t.true_ub - t.true_lb)
+            }
+        })
+    }
+
+    /// Bounds of the data itself, as `MPI_Count`.
+    fn MPI_Type_get_true_extent_x / PMPI_Type_get_true_extent_x(datatype: Datatype, lb: *mut Count, extent: *mut Count) -> c_int {
+        api("MPI_Type_get_true_extent_x", || {
+            let t = type_any(datatype)?;
+            out(extent, "true_extent")?;
+            // SAFETY: the caller's pointers.
+            unsafe {
+                put(lb, "true_lb", t.true_lb as Count)?;
+                put(extent, "true_extent", (t.true_ub - t.true_lb) as Count)
+            }
+        })
+    }
+
+    /// Bounds of the data itself, as `MPI_Count`.
+    fn MPI_Type_get_true_extent_c / PMPI_Type_get_true_extent_c(datatype: Datatype, lb: *mut Count, extent: *mut Count) -> c_int {
+        api("MPI_Type_get_true_extent_c", || {
+            let t = type_any(datatype)?;
+            out(extent, "true_extent")?;
+            // SAFETY: the caller's pointers.
+            unsafe {
+                put(lb, "true_lb", t.true_lb as Count)?;
+                put(extent, "true_extent", (t.true_ub - t.true_lb) as Count)
             }
         })
     }

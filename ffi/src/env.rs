@@ -20,7 +20,9 @@
 //! MPI_Finalize();
 //! ```
 
-use crate::abi::{self, Aint, Comm, Datatype, Errhandler, Group, Info, Message, Op, Request};
+use crate::abi::{
+    self, Aint, Comm, Datatype, Errhandler, File, Group, Info, Message, Op, Request, Session, Win,
+};
 use crate::errors::{api, err, out, put, put_string, MpiError};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -276,4 +278,7 @@ int_conversions! {
     Datatype: MPI_Type_toint PMPI_Type_toint MPI_Type_fromint PMPI_Type_fromint;
     Op: MPI_Op_toint PMPI_Op_toint MPI_Op_fromint PMPI_Op_fromint;
     Info: MPI_Info_toint PMPI_Info_toint MPI_Info_fromint PMPI_Info_fromint;
+    File: MPI_File_toint PMPI_File_toint MPI_File_fromint PMPI_File_fromint;
+    Session: MPI_Session_toint PMPI_Session_toint MPI_Session_fromint PMPI_Session_fromint;
+    Win: MPI_Win_toint PMPI_Win_toint MPI_Win_fromint PMPI_Win_fromint;
 }

@@ -17,7 +17,12 @@
 //! * [`datatype`]: predefined and derived datatypes, packing;
 //! * [`p2p`]: sends, receives, probes;
 //! * [`request`]: waiting and testing;
-//! * [`opi`]: ownership passing (`OPI_*`, `include/opi.h`).
+//! * [`opi`]: ownership passing (`OPI_*`, `include/opi.h`);
+//! * [`unsupported`]: every other routine of the standard ABI, exported
+//!   so that any program written for it links, each refusing with
+//!   `MPI_ERR_UNSUPPORTED_OPERATION`;
+//! * `src/pcontrol.c`: `MPI_Pcontrol`, which is variadic (stable Rust
+//!   cannot define a C-variadic function), compiled by `build.rs`.
 //!
 //! Every routine `MPI_X` is exported with its profiling twin `PMPI_X`.
 //!
@@ -73,6 +78,7 @@ pub mod handles;
 pub mod opi;
 pub mod p2p;
 pub mod request;
+pub mod unsupported;
 
 /// libhmpi's own Rust allocations: the shared heap once attached, glibc's
 /// internal entry points before (see [`alloc`]).

@@ -21,7 +21,7 @@
 //! MPI_Get_count(&st, MPI_INT, &n);   // elements received
 //! ```
 
-use crate::abi::{self, Comm, Datatype, Message, MpiStatus, Request};
+use crate::abi::{self, Comm, Count, Datatype, Message, MpiStatus, Request};
 use crate::comm::{CommEntry, CommRef};
 use crate::datatype::{count_arg, type_any, type_ref, TypeInfo, TypeRef};
 use crate::errors::{api, api_comm, err, out, put, MpiError, Res};
@@ -822,6 +822,29 @@ mpi_fn! {
                 c_int::try_from(bytes / ty.size as u64).unwrap_or(abi::UNDEFINED)
             };
             // SAFETY: the caller's int pointer.
+            unsafe { put(count, "count", n) }
+        })
+    }
+
+    /// Elements of `datatype` in a status's message, as `MPI_Count`
+    /// (`MPI_UNDEFINED` if its bytes are not a whole number of them).
+    fn MPI_Get_count_c / PMPI_Get_count_c(status: *const MpiStatus, datatype: Datatype, count: *mut Count) -> c_int {
+        api("MPI_Get_count_c", || {
+            if status.is_null() {
+                return err(abi::ERR_ARG, "status is a null pointer (MPI_STATUS_IGNORE?)");
+            }
+            let ty = type_any(datatype)?;
+            // SAFETY: checked non-null; the caller's status.
+            let st = unsafe { status.read() };
+            let bytes = u64::from(st.internal[0] as u32) | u64::from(st.internal[1] as u32) << 32;
+            let n = if ty.size == 0 {
+                0
+            } else if bytes % ty.size as u64 != 0 {
+                Count::from(abi::UNDEFINED)
+            } else {
+                Count::try_from(bytes / ty.size as u64).unwrap_or(Count::from(abi::UNDEFINED))
+            };
+            // SAFETY: the caller's pointer.
             unsafe { put(count, "count", n) }
         })
     }

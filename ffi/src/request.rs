@@ -220,6 +220,18 @@ pub fn empty_status() -> MpiStatus {
     }
 }
 
+/// The status a status accessor reads (`MPI_ERR_ARG` for a null pointer).
+///
+/// # Safety
+/// `p`, if not null, points to a status valid for the returned lifetime.
+unsafe fn status_ref<'a>(p: *const MpiStatus) -> Res<&'a MpiStatus> {
+    if p.is_null() {
+        return err(abi::ERR_ARG, "status is a null pointer");
+    }
+    // SAFETY: non-null, and valid by the caller's guarantee.
+    Ok(unsafe { &*p })
+}
+
 /// Writes a status unless the program passed `MPI_STATUS_IGNORE`.
 ///
 /// # Safety
@@ -837,6 +849,76 @@ mpi_fn! {
             let c = unsafe { (*status).internal[2] };
             // SAFETY: the caller's int pointer.
             unsafe { put(flag, "flag", c_int::from(c != 0)) }
+        })
+    }
+
+    /// The source field of a status.
+    fn MPI_Status_get_source / PMPI_Status_get_source(status: *const MpiStatus, source: *mut c_int) -> c_int {
+        api("MPI_Status_get_source", || {
+            // SAFETY: the caller's status, checked non-null.
+            let v = unsafe { status_ref(status)?.source };
+            // SAFETY: the caller's int pointer.
+            unsafe { put(source, "source", v) }
+        })
+    }
+
+    /// The tag field of a status.
+    fn MPI_Status_get_tag / PMPI_Status_get_tag(status: *const MpiStatus, tag: *mut c_int) -> c_int {
+        api("MPI_Status_get_tag", || {
+            // SAFETY: the caller's status, checked non-null.
+            let v = unsafe { status_ref(status)?.tag };
+            // SAFETY: the caller's int pointer.
+            unsafe { put(tag, "tag", v) }
+        })
+    }
+
+    /// The error field of a status.
+    fn MPI_Status_get_error / PMPI_Status_get_error(status: *const MpiStatus, error: *mut c_int) -> c_int {
+        api("MPI_Status_get_error", || {
+            // SAFETY: the caller's status, checked non-null.
+            let v = unsafe { status_ref(status)?.error };
+            // SAFETY: the caller's int pointer.
+            unsafe { put(error, "error", v) }
+        })
+    }
+
+    /// Sets the source field of a status.
+    fn MPI_Status_set_source / PMPI_Status_set_source(status: *mut MpiStatus, source: c_int) -> c_int {
+        api("MPI_Status_set_source", || {
+            let p = out(status, "status")?;
+            // SAFETY: checked non-null; the caller's status.
+            unsafe { (*p).source = source };
+            Ok(())
+        })
+    }
+
+    /// Sets the tag field of a status.
+    fn MPI_Status_set_tag / PMPI_Status_set_tag(status: *mut MpiStatus, tag: c_int) -> c_int {
+        api("MPI_Status_set_tag", || {
+            let p = out(status, "status")?;
+            // SAFETY: checked non-null; the caller's status.
+            unsafe { (*p).tag = tag };
+            Ok(())
+        })
+    }
+
+    /// Sets the error field of a status.
+    fn MPI_Status_set_error / PMPI_Status_set_error(status: *mut MpiStatus, error: c_int) -> c_int {
+        api("MPI_Status_set_error", || {
+            let p = out(status, "status")?;
+            // SAFETY: checked non-null; the caller's status.
+            unsafe { (*p).error = error };
+            Ok(())
+        })
+    }
+
+    /// Marks a status cancelled or not (what `MPI_Test_cancelled` reads).
+    fn MPI_Status_set_cancelled / PMPI_Status_set_cancelled(status: *mut MpiStatus, flag: c_int) -> c_int {
+        api("MPI_Status_set_cancelled", || {
+            let p = out(status, "status")?;
+            // SAFETY: checked non-null; the caller's status.
+            unsafe { (*p).internal[2] = c_int::from(flag != 0) };
+            Ok(())
         })
     }
 }

@@ -24,6 +24,8 @@ _Static_assert(MPI_ERR_ARG == 13 && MPI_ERR_TRUNCATE == 15 && MPI_ERR_OTHER == 1
 _Static_assert(MPI_ERR_INTERN == 17 && MPI_ERR_IN_STATUS == 19 && MPI_ERR_NO_MEM == 39, "classes");
 _Static_assert(MPI_ERR_UNSUPPORTED_OPERATION == 55 && MPI_ERR_ERRHANDLER == 61, "classes");
 _Static_assert(MPI_ERR_ABI == 62 && MPI_ERR_LASTCODE == 0x3fff, "classes");
+_Static_assert(MPI_T_ERR_CANNOT_INIT == 1001 && MPI_T_ERR_NOT_SUPPORTED == 1004, "tool codes");
+_Static_assert(MPI_T_ERR_PVAR_NO_ATOMIC == 1018, "tool codes");
 
 _Static_assert(MPI_ANY_SOURCE == -1 && MPI_ANY_TAG == -2 && MPI_PROC_NULL == -3, "wildcards");
 _Static_assert(MPI_ROOT == -4 && MPI_UNDEFINED == -32766, "sentinels");
@@ -117,6 +119,9 @@ int main(int argc, char **argv) {
     OK(MPI_Type_vector(2, 1, 2, MPI_INT, &vec));
     CHECK(MPI_Type_toint(vec) >= 0x1000 && MPI_Type_fromint(MPI_Type_toint(vec)) == vec);
     CHECK(MPI_Request_fromint(MPI_Request_toint(MPI_REQUEST_NULL)) == MPI_REQUEST_NULL);
+    CHECK(MPI_Win_toint(MPI_WIN_NULL) == 0x110 && MPI_Win_fromint(0x110) == MPI_WIN_NULL);
+    CHECK(MPI_File_toint(MPI_FILE_NULL) == 0x118 && MPI_File_fromint(0x118) == MPI_FILE_NULL);
+    CHECK(MPI_Session_toint(MPI_SESSION_NULL) == 0x120 && PMPI_Session_fromint(0x120) == MPI_SESSION_NULL);
     OK(MPI_Type_free(&vec));
     CHECK(vec == MPI_DATATYPE_NULL);
     OK(MPI_Comm_free(&dup));

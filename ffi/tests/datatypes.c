@@ -58,6 +58,11 @@ static void resized_columns(void) {
     OK(MPI_Type_get_extent(col1, &lb, &ext));
     OK(MPI_Type_get_true_extent(col1, &tlb, &text));
     CHECK(lb == 0 && ext == sizeof(int) && tlb == 0 && text == (MPI_Aint)(((ROWS - 1) * COLS + 1) * sizeof(int)));
+    MPI_Count clb = -1, cext = -1, ctlb = -1, ctext = -1, xtlb = -1, xtext = -1;
+    OK(MPI_Type_get_extent_c(col1, &clb, &cext));
+    OK(MPI_Type_get_true_extent_c(col1, &ctlb, &ctext));
+    OK(MPI_Type_get_true_extent_x(col1, &xtlb, &xtext));
+    CHECK(clb == lb && cext == ext && ctlb == tlb && ctext == text && xtlb == tlb && xtext == text);
     if (check_rank == 0) {
         for (int i = 0; i < ROWS; i++)
             for (int j = 0; j < COLS; j++) m[i][j] = i * 1000 + j;
@@ -244,6 +249,26 @@ static void partial_messages(void) {
         CHECK(n == MPI_UNDEFINED);
         OK(MPI_Get_count(&st, MPI_INT, &n));
         CHECK(n == 5 && got[4] == 5 && got[5] == -1);
+        MPI_Count c = 0;
+        OK(MPI_Get_count_c(&st, pair, &c));
+        CHECK(c == MPI_UNDEFINED);
+        OK(MPI_Get_count_c(&st, MPI_INT, &c));
+        CHECK(c == 5);
+        /* The status accessors read and write the public fields. */
+        int source = -1, tag = -1, error = -1;
+        OK(MPI_Status_get_source(&st, &source));
+        OK(MPI_Status_get_tag(&st, &tag));
+        OK(MPI_Status_get_error(&st, &error));
+        CHECK(source == peer && tag == 40 && error == st.MPI_ERROR);
+        MPI_Status mine = st;
+        OK(MPI_Status_set_source(&mine, 7));
+        OK(MPI_Status_set_tag(&mine, 8));
+        OK(MPI_Status_set_error(&mine, MPI_ERR_TRUNCATE));
+        OK(MPI_Status_set_cancelled(&mine, 1));
+        OK(MPI_Test_cancelled(&mine, &n));
+        CHECK(mine.MPI_SOURCE == 7 && mine.MPI_TAG == 8 && mine.MPI_ERROR == MPI_ERR_TRUNCATE && n);
+        OK(MPI_Get_count_c(&mine, MPI_INT, &c));
+        CHECK(c == 5);
         for (int i = 0; i < 8; i++) got[i] = -1;
         OK(MPI_Recv(got, 3, gap, peer, 41, MPI_COMM_WORLD, &st)); /* room for 6 ints */
         OK(MPI_Get_count(&st, gap, &n));

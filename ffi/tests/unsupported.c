@@ -1,0 +1,127 @@
+/* The routines of the standard ABI that libhmpi does not implement are
+ * exported and refuse honestly: under MPI_ERRORS_RETURN they return
+ * MPI_ERR_UNSUPPORTED_OPERATION, through the error handler of their
+ * communicator, or of MPI_COMM_WORLD when they have none (windows and
+ * files included); they do nothing else. Tool routines return
+ * MPI_T_ERR_NOT_SUPPORTED without an error handler; MPI_Pcontrol does
+ * nothing and succeeds.
+ *
+ * With HMPI_TEST_FATAL set, rank 1 calls MPI_Allreduce under the default
+ * handler (MPI_ERRORS_ARE_FATAL), which must end the job; rank 0 waits for
+ * a message that never comes. */
+#include "check.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define REFUSED(call)                                                         \
+    do {                                                                      \
+        int rc_ = (call);                                                     \
+        if (rc_ != MPI_ERR_UNSUPPORTED_OPERATION) {                           \
+            fprintf(stderr, "rank %d: %s:%d: %s returned %d\n", check_rank,   \
+                    __FILE__, __LINE__, #call, rc_);                          \
+            exit(3);                                                          \
+        }                                                                     \
+    } while (0)
+
+static int handled_code;
+static MPI_Comm handled_comm = MPI_COMM_NULL;
+
+static void record(MPI_Comm *comm, int *code, ...) {
+    handled_comm = *comm;
+    handled_code = *code;
+}
+
+int main(int argc, char **argv) {
+    int rank, size, x = 1, y = 0, flag = -1;
+    /* Tool routines never call an error handler, not even the initial
+     * MPI_ERRORS_ARE_FATAL before MPI_Init. */
+    CHECK(MPI_T_init_thread(MPI_THREAD_SINGLE, &flag) == MPI_T_ERR_NOT_SUPPORTED);
+    CHECK(PMPI_T_finalize() == MPI_T_ERR_NOT_SUPPORTED);
+
+    OK(MPI_Init(&argc, &argv));
+    OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    OK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    check_rank = rank;
+
+    if (getenv("HMPI_TEST_FATAL")) {
+        if (rank == 1) {
+            MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+            printf("rank 1: still running after a refused call\n");
+            return 0;
+        }
+        MPI_Recv(&x, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Finalize();
+        return 0;
+    }
+
+    /* MPI_Pcontrol has no profiler to tell: it does nothing, whatever the
+     * extra arguments. */
+    OK(MPI_Pcontrol(1));
+    OK(MPI_Pcontrol(2, "phase", 3.5));
+    OK(PMPI_Pcontrol(0));
+
+    /* MPI_ERRORS_RETURN on MPI_COMM_WORLD only. */
+    OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+
+    /* With a communicator argument: its handler. */
+    REFUSED(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    REFUSED(PMPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(y == 0);
+    MPI_Comm dup;
+    MPI_Errhandler eh;
+    OK(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
+    OK(MPI_Comm_create_errhandler(record, &eh));
+    OK(MPI_Comm_set_errhandler(dup, eh));
+    REFUSED(MPI_Bcast(&x, 1, MPI_INT, 0, dup));
+    CHECK(handled_code == MPI_ERR_UNSUPPORTED_OPERATION && handled_comm == dup);
+    handled_code = 0;
+    REFUSED(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &y, &flag));
+    CHECK(handled_code == 0);
+    /* An invalid communicator: MPI_COMM_WORLD's handler. */
+    REFUSED(MPI_Barrier_init(MPI_COMM_NULL, MPI_INFO_NULL, NULL));
+    CHECK(handled_code == 0);
+
+    /* Large-count variants. A refused send sends nothing. */
+    REFUSED(MPI_Send_c(&x, 1, MPI_INT, rank, 0, MPI_COMM_WORLD));
+    REFUSED(MPI_Bcast_c(&x, 1, MPI_INT, 0, dup));
+    CHECK(handled_code == MPI_ERR_UNSUPPORTED_OPERATION);
+    OK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE));
+    CHECK(flag == 0);
+
+    /* Windows and files (none can exist) and routines without a
+     * communicator: MPI_COMM_WORLD's handler. */
+    handled_code = 0;
+    REFUSED(MPI_Win_fence(0, MPI_WIN_NULL));
+    MPI_Win win = MPI_WIN_NULL;
+    REFUSED(MPI_Win_allocate(64, 1, MPI_INFO_NULL, dup, &y, &win));
+    CHECK(handled_code == MPI_ERR_UNSUPPORTED_OPERATION && win == MPI_WIN_NULL);
+    handled_code = 0;
+    MPI_File fh = MPI_FILE_NULL;
+    REFUSED(MPI_File_open(MPI_COMM_WORLD, "unsupported.dat", MPI_MODE_RDONLY, MPI_INFO_NULL, &fh));
+    REFUSED(MPI_File_close(&fh));
+    MPI_Info info = MPI_INFO_NULL;
+    REFUSED(MPI_Info_create(&info));
+    CHECK(info == MPI_INFO_NULL);
+    REFUSED(MPI_Buffer_attach(&x, (int)sizeof x));
+    REFUSED(MPI_Get_elements_c(MPI_STATUS_IGNORE, MPI_INT, NULL));
+    CHECK(handled_code == 0);
+
+    /* The code is its own class, with a string that says so. */
+    int cls = -1, len = 0;
+    char text[MPI_MAX_ERROR_STRING];
+    OK(MPI_Error_class(MPI_ERR_UNSUPPORTED_OPERATION, &cls));
+    CHECK(cls == MPI_ERR_UNSUPPORTED_OPERATION);
+    OK(MPI_Error_string(MPI_ERR_UNSUPPORTED_OPERATION, text, &len));
+    CHECK(len == (int)strlen(text) && strstr(text, "MPI_ERR_UNSUPPORTED_OPERATION") != NULL);
+    CHECK(strstr(text, "unsupported") != NULL || strstr(text, "not supported") != NULL);
+
+    /* The implemented routines go on working. */
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    OK(MPI_Sendrecv(&rank, 1, MPI_INT, next, 5, &y, 1, MPI_INT, prev, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    CHECK(y == prev);
+    OK(MPI_Comm_free(&dup));
+    OK(MPI_Errhandler_free(&eh));
+    OK(MPI_Finalize());
+    PASSED("unsupported");
+    return 0;
+}
