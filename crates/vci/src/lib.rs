@@ -75,7 +75,9 @@ pub use envelope::Protocol;
 pub use error::{Error, Result};
 pub use message::Message;
 pub use owned::OwnedBlock;
-pub use request::{test_all, test_any, test_some, wait_all, wait_any, wait_some};
+pub use request::{
+    test_all, test_any, test_some, wait_all, wait_all_statuses, wait_any, wait_some,
+};
 pub use request::{Request, Status, StatusError};
 pub use vci::Stats;
 

@@ -498,14 +498,24 @@ impl Drop for Request<'_> {
 
 /// Waits for every request. Returns every status, in the requests' order;
 /// if any request failed, [`Error::InStatus`] with every status (each with
-/// its `error`). The requests are polled together, one lock and one
-/// progress per VCI and pass, so a window of messages completes in a few
-/// passes rather than one wait each.
+/// its `error`). See [`wait_all_statuses`] for how they are waited for.
 pub fn wait_all<'a>(requests: impl IntoIterator<Item = Request<'a>>) -> Result<Vec<Status>> {
+    let st = wait_all_statuses(requests);
+    if st.iter().any(|s| s.error.is_some()) {
+        Err(Error::InStatus(st))
+    } else {
+        Ok(st)
+    }
+}
+
+/// Waits for every request and returns every status, in the requests'
+/// order, failures recorded in their `error` (see [`Status::into_result`]).
+/// The requests are waited for in order; each pass that finds the awaited
+/// one finished also collects, under the same lock, the finished ones
+/// right after it, so a window of messages is polled about once per
+/// request rather than once per request and pass.
+pub fn wait_all_statuses<'a>(requests: impl IntoIterator<Item = Request<'a>>) -> Vec<Status> {
     let mut set: Vec<Option<Request<'a>>> = requests.into_iter().map(Some).collect();
-    // In order: wait for the first unfinished request; each pass that
-    // finds it finished also collects the finished ones right after it
-    // (one lock), so every request is polled about once.
     let mut first = 0;
     while let Some(i) =
         (first..set.len()).find(|&i| set[i].as_ref().is_some_and(|r| !r.is_complete()))
@@ -520,19 +530,13 @@ pub fn wait_all<'a>(requests: impl IntoIterator<Item = Request<'a>>) -> Result<V
         });
         first = i + 1;
     }
-    let st: Vec<Status> = set
-        .iter_mut()
+    set.iter_mut()
         .map(|r| {
             r.take()
                 .and_then(|r| r.finished())
                 .unwrap_or(Status::empty())
         })
-        .collect();
-    if st.iter().any(|s| s.error.is_some()) {
-        Err(Error::InStatus(st))
-    } else {
-        Ok(st)
-    }
+        .collect()
 }
 
 #[cfg(test)]
