@@ -18,6 +18,7 @@ const ROLES: &[(&str, fn())] = &[
     ("interop", interop_rank),
     ("edges", edges_rank),
     ("fan-in", fan_in_rank),
+    ("overflow", overflow_rank),
 ];
 
 const TESTS: &[(&str, fn())] = &[
@@ -36,6 +37,10 @@ const TESTS: &[(&str, fn())] = &[
     (
         "posted_ownership_receives_from_any_source",
         posted_ownership_receives_from_any_source,
+    ),
+    (
+        "given_blocks_overflowing_the_fast_box_keep_order",
+        given_blocks_overflowing_the_fast_box_keep_order,
     ),
 ];
 
@@ -69,6 +74,10 @@ fn alignment_proc_null_self_errors_and_matched_probes() {
 
 fn posted_ownership_receives_from_any_source() {
     run_ok("fan-in", 4);
+}
+
+fn given_blocks_overflowing_the_fast_box_keep_order() {
+    run_ok("overflow", 2);
 }
 
 // ------------------------------------------------------------- helpers
@@ -420,6 +429,65 @@ fn fan_in_rank() {
                 .wait()
                 .expect("complete");
         }
+    }
+    ep.barrier();
+}
+
+// ------------------------------------------------------------- overflow
+
+/// Blocks given faster than the taker takes them: the first fill the fast
+/// box's ring, the rest travel in envelopes, plain messages are mixed in,
+/// and some blocks carry a fourth metadata word (which a slot keeps in its
+/// second line). The taker gets every one in order, in place, with its
+/// metadata, and the giver's arena is back at its baseline afterwards.
+fn overflow_rank() {
+    const N: usize = 3 * vci::fastbox::FB_SLOTS;
+    let ep = Endpoint::new().expect("endpoint");
+    let me = ep.rank();
+    let base = baseline(&ep);
+    if me == 0 {
+        for i in 0..N {
+            if i % 5 == 4 {
+                ep.send(&(i as u64).to_le_bytes(), 1, 7, 0).expect("plain");
+                continue;
+            }
+            let mut block = OwnedBlock::from_vec(pattern(1 + i % 9, i as u64));
+            block.meta = [block.ptr.as_ptr() as u64, i as u64, 0, (i % 2 * i) as u64];
+            // SAFETY: the block owns the vector's allocation, given up here.
+            unsafe { ep.isend_owned(block, 1, 7, 0) }
+                .expect("give")
+                .wait()
+                .expect("a give completes at once");
+        }
+        ep.barrier();
+        ep.recv(&mut [0u8; 1], 1, 99, 0).expect("done");
+        shmheap::drain_remote_frees();
+        shmheap::flush_thread_cache();
+        assert_eq!(in_use(0), base, "given blocks return to the giver's arena");
+    } else {
+        ep.barrier();
+        for i in 0..N {
+            let (b, st) = ep.recv_owned(8, 0, 7, 0).expect("take");
+            if i % 5 == 4 {
+                assert!(!b.given, "message {i} was a plain send");
+                assert_eq!(take_vec(b), [i as u64]);
+                continue;
+            }
+            assert!(b.given, "message {i}");
+            assert_eq!(st.count, 8 * (1 + i % 9) as u64);
+            assert_eq!(
+                b.meta[1..],
+                [i as u64, 0, (i % 2 * i) as u64],
+                "message {i}"
+            );
+            assert_eq!(
+                b.ptr.as_ptr() as u64,
+                b.meta[0],
+                "message {i} moved, no copy"
+            );
+            assert_eq!(take_vec(b), pattern(1 + i % 9, i as u64));
+        }
+        ep.send(&[1], 0, 99, 0).expect("done");
     }
     ep.barrier();
 }

@@ -35,6 +35,7 @@ const ROLES: &[(&str, fn())] = &[
     ("mprobe", mprobe_rank),
     ("synergistic", synergistic_rank),
     ("fastbox-order", fastbox_order_rank),
+    ("fastbox-unexpected", fastbox_unexpected_rank),
 ];
 
 const TESTS: &[(&str, fn())] = &[
@@ -54,6 +55,10 @@ const TESTS: &[(&str, fn())] = &[
     (
         "fast_boxes_and_queues_keep_each_senders_order",
         fast_boxes_and_queues_keep_each_senders_order,
+    ),
+    (
+        "fast_box_messages_wait_on_the_unexpected_list_intact",
+        fast_box_messages_wait_on_the_unexpected_list_intact,
     ),
     (
         "model_random_programs_with_two_vcis",
@@ -162,6 +167,10 @@ fn ssend_completes_after_match_and_two_context_threads_do_not_deadlock() {
 
 fn fast_boxes_and_queues_keep_each_senders_order() {
     run_ok("fastbox-order", 2, &[]);
+}
+
+fn fast_box_messages_wait_on_the_unexpected_list_intact() {
+    run_ok("fastbox-unexpected", 2, &[]);
 }
 
 fn ssend_deadlock_scenario_with_a_vci_per_context() {
@@ -1746,7 +1755,9 @@ fn check_against_reference(
 
 /// Sizes that alternate between the fast box (<= 44 bytes) and inline
 /// envelopes.
-const FB_SIZES: [usize; 5] = [8, 44, 45, 200, 0];
+/// Sizes around the fast box's boundaries: 40 bytes fit a slot's first
+/// line, 48 an unexpected entry inline, 256 is the largest immediate.
+const FB_SIZES: [usize; 9] = [8, 40, 41, 48, 49, 200, 256, 0, 100];
 
 fn fastbox_order_rank() {
     let ep = endpoint();
@@ -1796,6 +1807,65 @@ fn fastbox_order_rank() {
             next[t] += 1;
         }
         assert!(ep.stats().recv_fastbox > 0);
+    }
+    ep.barrier();
+}
+
+/// Whether `buf` is `numbered(i, buf.len())`.
+fn is_numbered(buf: &[u8], i: usize) -> bool {
+    buf.len() >= 4 && number_of(buf) == i && buf[4..] == numbered(i, buf.len())[4..]
+}
+
+/// Fast-box messages of every boundary size, two tags interleaved, all sent
+/// before the receiver looks; the receiver takes one tag first, so the
+/// other tag's messages move to the unexpected list (inline up to 48
+/// bytes, a heap copy beyond) and are taken from there afterwards, whole
+/// and in order; a short buffer truncates one of them.
+fn fastbox_unexpected_rank() {
+    let ep = endpoint();
+    let me = ep.rank();
+    const N: usize = 40;
+    if me == 0 {
+        for i in 0..N {
+            let len = FB_SIZES[i % FB_SIZES.len()].max(4);
+            ep.send(&numbered(i, len), 1, 1 + (i % 2) as i32, 0)
+                .unwrap();
+        }
+        ep.barrier();
+        assert!(ep.stats().sent_fastbox as usize >= N, "{:?}", ep.stats());
+    } else {
+        ep.barrier();
+        let mut buf = vec![0u8; 256];
+        for tag in [2, 1] {
+            for i in (0..N).filter(|i| 1 + (i % 2) as i32 == tag) {
+                let len = FB_SIZES[i % FB_SIZES.len()].max(4);
+                if i == 1 {
+                    // A receive shorter than the message: the prefix, and
+                    // the truncation reported.
+                    let mut short = [0u8; 6];
+                    match ep.recv(&mut short, 0, tag, 0) {
+                        Err(Error::Truncate {
+                            status,
+                            message_len,
+                        }) => {
+                            assert_eq!((status.count, message_len), (6, len as u64));
+                            assert_eq!(short[..], numbered(i, len)[..6]);
+                        }
+                        other => panic!("message {i}: {other:?}"),
+                    }
+                    continue;
+                }
+                let st = ep.recv(&mut buf, 0, tag, 0).unwrap();
+                assert_eq!((st.tag, st.count as usize), (tag, len), "message {i}");
+                assert!(
+                    is_numbered(&buf[..len], i),
+                    "message {i} intact and in order"
+                );
+            }
+        }
+        let st = ep.stats();
+        assert!(st.recv_fastbox as usize >= N, "{st:?}");
+        assert!(st.matched_unexpected > 0, "{st:?}");
     }
     ep.barrier();
 }
