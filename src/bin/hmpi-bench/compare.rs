@@ -32,7 +32,7 @@
 
 use crate::p2p::{self, Job, Kernel, ResultFile};
 use crate::report::{self, fmt_size, Sample};
-use crate::{BenchError, Options, Outcome, Progress};
+use crate::{stats, BenchError, Options, Outcome, Progress};
 use hmpi_core::launch::allowed_cpus;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -447,32 +447,51 @@ pub fn run(
             &mut failures,
         );
     }
+    let rounds = opts.rounds.unwrap_or(1);
+    // Backend 0 is hmpi, then the peers.
+    let backends = 1 + peers.len();
     for (k, sizes) in kernels.iter().zip(&sizes) {
         progress.line(format_args!(
-            "{}: {} sizes {}-{}, {reps} repetitions (OSU iterations{}), 2 ranks",
+            "{}: {} sizes {}-{}, {reps} repetitions (OSU iterations{}), 2 ranks{}",
             k.name,
             sizes.len(),
             fmt_size(sizes[0]),
             fmt_size(*sizes.last().expect("sizes are never empty")),
-            if opts.quick { " / 10" } else { "" }
+            if opts.quick { " / 10" } else { "" },
+            if rounds > 1 {
+                format!(", {rounds} rounds")
+            } else {
+                String::new()
+            }
         ));
-        progress.line(format_args!("{} hmpi", k.name));
-        match p2p::run_hmpi(k, sizes, reps, opts.quick) {
-            Ok(s) => samples.extend(s),
-            Err(e) => fail(e, &mut failures),
-        }
-        for p in &peers {
-            progress.line(format_args!(
-                "{} {} ({})",
-                k.name,
-                p.mpi.label,
-                p.launcher.display()
-            ));
-            match run_peer(p, k, sizes, reps, opts.quick) {
-                Ok(s) => samples.extend(s),
-                Err(e) => fail(e, &mut failures),
+        let mut measured = Vec::new();
+        for round in 0..rounds {
+            for b in (0..backends).map(|i| (i + round) % backends) {
+                let tag = if rounds > 1 {
+                    format!(" (round {}/{rounds})", round + 1)
+                } else {
+                    String::new()
+                };
+                let got = if b == 0 {
+                    progress.line(format_args!("{} hmpi{tag}", k.name));
+                    p2p::run_hmpi(k, sizes, reps, opts.quick)
+                } else {
+                    let p = &peers[b - 1];
+                    progress.line(format_args!(
+                        "{} {} ({}){tag}",
+                        k.name,
+                        p.mpi.label,
+                        p.launcher.display()
+                    ));
+                    run_peer(p, k, sizes, reps, opts.quick)
+                };
+                match got {
+                    Ok(s) => measured.extend(s),
+                    Err(e) => fail(e, &mut failures),
+                }
             }
         }
+        samples.extend(merge_rounds(measured));
     }
     let labels: Vec<&str> = std::iter::once("hmpi")
         .chain(peers.iter().map(|p| p.mpi.label))
@@ -483,6 +502,40 @@ pub fn run(
         text,
         failures,
     })
+}
+
+/// One sample per point from the rounds' samples of it: the median of
+/// their medians, the smallest minimum and the largest maximum (a single
+/// round's samples come back as they are).
+pub fn merge_rounds(samples: Vec<Sample>) -> Vec<Sample> {
+    let mut points: Vec<Vec<Sample>> = Vec::new();
+    for s in samples {
+        let same = |p: &&mut Vec<Sample>| {
+            let q = &p[0];
+            (&q.workload, &q.backend, q.threads, q.size)
+                == (&s.workload, &s.backend, s.threads, s.size)
+        };
+        match points.iter_mut().find(same) {
+            Some(p) => p.push(s),
+            None => points.push(vec![s]),
+        }
+    }
+    points
+        .into_iter()
+        .map(|mut p| {
+            if p.len() == 1 {
+                return p.pop().expect("one sample");
+            }
+            let medians: Vec<f64> = p.iter().map(|s| s.value).collect();
+            let mut merged = p[0].clone();
+            merged.value = stats::median(&medians).expect("rounds are never empty");
+            merged.set_range(
+                p.iter().map(Sample::min).fold(f64::INFINITY, f64::min),
+                p.iter().map(Sample::max).fold(0.0, f64::max),
+            );
+            merged
+        })
+        .collect()
 }
 
 /// The tables (each backend's median, hmpi / each peer per size) and the
@@ -561,6 +614,23 @@ mod tests {
     fn s(w: &str, b: &str, size: usize, v: f64) -> Sample {
         let unit = p2p::kernel(w).map_or("us", |k| k.unit);
         Sample::from_reps(w, b, 2, size, unit, &[v]).unwrap()
+    }
+
+    #[test]
+    fn rounds_merge_into_the_median_of_their_medians() {
+        let r = |v: f64, lo: f64, hi: f64| {
+            Sample::from_reps("latency", "hmpi", 2, 8, "us", &[lo, v, hi]).unwrap()
+        };
+        let merged = merge_rounds(vec![
+            r(1.0, 0.9, 1.1),
+            s("latency", "hmpi", 16, 2.0),
+            r(3.0, 2.5, 3.5),
+            r(2.0, 1.5, 2.5),
+        ]);
+        assert_eq!(merged.len(), 2);
+        let m = &merged[0];
+        assert_eq!((m.size, m.value, m.min(), m.max()), (8, 2.0, 0.9, 3.5));
+        assert_eq!(merged[1], s("latency", "hmpi", 16, 2.0));
     }
 
     #[test]

@@ -189,6 +189,8 @@ pub struct Options {
     pub peer_dir: Option<PathBuf>,
     /// `compare`: use the peers' programs as they are, never build them.
     pub no_build: bool,
+    /// `compare`: rounds of every backend, alternating (`--rounds`).
+    pub rounds: Option<usize>,
 }
 
 /// What a workload's run produced.
@@ -289,6 +291,11 @@ OPTIONS:
     --peer-dir DIR    compare: where the peer builds live
                       (default: $HMPI_BENCH_PEER_DIR, else target/peers)
     --no-build        compare: do not build or update the peer programs
+    --rounds N        compare: run every backend N times, alternating (the
+                      first backend of a round rotates), and report per
+                      point the median of the rounds' medians (default 1).
+                      Machines whose speed drifts during a run (virtual
+                      CPUs moving between cores) need a few
     -h, --help        this text
 
 Results go to stdout (a table with ratios), progress to stderr.
@@ -415,6 +422,7 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
             "--peers" => opts.peers = Some(value(&mut i)?),
             "--peer-dir" => opts.peer_dir = Some(PathBuf::from(value(&mut i)?)),
             "--no-build" => opts.no_build = true,
+            "--rounds" => opts.rounds = Some(parse_number("--rounds", &value(&mut i)?, 1, 100)?),
             f if f.starts_with('-') => {
                 return Err(BenchError::Usage(format!("unknown option '{f}'")));
             }

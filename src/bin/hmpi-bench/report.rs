@@ -66,6 +66,12 @@ impl Sample {
         })
     }
 
+    /// Sets the smallest and largest repetition (of several runs merged).
+    pub fn set_range(&mut self, min: f64, max: f64) {
+        self.min = min;
+        self.max = max;
+    }
+
     /// The smallest repetition.
     pub fn min(&self) -> f64 {
         self.min
