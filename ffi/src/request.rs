@@ -257,18 +257,6 @@ pub fn engine_status(r: vci::Result<vci::Status>) -> Res<vci::Status> {
 
 static REQUESTS: SlotTable<ReqEntry> = SlotTable::new(KIND_REQUEST);
 
-/// Waits for the engine requests together
-/// ([`vci::wait_all_statuses`]); each entry's result as its own `wait`
-/// would have given it (`None` for an absent request).
-fn wait_engine(reqs: Vec<Option<vci::Request<'static>>>) -> Vec<Option<vci::Result<vci::Status>>> {
-    let present: Vec<bool> = reqs.iter().map(Option::is_some).collect();
-    let mut st = vci::wait_all_statuses(reqs.into_iter().flatten()).into_iter();
-    present
-        .into_iter()
-        .map(|p| p.then(|| st.next().map(vci::Status::into_result)).flatten())
-        .collect()
-}
-
 /// Stores a request and returns its handle.
 #[inline]
 pub fn insert(e: ReqEntry) -> Res<Request> {
@@ -582,22 +570,22 @@ mpi_fn! {
             let entries = REQUESTS
                 .checkout_many(raw, |h| h == abi::REQUEST_NULL.0)
                 .map_err(|(i, m)| miss(m, hs[i]))?;
-            // The engine waits for them together (in order, collecting
-            // the finished ones after each under one lock).
+            // The engine waits for them together, in place (in order,
+            // collecting the finished ones after each under one lock).
             let (mut failed, mut on, mut other) = (0, None, None);
-            let (reqs, rests): (Vec<_>, Vec<_>) = entries
-                .into_iter()
-                .map(|e| match e {
-                    Some(ReqEntry { req, rest }) => (Some(req.0), Some(rest)),
-                    None => (None, None),
-                })
-                .unzip();
-            let results = wait_engine(reqs);
-            let done: Vec<(MpiStatus, c_int, Option<CommRef>)> = rests
-                .into_iter()
-                .zip(results)
-                .map(|e| match e {
-                    (Some(rest), Some(r)) => match engine_status(r) {
+            let mut entries = entries;
+            {
+                let mut reqs: Vec<&mut vci::Request<'static>> =
+                    entries.iter_mut().flatten().map(|e| &mut e.req.0).collect();
+                vci::wait_all_in_place(&mut reqs);
+            }
+            // One lock frees every slot (MPI_REQUEST_NULL is skipped); `raw`
+            // is not used after this.
+            REQUESTS.settle([], raw);
+            for (i, e) in entries.into_iter().enumerate() {
+                // Each request is finished: `wait` returns its status.
+                let (s, code, comm) = match e {
+                    Some(ReqEntry { req, rest }) => match engine_status(req.0.wait()) {
                         // The common case: nothing to unpack or hand over,
                         // no error, statuses ignored.
                         Ok(st)
@@ -619,12 +607,8 @@ mpi_fn! {
                             (empty_status(), abi::ERR_INTERN, Some(comm))
                         }
                     },
-                    _ => (empty_status(), abi::SUCCESS, None),
-                })
-                .collect();
-            // One lock frees every slot (MPI_REQUEST_NULL is skipped).
-            REQUESTS.settle([], raw);
-            for (i, (s, code, comm)) in done.into_iter().enumerate() {
+                    None => (empty_status(), abi::SUCCESS, None),
+                };
                 hs[i] = abi::REQUEST_NULL;
                 if code != abi::SUCCESS {
                     failed += 1;

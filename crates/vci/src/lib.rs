@@ -76,7 +76,8 @@ pub use error::{Error, Result};
 pub use message::Message;
 pub use owned::OwnedBlock;
 pub use request::{
-    test_all, test_any, test_some, wait_all, wait_all_statuses, wait_any, wait_some,
+    test_all, test_any, test_some, wait_all, wait_all_in_place, wait_all_statuses, wait_any,
+    wait_some,
 };
 pub use request::{Request, Status, StatusError};
 pub use vci::Stats;

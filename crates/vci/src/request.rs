@@ -349,14 +349,57 @@ fn poll_set(requests: &mut [Option<Request<'_>>], full: bool) -> bool {
     any
 }
 
+/// An element of a list of requests waited for in order: an owned request
+/// (or `None`), or one borrowed in place.
+trait RequestSlot<'a> {
+    fn request(&mut self) -> Option<&mut Request<'a>>;
+}
+
+impl<'a> RequestSlot<'a> for Option<Request<'a>> {
+    fn request(&mut self) -> Option<&mut Request<'a>> {
+        self.as_mut()
+    }
+}
+
+impl<'a> RequestSlot<'a> for &mut Request<'a> {
+    fn request(&mut self) -> Option<&mut Request<'a>> {
+        Some(&mut **self)
+    }
+}
+
+/// Waits for every request of `set`, in order: for the first unfinished
+/// one; each pass that finds it finished also collects, under the same
+/// lock, the finished ones right after it ([`poll_run`]).
+fn wait_in_order<'a, S: RequestSlot<'a>>(set: &mut [S]) {
+    let mut first = 0;
+    while let Some(i) =
+        (first..set.len()).find(|&i| set[i].request().is_some_and(|r| !r.is_complete()))
+    {
+        let (ep, v) = set[i]
+            .request()
+            .map(|r| (r.ep, r.vci))
+            .expect("found above");
+        ep.wait_on(v, |full| {
+            poll_run(&mut set[i..], full);
+            set[i]
+                .request()
+                .is_some_and(|r| r.is_complete())
+                .then_some(())
+        });
+        first = i + 1;
+    }
+}
+
 /// [`poll_set`] for a run of requests that finish in order as a rule: helps
 /// pending sends, then progresses the first request's VCI (if `full` or it
 /// has news) and polls requests from the first on, under one lock, until
 /// one is still pending.
-fn poll_run(requests: &mut [Option<Request<'_>>], full: bool) {
-    help_set(requests);
-    let mut held: Option<(usize, PrivateGuard<'_>)> = None;
-    for r in requests.iter_mut().flatten() {
+fn poll_run<'a, S: RequestSlot<'a>>(requests: &mut [S], full: bool) {
+    for r in requests.iter_mut().filter_map(S::request) {
+        r.help();
+    }
+    let mut held: Option<(usize, PrivateGuard<'a>)> = None;
+    for r in requests.iter_mut().filter_map(S::request) {
         if r.is_complete() || Request::poll_send(&mut r.state).is_some() {
             continue;
         }
@@ -491,8 +534,10 @@ pub fn test_all(requests: &mut [Option<Request<'_>>]) -> Result<Option<Vec<Statu
 
 impl Drop for Request<'_> {
     fn drop(&mut self) {
-        // The engine may still use the buffer: wait for it.
-        self.wait_status();
+        if !self.is_complete() {
+            // The engine may still use the buffer: wait for it.
+            self.wait_status();
+        }
     }
 }
 
@@ -508,6 +553,15 @@ pub fn wait_all<'a>(requests: impl IntoIterator<Item = Request<'a>>) -> Result<V
     }
 }
 
+/// Waits for every request of `requests`, which stay where they are (the
+/// caller's); each is finished afterwards, so its [`Request::wait`]
+/// returns its status at once. Waited for as by [`wait_all_statuses`],
+/// without moving the requests: for callers that keep them in a table
+/// (the C interface's `MPI_Waitall`).
+pub fn wait_all_in_place(requests: &mut [&mut Request<'_>]) {
+    wait_in_order(requests);
+}
+
 /// Waits for every request and returns every status, in the requests'
 /// order, failures recorded in their `error` (see [`Status::into_result`]).
 /// The requests are waited for in order; each pass that finds the awaited
@@ -516,20 +570,7 @@ pub fn wait_all<'a>(requests: impl IntoIterator<Item = Request<'a>>) -> Result<V
 /// request rather than once per request and pass.
 pub fn wait_all_statuses<'a>(requests: impl IntoIterator<Item = Request<'a>>) -> Vec<Status> {
     let mut set: Vec<Option<Request<'a>>> = requests.into_iter().map(Some).collect();
-    let mut first = 0;
-    while let Some(i) =
-        (first..set.len()).find(|&i| set[i].as_ref().is_some_and(|r| !r.is_complete()))
-    {
-        let (ep, v) = set[i].as_ref().map(|r| (r.ep, r.vci)).expect("found above");
-        ep.wait_on(v, |full| {
-            poll_run(&mut set[i..], full);
-            set[i]
-                .as_ref()
-                .is_some_and(Request::is_complete)
-                .then_some(())
-        });
-        first = i + 1;
-    }
+    wait_in_order(&mut set);
     set.iter_mut()
         .map(|r| {
             r.take()
