@@ -8,7 +8,7 @@
 //!   copied synergistically: the receiver and, while it is inside the
 //!   library, the sender copy blocks of the message in parallel. A size
 //!   larger than any message (`1T`) turns it off.
-//! * `HMPI_SYNERGISTIC_BLOCK` (default 16 KiB, 64 bytes to 1 GiB): the block
+//! * `HMPI_SYNERGISTIC_BLOCK` (default 64 KiB, 64 bytes to 1 GiB): the block
 //!   size of a synergistic copy.
 //! * `HMPI_CMA` (default `1`): `0` turns off the kernel-assisted single copy
 //!   (`process_vm_readv`) of private send buffers; they then travel through a
@@ -30,7 +30,7 @@
 //! let c = vci::Config::from_lookup(|v| (v == "HMPI_EAGER_MAX").then(|| "1K".into())).unwrap();
 //! assert_eq!(c.eager_max, 1024);
 //! let d = vci::Config::default();
-//! assert_eq!((d.eager_max, d.synergistic_min, d.synergistic_block), (256, 64 << 10, 16 << 10));
+//! assert_eq!((d.eager_max, d.synergistic_min, d.synergistic_block), (256, 64 << 10, 64 << 10));
 //! assert!(d.cma);
 //! ```
 
@@ -50,7 +50,11 @@ pub const DEFAULT_SYNERGISTIC_MIN: usize = 64 << 10;
 /// Variable holding the synergistic copy's block size.
 pub const SYNERGISTIC_BLOCK_VAR: &str = "HMPI_SYNERGISTIC_BLOCK";
 /// Default synergistic block size (to be tuned).
-pub const DEFAULT_SYNERGISTIC_BLOCK: usize = 16 << 10;
+/// Measured on the 2-vCPU machine (`hmpi-bench bw`, 64 KiB – 4 MiB, runs
+/// of the block sizes interleaved): 16, 32 and 64 KiB blocks gave 21–32,
+/// 28–47 and 33–58 GB/s in one state of the machine, 16 and 64 KiB 36–55
+/// and 42–80 GB/s in a faster one (see `docs/architecture.md`).
+pub const DEFAULT_SYNERGISTIC_BLOCK: usize = 64 << 10;
 /// Smallest accepted synergistic block size.
 pub const SYNERGISTIC_BLOCK_MIN: usize = 64;
 /// Largest accepted synergistic block size.
