@@ -535,28 +535,14 @@ mpi_fn! {
 
     /// Lower bound and extent, as `MPI_Count`.
     fn MPI_Type_get_extent_x / PMPI_Type_get_extent_x(datatype: Datatype, lb: *mut Count, extent: *mut Count) -> c_int {
-        api("MPI_Type_get_extent_x", || {
-            let t = type_any(datatype)?;
-            out(extent, "extent")?;
-            // SAFETY: the caller's pointers.
-            unsafe {
-                put(lb, "lb", t.lb as Count)?;
-                put(extent, "extent", t.extent() as Count)
-            }
-        })
+        // SAFETY: the caller's pointers.
+        unsafe { extent_count("MPI_Type_get_extent_x", datatype, false, lb, extent) }
     }
 
     /// Lower bound and extent, as `MPI_Count`.
     fn MPI_Type_get_extent_c / PMPI_Type_get_extent_c(datatype: Datatype, lb: *mut Count, extent: *mut Count) -> c_int {
-        api("MPI_Type_get_extent_c", || {
-            let t = type_any(datatype)?;
-            out(extent, "extent")?;
-            // SAFETY: the caller's pointers.
-            unsafe {
-                put(lb, "lb", t.lb as Count)?;
-                put(extent, "extent", t.extent() as Count)
-            }
-        })
+        // SAFETY: the caller's pointers.
+        unsafe { extent_count("MPI_Type_get_extent_c", datatype, false, lb, extent) }
     }
 
     /// Bounds of the data itself (without resizing or padding).
@@ -574,28 +560,14 @@ mpi_fn! {
 
     /// Bounds of the data itself, as `MPI_Count`.
     fn MPI_Type_get_true_extent_x / PMPI_Type_get_true_extent_x(datatype: Datatype, lb: *mut Count, extent: *mut Count) -> c_int {
-        api("MPI_Type_get_true_extent_x", || {
-            let t = type_any(datatype)?;
-            out(extent, "true_extent")?;
-            // SAFETY: the caller's pointers.
-            unsafe {
-                put(lb, "true_lb", t.true_lb as Count)?;
-                put(extent, "true_extent", (t.true_ub - t.true_lb) as Count)
-            }
-        })
+        // SAFETY: the caller's pointers.
+        unsafe { extent_count("MPI_Type_get_true_extent_x", datatype, true, lb, extent) }
     }
 
     /// Bounds of the data itself, as `MPI_Count`.
     fn MPI_Type_get_true_extent_c / PMPI_Type_get_true_extent_c(datatype: Datatype, lb: *mut Count, extent: *mut Count) -> c_int {
-        api("MPI_Type_get_true_extent_c", || {
-            let t = type_any(datatype)?;
-            out(extent, "true_extent")?;
-            // SAFETY: the caller's pointers.
-            unsafe {
-                put(lb, "true_lb", t.true_lb as Count)?;
-                put(extent, "true_extent", (t.true_ub - t.true_lb) as Count)
-            }
-        })
+        // SAFETY: the caller's pointers.
+        unsafe { extent_count("MPI_Type_get_true_extent_c", datatype, true, lb, extent) }
     }
 
     /// `count` elements of `oldtype`, one after the other.
@@ -972,6 +944,34 @@ pub extern "C" fn MPI_Aint_diff(addr1: Aint, addr2: Aint) -> Aint {
 #[no_mangle]
 pub extern "C" fn PMPI_Aint_diff(addr1: Aint, addr2: Aint) -> Aint {
     addr1.wrapping_sub(addr2)
+}
+
+/// The lower bound and extent of `datatype` (its true ones if `true_`) as
+/// `MPI_Count`, for the `_x` and `_c` routines named `func`.
+///
+/// # Safety
+/// `lb` and `extent`, if not null, are valid for writes.
+unsafe fn extent_count(
+    func: &'static str,
+    datatype: Datatype,
+    true_: bool,
+    lb: *mut Count,
+    extent: *mut Count,
+) -> c_int {
+    api(func, || {
+        let t = type_any(datatype)?;
+        let (names, l, e) = if true_ {
+            (("true_lb", "true_extent"), t.true_lb, t.true_ub - t.true_lb)
+        } else {
+            (("lb", "extent"), t.lb, t.extent())
+        };
+        out(extent, names.1)?;
+        // SAFETY: the caller's pointers.
+        unsafe {
+            put(lb, names.0, l as Count)?;
+            put(extent, names.1, e as Count)
+        }
+    })
 }
 
 #[cfg(test)]

@@ -263,6 +263,30 @@ unsafe fn bytes_at<'a>(buf: *const c_void, bytes: usize) -> &'a [u8] {
     }
 }
 
+/// Elements of `datatype` in the message of `status`: `None` if its bytes
+/// are not a whole number of them (`MPI_UNDEFINED`), 0 for a zero-sized
+/// type.
+///
+/// # Safety
+/// `status`, if not null, points to a status.
+unsafe fn status_elements(status: *const MpiStatus, datatype: Datatype) -> Res<Option<u64>> {
+    if status.is_null() {
+        return err(
+            abi::ERR_ARG,
+            "status is a null pointer (MPI_STATUS_IGNORE?)",
+        );
+    }
+    let ty = type_any(datatype)?;
+    // SAFETY: checked non-null; the caller's status.
+    let st = unsafe { status.read() };
+    let bytes = u64::from(st.internal[0] as u32) | u64::from(st.internal[1] as u32) << 32;
+    let size = ty.size as u64;
+    Ok(match size {
+        0 => Some(0),
+        _ => (bytes % size == 0).then_some(bytes / size),
+    })
+}
+
 /// `MPI_Send`'s fast path; `None` to take the full path.
 ///
 /// # Safety
@@ -807,20 +831,10 @@ mpi_fn! {
     /// its bytes are not a whole number of them).
     fn MPI_Get_count / PMPI_Get_count(status: *const MpiStatus, datatype: Datatype, count: *mut c_int) -> c_int {
         api("MPI_Get_count", || {
-            if status.is_null() {
-                return err(abi::ERR_ARG, "status is a null pointer (MPI_STATUS_IGNORE?)");
-            }
-            let ty = type_any(datatype)?;
-            // SAFETY: checked non-null; the caller's status.
-            let st = unsafe { status.read() };
-            let bytes = u64::from(st.internal[0] as u32) | u64::from(st.internal[1] as u32) << 32;
-            let n = if ty.size == 0 {
-                0
-            } else if bytes % ty.size as u64 != 0 {
-                abi::UNDEFINED
-            } else {
-                c_int::try_from(bytes / ty.size as u64).unwrap_or(abi::UNDEFINED)
-            };
+            // SAFETY: the caller's status pointer.
+            let n = unsafe { status_elements(status, datatype) }?
+                .and_then(|n| c_int::try_from(n).ok())
+                .unwrap_or(abi::UNDEFINED);
             // SAFETY: the caller's int pointer.
             unsafe { put(count, "count", n) }
         })
@@ -830,20 +844,10 @@ mpi_fn! {
     /// (`MPI_UNDEFINED` if its bytes are not a whole number of them).
     fn MPI_Get_count_c / PMPI_Get_count_c(status: *const MpiStatus, datatype: Datatype, count: *mut Count) -> c_int {
         api("MPI_Get_count_c", || {
-            if status.is_null() {
-                return err(abi::ERR_ARG, "status is a null pointer (MPI_STATUS_IGNORE?)");
-            }
-            let ty = type_any(datatype)?;
-            // SAFETY: checked non-null; the caller's status.
-            let st = unsafe { status.read() };
-            let bytes = u64::from(st.internal[0] as u32) | u64::from(st.internal[1] as u32) << 32;
-            let n = if ty.size == 0 {
-                0
-            } else if bytes % ty.size as u64 != 0 {
-                Count::from(abi::UNDEFINED)
-            } else {
-                Count::try_from(bytes / ty.size as u64).unwrap_or(Count::from(abi::UNDEFINED))
-            };
+            // SAFETY: the caller's status pointer.
+            let n = unsafe { status_elements(status, datatype) }?
+                .and_then(|n| Count::try_from(n).ok())
+                .unwrap_or(Count::from(abi::UNDEFINED));
             // SAFETY: the caller's pointer.
             unsafe { put(count, "count", n) }
         })

@@ -378,6 +378,22 @@ impl Endpoint {
         self.peers[self.lane_index(dest, 0)]
     }
 
+    /// Validates a receive's or probe's source and tag: `None` for
+    /// `PROC_NULL`, else the number of the context's VCI and the matching
+    /// key.
+    fn recv_key(&self, source: i32, tag: i32, context: u32) -> Result<Option<(usize, Key)>> {
+        self.check_recv_key(source, tag)?;
+        if source == PROC_NULL {
+            return Ok(None);
+        }
+        let key = Key {
+            source,
+            tag,
+            context,
+        };
+        Ok(Some((self.vci_of(context), key)))
+    }
+
     /// Validates a receive's or probe's source and tag.
     pub(crate) fn check_recv_key(&self, source: i32, tag: i32) -> Result<()> {
         if source != ANY_SOURCE && source != PROC_NULL {
@@ -648,17 +664,10 @@ impl Endpoint {
         tag: i32,
         context: u32,
     ) -> Result<Status> {
-        self.check_recv_key(source, tag)?;
-        if source == PROC_NULL {
+        let Some((v, key)) = self.recv_key(source, tag, context)? else {
             return Ok(Status::empty());
-        }
-        let v = self.vci_of(context);
-        let vci = &self.vcis[v];
-        let key = Key {
-            source,
-            tag,
-            context,
         };
+        let vci = &self.vcis[v];
         let mut seen = u64::MAX;
         Ok(self.wait_on(v, |full| {
             if !full && !vci.news(seen) {
@@ -675,16 +684,10 @@ impl Endpoint {
     /// The status of the earliest message that a receive with this key
     /// would match now, without receiving it; `None` if there is none.
     pub fn iprobe(&self, source: i32, tag: i32, context: u32) -> Result<Option<Status>> {
-        self.check_recv_key(source, tag)?;
-        if source == PROC_NULL {
+        let Some((v, key)) = self.recv_key(source, tag, context)? else {
             return Ok(Some(Status::empty()));
-        }
-        let vci = &self.vcis[self.vci_of(context)];
-        let key = Key {
-            source,
-            tag,
-            context,
         };
+        let vci = &self.vcis[v];
         let found = vci.iprobe(&mut vci.lock(), key);
         Ok(found)
     }
@@ -692,17 +695,10 @@ impl Endpoint {
     /// Waits until a message matches, and returns its status without
     /// receiving it.
     pub fn probe(&self, source: i32, tag: i32, context: u32) -> Result<Status> {
-        self.check_recv_key(source, tag)?;
-        if source == PROC_NULL {
+        let Some((v, key)) = self.recv_key(source, tag, context)? else {
             return Ok(Status::empty());
-        }
-        let v = self.vci_of(context);
-        let vci = &self.vcis[v];
-        let key = Key {
-            source,
-            tag,
-            context,
         };
+        let vci = &self.vcis[v];
         Ok(self.wait_on(v, |_| vci.iprobe(&mut vci.lock(), key)))
     }
 
@@ -716,17 +712,10 @@ impl Endpoint {
         tag: i32,
         context: u32,
     ) -> Result<Option<(Message<'_>, Status)>> {
-        self.check_recv_key(source, tag)?;
-        if source == PROC_NULL {
+        let Some((v, key)) = self.recv_key(source, tag, context)? else {
             return Ok(Some(self.no_proc_message()));
-        }
-        let v = self.vci_of(context);
-        let vci = &self.vcis[v];
-        let key = Key {
-            source,
-            tag,
-            context,
         };
+        let vci = &self.vcis[v];
         let found = vci.take_unexpected(&mut vci.lock(), key);
         Ok(found.map(|(a, st)| (Message::new(self, v, Some(a), st), st)))
     }
@@ -734,17 +723,10 @@ impl Endpoint {
     /// Waits until a message matches, and takes it as [`Endpoint::improbe`]
     /// does.
     pub fn mprobe(&self, source: i32, tag: i32, context: u32) -> Result<(Message<'_>, Status)> {
-        self.check_recv_key(source, tag)?;
-        if source == PROC_NULL {
+        let Some((v, key)) = self.recv_key(source, tag, context)? else {
             return Ok(self.no_proc_message());
-        }
-        let v = self.vci_of(context);
-        let vci = &self.vcis[v];
-        let key = Key {
-            source,
-            tag,
-            context,
         };
+        let vci = &self.vcis[v];
         let (a, st): (Arrival, Status) =
             self.wait_on(v, |_| vci.take_unexpected(&mut vci.lock(), key));
         Ok((Message::new(self, v, Some(a), st), st))

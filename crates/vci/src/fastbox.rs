@@ -248,6 +248,18 @@ pub(crate) struct LaneState {
     pub fastbox_sent: u64,
 }
 
+impl LaneState {
+    /// A lane that has sent nothing (the first message is number 1) and
+    /// knows of no credit.
+    pub(crate) fn new() -> LaneState {
+        LaneState {
+            next: 1,
+            credit: 0,
+            fastbox_sent: 0,
+        }
+    }
+}
+
 /// A sender's lane to one destination VCI: its lock orders the messages
 /// to that VCI (fast box or queue) and guards the sequence numbers.
 ///
@@ -279,11 +291,7 @@ impl Lane {
         Lane {
             locked: AtomicBool::new(false),
             ring,
-            state: UnsafeCell::new(LaneState {
-                next: 1,
-                credit: 0,
-                fastbox_sent: 0,
-            }),
+            state: UnsafeCell::new(LaneState::new()),
         }
     }
 
@@ -599,11 +607,7 @@ mod tests {
     #[test]
     fn slots_in_order_with_credit() {
         let fb = ring();
-        let mut lane = LaneState {
-            next: 1,
-            credit: 0,
-            fastbox_sent: 0,
-        };
+        let mut lane = LaneState::new();
         // A full ring takes FB_SLOTS messages, then refuses.
         for i in 0..FB_SLOTS {
             let payload = [i as u8; 300];
@@ -637,11 +641,7 @@ mod tests {
     #[test]
     fn owned_slots() {
         let fb = ring();
-        let mut lane = LaneState {
-            next: 1,
-            credit: 0,
-            fastbox_sent: 0,
-        };
+        let mut lane = LaneState::new();
         let rec = OwnedSlot {
             addr: 0x1234_5678,
             info: OwnedInfo {
