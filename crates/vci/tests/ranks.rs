@@ -1753,8 +1753,6 @@ fn check_against_reference(
 
 // ------------------------------------------------------- fast-box order
 
-/// Sizes that alternate between the fast box (<= 44 bytes) and inline
-/// envelopes.
 /// Sizes around the fast box's boundaries: 40 bytes fit a slot's first
 /// line, 48 an unexpected entry inline, 256 is the largest immediate.
 const FB_SIZES: [usize; 9] = [8, 40, 41, 48, 49, 200, 256, 0, 100];
