@@ -113,7 +113,7 @@ impl SimpleCommunicator {
         })?;
         let mut from_world = vec![-1; ep.size() as usize];
         for (i, &w) in group.world_ranks().iter().enumerate() {
-            let slot = from_world.get_mut(w as usize).ok_or(Error::Rank {
+            let slot = from_world.get_mut(w as usize).ok_or_else(|| Error::Rank {
                 rank: w,
                 size: ep.size(),
             })?;

@@ -105,7 +105,7 @@ impl Group {
         usize::try_from(rank)
             .ok()
             .and_then(|i| self.ranks.get(i).copied())
-            .ok_or(Error::Rank {
+            .ok_or_else(|| Error::Rank {
                 rank,
                 size: self.size(),
             })
