@@ -409,14 +409,6 @@ impl FbPair {
         Some(unsafe { slot.head.get().read() })
     }
 
-    /// The given block's address in owned message `seq`, whose header
-    /// [`FbPair::head`] returned.
-    pub(crate) fn owned_addr(&self, seq: u64) -> u64 {
-        // SAFETY: as in `head` (the caller saw `seq` there); an owned
-        // record starts with the address (`OwnedSlot::encode`).
-        unsafe { self.slot(seq).data.get().cast::<u64>().read() }
-    }
-
     /// Takes message `seq`, whose header [`FbPair::head`] returned: copies
     /// it out of the slot and hands the slot back to the sender.
     pub(crate) fn take(&self, seq: u64, head: FbHead) -> Small {
@@ -660,7 +652,6 @@ mod tests {
         assert!(fb.try_send(&mut lane, head, &bytes[..n]));
         assert!(fb.try_send(&mut lane, head, &bytes[..n]));
         let h = fb.head(1).expect("sent");
-        assert_eq!(fb.owned_addr(1), rec.addr);
         assert_eq!(fb.take_owned(1, h), rec);
         let h = fb.head(2).expect("sent");
         assert_eq!(fb.take(2, h).owned(), Some(rec));

@@ -438,7 +438,7 @@ impl Given {
 /// Starts moving the cache line at `p` into this core's cache, ready to be
 /// written (a hint: it never faults, whatever `p` is).
 #[inline(always)]
-pub(crate) fn prefetch_for_write(p: *const u8) {
+fn prefetch_for_write(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `prefetchw` changes no register, flag or memory and never
     // faults, whatever the address; processors without it execute its
@@ -894,8 +894,7 @@ impl Vci {
     /// valid (see [`Vci::deliver`]).
     unsafe fn deliver_given(&self, key: Key, g: Given, target: Target) -> Status {
         // The block's first line is most likely in the giver's cache: start
-        // fetching it now, for whoever touches the data next (done already
-        // for a blocking receive straight from a fast box).
+        // fetching it now, for whoever touches the data next.
         prefetch_for_write(g.addr);
         bump(&self.stats.received[Protocol::Owned as usize - 1]);
         let layout = g.info.layout();
@@ -1158,11 +1157,6 @@ impl Vci {
         };
         if !key.matches(&found) {
             return None;
-        }
-        if head.is_owned() {
-            // The taker most likely touches the block next: fetch its
-            // first line while we do the bookkeeping.
-            prefetch_for_write(fb.owned_addr(seq) as *const u8);
         }
         // SAFETY: `head` came from this slot just now, under the lock; the
         // target is valid (caller's contract).
