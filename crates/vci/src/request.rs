@@ -217,16 +217,7 @@ impl<'a> Request<'a> {
     fn poll(state: &mut State, vci: &Vci, p: &mut Private) -> Option<Status> {
         let st = match *state {
             State::Complete(st) => return Some(st),
-            State::Send { env, status } => {
-                // SAFETY: the envelope stays allocated until we free it here.
-                if !unsafe { env.as_ref() }.is_complete() {
-                    return None;
-                }
-                // SAFETY: the receiver completed the envelope and will not
-                // touch it again; it is no longer queued.
-                unsafe { Envelope::destroy(env) };
-                status
-            }
+            State::Send { .. } => return Self::poll_send(state),
             State::Recv(id) => vci.take_recv(p, id)?,
         };
         *state = State::Complete(st);
