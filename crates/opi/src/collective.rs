@@ -43,7 +43,7 @@
 //! ```
 
 use crate::givable::Givable;
-use crate::p2p::{give_on, take_on};
+use crate::p2p::{give_now, take_on};
 use hmpi_core::point_to_point::Process;
 use hmpi_core::traits::{Communicator, Destination};
 use hmpi_core::{Error, Result, SimpleCommunicator};
@@ -124,7 +124,7 @@ impl Scatter for Process<'_> {
             if i == me {
                 own = Some(v);
             } else {
-                drop(give_on(c, i as i32, TAG_SCATTER, c.internal_context(), v)?);
+                give_now(c, i as i32, TAG_SCATTER, c.internal_context(), v)?;
             }
         }
         own.ok_or_else(|| Error::Internal("scatter: the root's own value is missing".into()))
@@ -156,13 +156,13 @@ impl Gather for Process<'_> {
     fn gather_give<V: Givable>(&self, v: V) -> Result<()> {
         check_not_root(self, "gather_give")?;
         let c = self.comm();
-        drop(give_on(
+        give_now(
             c,
             self.destination_rank(),
             TAG_GATHER,
             c.internal_context(),
             v,
-        )?);
+        )?;
         Ok(())
     }
 
@@ -195,13 +195,7 @@ pub fn all_to_all_give<V: Givable, C: Communicator>(comm: &C, values: Vec<V>) ->
     // deadlock; a rank's value to itself goes through its own queue too,
     // which keeps the order of takes simple.
     for (j, v) in values.into_iter().enumerate() {
-        drop(give_on(
-            c,
-            j as i32,
-            TAG_ALL_TO_ALL,
-            c.internal_context(),
-            v,
-        )?);
+        give_now(c, j as i32, TAG_ALL_TO_ALL, c.internal_context(), v)?;
     }
     (0..c.size())
         .map(|r| take_on(c, r, TAG_ALL_TO_ALL, c.internal_context()).map(|(v, _)| v))

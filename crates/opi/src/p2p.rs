@@ -95,6 +95,38 @@ pub(crate) fn give_on<V: Givable>(
     context: u32,
     v: V,
 ) -> std::result::Result<vci::Request<'static>, GiveError<V>> {
+    give_with(comm, dest, tag, v, |ep, b, d| {
+        // SAFETY: `give_with` passes the value's own block (of the global
+        // allocator, or of size 0) and gives it up only if this succeeds.
+        unsafe { ep.isend_owned(b, d, tag, context) }
+    })
+}
+
+/// A blocking give: as [`give_on`], without a request.
+pub(crate) fn give_now<V: Givable>(
+    comm: &SimpleCommunicator,
+    dest: i32,
+    tag: i32,
+    context: u32,
+    v: V,
+) -> std::result::Result<(), GiveError<V>> {
+    give_with(comm, dest, tag, v, |ep, b, d| {
+        // SAFETY: as in `give_on`.
+        unsafe { ep.give(b, d, tag, context) }
+    })
+}
+
+/// Checks a give, turns `v` into its block and hands it to `send` (an
+/// engine give of the block to a world rank), which must leave the block
+/// untouched when it fails; on failure `v` comes back in the error.
+#[inline(always)]
+fn give_with<V: Givable, R>(
+    comm: &SimpleCommunicator,
+    dest: i32,
+    tag: i32,
+    v: V,
+    send: impl FnOnce(&'static vci::Endpoint, OwnedBlock, i32) -> vci::Result<R>,
+) -> std::result::Result<R, GiveError<V>> {
     let checked = check_send_tag(tag)
         .and_then(|()| endpoint())
         .and_then(|ep| Ok((ep, comm.to_world(dest)?)));
@@ -107,10 +139,10 @@ pub(crate) fn give_on<V: Givable>(
         Ok(b) => b,
         Err((value, error)) => return Err(GiveError { error, value }),
     };
-    // SAFETY: `into_block` handed us the value's block (of the global
-    // allocator, or of size 0), which we give up on success; on error the
-    // engine leaves it untouched and we rebuild the value from it.
-    match unsafe { ep.isend_owned(block, dest, tag, context) } {
+    // `into_block` handed us the value's block (of the global allocator,
+    // or of size 0), which `send` gives up on success; on error the engine
+    // leaves it untouched and we rebuild the value from it.
+    match send(ep, block, dest) {
         Ok(r) => Ok(r),
         Err(e) => Err(GiveError {
             error: engine_error(e, comm.world_to_comm()),
@@ -120,8 +152,6 @@ pub(crate) fn give_on<V: Givable>(
     }
 }
 
-/// Takes a value from communicator rank `source` (or `ANY_SOURCE`) with
-/// `tag` (or `ANY_TAG`) in engine context `context`.
 pub(crate) fn take_on<V: Givable>(
     comm: &SimpleCommunicator,
     source: i32,
@@ -160,7 +190,7 @@ pub trait Give: Destination {
     /// the value.
     fn give_with_tag<V: Givable>(&self, v: V, tag: i32) -> std::result::Result<(), GiveError<V>> {
         let c = self.comm();
-        give_on(c, self.destination_rank(), tag, c.context(), v).map(drop)
+        give_now(c, self.destination_rank(), tag, c.context(), v)
     }
 
     /// [`Give::give_with_tag`] with tag 0.

@@ -81,13 +81,17 @@ pub unsafe fn block_at(ptr: *mut u8) -> Option<OwnedBlock> {
     })
 }
 
-fn give_block(
+/// Checks a raw give and hands the block, its metadata set, to `send`
+/// (an engine give to a world rank that leaves the block untouched when it
+/// fails).
+fn give_block<R>(
     b: OwnedBlock,
     comm: &SimpleCommunicator,
     dest: i32,
     tag: i32,
     code: u64,
-) -> Result<vci::Request<'static>> {
+    send: impl FnOnce(&'static vci::Endpoint, OwnedBlock, i32) -> vci::Result<R>,
+) -> Result<R> {
     check_send_tag(tag)?;
     let ep = endpoint()?;
     let d = comm.to_world(dest)?;
@@ -97,9 +101,7 @@ fn give_block(
         given: true,
         ..b
     };
-    // SAFETY: the caller of `give`/`igive` gives the block up.
-    unsafe { ep.isend_owned(b, d, tag, comm.context()) }
-        .map_err(|e| engine_error(e, comm.world_to_comm()))
+    send(ep, b, d).map_err(|e| engine_error(e, comm.world_to_comm()))
 }
 
 /// Gives `b.len` bytes of `b` to communicator rank `dest` with `tag`
@@ -116,7 +118,10 @@ pub unsafe fn give(
     tag: i32,
     code: u64,
 ) -> Result<()> {
-    give_block(b, comm, dest, tag, code).map(drop)
+    give_block(b, comm, dest, tag, code, |ep, b, d| {
+        // SAFETY: our caller gives the block up (contract above).
+        unsafe { ep.give(b, d, tag, comm.context()) }
+    })
 }
 
 /// [`give`] as a request (`OPI_Igive`), complete already.
@@ -130,7 +135,10 @@ pub unsafe fn igive(
     tag: i32,
     code: u64,
 ) -> Result<vci::Request<'static>> {
-    give_block(b, comm, dest, tag, code)
+    give_block(b, comm, dest, tag, code, |ep, b, d| {
+        // SAFETY: our caller gives the block up (contract above).
+        unsafe { ep.isend_owned(b, d, tag, comm.context()) }
+    })
 }
 
 /// Whether a raw take may keep `b`: bytes, or a given value that owns no

@@ -145,13 +145,20 @@ impl OwnedSlot {
             b.get(8 * i..8 * i + 8)
                 .map_or(0, |c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
         };
-        let m3 = if kind & OWNED_META3 != 0 { word(5) } else { 0 };
+        OwnedSlot::from_words(kind, std::array::from_fn(word))
+    }
+
+    /// The record from header kind bits and the record's words (the last
+    /// is read only if the kind says it was written).
+    #[inline(always)]
+    fn from_words(kind: u32, w: [u64; OWNED_RECORD / 8]) -> OwnedSlot {
+        let m3 = if kind & OWNED_META3 != 0 { w[5] } else { 0 };
         OwnedSlot {
-            addr: word(0),
+            addr: w[0],
             info: crate::envelope::OwnedInfo {
-                size: word(1),
+                size: w[1],
                 align: 1 << ((kind >> ALIGN_SHIFT) & KIND_MASK),
-                meta: [word(2), word(3), word(4), m3],
+                meta: [w[2], w[3], w[4], m3],
             },
         }
     }
@@ -432,13 +439,25 @@ impl FbPair {
     /// its record, and the slot goes back to the sender.
     pub(crate) fn take_owned(&self, seq: u64, head: FbHead) -> OwnedSlot {
         debug_assert!(head.is_owned());
-        let mut b = [0u8; OWNED_RECORD];
-        let n = Small::bytes(&head);
-        // SAFETY: as in `head` (the caller saw `seq` there); `n` is at most
-        // OWNED_RECORD; `b` is not the slot.
-        unsafe { copy_small(self.slot(seq).data.get().cast::<u8>(), b.as_mut_ptr(), n) };
+        let src = self.slot(seq).data.get().cast::<u8>();
+        let n = Small::bytes(&head) / 8;
+        // The record's words, straight from the slot (the last one only if
+        // the sender wrote it).
+        let rec = OwnedSlot::from_words(
+            head.kind,
+            std::array::from_fn(|i| {
+                if i < n {
+                    // SAFETY: as in `head` (the caller saw `seq` there); word
+                    // `i < n <= OWNED_RECORD / 8` lies in the slot's payload.
+                    unsafe { src.add(8 * i).cast::<u64>().read_unaligned() }
+                } else {
+                    0
+                }
+            }),
+        );
+        // The reads above come before the slot goes back (a Release store).
         self.consumed(seq);
-        OwnedSlot::decode(head.kind, &b[..n])
+        rec
     }
 
     /// Takes plain message `seq`, whose header [`FbPair::head`] returned,

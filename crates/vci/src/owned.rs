@@ -170,7 +170,7 @@ impl OwnedBlock {
                 reason: "its length exceeds its layout's size",
             });
         }
-        if self.ptr.as_ptr() as usize % self.layout.align() != 0 {
+        if self.ptr.as_ptr() as usize & (self.layout.align() - 1) != 0 {
             return Err(Error::Block {
                 reason: "its address is not aligned as its layout says",
             });
@@ -210,6 +210,34 @@ impl Endpoint {
         tag: i32,
         context: u32,
     ) -> Result<Request<'_>> {
+        // SAFETY: the caller's contract.
+        let (v, st) = unsafe { self.give_block(block, dest, tag, context) }?;
+        Ok(Request::complete(self, v, st))
+    }
+
+    /// Gives `block` as [`Endpoint::isend_owned`] does, without a request
+    /// (the give is complete when this returns).
+    ///
+    /// # Safety
+    /// As for [`Endpoint::isend_owned`].
+    pub unsafe fn give(&self, block: OwnedBlock, dest: i32, tag: i32, context: u32) -> Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe { self.give_block(block, dest, tag, context) }.map(drop)
+    }
+
+    /// The give of [`Endpoint::isend_owned`]: the VCI it went through and
+    /// its status.
+    ///
+    /// # Safety
+    /// As for [`Endpoint::isend_owned`].
+    #[inline(always)]
+    unsafe fn give_block(
+        &self,
+        block: OwnedBlock,
+        dest: i32,
+        tag: i32,
+        context: u32,
+    ) -> Result<(usize, Status)> {
         if !(0..=TAG_UB).contains(&tag) {
             return Err(Error::Tag { tag });
         }
@@ -218,7 +246,7 @@ impl Endpoint {
         if dest == PROC_NULL {
             // SAFETY: ours to free (caller's contract).
             unsafe { block.free() };
-            return Ok(Request::complete(self, v, Status::empty()));
+            return Ok((v, Status::empty()));
         }
         let d = self.check_rank(dest)?;
         let (size, p) = (block.layout.size(), block.ptr.as_ptr());
@@ -256,17 +284,14 @@ impl Endpoint {
                 unsafe { block.free() };
             }
             self.vci_at(v).count_send(Protocol::Owned, false);
-            Request::complete(
-                self,
-                v,
-                Status {
-                    source: dest,
-                    tag,
-                    count: block.len as u64,
-                    error: None,
-                    cancelled: false,
-                },
-            )
+            let st = Status {
+                source: dest,
+                tag,
+                count: block.len as u64,
+                error: None,
+                cancelled: false,
+            };
+            (v, st)
         };
         if let Ok(len) = u32::try_from(block.len) {
             let (kind, bytes, n) = OwnedSlot { addr: data, info }.encode();

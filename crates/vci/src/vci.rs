@@ -892,6 +892,7 @@ impl Vci {
     ///
     /// The given block is ours (the sender gave it up); the target is
     /// valid (see [`Vci::deliver`]).
+    #[inline(always)]
     unsafe fn deliver_given(&self, key: Key, g: Given, target: Target) -> Status {
         // The block's first line is most likely in the giver's cache: start
         // fetching it now, for whoever touches the data next.
@@ -923,7 +924,7 @@ impl Vci {
             Target::Owned { out, align } => {
                 let (block, st) = if layout.size() > 0
                     && self.keep_given
-                    && g.addr as usize % align == 0
+                    && g.addr as usize & (align - 1) == 0
                 {
                     bump(&self.stats.owned_in_place);
                     let block = OwnedBlock {
