@@ -36,6 +36,8 @@
 
 mod alloc;
 mod compare;
+#[cfg(feature = "iceoryx2")]
+mod iceoryx;
 mod opi;
 mod p2p;
 mod plot;
