@@ -298,6 +298,46 @@ pub struct SlotTable<T> {
 // objects move between threads, hence `T: Send`.
 unsafe impl<T: Send> Sync for SlotTable<T> {}
 
+/// An object of a [`SlotTable`] marked busy where it is
+/// ([`SlotTable::lock_many`]): its holder's alone until it is taken out
+/// ([`Busy::take`], which frees the slot) or dropped (back to live).
+pub struct Busy<'t, T> {
+    table: &'t SlotTable<T>,
+    cell: &'t Cell<T>,
+    index: usize,
+}
+
+impl<T> Busy<'_, T> {
+    /// The object.
+    #[inline]
+    pub fn get_mut(&mut self) -> &mut T {
+        // SAFETY: the cell was live (initialised) when we marked it busy,
+        // and the mark makes it ours until `take` or drop.
+        unsafe { (*self.cell.value.get()).assume_init_mut() }
+    }
+
+    /// Takes the object out and frees its slot.
+    #[inline]
+    pub fn take(self) -> T {
+        // SAFETY: as in `get_mut`; the object is read once, and the slot
+        // is freed below without dropping it again.
+        let v = unsafe { (*self.cell.value.get()).assume_init_read() };
+        // Relaxed: the free list's Release exchange publishes the FREE
+        // state before the index can be popped again (as in `release`).
+        self.cell.state.store(FREE, Ordering::Relaxed);
+        self.table.give_index(self.index);
+        std::mem::forget(self);
+        v
+    }
+}
+
+impl<T> Drop for Busy<'_, T> {
+    fn drop(&mut self) {
+        // SYNC POINT: Release, as in `insert`.
+        self.cell.state.store(LIVE, Ordering::Release);
+    }
+}
+
 impl<T> SlotTable<T> {
     /// An empty table for handles of `kind`.
     pub const fn new(kind: usize) -> Self {
@@ -425,20 +465,21 @@ impl<T> SlotTable<T> {
         }
     }
 
-    /// Stores `value`; its handle, or `None` if the table is full.
-    #[inline]
-    pub fn insert(&self, value: T) -> Option<usize> {
-        let i = self.take_index()?;
-        if FIRST + i > INDEX_MASK {
-            return None;
-        }
-        let cell = self.cell_at(i)?;
+    /// Stores `value`; its handle, or the value back if the table is full.
+    #[inline(always)]
+    pub fn insert(&self, value: T) -> Result<usize, T> {
+        let Some(i) = self.take_index().filter(|&i| FIRST + i <= INDEX_MASK) else {
+            return Err(value);
+        };
+        let Some(cell) = self.cell_at(i) else {
+            return Err(value);
+        };
         // SAFETY: a free cell whose index only this thread holds.
         unsafe { (*cell.value.get()).write(value) };
         // SYNC POINT: Release publishes the value to the thread that
         // takes it (Acquire in `checkout`).
         cell.state.store(LIVE, Ordering::Release);
-        Some(self.handle(i))
+        Ok(self.handle(i))
     }
 
     /// Whether `handle` names a live object (a snapshot).
@@ -495,6 +536,39 @@ impl<T> SlotTable<T> {
                     }
                     return Err((pos, m));
                 }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Marks the objects of `handles` busy where they are (`None` for the
+    /// handles `skip` names), or none of them if one is not live: its
+    /// position and why.
+    pub fn lock_many(
+        &self,
+        handles: &[usize],
+        skip: impl Fn(usize) -> bool,
+    ) -> Result<Vec<Option<Busy<'_, T>>>, (usize, Miss)> {
+        // On failure, dropping `out` puts back what was marked.
+        let mut out = Vec::with_capacity(handles.len());
+        for (pos, &h) in handles.iter().enumerate() {
+            if skip(h) {
+                out.push(None);
+                continue;
+            }
+            let cell = self.cell(h).ok_or((pos, Miss::Unknown))?;
+            // SYNC POINT: Acquire, as in `checkout`.
+            match cell
+                .state
+                .compare_exchange(LIVE, BUSY, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => out.push(Some(Busy {
+                    table: self,
+                    cell,
+                    index: (h & INDEX_MASK) - FIRST,
+                })),
+                Err(BUSY) => return Err((pos, Miss::Busy)),
+                Err(_) => return Err((pos, Miss::Unknown)),
             }
         }
         Ok(out)
@@ -582,6 +656,30 @@ mod tests {
             th.join().unwrap();
         }
         assert_eq!(T.remove(c).as_deref(), Ok("c"));
+    }
+
+    #[test]
+    fn slot_table_marks_in_place() {
+        static T: SlotTable<String> = SlotTable::new(KIND_REQUEST);
+        let a = T.insert("a".into()).unwrap();
+        let b = T.insert("b".into()).unwrap();
+        let null = |h: usize| h == 0x180;
+        // All or nothing: an unknown or a repeated handle marks none.
+        assert_eq!(
+            T.lock_many(&[a, 7 << 24], null).err(),
+            Some((1, Miss::Unknown))
+        );
+        assert_eq!(T.lock_many(&[a, b, a], null).err(), Some((2, Miss::Busy)));
+        assert!(T.is_live(a) && T.is_live(b));
+        let mut busy = T.lock_many(&[a, 0x180, b], null).unwrap();
+        assert!(busy[1].is_none());
+        assert_eq!(T.checkout(a), Err(Miss::Busy));
+        busy[0].as_mut().unwrap().get_mut().push('!');
+        // Taken out: the slot is free; dropped: live again, as changed.
+        assert_eq!(busy[2].take().unwrap().take(), "b");
+        drop(busy);
+        assert_eq!(T.checkout(b), Err(Miss::Unknown));
+        assert_eq!(T.remove(a).as_deref(), Ok("a!"));
     }
 
     #[test]

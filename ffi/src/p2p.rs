@@ -333,14 +333,41 @@ unsafe fn isend_fast(
     // SAFETY: the request is stored and completed by the request routines
     // (or at MPI_Finalize), never leaked.
     let r = unsafe { ep.isend(data, dest, tag, c.ctx) }.ok()?;
-    let h = insert(ReqEntry {
+    // SAFETY: checked non-null.
+    Some(unsafe { store_fast("MPI_Isend", comm, c, r, request) })
+}
+
+/// Stores a request that a fast path started (once started it must not
+/// fall back to the full path, which would start it again): success, or
+/// the error of a full request table through `comm`'s error handler.
+///
+/// # Safety
+/// `request` is valid for a write.
+#[inline]
+unsafe fn store_fast(
+    func: &'static str,
+    comm: Comm,
+    c: &'static CommEntry,
+    r: vci::Request<'static>,
+    request: *mut Request,
+) -> c_int {
+    match insert(ReqEntry {
         req: EngineReq(r),
         rest: Rest::plain(CommRef::Static(c)),
-    })
-    .ok()?;
-    // SAFETY: checked non-null.
-    unsafe { request.write(h) };
-    Some(abi::SUCCESS)
+    }) {
+        Ok(h) => {
+            // SAFETY: the caller's guarantee.
+            unsafe { request.write(h) };
+            abi::SUCCESS
+        }
+        Err(e) => fast_error(func, comm, e),
+    }
+}
+
+/// Reports a fast path's error through `comm`'s error handler.
+#[cold]
+fn fast_error(func: &'static str, comm: Comm, e: MpiError) -> c_int {
+    api_comm(func, comm, |_| Err(e))
 }
 
 #[derive(Clone, Copy)]
@@ -604,11 +631,8 @@ mpi_fn! {
                     let at = if bytes == 0 { std::ptr::NonNull::<u8>::dangling().as_ptr() } else { buf.cast() };
                     // SAFETY: as in the full path below.
                     if let Ok(r) = unsafe { ep.irecv_raw(at, bytes, src, tag, c.ctx) } {
-                        if let Ok(h) = insert(ReqEntry { req: EngineReq(r), rest: Rest::plain(CommRef::Static(c)) }) {
-                            // SAFETY: checked non-null.
-                            unsafe { request.write(h) };
-                            return abi::SUCCESS;
-                        }
+                        // SAFETY: checked non-null.
+                        return unsafe { store_fast("MPI_Irecv", comm, c, r, request) };
                     }
                 }
             }

@@ -255,17 +255,37 @@ pub fn engine_status(r: vci::Result<vci::Status>) -> Res<vci::Status> {
     }
 }
 
+/// The status of a finished request (as [`engine_status`] makes it from
+/// its wait), looked up without waiting when the engine knows it.
+#[inline]
+fn finished_status(req: EngineReq) -> Res<vci::Status> {
+    match req.0.finished() {
+        Some(st) => Ok(st),
+        None => engine_status(req.0.wait()),
+    }
+}
+
 static REQUESTS: SlotTable<ReqEntry> = SlotTable::new(KIND_REQUEST);
 
 /// Stores a request and returns its handle.
 #[inline]
 pub fn insert(e: ReqEntry) -> Res<Request> {
     poll_detached();
-    // If the table is full the entry is dropped here, which waits for it.
-    REQUESTS
-        .insert(e)
-        .map(Request)
-        .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many pending requests"))
+    match REQUESTS.insert(e) {
+        Ok(h) => Ok(Request(h)),
+        Err(e) => Err(table_full(e)),
+    }
+}
+
+/// The error of a full request table, for an entry that did not fit: a
+/// receive that has not matched is cancelled (no message is consumed),
+/// then the entry is dropped, which waits for a send the engine still
+/// uses.
+#[cold]
+fn table_full(mut e: ReqEntry) -> MpiError {
+    e.req.0.cancel();
+    drop(e);
+    MpiError::new(abi::ERR_NO_MEM, "too many pending requests")
 }
 
 fn miss(m: Miss, h: Request) -> MpiError {
@@ -297,12 +317,18 @@ fn finish_detached(e: ReqEntry) {
     }
 }
 
-/// Completes what it can of the requests freed while pending.
+/// Completes what it can of the requests freed while pending (a load
+/// when there are none, on every request's way in and out).
+#[inline]
 pub fn poll_detached() {
     // Relaxed: a hint; the list itself is under its lock.
-    if N_DETACHED.load(Ordering::Relaxed) == 0 {
-        return;
+    if N_DETACHED.load(Ordering::Relaxed) != 0 {
+        poll_detached_list();
     }
+}
+
+#[cold]
+fn poll_detached_list() {
     let Ok(mut list) = DETACHED.try_lock() else {
         return;
     };
@@ -564,28 +590,34 @@ mpi_fn! {
             // SAFETY: `requests` holds `count` handles (MPI's contract).
             let hs = unsafe { handles(count, requests) }?;
             poll_detached();
-            // SAFETY: `Request` is a `repr(transparent)` usize.
+            let null = |h: usize| h == abi::REQUEST_NULL.0;
+            // SAFETY: `Request` is a `repr(transparent)` usize; `raw` is
+            // used before `hs` is written, and not after.
             let raw: &[usize] = unsafe { std::slice::from_raw_parts(hs.as_ptr().cast(), hs.len()) };
-            // All or nothing: one lock takes every entry out.
-            let entries = REQUESTS
-                .checkout_many(raw, |h| h == abi::REQUEST_NULL.0)
+            // All or nothing: every entry is marked busy where it is.
+            let mut busy = REQUESTS
+                .lock_many(raw, null)
                 .map_err(|(i, m)| miss(m, hs[i]))?;
-            // The engine waits for them together, in place (in order,
-            // collecting the finished ones after each under one lock).
-            let (mut failed, mut on, mut other) = (0, None, None);
-            let mut entries = entries;
             {
-                let mut reqs: Vec<&mut vci::Request<'static>> =
-                    entries.iter_mut().flatten().map(|e| &mut e.req.0).collect();
+                // The engine waits for them together, in place (in order,
+                // collecting the finished ones after each under one lock).
+                let mut reqs: Vec<&mut vci::Request<'static>> = busy
+                    .iter_mut()
+                    .flatten()
+                    .map(|b| &mut b.get_mut().req.0)
+                    .collect();
                 vci::wait_all_in_place(&mut reqs);
             }
-            // One lock frees every slot (MPI_REQUEST_NULL is skipped); `raw`
-            // is not used after this.
-            REQUESTS.settle([], raw);
-            for (i, e) in entries.into_iter().enumerate() {
-                // Each request is finished: `wait` returns its status.
-                let (s, code, comm) = match e {
-                    Some(ReqEntry { req, rest }) => match engine_status(req.0.wait()) {
+            let (mut failed, mut on, mut other) = (0, None, None);
+            for (i, b) in busy.into_iter().enumerate() {
+                // Each request is finished: its status is there; its slot
+                // is freed as it leaves.
+                let (s, code, comm) = match b {
+                    None => (empty_status(), abi::SUCCESS, None),
+                    Some(b) => {
+                        let ReqEntry { req, rest } = b.take();
+                        hs[i] = abi::REQUEST_NULL;
+                    match finished_status(req) {
                         // The common case: nothing to unpack or hand over,
                         // no error, statuses ignored.
                         Ok(st)
@@ -594,7 +626,7 @@ mpi_fn! {
                                 && rest.staged.is_none()
                                 && rest.taken.is_none() =>
                         {
-                            (empty_status(), abi::SUCCESS, None)
+                            continue;
                         }
                         Ok(st) => {
                             let comm = rest.comm.clone();
@@ -606,10 +638,9 @@ mpi_fn! {
                             other.get_or_insert(e);
                             (empty_status(), abi::ERR_INTERN, Some(comm))
                         }
-                    },
-                    None => (empty_status(), abi::SUCCESS, None),
+                    }
+                    }
                 };
-                hs[i] = abi::REQUEST_NULL;
                 if code != abi::SUCCESS {
                     failed += 1;
                     on = on.or(comm);

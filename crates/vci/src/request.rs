@@ -285,8 +285,13 @@ impl<'a> Request<'a> {
 }
 
 impl Request<'_> {
-    /// The status of a request known to be finished.
-    fn finished(&self) -> Option<Status> {
+    /// The status of a request known to be finished (with its error, if
+    /// any: what [`Request::wait`] would return in its `Ok` or inside its
+    /// `Err`), without making progress; `None` while it is not known to be
+    /// finished. For requests that a set wait finished, a look at their
+    /// state.
+    #[inline]
+    pub fn finished(&self) -> Option<Status> {
         match self.state {
             State::Complete(st) => Some(st),
             _ => None,
