@@ -464,6 +464,7 @@ pub fn run(
                 String::new()
             }
         ));
+        let floor_before = crate::floor::measure();
         let mut measured = Vec::new();
         for round in 0..rounds {
             for b in (0..backends).map(|i| (i + round) % backends) {
@@ -492,6 +493,9 @@ pub fn run(
             }
         }
         samples.extend(merge_rounds(measured));
+        let floor = crate::floor::line(floor_before, crate::floor::measure());
+        progress.line(format_args!("{}: {floor}", k.name));
+        let _ = writeln!(text, "{}: {floor}", k.name);
     }
     let labels: Vec<&str> = std::iter::once("hmpi")
         .chain(peers.iter().map(|p| p.mpi.label))

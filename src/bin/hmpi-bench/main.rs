@@ -36,6 +36,7 @@
 
 mod alloc;
 mod compare;
+mod floor;
 #[cfg(feature = "iceoryx2")]
 mod iceoryx;
 mod opi;

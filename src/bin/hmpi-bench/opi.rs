@@ -152,6 +152,7 @@ fn run(opts: &Options, progress: &Progress) -> Result<Outcome, BenchError> {
         if opts.quick { " (quick)" } else { "" }
     ));
     let mut failures = Vec::new();
+    let floor_before = crate::floor::measure();
     let samples = match launch(&sizes, reps, opts.quick) {
         Ok(s) => s,
         Err(e) => {
@@ -173,6 +174,9 @@ fn run(opts: &Options, progress: &Progress) -> Result<Outcome, BenchError> {
     if let Some(p) = report::find(&samples, POOL, OPI, 1, 8) {
         let _ = writeln!(text, "pool alloc+free of 8 bytes: {:.1} ns", p.value);
     }
+    let floor = crate::floor::line(floor_before, crate::floor::measure());
+    progress.line(format_args!("opi: {floor}"));
+    let _ = writeln!(text, "{floor}");
     text += &targets(&samples);
     Ok(Outcome {
         samples,
