@@ -525,7 +525,9 @@ impl Vci {
             rings,
             ranks: shared.ranks,
             stats: Counters::default(),
-            syn_min: config.synergistic_min as u64,
+            // At least two blocks: with one, the sender's help only makes
+            // the receiver wait for a copy made from the other core.
+            syn_min: (config.synergistic_min as u64).max(2 * config.synergistic_block as u64),
             keep_given,
             syn_block: config.synergistic_block as u64,
         }
@@ -998,7 +1000,11 @@ impl Vci {
                     let syn = unsafe { Envelope::syn(env) };
                     match syn {
                         Some(syn) => {
-                            syn.ask_for_help(buf, n as u64, self.syn_block);
+                            syn.ask_for_help(
+                                buf,
+                                n as u64,
+                                crate::config::synergistic_block(n as u64, self.syn_block),
+                            );
                             // The sender may sleep in `wait`: wake it so it
                             // helps.
                             // SAFETY: `reply` is the sender's VciShared,

@@ -1229,7 +1229,10 @@ fn synergistic_rank() {
                 .iter()
                 .chain(std::iter::once(&((2 << 20) + 3)))
                 .chain(std::iter::repeat_n(&BIG, big_msgs))
-                .map(|&n| (n as u64).div_ceil(block as u64))
+                .map(|&n| {
+                    let b = vci::config::synergistic_block(n as u64, block as u64);
+                    (n as u64).div_ceil(b)
+                })
                 .sum();
             assert_eq!(s.synergistic, want_syn, "{s:?}");
             assert_eq!(s.synergistic_receiver_blocks + helped, total, "{s:?}");
