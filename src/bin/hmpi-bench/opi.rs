@@ -485,6 +485,21 @@ fn both(world: &hmpi_core::SimpleCommunicator, yes: bool) -> Result<bool, BenchE
     Ok(yes && theirs == 1)
 }
 
+/// `r`'s value if both ranks' attempts succeeded; a failure is printed
+/// (with what the peer then does without it).
+#[cfg(feature = "iceoryx2")]
+fn agreed<T>(
+    world: &hmpi_core::SimpleCommunicator,
+    r: Result<T, String>,
+    without: &str,
+) -> Result<Option<T>, BenchError> {
+    if let Err(e) = &r {
+        eprintln!("[opi] rank {}: {e}; {PEER} {without}", world.rank());
+    }
+    let ok = both(world, r.is_ok())?;
+    Ok(r.ok().filter(|_| ok))
+}
+
 impl ZeroCopyPeer {
     #[cfg(feature = "iceoryx2")]
     fn open(world: &hmpi_core::SimpleCommunicator, leader: bool) -> Result<Self, BenchError> {
@@ -492,12 +507,8 @@ impl ZeroCopyPeer {
         // the job's services.
         let job = std::os::unix::process::parent_id().to_string();
         let peer = crate::iceoryx::Peer::new(&job, leader);
-        if let Err(e) = &peer {
-            eprintln!("[opi] rank {}: {e}; {PEER} not measured", world.rank());
-        }
-        let ok = both(world, peer.is_ok())?;
         Ok(ZeroCopyPeer {
-            peer: peer.ok().filter(|_| ok),
+            peer: agreed(world, peer, "not measured")?,
         })
     }
 
@@ -517,13 +528,8 @@ impl ZeroCopyPeer {
         let Some(peer) = &self.peer else {
             return Ok(PeerPorts { ports: None });
         };
-        let ports = peer.ports(size);
-        if let Err(e) = &ports {
-            eprintln!("[opi] rank {}: {e}; {PEER} skips this size", world.rank());
-        }
-        let ok = both(world, ports.is_ok())?;
         Ok(PeerPorts {
-            ports: ports.ok().filter(|_| ok),
+            ports: agreed(world, peer.ports(size), "skips this size")?,
         })
     }
 
