@@ -232,8 +232,42 @@ fn predefined_table() -> &'static [Option<TypeInfo>] {
 /// but the padded pairs), for the fast paths; `None` otherwise.
 #[inline]
 pub fn dense_predefined_size(t: Datatype) -> Option<usize> {
-    let ti = predefined_table().get(t.0.wrapping_sub(0x200))?.as_ref()?;
-    (ti.dense_offset() == Some(0)).then_some(ti.size)
+    match *DENSE_SIZES.get(t.0.wrapping_sub(0x200))? {
+        NOT_DENSE => None,
+        n => Some(n as usize),
+    }
+}
+
+/// [`DENSE_SIZES`] entry of a handle that is not a dense predefined type.
+const NOT_DENSE: u32 = u32::MAX;
+
+/// The size of each dense predefined type by `handle - 0x200` (the C
+/// message path's lookup: one load), [`NOT_DENSE`] for the rest; built
+/// from the same tables as [`predefined_table`] (a test checks the two
+/// agree).
+static DENSE_SIZES: [u32; 0x100] = dense_sizes();
+
+const fn dense_sizes() -> [u32; 0x100] {
+    let mut t = [NOT_DENSE; 0x100];
+    let mut i = 0;
+    while i < abi::PREDEFINED_TYPES.len() {
+        let (h, _, size, _) = abi::PREDEFINED_TYPES[i];
+        // A pair type is dense only if its one block fills its extent.
+        let mut dense = true;
+        let mut j = 0;
+        while j < abi::PAIR_TYPES.len() {
+            let (ph, blocks, extent) = abi::PAIR_TYPES[j];
+            if ph == h {
+                dense = blocks.len() == 1 && blocks[0].0 == 0 && blocks[0].1 as isize == extent;
+            }
+            j += 1;
+        }
+        if dense {
+            t[h - 0x200] = size as u32;
+        }
+        i += 1;
+    }
+    t
 }
 
 /// A datatype found from its handle.
@@ -980,6 +1014,23 @@ mod tests {
 
     fn t(h: usize) -> TypeRef {
         type_any(Datatype(h)).unwrap()
+    }
+
+    #[test]
+    fn dense_sizes_agree_with_the_type_table() {
+        for h in 0..0x400usize {
+            let from_table = predefined_table()
+                .get(h.wrapping_sub(0x200))
+                .and_then(|t| t.as_ref())
+                .and_then(|ti| (ti.dense_offset() == Some(0)).then_some(ti.size));
+            assert_eq!(
+                dense_predefined_size(Datatype(h)),
+                from_table,
+                "handle {h:#x}"
+            );
+        }
+        assert_eq!(dense_predefined_size(Datatype(0x209)), Some(4)); // MPI_INT
+        assert_eq!(dense_predefined_size(Datatype(0x229)), None); // MPI_DOUBLE_INT
     }
 
     #[test]

@@ -337,6 +337,115 @@ unsafe fn isend_fast(
     Some(unsafe { store_fast("MPI_Isend", comm, c, r, request) })
 }
 
+/// `MPI_Send`'s full path: every argument checked, any datatype and
+/// communicator. Out of line, so that the fast path's frame stays small.
+///
+/// # Safety
+/// MPI's contract for the buffer.
+#[cold]
+#[inline(never)]
+unsafe fn send_full(
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: Comm,
+) -> c_int {
+    // SAFETY: the caller's guarantee.
+    api_comm("MPI_Send", comm, |c| unsafe {
+        send(c, buf, count, dt, dest, tag, Mode::Standard)
+    })
+}
+
+/// `MPI_Recv`'s fast path (see [`fast_args`]); `None` to take the full
+/// path. Once it has received, it answers whatever the outcome: a message
+/// is never received twice.
+///
+/// # Safety
+/// MPI's contract for the buffer; `status`, if not null, is valid for a
+/// write of a status.
+#[inline]
+unsafe fn recv_fast(
+    buf: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    source: c_int,
+    tag: c_int,
+    comm: Comm,
+    status: *mut MpiStatus,
+) -> Option<c_int> {
+    let (c, bytes, src, tag) = fast_args(comm, dt, buf, count, source, tag, true)?;
+    let ep = hmpi_core::environment::endpoint().ok()?;
+    let target: &mut [u8] = if bytes == 0 {
+        &mut []
+    } else {
+        // SAFETY: the program's buffer of `count` elements (MPI's
+        // contract), used by this call alone.
+        unsafe { std::slice::from_raw_parts_mut(buf.cast(), bytes) }
+    };
+    match ep.recv(target, src, tag, c.ctx) {
+        // The common case: received whole, status ignored.
+        Ok(_) if status.is_null() => Some(abi::SUCCESS),
+        // SAFETY: the caller's status pointer.
+        r => Some(unsafe { recv_done(r, c, status) }),
+    }
+}
+
+/// Finishes a fast-path receive other than the common case: the status,
+/// and an error through the communicator's handler.
+///
+/// # Safety
+/// `status`, if not null, is valid for a write of a status.
+#[inline(never)]
+unsafe fn recv_done(
+    r: vci::Result<vci::Status>,
+    c: &'static CommEntry,
+    status: *mut MpiStatus,
+) -> c_int {
+    let c = CommRef::Static(c);
+    let st = match engine_status(r) {
+        Ok(st) => st,
+        Err(e) => return crate::errors::raise("MPI_Recv", e.on(&c)),
+    };
+    let (s, code) = to_mpi_status(&st, &c);
+    // SAFETY: the caller's guarantee.
+    unsafe { store_status(status, s) };
+    if code == abi::SUCCESS {
+        return abi::SUCCESS;
+    }
+    crate::errors::raise("MPI_Recv", status_error(&st, &c))
+}
+
+/// `MPI_Recv`'s full path (see [`send_full`]).
+///
+/// # Safety
+/// As for [`recv_fast`].
+#[cold]
+#[inline(never)]
+unsafe fn recv_full(
+    buf: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    source: c_int,
+    tag: c_int,
+    comm: Comm,
+    status: *mut MpiStatus,
+) -> c_int {
+    api_comm("MPI_Recv", comm, |c| {
+        let ep = ep()?;
+        let ty = type_ref(dt)?;
+        // SAFETY: MPI's contract for the buffer.
+        let mut inc = unsafe { incoming(buf, count, &ty) }?;
+        let src = c.source_to_world(source)?;
+        let tag = recv_tag(tag)?;
+        let st = engine_status(ep.recv(inc.target(), src, tag, c.ctx))?;
+        inc.finish(st.count);
+        // SAFETY: the caller's status pointer.
+        unsafe { finish_status(st, c, status) }
+    })
+}
+
 /// Stores a request that a fast path started (once started it must not
 /// fall back to the full path, which would start it again): success, or
 /// the error of a full request table through `comm`'s error handler.
@@ -508,7 +617,7 @@ mpi_fn! {
             return rc;
         }
         // SAFETY: MPI's contract for the buffer.
-        api_comm("MPI_Send", comm, |c| unsafe { send(c, buf, count, datatype, dest, tag, Mode::Standard) })
+        unsafe { send_full(buf, count, datatype, dest, tag, comm) }
     }
 
     /// Sends and returns once the receiver has matched the message.
@@ -533,40 +642,12 @@ mpi_fn! {
         comm: Comm,
         status: *mut MpiStatus,
     ) -> c_int {
-        if let Some((c, bytes, src, tag)) = fast_args(comm, datatype, buf, count, source, tag, true) {
-            if let Ok(ep) = hmpi_core::environment::endpoint() {
-                let target: &mut [u8] = if bytes == 0 {
-                    &mut []
-                } else {
-                    // SAFETY: the program's buffer of `count` elements
-                    // (MPI's contract), used by this call alone.
-                    unsafe { std::slice::from_raw_parts_mut(buf.cast(), bytes) }
-                };
-                if let Ok(st) = engine_status(ep.recv(target, src, tag, c.ctx)) {
-                    let (s, code) = to_mpi_status(&st, &CommRef::Static(c));
-                    // SAFETY: the caller's status pointer.
-                    unsafe { store_status(status, s) };
-                    if code == abi::SUCCESS {
-                        return abi::SUCCESS;
-                    }
-                    // A failed receive: its error through the handler.
-                    let e = status_error(&st, &CommRef::Static(c));
-                    return crate::errors::raise("MPI_Recv", e);
-                }
-            }
+        // SAFETY: MPI's contract for the buffer and the status pointer.
+        if let Some(rc) = unsafe { recv_fast(buf, count, datatype, source, tag, comm, status) } {
+            return rc;
         }
-        api_comm("MPI_Recv", comm, |c| {
-            let ep = ep()?;
-            let ty = type_ref(datatype)?;
-            // SAFETY: MPI's contract for the buffer.
-            let mut inc = unsafe { incoming(buf, count, &ty) }?;
-            let src = c.source_to_world(source)?;
-            let tag = recv_tag(tag)?;
-            let st = engine_status(ep.recv(inc.target(), src, tag, c.ctx))?;
-            inc.finish(st.count);
-            // SAFETY: the caller's status pointer.
-            unsafe { finish_status(st, c, status) }
-        })
+        // SAFETY: as above.
+        unsafe { recv_full(buf, count, datatype, source, tag, comm, status) }
     }
 
     /// Starts a send.

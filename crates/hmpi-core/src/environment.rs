@@ -35,7 +35,7 @@
 
 use crate::comm::{Communicator, SimpleCommunicator};
 use crate::error::{Error, Result};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 const UNINIT: u8 = 0;
@@ -47,12 +47,30 @@ const FINALIZED: u8 = 3;
 static STATE: AtomicU8 = AtomicU8::new(UNINIT);
 /// The engine endpoint; set once, never dropped.
 static ENDPOINT: OnceLock<vci::Endpoint> = OnceLock::new();
+/// ENDPOINT's value while the runtime is active, else null: what
+/// [`endpoint`] reads on every call (one load, where the state and the
+/// OnceLock take two checks).
+static ACTIVE_ENDPOINT: AtomicPtr<vci::Endpoint> = AtomicPtr::new(std::ptr::null_mut());
 
 /// This process's engine endpoint while the runtime is active
 /// ([`Error::NotInitialized`] before [`init`], [`Error::Finalized`] after).
 /// For layers built on the engine (ownership passing, the C interface).
 #[inline]
 pub fn endpoint() -> Result<&'static vci::Endpoint> {
+    // SYNC POINT: Acquire pairs with the Release store in `init`: the
+    // endpoint behind the pointer is initialised.
+    let p = ACTIVE_ENDPOINT.load(Ordering::Acquire);
+    // SAFETY: non-null only while it points to ENDPOINT's value, which is
+    // set once and never dropped.
+    match unsafe { p.as_ref() } {
+        Some(ep) => Ok(ep),
+        None => inactive(),
+    }
+}
+
+/// [`endpoint`]'s answer when the runtime is not active.
+#[cold]
+fn inactive() -> Result<&'static vci::Endpoint> {
     // Acquire: pairs with the Release store of ACTIVE in `init`, after the
     // endpoint was set (OnceLock synchronises its own contents too).
     match STATE.load(Ordering::Acquire) {
@@ -101,6 +119,10 @@ pub fn init() -> Result<Universe> {
     }
     // Release: publishes the endpoint to threads that load ACTIVE.
     STATE.store(ACTIVE, Ordering::Release);
+    if let Some(ep) = ENDPOINT.get() {
+        // SYNC POINT: Release pairs with the Acquire load in `endpoint`.
+        ACTIVE_ENDPOINT.store(std::ptr::from_ref(ep).cast_mut(), Ordering::Release);
+    }
     let world = SimpleCommunicator::world()?;
     Ok(Universe { world })
 }
@@ -152,6 +174,8 @@ impl Universe {
 }
 
 fn finish() {
+    // Release: as below; `endpoint` answers from STATE from now on.
+    ACTIVE_ENDPOINT.store(std::ptr::null_mut(), Ordering::Release);
     // Release: orders this thread's earlier operations before the state
     // change that other threads observe with Acquire.
     STATE.store(FINALIZED, Ordering::Release);
