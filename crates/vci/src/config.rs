@@ -22,6 +22,10 @@
 //!   of VCIs per rank, the same in every rank. A communicator context
 //!   `c` uses VCI `c % HMPI_VCIS` in every rank, so threads that work on
 //!   different communicators progress in parallel.
+//! * `HMPI_SOLO` (default `1`): `0` makes every thread take the VCI and
+//!   lane locks with locked instructions from the start; by default the
+//!   thread that creates the endpoint takes them without any, until
+//!   another thread communicates (see `solo.rs`, "solo mode").
 //!
 //! The synergistic threshold and block size are starting points, not
 //! measured optima: the papers report per-machine values (4 KiB blocks from
@@ -98,6 +102,9 @@ pub const CMA_VAR: &str = "HMPI_CMA";
 pub const FASTBOX_VAR: &str = "HMPI_FASTBOX";
 /// Variable holding the number of VCIs per rank.
 pub const VCIS_VAR: &str = "HMPI_VCIS";
+/// Variable turning solo mode (locks biased to the creating thread) off
+/// (`0`) or on (`1`).
+pub const SOLO_VAR: &str = "HMPI_SOLO";
 
 /// The engine's tunables.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,6 +124,9 @@ pub struct Config {
     pub fastbox: bool,
     /// VCIs per rank (1 to [`crate::slots::MAX_VCIS`]).
     pub vcis: usize,
+    /// Whether the creating thread takes the locks without locked
+    /// instructions while it is the only thread that communicates.
+    pub solo: bool,
 }
 
 impl Default for Config {
@@ -128,6 +138,7 @@ impl Default for Config {
             cma: true,
             fastbox: true,
             vcis: 1,
+            solo: true,
         }
     }
 }
@@ -199,6 +210,9 @@ impl Config {
         if let Some(n) = size_var(&lookup, VCIS_VAR, 1..=crate::slots::MAX_VCIS)? {
             c.vcis = n;
         }
+        if let Some(b) = bool_var(&lookup, SOLO_VAR)? {
+            c.solo = b;
+        }
         Ok(c)
     }
 }
@@ -247,5 +261,7 @@ mod tests {
         assert_eq!(with_var(VCIS_VAR, "4").unwrap().vcis, 4);
         assert!(with_var(VCIS_VAR, "0").is_err());
         assert!(with_var(VCIS_VAR, "9").is_err());
+        assert!(!with_var(SOLO_VAR, "0").unwrap().solo);
+        assert!(with_var(SOLO_VAR, "2").is_err());
     }
 }

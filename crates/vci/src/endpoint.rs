@@ -192,6 +192,8 @@ impl Endpoint {
         // A given block can be kept as it is if our global allocator is the
         // node heap (it can free the block): see where a fresh box lands.
         let keep_given = shmheap::is_shared(&*Box::new(0u64));
+        // The locks below are biased to this thread (see `crate::solo`).
+        crate::solo::SOLO.claim(config.solo);
         Ok(Endpoint {
             rank,
             size,
@@ -222,6 +224,14 @@ impl Endpoint {
     /// The number of ranks.
     pub fn size(&self) -> i32 {
         self.size as i32
+    }
+
+    /// Whether solo mode is on: the thread that created the endpoint takes
+    /// the VCI and lane locks without locked instructions, because no other
+    /// thread has communicated yet (see [`Config::solo`]). It ends for good
+    /// when another thread first communicates.
+    pub fn solo(&self) -> bool {
+        !crate::solo::SOLO.is_multi()
     }
 
     /// The configuration in use.

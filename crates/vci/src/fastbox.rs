@@ -44,6 +44,7 @@
 //! assert!(FB_PAYLOAD >= 256);
 //! ```
 
+use crate::solo::{Entry, SOLO};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -273,7 +274,8 @@ impl LaneState {
 /// A spin lock released by a plain store: its holder only numbers a
 /// message and writes a slot or links an envelope, so waiting is short,
 /// and the release costs no locked instruction (which would stall until the
-/// slot's cache line arrived).
+/// slot's cache line arrived). In solo mode (see [`crate::solo`]) the
+/// owner thread takes it without any locked instruction at all.
 #[repr(C, align(64))]
 #[derive(Debug)]
 pub(crate) struct Lane {
@@ -285,12 +287,15 @@ pub(crate) struct Lane {
 }
 
 // SAFETY: `state` is only reached through a `LaneGuard`, which exists for
-// one thread at a time (the `locked` flag).
+// one thread at a time (the `locked` flag, or a solo section: see
+// `crate::solo`).
 unsafe impl Sync for Lane {}
 
 /// The held lane lock.
 pub(crate) struct LaneGuard<'a> {
     lane: &'a Lane,
+    /// Entered in solo mode (the spin lock untouched).
+    solo: bool,
 }
 
 impl Lane {
@@ -307,14 +312,29 @@ impl Lane {
         self.ring
     }
 
+    #[inline(always)]
     pub(crate) fn lock(&self) -> LaneGuard<'_> {
+        match SOLO.enter() {
+            Entry::Solo => LaneGuard {
+                lane: self,
+                solo: true,
+            },
+            Entry::Real => self.lock_real(),
+        }
+    }
+
+    /// Takes the spin lock itself.
+    fn lock_real(&self) -> LaneGuard<'_> {
         let mut spins = 0u32;
         loop {
             // SYNC POINT: Acquire pairs with the Release store in
             // `LaneGuard::drop`: the previous holder's updates of the state
             // (and its slot writes and queue pushes) are visible.
             if !self.locked.swap(true, Ordering::Acquire) {
-                return LaneGuard { lane: self };
+                return LaneGuard {
+                    lane: self,
+                    solo: false,
+                };
             }
             // Relaxed: a read-only wait for the flag to clear before the
             // next swap (the swap is what orders).
@@ -348,9 +368,15 @@ impl std::ops::DerefMut for LaneGuard<'_> {
 }
 
 impl Drop for LaneGuard<'_> {
+    #[inline(always)]
     fn drop(&mut self) {
-        // SYNC POINT: Release pairs with the Acquire swap in `Lane::lock`.
-        self.lane.locked.store(false, Ordering::Release);
+        if self.solo {
+            SOLO.leave();
+        } else {
+            // SYNC POINT: Release pairs with the Acquire swap in
+            // `Lane::lock_real`.
+            self.lane.locked.store(false, Ordering::Release);
+        }
     }
 }
 

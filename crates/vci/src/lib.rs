@@ -67,6 +67,7 @@ pub mod message;
 pub mod owned;
 pub mod request;
 pub mod slots;
+mod solo;
 pub mod vci;
 
 pub use config::Config;

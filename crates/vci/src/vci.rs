@@ -48,6 +48,7 @@ use crate::fastbox::{FbHead, FbPair, Small, KIND_PLAIN};
 use crate::matching::{Arrival, Carrier, Key, Private, RecvSlot, RecvState, Target};
 use crate::owned::OwnedBlock;
 use crate::request::{Status, StatusError};
+use crate::solo::{Entry, SOLO};
 use shmheap::sync::futex::{futex_wait, wake_all};
 use shmheap::sync::mpsc::{MpscLink, MpscQueue, Pop};
 use shmheap::sync::mutex::{RawShmMutex, RawShmMutexGuard};
@@ -343,6 +344,31 @@ struct Counters {
     owned_in_place: AtomicU64,
     owned_copied: AtomicU64,
     recv_fastbox: AtomicU64,
+    /// The fast-box receive path's counters, apart: see [`SlotCounters`].
+    slot: SlotCounters,
+}
+
+/// Counters of messages delivered straight from their fast-box slot
+/// ([`Vci::deliver_slot`]), which runs only under the VCI lock: one writer
+/// at a time, ordered by the lock, so a plain increment counts exactly and
+/// costs no locked instruction on the tiny-message path. Every other
+/// writer of the same statistics uses [`Counters`]' own fields (some run
+/// without the lock); [`Vci::stats`] adds the two.
+#[derive(Debug, Default)]
+struct SlotCounters {
+    /// Plain payloads (immediate protocol, fast box).
+    plain: AtomicU64,
+    /// Given blocks.
+    owned: AtomicU64,
+    /// Given blocks handed over as they are.
+    owned_in_place: AtomicU64,
+}
+
+/// Counts one under the VCI lock (see [`SlotCounters`]).
+fn bump_locked(c: &AtomicU64) {
+    // Relaxed load and store: the lock holder is the only writer, and the
+    // lock orders successive holders; readers take a snapshot.
+    c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
 fn bump(c: &AtomicU64) {
@@ -361,7 +387,8 @@ fn read(c: &AtomicU64) -> u64 {
 }
 
 /// The VCI lock and the private part it guards: a futex mutex (one CAS to
-/// take it, one swap to release it) without poisoning — a panic while it
+/// take it, one swap to release it), bypassed in solo mode (see
+/// [`crate::solo`]), without poisoning — a panic while it
 /// is held leaves the lists consistent, since each step moves one element.
 #[derive(Debug)]
 struct Locked {
@@ -370,21 +397,53 @@ struct Locked {
 }
 
 // SAFETY: `private` is reached only through a `PrivateGuard`, which exists
-// while its thread holds `raw`; `Private` is `Send`.
+// while its thread holds `raw` or is inside a solo section (which excludes
+// every other thread: see `crate::solo`); `Private` is `Send`.
 unsafe impl Sync for Locked {}
+
+impl Locked {
+    /// Takes the lock: in solo mode (the owner, alone) without touching
+    /// the mutex, else the mutex.
+    #[inline(always)]
+    fn lock(&self) -> PrivateGuard<'_> {
+        let held = match SOLO.enter() {
+            Entry::Solo => None,
+            Entry::Real => Some(self.raw.lock()),
+        };
+        PrivateGuard {
+            held,
+            private: &self.private,
+        }
+    }
+
+    /// Takes the lock if it is free.
+    fn try_lock(&self) -> Option<PrivateGuard<'_>> {
+        let held = match SOLO.enter() {
+            Entry::Solo => None,
+            Entry::Real => Some(self.raw.try_lock()?),
+        };
+        Some(PrivateGuard {
+            held,
+            private: &self.private,
+        })
+    }
+}
 
 /// The held VCI lock: derefs to the VCI's private part.
 pub(crate) struct PrivateGuard<'a> {
-    _held: RawShmMutexGuard<'a>,
+    /// The mutex's guard; `None` in solo mode, where the section ends with
+    /// [`crate::solo::Solo::leave`].
+    held: Option<RawShmMutexGuard<'a>>,
     private: &'a UnsafeCell<Private>,
 }
 
-impl<'a> PrivateGuard<'a> {
-    fn new(held: RawShmMutexGuard<'a>, locked: &'a Locked) -> Self {
-        PrivateGuard {
-            _held: held,
-            private: &locked.private,
+impl Drop for PrivateGuard<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.held.is_none() {
+            SOLO.leave();
         }
+        // A held mutex guard unlocks as it drops, after this.
     }
 }
 
@@ -540,7 +599,7 @@ impl Vci {
 
     /// Takes the VCI lock.
     pub(crate) fn lock(&self) -> PrivateGuard<'_> {
-        PrivateGuard::new(self.private.raw.lock(), &self.private)
+        self.private.lock()
     }
 
     /// Counts a sent message.
@@ -565,7 +624,7 @@ impl Vci {
             sent_immediate: read(&s.sent[0]),
             sent_single_copy: read(&s.sent[1]),
             sent_two_copy: read(&s.sent[2]),
-            recv_immediate: read(&s.received[0]),
+            recv_immediate: read(&s.received[0]) + read(&s.slot.plain),
             recv_single_copy: read(&s.received[1]),
             recv_two_copy: read(&s.received[2]),
             matched_posted: read(&s.matched_posted),
@@ -578,11 +637,11 @@ impl Vci {
             synergistic_sender_blocks: read(&s.syn_sender_blocks),
             matched_probe: read(&s.matched_probe),
             sent_owned: read(&s.sent[4]),
-            recv_owned: read(&s.received[4]),
-            owned_in_place: read(&s.owned_in_place),
+            recv_owned: read(&s.received[4]) + read(&s.slot.owned),
+            owned_in_place: read(&s.owned_in_place) + read(&s.slot.owned_in_place),
             owned_copied: read(&s.owned_copied),
             sent_fastbox: 0,
-            recv_fastbox: read(&s.recv_fastbox),
+            recv_fastbox: read(&s.recv_fastbox) + read(&s.slot.plain),
         }
     }
 
@@ -740,8 +799,7 @@ impl Vci {
                 let (len, n) = (head.len as usize, (head.len as usize).min(cap));
                 // SAFETY: `buf` holds `cap >= n` bytes (caller's contract).
                 unsafe { fb.take_into(seq, head, buf, n) };
-                bump(&self.stats.received[Protocol::Immediate as usize - 1]);
-                bump(&self.stats.recv_fastbox);
+                bump_locked(&self.stats.slot.plain);
                 delivered(key, len, n)
             }
             _ if head.is_owned() => {
@@ -752,8 +810,9 @@ impl Vci {
                     len: head.len as usize,
                 };
                 // SAFETY: the given block is ours now (the sender gave it
-                // up); the target is valid (caller's contract).
-                unsafe { self.deliver_given(key, given, target) }
+                // up); the target is valid (caller's contract); we hold the
+                // VCI lock (caller's contract).
+                unsafe { self.deliver_given(key, given, target, true) }
             }
             _ => {
                 let a = Arrival::small(key.source as u32, fb.take(seq, head));
@@ -794,7 +853,7 @@ impl Vci {
                     // SAFETY: an owned envelope, ours (caller's contract).
                     let given = unsafe { Given::from_envelope(env) };
                     // SAFETY: the caller's contract.
-                    return unsafe { self.deliver_given(a.key, given, target) };
+                    return unsafe { self.deliver_given(a.key, given, target, false) };
                 }
                 match target {
                     // SAFETY: the caller's contract.
@@ -822,7 +881,7 @@ impl Vci {
                     };
                     // SAFETY: the given block is ours now (the sender gave
                     // it up); the caller's contract for the target.
-                    unsafe { self.deliver_given(a.key, given, target) }
+                    unsafe { self.deliver_given(a.key, given, target, false) }
                 }
                 // SAFETY: the caller's contract.
                 None => unsafe { self.deliver_small(a.key, &small, target) },
@@ -893,13 +952,24 @@ impl Vci {
     /// # Safety
     ///
     /// The given block is ours (the sender gave it up); the target is
-    /// valid (see [`Vci::deliver`]).
+    /// valid (see [`Vci::deliver`]); with `locked`, the caller holds the
+    /// VCI lock (the statistics go to [`SlotCounters`]).
     #[inline(always)]
-    unsafe fn deliver_given(&self, key: Key, g: Given, target: Target) -> Status {
+    unsafe fn deliver_given(&self, key: Key, g: Given, target: Target, locked: bool) -> Status {
         // The block's first line is most likely in the giver's cache: start
         // fetching it now, for whoever touches the data next.
         prefetch_for_write(g.addr);
-        bump(&self.stats.received[Protocol::Owned as usize - 1]);
+        let count = |shared: &AtomicU64, slot: &AtomicU64| {
+            if locked {
+                bump_locked(slot);
+            } else {
+                bump(shared);
+            }
+        };
+        count(
+            &self.stats.received[Protocol::Owned as usize - 1],
+            &self.stats.slot.owned,
+        );
         let layout = g.info.layout();
         let free_block = || {
             if layout.size() > 0 {
@@ -928,7 +998,7 @@ impl Vci {
                     && self.keep_given
                     && g.addr as usize & (align - 1) == 0
                 {
-                    bump(&self.stats.owned_in_place);
+                    count(&self.stats.owned_in_place, &self.stats.slot.owned_in_place);
                     let block = OwnedBlock {
                         ptr: NonNull::new(g.addr).expect("a given block of size > 0 is not null"),
                         layout,
@@ -1232,9 +1302,9 @@ impl Vci {
     /// Tries to progress this VCI without waiting for its lock (a sweep by
     /// a thread that waits on another VCI). Returns whether it did.
     pub(crate) fn try_progress(&self) -> bool {
-        match self.private.raw.try_lock() {
-            Some(g) => {
-                self.progress(&mut PrivateGuard::new(g, &self.private));
+        match self.private.try_lock() {
+            Some(mut g) => {
+                self.progress(&mut g);
                 true
             }
             None => false,

@@ -836,6 +836,21 @@ fn threads_rank() {
     assert_sync(&ep);
     let me = ep.rank();
     let peer = 1 - me;
+    // The creating thread alone: its locks are biased to it (solo mode),
+    // where the kernel has membarrier and HMPI_SOLO does not say no.
+    let out = numbered(me as usize, 8);
+    let mut inb = vec![0u8; 8];
+    let s = isend(&ep, &out, peer, 99, 0).unwrap();
+    ep.recv(&mut inb, peer, 99, 0).unwrap();
+    s.wait().unwrap();
+    assert_eq!(inb, numbered(peer as usize, 8));
+    let solo_here =
+        membarrier_exists() && std::env::var_os(vci::config::SOLO_VAR).is_none_or(|v| v != "0");
+    assert_eq!(
+        ep.solo(),
+        solo_here,
+        "solo mode after one thread communicated"
+    );
     const THREADS: usize = 3;
     const ITERS: usize = 200;
     std::thread::scope(|s| {
@@ -857,7 +872,17 @@ fn threads_rank() {
             });
         }
     });
+    // Other threads communicated: every lock is real from now on.
+    assert!(!ep.solo(), "solo mode outlived other threads' messages");
     ep.barrier();
+}
+
+/// Whether `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` exists on this
+/// kernel (solo mode needs it).
+fn membarrier_exists() -> bool {
+    // SAFETY: MEMBARRIER_CMD_QUERY (0) only returns the supported commands.
+    let cmds = unsafe { libc::syscall(libc::SYS_membarrier, 0, 0, 0) };
+    cmds > 0 && cmds & (1 << 3) != 0
 }
 
 // ------------------------------------------------------------ synchronous send
