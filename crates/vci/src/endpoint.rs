@@ -272,9 +272,12 @@ impl Endpoint {
             .fold(Stats::default(), |a, v| a.merged(&v.stats()));
         // Fast-box sends are counted under the lane locks (no atomic add on
         // the fast path).
-        let fb: u64 = self.lanes.iter().map(|l| l.lock().fastbox_sent).sum();
-        s.sent_fastbox += fb;
-        s.sent_immediate += fb;
+        for lane in self.lanes.iter() {
+            let l = lane.lock();
+            s.sent_fastbox += l.fastbox_sent;
+            s.sent_immediate += l.fastbox_sent;
+            s.sent_owned += l.owned_sent;
+        }
         s
     }
 
@@ -344,8 +347,12 @@ impl Endpoint {
         let sent = {
             let mut l = lane.lock();
             let sent = fb.try_send(&mut l, head, bytes);
-            if sent && head.kind == KIND_PLAIN {
-                l.fastbox_sent += 1;
+            if sent {
+                if head.is_owned() {
+                    l.owned_sent += 1;
+                } else {
+                    l.fastbox_sent += 1;
+                }
             }
             sent
         };

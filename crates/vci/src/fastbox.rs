@@ -254,6 +254,8 @@ pub(crate) struct LaneState {
     credit: u64,
     /// Plain messages sent through the fast box (a statistic).
     pub fastbox_sent: u64,
+    /// Given blocks sent through the fast box (a statistic).
+    pub owned_sent: u64,
 }
 
 impl LaneState {
@@ -264,6 +266,7 @@ impl LaneState {
             next: 1,
             credit: 0,
             fastbox_sent: 0,
+            owned_sent: 0,
         }
     }
 }

@@ -277,13 +277,16 @@ impl Endpoint {
         }
         // The block's record fits a fast-box slot: no envelope.
         // The message is on its way: the original of a moved block goes.
-        let sent = || {
+        // (A send through the fast box is counted under its lane lock.)
+        let sent = |counted: bool| {
             if moved.is_some() {
                 // SAFETY: the original is ours (caller's contract), copied
                 // into the node heap above.
                 unsafe { block.free() };
             }
-            self.vci_at(v).count_send(Protocol::Owned, false);
+            if !counted {
+                self.vci_at(v).count_send(Protocol::Owned, false);
+            }
             let st = Status {
                 source: dest,
                 tag,
@@ -302,7 +305,7 @@ impl Endpoint {
                 kind,
             };
             if self.try_slot(d, v, head, &bytes[..n]) {
-                return Ok(sent());
+                return Ok(sent(true));
             }
         }
         let h = Header {
@@ -324,7 +327,7 @@ impl Endpoint {
         // SAFETY: a fresh envelope in the node heap, not queued; the
         // receiver frees it (and takes or frees the block).
         unsafe { self.post(d, v, env) };
-        Ok(sent())
+        Ok(sent(false))
     }
 
     /// Starts an ownership receive from `source` (a rank, `ANY_SOURCE` or
