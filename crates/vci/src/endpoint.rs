@@ -339,6 +339,7 @@ impl Endpoint {
 
     /// Tries to put a message (header `head`, payload `bytes`) into
     /// `dest`'s fast box of VCI `v`; returns whether it did.
+    #[inline(always)]
     pub(crate) fn try_slot(&self, dest: u32, v: usize, head: FbHead, bytes: &[u8]) -> bool {
         let lane = &self.lanes[self.lane_index(dest, v)];
         let Some(fb) = lane.ring() else {

@@ -122,6 +122,7 @@ impl OwnedSlot {
     /// the kind bits, and the metadata's last word, unless it is zero,
     /// into the second line. So a given block usually costs the receiver
     /// one line, as a tiny message does.
+    #[inline(always)]
     pub(crate) fn encode(&self) -> (u32, [u8; OWNED_RECORD], usize) {
         let m = self.info.meta;
         let words = [self.addr, self.info.size, m[0], m[1], m[2], m[3]];

@@ -220,6 +220,7 @@ impl Endpoint {
     ///
     /// # Safety
     /// As for [`Endpoint::isend_owned`].
+    #[inline(always)]
     pub unsafe fn give(&self, block: OwnedBlock, dest: i32, tag: i32, context: u32) -> Result<()> {
         // SAFETY: the caller's contract.
         unsafe { self.give_block(block, dest, tag, context) }.map(drop)
@@ -364,6 +365,7 @@ impl Endpoint {
 
     /// Receives a message as an owned block and waits (see
     /// [`Endpoint::irecv_owned`]). For `PROC_NULL` the block is empty.
+    #[inline(always)]
     pub fn recv_owned(
         &self,
         align: usize,
