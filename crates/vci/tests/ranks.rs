@@ -109,6 +109,10 @@ const TESTS: &[(&str, fn())] = &[
         synergistic_large_messages_and_sender_helps,
     ),
     ("synergistic_with_4k_blocks", synergistic_with_4k_blocks),
+    (
+        "solo_mode_pingpong_order_threads_and_mprobe",
+        solo_mode_pingpong_order_threads_and_mprobe,
+    ),
 ];
 
 // ---------------------------------------------------------------- parent
@@ -175,6 +179,21 @@ fn fast_box_messages_wait_on_the_unexpected_list_intact() {
 
 fn ssend_deadlock_scenario_with_a_vci_per_context() {
     run_ok("ssend", 2, &[(vci::config::VCIS_VAR, "2".into())]);
+}
+
+/// Solo mode (`HMPI_SOLO=1`): the creating thread's locks without locked
+/// instructions, ended for good when other threads communicate.
+fn solo_mode_pingpong_order_threads_and_mprobe() {
+    let solo = [(vci::config::SOLO_VAR, "1".to_string())];
+    for role in [
+        "pingpong-heap",
+        "fastbox-order",
+        "ssend",
+        "threads",
+        "mprobe",
+    ] {
+        run_ok(role, 2, &solo);
+    }
 }
 
 fn threads_and_request_sets_across_four_vcis() {
@@ -844,8 +863,7 @@ fn threads_rank() {
     ep.recv(&mut inb, peer, 99, 0).unwrap();
     s.wait().unwrap();
     assert_eq!(inb, numbered(peer as usize, 8));
-    let solo_here =
-        membarrier_exists() && std::env::var_os(vci::config::SOLO_VAR).is_none_or(|v| v != "0");
+    let solo_here = membarrier_exists() && vci::Config::from_env().expect("config").solo;
     assert_eq!(
         ep.solo(),
         solo_here,
