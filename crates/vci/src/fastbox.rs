@@ -328,6 +328,7 @@ impl Lane {
     }
 
     /// Takes the spin lock itself.
+    #[inline]
     fn lock_real(&self) -> LaneGuard<'_> {
         let mut spins = 0u32;
         loop {
