@@ -404,17 +404,11 @@ unsafe fn recv_done(
     status: *mut MpiStatus,
 ) -> c_int {
     let c = CommRef::Static(c);
-    let st = match engine_status(r) {
-        Ok(st) => st,
-        Err(e) => return crate::errors::raise("MPI_Recv", e.on(&c)),
-    };
-    let (s, code) = to_mpi_status(&st, &c);
-    // SAFETY: the caller's guarantee.
-    unsafe { store_status(status, s) };
-    if code == abi::SUCCESS {
-        return abi::SUCCESS;
+    // SAFETY: the caller's guarantee for `status`.
+    match engine_status(r).and_then(|st| unsafe { finish_status(st, &c, status) }) {
+        Ok(()) => abi::SUCCESS,
+        Err(e) => crate::errors::raise("MPI_Recv", e.on(&c)),
     }
-    crate::errors::raise("MPI_Recv", status_error(&st, &c))
 }
 
 /// `MPI_Recv`'s full path (see [`send_full`]).

@@ -4,9 +4,13 @@
 //! Most ranks communicate from one thread. For them the VCI lock and the
 //! lane locks are never contended, yet each acquisition is a locked
 //! instruction, and a locked instruction waits until every store before it
-//! has left the core: on the path of a tiny message (receive, then send the
-//! reply) three of them cost several nanoseconds of a one-way latency of
-//! about seventy.
+//! has left the core: the path of a tiny message (receive, then send the
+//! reply) takes three of them.
+//!
+//! Opt-in (`HMPI_SOLO=1`, see [`crate::config`]): on the 2-vCPU AMD
+//! machine `hmpi-bench latency` gained nothing from it where a cache line
+//! crosses cores in about 55 ns and lost 13–18 ns where it takes about
+//! 250 ns (`docs/architecture.md`).
 //!
 //! So the locks are *biased* towards the thread that created the endpoint,
 //! the owner (the technique of biased locking in virtual machines, made
@@ -31,9 +35,9 @@
 //! the barrier made visible: the other thread sees the owner inside and
 //! waits. Otherwise the owner sees `multi` and takes the real lock.
 //!
-//! Where `membarrier` is unavailable (kernels before 4.14, sandboxes that
-//! forbid it) the process starts in multi mode: the locks are what they
-//! would be without this module.
+//! Without `HMPI_SOLO=1`, or where `membarrier` is unavailable (kernels
+//! before 4.14, sandboxes that forbid it), the process starts in multi
+//! mode: the locks are what they would be without this module.
 
 use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU32, AtomicUsize, Ordering};
 

@@ -855,8 +855,8 @@ fn threads_rank() {
     assert_sync(&ep);
     let me = ep.rank();
     let peer = 1 - me;
-    // The creating thread alone: its locks are biased to it (solo mode),
-    // where the kernel has membarrier and HMPI_SOLO does not say no.
+    // The creating thread alone: its locks are biased to it (solo mode)
+    // if HMPI_SOLO asks for it and the kernel has membarrier.
     let out = numbered(me as usize, 8);
     let mut inb = vec![0u8; 8];
     let s = isend(&ep, &out, peer, 99, 0).unwrap();
