@@ -32,6 +32,12 @@ pub const FIRST: usize = 0x1000;
 const KIND_SHIFT: u32 = 24;
 const INDEX_MASK: usize = (1 << KIND_SHIFT) - 1;
 
+/// A handle of `kind` that no table creates (its index is below
+/// [`FIRST`]): for a library-wide object of that kind.
+pub const fn reserved(kind: usize) -> usize {
+    kind << KIND_SHIFT | (FIRST - 1)
+}
+
 /// Kind tags (bits 24 and up of a created handle).
 pub const KIND_COMM: usize = 1;
 pub const KIND_GROUP: usize = 2;
@@ -331,6 +337,65 @@ impl<T> Busy<'_, T> {
     }
 }
 
+impl<'t, T> Busy<'t, T> {
+    /// Takes the object out; its slot joins `batch`, freed when the batch
+    /// is dropped (one exchange on the free list for the whole batch).
+    #[inline]
+    pub fn take_into(self, batch: &mut FreeBatch<'t, T>) -> T {
+        // SAFETY: as in `get_mut`; the object is read once, and the slot
+        // is freed by the batch without dropping it again.
+        let v = unsafe { (*self.cell.value.get()).assume_init_read() };
+        // Relaxed: the batch's Release exchange publishes the FREE state
+        // before the index can be popped again.
+        self.cell.state.store(FREE, Ordering::Relaxed);
+        batch.add(self.cell, self.index);
+        std::mem::forget(self);
+        v
+    }
+}
+
+impl<'t, T> Busy<'t, T> {
+    /// Drops the object where it is; its slot joins `batch` (as in
+    /// [`Busy::take_into`], without moving the object out first).
+    #[inline]
+    pub fn drop_into(self, batch: &mut FreeBatch<'t, T>) {
+        // SAFETY: as in `get_mut`; dropped once, and the slot is freed by
+        // the batch without dropping it again.
+        unsafe { (*self.cell.value.get()).assume_init_drop() };
+        // Relaxed: as in `take_into`.
+        self.cell.state.store(FREE, Ordering::Relaxed);
+        batch.add(self.cell, self.index);
+        std::mem::forget(self);
+    }
+}
+
+/// Slots freed together ([`Busy::take_into`]): linked to each other as
+/// they come, pushed on the table's free list at once when dropped.
+pub struct FreeBatch<'t, T> {
+    table: &'t SlotTable<T>,
+    /// The chain's first index + 1 (0: empty) and its last cell.
+    first: u32,
+    last: Option<&'t Cell<T>>,
+}
+
+impl<'t, T> FreeBatch<'t, T> {
+    fn add(&mut self, cell: &'t Cell<T>, index: usize) {
+        // Relaxed: published with the chain by the Release exchange in
+        // `drop`.
+        cell.next_free.store(self.first, Ordering::Relaxed);
+        self.first = index as u32 + 1;
+        self.last.get_or_insert(cell);
+    }
+}
+
+impl<T> Drop for FreeBatch<'_, T> {
+    fn drop(&mut self) {
+        if let Some(last) = self.last {
+            self.table.push_chain(self.first, last);
+        }
+    }
+}
+
 impl<T> Drop for Busy<'_, T> {
     fn drop(&mut self) {
         // SYNC POINT: Release, as in `insert`.
@@ -443,16 +508,33 @@ impl<T> SlotTable<T> {
     /// Pushes a freed index on the free list.
     #[inline]
     fn give_index(&self, i: usize) {
-        let Some(cell) = self.cell_at(i) else { return };
+        if let Some(cell) = self.cell_at(i) {
+            self.push_chain(i as u32 + 1, cell);
+        }
+    }
+
+    /// An empty batch of slots to free together.
+    pub fn free_batch(&self) -> FreeBatch<'_, T> {
+        FreeBatch {
+            table: self,
+            first: 0,
+            last: None,
+        }
+    }
+
+    /// Pushes a chain of free indices, linked through `next_free` from
+    /// index `first - 1` to the cell `last`, on the free list.
+    #[inline]
+    fn push_chain(&self, first: u32, last: &Cell<T>) {
         // Relaxed: the exchange below validates the head it links to.
         let mut head = self.free_head.load(Ordering::Relaxed);
         loop {
             // Relaxed: published by the Release exchange below.
-            cell.next_free.store(head as u32, Ordering::Relaxed);
-            let new = (head >> 32).wrapping_add(1) << 32 | (i as u64 + 1);
-            // SYNC POINT: Release publishes `next_free` (and the cell's
-            // FREE state) to the thread that pops this index (Acquire in
-            // `take_index`).
+            last.next_free.store(head as u32, Ordering::Relaxed);
+            let new = (head >> 32).wrapping_add(1) << 32 | u64::from(first);
+            // SYNC POINT: Release publishes the chain's `next_free` links
+            // (and the cells' FREE states) to the threads that pop these
+            // indices (Acquire in `take_index`).
             match self.free_head.compare_exchange_weak(
                 head,
                 new,
@@ -680,6 +762,50 @@ mod tests {
         drop(busy);
         assert_eq!(T.checkout(b), Err(Miss::Unknown));
         assert_eq!(T.remove(a).as_deref(), Ok("a!"));
+    }
+
+    #[test]
+    fn slot_table_frees_a_batch_at_once() {
+        static T: SlotTable<String> = SlotTable::new(KIND_REQUEST);
+        let hs: Vec<usize> = (0..8).map(|i| T.insert(i.to_string()).unwrap()).collect();
+        // Many threads take windows of their own and free each window as
+        // one batch, while the others pop and push.
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for round in 0..2000 {
+                        let mine: Vec<usize> = (0..(1 + round % 9))
+                            .map(|i| T.insert(format!("{t}-{i}")).unwrap())
+                            .collect();
+                        let busy = T.lock_many(&mine, |_| false).unwrap();
+                        let mut batch = T.free_batch();
+                        for (i, b) in busy.into_iter().enumerate() {
+                            assert_eq!(b.unwrap().take_into(&mut batch), format!("{t}-{i}"));
+                        }
+                        // Free, and nobody else's until the batch is pushed.
+                        assert!(mine.iter().all(|&h| !T.is_live(h)));
+                        drop(batch);
+                    }
+                })
+            })
+            .collect();
+        for th in threads {
+            th.join().unwrap();
+        }
+        // Every freed slot is on the free list once: the next inserts
+        // reuse them, distinct, before any new index is used.
+        let used = T.next.load(Ordering::Relaxed);
+        let again: Vec<usize> = (0..used - 8)
+            .map(|_| T.insert(String::new()).unwrap())
+            .collect();
+        assert_eq!(T.next.load(Ordering::Relaxed), used);
+        let mut all: Vec<usize> = again.iter().chain(&hs).copied().collect();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), used);
+        for (i, h) in hs.into_iter().enumerate() {
+            assert_eq!(T.remove(h), Ok(i.to_string()));
+        }
     }
 
     #[test]

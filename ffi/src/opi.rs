@@ -28,7 +28,7 @@ use crate::abi::{self, Comm, Datatype, MpiStatus, Request};
 use crate::comm::CommEntry;
 use crate::datatype::{count_arg, type_ref, TypeRef};
 use crate::errors::{api, api_comm, err, out, MpiError, Res};
-use crate::request::{empty_status, insert, store_status, EngineReq, ReqEntry, Rest, Taken};
+use crate::request::{empty_status, insert, store_status, EngineReq, Extra, ReqEntry, Rest, Taken};
 use opi::raw::{self, OwnedBlock};
 use std::ffi::{c_int, c_void};
 
@@ -330,14 +330,14 @@ pub unsafe extern "C" fn OPI_Itake(
         let r = unsafe { raw::itake(&mut *target, &c.comm, source_rank(source), tag_arg(tag)) }?;
         let h = insert(ReqEntry {
             req: EngineReq(r),
-            rest: Rest {
-                taken: Some(Box::new(Taken {
+            rest: Rest::with(
+                c.clone(),
+                Some(Extra::Taken(Taken {
                     slot: slot_box,
                     dst: p,
                     max,
                 })),
-                ..Rest::plain(c.clone())
-            },
+            ),
         })?;
         // SAFETY: checked non-null.
         unsafe { request.write(h) };

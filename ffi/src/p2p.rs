@@ -28,7 +28,7 @@ use crate::errors::{api, api_comm, err, out, put, MpiError, Res};
 use crate::handles::{Table, KIND_MESSAGE};
 use crate::request::{
     empty_status, engine_status, insert, status_error, store_status, to_mpi_status, EngineReq,
-    ReqEntry, Rest, Staged,
+    Extra, ReqEntry, Rest, Staged, SENT,
 };
 use std::ffi::{c_int, c_void};
 use vci::Endpoint;
@@ -333,6 +333,11 @@ unsafe fn isend_fast(
     // SAFETY: the request is stored and completed by the request routines
     // (or at MPI_Finalize), never leaked.
     let r = unsafe { ep.isend(data, dest, tag, c.ctx) }.ok()?;
+    if finished_send(&r) {
+        // SAFETY: checked non-null.
+        unsafe { request.write(SENT) };
+        return Some(abi::SUCCESS);
+    }
     // SAFETY: checked non-null.
     Some(unsafe { store_fast("MPI_Isend", comm, c, r, request) })
 }
@@ -467,6 +472,13 @@ unsafe fn store_fast(
     }
 }
 
+/// Whether a send finished as it started, without error: its request is
+/// [`SENT`], not a table entry.
+#[inline]
+fn finished_send(r: &vci::Request<'_>) -> bool {
+    r.finished().is_some_and(|st| st.error.is_none())
+}
+
 /// Reports a fast path's error through `comm`'s error handler.
 #[cold]
 fn fast_error(func: &'static str, comm: Comm, e: MpiError) -> c_int {
@@ -538,13 +550,14 @@ unsafe fn isend(
             Mode::Synchronous => ep.issend(bytes, dest, tag, c.ctx),
         }
     }?;
-    let h = insert(ReqEntry {
-        req: EngineReq(r),
-        rest: Rest {
-            packed,
-            ..Rest::plain(c.clone())
-        },
-    })?;
+    let h = match finished_send(&r) {
+        // The engine is done with the data (and its packed copy).
+        true => SENT,
+        false => insert(ReqEntry {
+            req: EngineReq(r),
+            rest: Rest::with(c.clone(), packed.map(Extra::Packed)),
+        })?,
+    };
     // SAFETY: checked non-null above.
     unsafe { request.write(h) };
     Ok(())
@@ -728,7 +741,7 @@ mpi_fn! {
             let r = unsafe { ep.irecv_raw(at, len, src, tag, c.ctx) }?;
             let h = insert(ReqEntry {
                 req: EngineReq(r),
-                rest: Rest { staged: inc.staged().map(Box::new), ..Rest::plain(c.clone()) },
+                rest: Rest::with(c.clone(), inc.staged().map(Extra::Staged)),
             })?;
             // SAFETY: checked non-null above.
             unsafe { request.write(h) };
@@ -918,7 +931,7 @@ mpi_fn! {
             };
             let h = insert(ReqEntry {
                 req: EngineReq(r),
-                rest: Rest { staged: inc.staged().map(Box::new), ..Rest::plain(comm) },
+                rest: Rest::with(comm, inc.staged().map(Extra::Staged)),
             })?;
             // SAFETY: checked non-null above.
             unsafe { request.write(h) };

@@ -28,7 +28,7 @@ use crate::abi::{self, MpiStatus, Request};
 use crate::comm::CommRef;
 use crate::datatype::TypeRef;
 use crate::errors::{api, err, out, put, MpiError, Res};
-use crate::handles::{Miss, SlotTable, KIND_REQUEST};
+use crate::handles::{reserved, Miss, SlotTable, KIND_REQUEST};
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -68,60 +68,93 @@ pub struct Taken {
     pub max: usize,
 }
 
-/// What a request keeps beside the engine's request (small: entries move
-/// in and out of the request table; the rare parts are boxed).
+/// What a request rarely needs beside its communicator (boxed, so that
+/// the common request stays small).
+pub enum Extra {
+    /// A non-dense receive, unpacked into the program's buffer on
+    /// completion.
+    Staged(Staged),
+    /// The packed data of a non-dense send, kept until the send completes.
+    Packed(Box<[u8]>),
+    /// Where an `OPI_Itake` puts its block.
+    Taken(Taken),
+}
+
+/// What a request keeps beside the engine's request (two words: entries
+/// move in and out of the request table; the rare parts are boxed).
 pub struct Rest {
     pub comm: CommRef,
-    pub staged: Option<Box<Staged>>,
-    /// The packed data of a non-dense send.
-    pub packed: Option<Box<[u8]>>,
-    /// Where an `OPI_Itake` puts its block.
-    pub taken: Option<Box<Taken>>,
+    pub extra: Option<Box<Extra>>,
 }
 
 impl Rest {
     /// Nothing but the communicator.
+    #[inline]
     pub fn plain(comm: CommRef) -> Rest {
+        Rest { comm, extra: None }
+    }
+
+    /// The communicator and, if any, what else the request needs.
+    pub fn with(comm: CommRef, extra: Option<Extra>) -> Rest {
         Rest {
             comm,
-            staged: None,
-            packed: None,
-            taken: None,
+            extra: extra.map(Box::new),
+        }
+    }
+
+    /// Whether completing the request is more than dropping this: a
+    /// receive to unpack or a block to hand over.
+    #[inline]
+    fn completes_into_program(&self) -> bool {
+        matches!(
+            self.extra.as_deref(),
+            Some(Extra::Staged(_) | Extra::Taken(_))
+        )
+    }
+
+    /// Unpacks a staged receive of `bytes` now (for a status asked for
+    /// before the request is freed); the request keeps the rest.
+    fn unpack_early(&mut self, bytes: u64) {
+        if let Some(Extra::Staged(_)) = self.extra.as_deref() {
+            if let Some(Extra::Staged(s)) = self.extra.take().map(|b| *b) {
+                s.finish(bytes);
+            }
         }
     }
 }
 
-// SAFETY: `staged.dst` is the program's receive buffer and `taken.dst`
-// its pointer variable, which MPI lets any thread complete the operation
-// into; everything else is Send.
+// SAFETY: a staged receive's `dst` is the program's receive buffer and a
+// take's `dst` its pointer variable, which MPI lets any thread complete
+// the operation into; everything else is Send.
 unsafe impl Send for Rest {}
 
 impl Rest {
     /// Unpacks a staged receive, hands over a taken block, and translates
     /// the engine's status; the error message of a failed take.
-    fn complete_msg(mut self, st: vci::Status) -> (MpiStatus, c_int, Option<String>) {
-        if let Some(s) = self.staged.take() {
-            s.finish(st.count);
-        }
+    fn complete_msg(self, st: vci::Status) -> (MpiStatus, c_int, Option<String>) {
         let (mut s, mut code) = to_mpi_status(&st, &self.comm);
         let mut msg = None;
-        if let Some(t) = self.taken.take() {
-            let got = match *t.slot {
-                Some(b) => crate::opi::accept(b, t.max),
-                None => Ok(std::ptr::null_mut()),
-            };
-            let p = match got {
-                Ok(p) => p,
-                Err((c, m)) => {
-                    if code == abi::SUCCESS {
-                        (code, s.error, msg) = (c, c, Some(m));
+        match self.extra.map(|b| *b) {
+            None | Some(Extra::Packed(_)) => {}
+            Some(Extra::Staged(staged)) => staged.finish(st.count),
+            Some(Extra::Taken(t)) => {
+                let got = match *t.slot {
+                    Some(b) => crate::opi::accept(b, t.max),
+                    None => Ok(std::ptr::null_mut()),
+                };
+                let p = match got {
+                    Ok(p) => p,
+                    Err((c, m)) => {
+                        if code == abi::SUCCESS {
+                            (code, s.error, msg) = (c, c, Some(m));
+                        }
+                        std::ptr::null_mut()
                     }
-                    std::ptr::null_mut()
-                }
-            };
-            // SAFETY: the program's pointer variable, valid until the
-            // take completes (OPI_Itake's contract), which is now.
-            unsafe { t.dst.write(p) };
+                };
+                // SAFETY: the program's pointer variable, valid until the
+                // take completes (OPI_Itake's contract), which is now.
+                unsafe { t.dst.write(p) };
+            }
         }
         (s, code, msg)
     }
@@ -267,6 +300,42 @@ fn finished_status(req: EngineReq) -> Res<vci::Status> {
 
 static REQUESTS: SlotTable<ReqEntry> = SlotTable::new(KIND_REQUEST);
 
+/// The handle of every send that finished as it started (an immediate or
+/// fast-box message, a send to `MPI_PROC_NULL`): it takes no slot, and
+/// completing it only writes `MPI_REQUEST_NULL`. MPI leaves a send's
+/// status undefined but for its error and cancelled flag (here: success,
+/// not cancelled), so these sends can share one handle, as MPICH's
+/// finished sends share one request object.
+pub const SENT: Request = Request(reserved(KIND_REQUEST));
+
+/// What the entries of [`SENT`] handles are made of: the endpoint and the
+/// world (an error before `MPI_Init` and after `MPI_Finalize`).
+fn sent_parts() -> Res<(&'static vci::Endpoint, CommRef)> {
+    Ok((
+        hmpi_core::environment::endpoint()?,
+        crate::comm::comm_ref(abi::COMM_WORLD)?,
+    ))
+}
+
+/// The entry a [`SENT`] handle stands for: a finished request with the
+/// empty status, on the world.
+fn sent_entry((ep, world): &(&'static vci::Endpoint, CommRef)) -> ReqEntry {
+    ReqEntry {
+        req: EngineReq(vci::Request::finished_with(ep, vci::Status::empty())),
+        rest: Rest::plain(world.clone()),
+    }
+}
+
+/// Takes the entry of `h` out of the table, leaving its slot busy (see
+/// [`SlotTable::checkout`]); [`SENT`] gives an entry of its own, and
+/// checking it back in or releasing it does nothing.
+fn checkout(h: Request) -> Res<ReqEntry> {
+    if h == SENT {
+        return Ok(sent_entry(&sent_parts()?));
+    }
+    REQUESTS.checkout(h.0).map_err(|m| miss(m, h))
+}
+
 /// Stores a request and returns its handle.
 #[inline]
 pub fn insert(e: ReqEntry) -> Res<Request> {
@@ -388,16 +457,25 @@ impl<'h> Set<'h> {
         poll_detached();
         // SAFETY: `Request` is a `repr(transparent)` usize.
         let raw: &[usize] = unsafe { std::slice::from_raw_parts(hs.as_ptr().cast(), hs.len()) };
+        // A finished send takes part like any finished request.
+        let sent = match raw.contains(&SENT.0) {
+            true => Some(sent_parts()?),
+            false => None,
+        };
         let entries = REQUESTS
-            .checkout_many(raw, |h| h == abi::REQUEST_NULL.0)
+            .checkout_many(raw, |h| h == abi::REQUEST_NULL.0 || h == SENT.0)
             .map_err(|(i, m)| miss(m, hs[i]))?;
-        let (reqs, rests) = entries
-            .into_iter()
-            .map(|e| match e {
-                Some(ReqEntry { req, rest }) => (Some(req.0), Some(rest)),
-                None => (None, None),
-            })
-            .unzip();
+        let mut reqs = Vec::with_capacity(hs.len());
+        let mut rests = Vec::with_capacity(hs.len());
+        for (e, &h) in entries.into_iter().zip(raw) {
+            let e = match (e, &sent) {
+                (None, Some(parts)) if h == SENT.0 => Some(sent_entry(parts)),
+                (e, _) => e,
+            };
+            let (r, rest) = e.map(|ReqEntry { req, rest }| (req.0, rest)).unzip();
+            reqs.push(r);
+            rests.push(rest);
+        }
         Ok(Set {
             hs,
             reqs,
@@ -532,6 +610,14 @@ mpi_fn! {
                 unsafe { store_status(status, empty_status()) };
                 return Ok(());
             }
+            if h == SENT {
+                // SAFETY: the caller's pointers.
+                unsafe {
+                    p.write(abi::REQUEST_NULL);
+                    store_status(status, empty_status());
+                }
+                return Ok(());
+            }
             // The request leaves the table at once (one lock): waiting
             // frees it whatever the outcome.
             let ReqEntry { req, rest } = REQUESTS.remove(h.0).map_err(|m| miss(m, h))?;
@@ -554,6 +640,15 @@ mpi_fn! {
             if h == abi::REQUEST_NULL {
                 // SAFETY: the caller's pointers.
                 unsafe {
+                    flag.write(1);
+                    store_status(status, empty_status());
+                }
+                return Ok(());
+            }
+            if h == SENT {
+                // SAFETY: the caller's pointers.
+                unsafe {
+                    p.write(abi::REQUEST_NULL);
                     flag.write(1);
                     store_status(status, empty_status());
                 }
@@ -590,7 +685,8 @@ mpi_fn! {
             // SAFETY: `requests` holds `count` handles (MPI's contract).
             let hs = unsafe { handles(count, requests) }?;
             poll_detached();
-            let null = |h: usize| h == abi::REQUEST_NULL.0;
+            // Neither a null handle nor a finished send has an entry.
+            let null = |h: usize| h == abi::REQUEST_NULL.0 || h == SENT.0;
             // SAFETY: `Request` is a `repr(transparent)` usize; `raw` is
             // used before `hs` is written, and not after.
             let raw: &[usize] = unsafe { std::slice::from_raw_parts(hs.as_ptr().cast(), hs.len()) };
@@ -601,44 +697,45 @@ mpi_fn! {
             {
                 // The engine waits for them together, in place (in order,
                 // collecting the finished ones after each under one lock).
-                let mut reqs: Vec<&mut vci::Request<'static>> = busy
-                    .iter_mut()
-                    .flatten()
-                    .map(|b| &mut b.get_mut().req.0)
-                    .collect();
+                let mut reqs: Vec<&mut vci::Request<'static>> = Vec::with_capacity(busy.len());
+                reqs.extend(busy.iter_mut().flatten().map(|b| &mut b.get_mut().req.0));
                 vci::wait_all_in_place(&mut reqs);
             }
             let (mut failed, mut on, mut other) = (0, None, None);
+            let mut freed = REQUESTS.free_batch();
             for (i, b) in busy.into_iter().enumerate() {
                 // Each request is finished: its status is there; its slot
                 // is freed as it leaves.
                 let (s, code, comm) = match b {
-                    None => (empty_status(), abi::SUCCESS, None),
-                    Some(b) => {
-                        let ReqEntry { req, rest } = b.take();
+                    None => {
                         hs[i] = abi::REQUEST_NULL;
-                    match finished_status(req) {
-                        // The common case: nothing to unpack or hand over,
-                        // no error, statuses ignored.
-                        Ok(st)
-                            if statuses.is_null()
-                                && st.error.is_none()
-                                && rest.staged.is_none()
-                                && rest.taken.is_none() =>
+                        (empty_status(), abi::SUCCESS, None)
+                    }
+                    Some(mut b) => {
+                        hs[i] = abi::REQUEST_NULL;
+                        // The common case, decided in place: finished
+                        // without error, nothing to unpack or hand over,
+                        // statuses ignored; the entry is dropped where it is.
+                        let e = b.get_mut();
+                        if statuses.is_null()
+                            && !e.rest.completes_into_program()
+                            && e.req.0.finished().is_some_and(|st| st.error.is_none())
                         {
+                            b.drop_into(&mut freed);
                             continue;
                         }
-                        Ok(st) => {
-                            let comm = rest.comm.clone();
-                            let (s, code) = rest.complete(st);
-                            (s, code, Some(comm))
+                        let ReqEntry { req, rest } = b.take_into(&mut freed);
+                        let comm = rest.comm.clone();
+                        match finished_status(req) {
+                            Ok(st) => {
+                                let (s, code) = rest.complete(st);
+                                (s, code, Some(comm))
+                            }
+                            Err(e) => {
+                                other.get_or_insert(e);
+                                (empty_status(), abi::ERR_INTERN, Some(comm))
+                            }
                         }
-                        Err(e) => {
-                            let comm = rest.comm.clone();
-                            other.get_or_insert(e);
-                            (empty_status(), abi::ERR_INTERN, Some(comm))
-                        }
-                    }
                     }
                 };
                 if code != abi::SUCCESS {
@@ -817,7 +914,7 @@ mpi_fn! {
                 }
                 return Ok(());
             }
-            let ReqEntry { mut req, mut rest } = REQUESTS.checkout(request.0).map_err(|m| miss(m, request))?;
+            let ReqEntry { mut req, mut rest } = checkout(request)?;
             let r = req.0.test();
             let st = match r {
                 Ok(None) => None,
@@ -826,9 +923,7 @@ mpi_fn! {
             };
             if let Some(st) = st {
                 // The data lands now; the status stays for later calls.
-                if let Some(s) = rest.staged.take() {
-                    s.finish(st.count);
-                }
+                rest.unpack_early(st.count);
                 let (s, _) = to_mpi_status(&st, &rest.comm);
                 // SAFETY: the caller's status pointer.
                 unsafe { store_status(status, s) };
@@ -847,7 +942,7 @@ mpi_fn! {
             let p = out(request, "request")?;
             // SAFETY: checked non-null; the caller's handle.
             let h = unsafe { p.read() };
-            let ReqEntry { mut req, rest } = REQUESTS.checkout(h.0).map_err(|m| miss(m, h))?;
+            let ReqEntry { mut req, rest } = checkout(h)?;
             req.0.cancel();
             REQUESTS.checkin(h.0, ReqEntry { req, rest });
             Ok(())
@@ -860,7 +955,7 @@ mpi_fn! {
             let p = out(request, "request")?;
             // SAFETY: checked non-null; the caller's handle.
             let h = unsafe { p.read() };
-            let mut e = REQUESTS.checkout(h.0).map_err(|m| miss(m, h))?;
+            let mut e = checkout(h)?;
             REQUESTS.release(h.0);
             // SAFETY: as above.
             unsafe { p.write(abi::REQUEST_NULL) };

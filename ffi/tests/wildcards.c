@@ -220,6 +220,78 @@ static void cancel_and_free(void) {
     free(big);
 }
 
+/* Small sends finish as they start and share one handle (not a table
+ * entry); every completion routine takes them, alone and mixed with
+ * pending receives, and sets them to MPI_REQUEST_NULL. */
+static void finished_sends(void) {
+    MPI_Request r[4];
+    MPI_Status st[4];
+    int flag, i, out, idx[4], x = -1, y = -1, v[4] = {1, 2, 3, 4};
+    int peer = check_rank ^ 1;
+    if (peer >= size) {
+        OK(MPI_Barrier(MPI_COMM_WORLD));
+        return;
+    }
+    OK(MPI_Isend(&v[0], 1, MPI_INT, peer, 60, MPI_COMM_WORLD, &r[0]));
+    OK(MPI_Isend(&v[1], 1, MPI_INT, peer, 61, MPI_COMM_WORLD, &r[1]));
+    CHECK(r[0] != MPI_REQUEST_NULL && r[1] != MPI_REQUEST_NULL);
+    OK(MPI_Request_get_status(r[0], &flag, &st[0]));
+    CHECK(flag && r[0] != MPI_REQUEST_NULL && st[0].MPI_ERROR == MPI_SUCCESS);
+    OK(MPI_Test_cancelled(&st[0], &flag));
+    CHECK(!flag);
+    OK(MPI_Cancel(&r[0])); /* a send is not cancelled: it still completes */
+    OK(MPI_Wait(&r[0], &st[0]));
+    OK(MPI_Test_cancelled(&st[0], &flag));
+    CHECK(!flag && r[0] == MPI_REQUEST_NULL);
+    flag = 0;
+    OK(MPI_Test(&r[1], &flag, MPI_STATUS_IGNORE));
+    CHECK(flag && r[1] == MPI_REQUEST_NULL);
+    OK(MPI_Recv(&x, 1, MPI_INT, peer, 60, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    OK(MPI_Recv(&y, 1, MPI_INT, peer, 61, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    CHECK(x == 1 && y == 2);
+
+    /* Mixed with a receive that cannot finish yet (the peer sends it
+     * later): Waitany and Testany
+     * give the send, Testall changes nothing, Waitsome gives the send. */
+    OK(MPI_Irecv(&x, 1, MPI_INT, peer, 62, MPI_COMM_WORLD, &r[0]));
+    OK(MPI_Isend(&v[2], 1, MPI_INT, peer, 63, MPI_COMM_WORLD, &r[1]));
+    OK(MPI_Isend(&v[3], 1, MPI_INT, peer, 64, MPI_COMM_WORLD, &r[2]));
+    OK(MPI_Isend(&v[0], 1, MPI_INT, peer, 65, MPI_COMM_WORLD, &r[3]));
+    MPI_Request sent = r[1];
+    OK(MPI_Testall(4, r, &flag, MPI_STATUSES_IGNORE));
+    CHECK(!flag && r[1] == sent && r[2] == sent && r[0] != MPI_REQUEST_NULL);
+    OK(MPI_Waitany(4, r, &i, &st[0]));
+    CHECK(i >= 1 && r[i] == MPI_REQUEST_NULL);
+    flag = 0;
+    OK(MPI_Testany(4, r, &i, &flag, &st[0]));
+    CHECK(flag && i >= 1 && r[i] == MPI_REQUEST_NULL);
+    OK(MPI_Waitsome(4, r, &out, idx, st));
+    CHECK(out == 1 && idx[0] >= 1 && r[idx[0]] == MPI_REQUEST_NULL);
+    CHECK(r[0] != MPI_REQUEST_NULL && r[1] == MPI_REQUEST_NULL && r[2] == MPI_REQUEST_NULL &&
+          r[3] == MPI_REQUEST_NULL);
+    /* Each side sends tag 62 only once the other is through the above.
+     * Waitall then finishes a set of sends and that receive, with
+     * statuses. */
+    OK(MPI_Sendrecv(&v[0], 1, MPI_INT, peer, 68, &y, 1, MPI_INT, peer, 68, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    OK(MPI_Isend(&v[1], 1, MPI_INT, peer, 62, MPI_COMM_WORLD, &r[1]));
+    OK(MPI_Isend(&v[2], 1, MPI_INT, peer, 66, MPI_COMM_WORLD, &r[2]));
+    r[3] = MPI_REQUEST_NULL;
+    OK(MPI_Waitall(4, r, st));
+    CHECK(x == 2 && st[0].MPI_SOURCE == peer && st[0].MPI_TAG == 62);
+    for (int k = 0; k < 4; k++) CHECK(r[k] == MPI_REQUEST_NULL && st[k].MPI_ERROR == MPI_SUCCESS);
+    for (int t = 63; t <= 66; t++) {
+        OK(MPI_Recv(&y, 1, MPI_INT, peer, t, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        CHECK(y == (t == 63 ? 3 : t == 64 ? 4 : t == 65 ? 1 : 3));
+    }
+    /* Freeing one is completing it. */
+    OK(MPI_Isend(&v[0], 1, MPI_INT, peer, 67, MPI_COMM_WORLD, &r[0]));
+    OK(MPI_Request_free(&r[0]));
+    CHECK(r[0] == MPI_REQUEST_NULL);
+    OK(MPI_Recv(&y, 1, MPI_INT, peer, 67, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    CHECK(y == 1);
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+}
+
 int main(int argc, char **argv) {
     OK(MPI_Init(&argc, &argv));
     OK(MPI_Comm_rank(MPI_COMM_WORLD, &check_rank));
@@ -230,6 +302,7 @@ int main(int argc, char **argv) {
     proc_null();
     request_sets();
     cancel_and_free();
+    finished_sends();
     OK(MPI_Finalize());
     PASSED("wildcards");
     return 0;

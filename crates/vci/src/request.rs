@@ -284,6 +284,15 @@ impl<'a> Request<'a> {
     }
 }
 
+impl<'a> Request<'a> {
+    /// A request of `ep` that has already finished with `status`: for a
+    /// layer above that completed an operation without keeping its
+    /// request, and hands it to the set functions with the others.
+    pub fn finished_with(ep: &'a Endpoint, status: Status) -> Self {
+        Request::complete(ep, 0, status)
+    }
+}
+
 impl Request<'_> {
     /// The status of a request known to be finished (with its error, if
     /// any: what [`Request::wait`] would return in its `Ok` or inside its
