@@ -164,10 +164,13 @@ pub(crate) fn take_on<V: Givable>(
     if src == PROC_NULL {
         return Err(nothing_from_proc_null(comm));
     }
-    let (b, st) = ep
-        .recv_owned(V::ALIGN, src, tag, context)
+    let mut out = None;
+    let st = ep
+        .recv_owned_into(&mut out, V::ALIGN, src, tag, context)
         .map_err(|e| engine_error(e, comm.world_to_comm()))?;
     let st = Status::from_engine(st, Some(comm.world_to_comm()));
+    // Not PROC_NULL (refused above): the engine delivered a block.
+    let b = out.ok_or_else(|| Error::Internal("a take finished without a block".into()))?;
     // SAFETY: a block the engine just handed us.
     let v = unsafe { V::from_block(b) }?;
     Ok((v, st))

@@ -41,7 +41,7 @@
 use crate::config::Config;
 use crate::envelope::{alloc_bounce, free_bounce, Envelope, Header, Protocol, FLAG_SYN, FLAG_SYNC};
 use crate::error::{Error, Result};
-use crate::fastbox::{FbHead, FbPair, Lane, FB_PAYLOAD, KIND_PLAIN};
+use crate::fastbox::{FbHead, FbPair, Lane, SlotData, FB_PAYLOAD, KIND_PLAIN};
 use crate::matching::{Arrival, Key, Target};
 use crate::message::Message;
 use crate::request::{Request, Status};
@@ -334,20 +334,20 @@ impl Endpoint {
             len: buf.len() as u32,
             kind: KIND_PLAIN,
         };
-        self.try_slot(dest, v, head, buf)
+        self.try_slot(dest, v, head, SlotData::Bytes(buf))
     }
 
-    /// Tries to put a message (header `head`, payload `bytes`) into
-    /// `dest`'s fast box of VCI `v`; returns whether it did.
+    /// Tries to put a message (header `head`, then `data`) into `dest`'s
+    /// fast box of VCI `v`; returns whether it did.
     #[inline(always)]
-    pub(crate) fn try_slot(&self, dest: u32, v: usize, head: FbHead, bytes: &[u8]) -> bool {
+    pub(crate) fn try_slot(&self, dest: u32, v: usize, head: FbHead, data: SlotData<'_>) -> bool {
         let lane = &self.lanes[self.lane_index(dest, v)];
         let Some(fb) = lane.ring() else {
             return false;
         };
         let sent = {
             let mut l = lane.lock();
-            let sent = fb.try_send(&mut l, head, bytes);
+            let sent = fb.try_send(&mut l, head, data);
             if sent {
                 if head.is_owned() {
                     l.owned_sent += 1;

@@ -116,29 +116,25 @@ const _: () = assert!(OWNED_RECORD <= FB_PAYLOAD);
 const _: () = assert!(OWNED_RECORD - 8 == FB_FIRST_LINE);
 
 impl OwnedSlot {
-    /// The record as header kind bits and payload bytes (the first `n` of
+    /// The record as header kind bits and payload words (the first `n` of
     /// the array): the block's address, its size and the first three
     /// metadata words fill the slot's first line, the alignment goes into
     /// the kind bits, and the metadata's last word, unless it is zero,
     /// into the second line. So a given block usually costs the receiver
     /// one line, as a tiny message does.
     #[inline(always)]
-    pub(crate) fn encode(&self) -> (u32, [u8; OWNED_RECORD], usize) {
+    pub(crate) fn encode(&self) -> (u32, [u64; OWNED_RECORD / 8], usize) {
         let m = self.info.meta;
         let words = [self.addr, self.info.size, m[0], m[1], m[2], m[3]];
-        let mut b = [0u8; OWNED_RECORD];
-        for (chunk, w) in b.chunks_exact_mut(8).zip(words) {
-            chunk.copy_from_slice(&w.to_ne_bytes());
-        }
         debug_assert!(self.info.align.is_power_of_two());
         let mut kind = KIND_OWNED | (self.info.align.trailing_zeros() << ALIGN_SHIFT);
         let n = if m[3] == 0 {
-            OWNED_RECORD - 8
+            OWNED_RECORD / 8 - 1
         } else {
             kind |= OWNED_META3;
-            OWNED_RECORD
+            OWNED_RECORD / 8
         };
-        (kind, b, n)
+        (kind, words, n)
     }
 
     /// Decodes what [`OwnedSlot::encode`] made (`b` holds its bytes).
@@ -164,6 +160,19 @@ impl OwnedSlot {
             },
         }
     }
+}
+
+/// What a fast-box message puts into its slot after the header.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SlotData<'a> {
+    /// A plain payload, copied from the sender's buffer.
+    Bytes(&'a [u8]),
+    /// An owned record ([`OwnedSlot::encode`]): its first `n` words, each
+    /// stored as it is. (Copied through a byte buffer, the record was
+    /// read back with wide loads right after narrow stores had filled the
+    /// buffer, which store forwarding cannot serve: a stall on every give,
+    /// just before the message is published.)
+    Words(&'a [u64; OWNED_RECORD / 8], usize),
 }
 
 /// Payload bytes a [`Small`] keeps inline (an owned record, or a plain
@@ -224,6 +233,9 @@ pub struct FbSlot {
 
 const _: () = assert!(std::mem::size_of::<FbSlot>() == FB_LINES * 64);
 const _: () = assert!(std::mem::offset_of!(FbSlot, data) == FB_HEAD);
+// A slot's payload words are aligned (an owned record is stored a word at
+// a time).
+const _: () = assert!(FB_HEAD % 8 == 0);
 
 /// The ring a receiver keeps for one sender, and the receiver's credit.
 #[repr(C)]
@@ -390,12 +402,14 @@ impl FbPair {
         &self.slots[(seq % FB_SLOTS as u64) as usize]
     }
 
-    /// Writes message `lane.next` — header `head`, payload `bytes` (at
-    /// most [`FB_PAYLOAD`]) — into its slot if the receiver has consumed
-    /// the slot's previous tenant; returns whether it did (and then
-    /// advances `lane.next`).
-    pub(crate) fn try_send(&self, lane: &mut LaneState, head: FbHead, bytes: &[u8]) -> bool {
-        debug_assert!(bytes.len() <= FB_PAYLOAD);
+    /// Writes message `lane.next` — header `head`, then `data` (a payload
+    /// of at most [`FB_PAYLOAD`] bytes, or an owned record) — into its slot
+    /// if the receiver has consumed the slot's previous tenant; returns
+    /// whether it did (and then advances `lane.next`). Inlined, so that
+    /// the caller's header and record go from registers into the slot
+    /// rather than through memory the copy reads back wide.
+    #[inline(always)]
+    pub(crate) fn try_send(&self, lane: &mut LaneState, head: FbHead, data: SlotData<'_>) -> bool {
         let seq = lane.next;
         if seq > lane.credit + FB_SLOTS as u64 {
             // SYNC POINT: Acquire pairs with the receiver's Release store in
@@ -407,15 +421,38 @@ impl FbPair {
             }
         }
         let slot = self.slot(seq);
-        let n = bytes.len().min(FB_PAYLOAD);
         // SAFETY: we hold the lane lock (the only writer for this pair) and
         // have credit: the receiver finished reading this slot and will not
-        // read it again before we publish `seq` below. `bytes` is not the
-        // slot. Payload bytes past `n` keep whatever they held: nobody
-        // reads them.
+        // read it again before we publish `seq` below. The payload is not
+        // the slot, and fits it (at most FB_PAYLOAD bytes; a record is at
+        // most OWNED_RECORD <= FB_PAYLOAD); the payload starts FB_HEAD = 24
+        // bytes into a 64-aligned slot, so its words are aligned. Payload
+        // bytes past what we write keep whatever they held: nobody reads
+        // them.
         unsafe {
             slot.head.get().write(head);
-            copy_bytes(bytes.as_ptr(), slot.data.get().cast::<u8>(), n);
+            let dst = slot.data.get().cast::<u8>();
+            match data {
+                SlotData::Bytes(bytes) => {
+                    debug_assert!(bytes.len() <= FB_PAYLOAD);
+                    copy_bytes(bytes.as_ptr(), dst, bytes.len().min(FB_PAYLOAD));
+                }
+                SlotData::Words(w, n) => {
+                    debug_assert!(n == OWNED_RECORD / 8 - 1 || n == OWNED_RECORD / 8);
+                    // One store a word, written out: a loop over `n`
+                    // becomes a call to memcpy, which reads the words
+                    // back wide.
+                    let dst = dst.cast::<u64>();
+                    dst.write(w[0]);
+                    dst.add(1).write(w[1]);
+                    dst.add(2).write(w[2]);
+                    dst.add(3).write(w[3]);
+                    dst.add(4).write(w[4]);
+                    if n > 5 {
+                        dst.add(5).write(w[5]);
+                    }
+                }
+            }
         }
         // SYNC POINT: Release pairs with the receiver's Acquire load in
         // `head`/`take`: the header and payload are visible when the
@@ -649,7 +686,7 @@ mod tests {
                         meta,
                     },
                 };
-                let (kind, bytes, n) = rec.encode();
+                let (kind, words, n) = rec.encode();
                 let head = FbHead {
                     tag: 0,
                     context: 0,
@@ -659,14 +696,15 @@ mod tests {
                 assert!(head.is_owned());
                 // The last metadata word costs a second line only when set.
                 assert_eq!(
-                    n,
+                    8 * n,
                     if meta[3] == 0 {
                         FB_FIRST_LINE
                     } else {
                         OWNED_RECORD
                     }
                 );
-                assert_eq!(OwnedSlot::decode(kind, &bytes[..n]), rec);
+                let bytes: Vec<u8> = words[..n].iter().flat_map(|w| w.to_ne_bytes()).collect();
+                assert_eq!(OwnedSlot::decode(kind, &bytes), rec);
             }
         }
     }
@@ -679,9 +717,13 @@ mod tests {
         for i in 0..FB_SLOTS {
             let payload = [i as u8; 300];
             let len = i % (FB_PAYLOAD + 1);
-            assert!(fb.try_send(&mut lane, plain(i as i32, len), &payload[..len]));
+            assert!(fb.try_send(
+                &mut lane,
+                plain(i as i32, len),
+                SlotData::Bytes(&payload[..len])
+            ));
         }
-        assert!(!fb.try_send(&mut lane, plain(0, 1), &[0]));
+        assert!(!fb.try_send(&mut lane, plain(0, 1), SlotData::Bytes(&[0])));
         assert_eq!(fb.head(FB_SLOTS as u64 + 1), None);
         for seq in 1..=FB_SLOTS as u64 {
             assert!(fb.ready(seq));
@@ -701,7 +743,7 @@ mod tests {
             }
         }
         // Consumed: the ring has room again.
-        assert!(fb.try_send(&mut lane, plain(7, 2), &[1, 2]));
+        assert!(fb.try_send(&mut lane, plain(7, 2), SlotData::Bytes(&[1, 2])));
         assert_eq!(fb.head(FB_SLOTS as u64 + 1), Some(plain(7, 2)));
     }
 
@@ -717,15 +759,15 @@ mod tests {
                 meta: [5, 6, 7, 8],
             },
         };
-        let (kind, bytes, n) = rec.encode();
+        let (kind, words, n) = rec.encode();
         let head = FbHead {
             tag: 1,
             context: 2,
             len: 40,
             kind,
         };
-        assert!(fb.try_send(&mut lane, head, &bytes[..n]));
-        assert!(fb.try_send(&mut lane, head, &bytes[..n]));
+        assert!(fb.try_send(&mut lane, head, SlotData::Words(&words, n)));
+        assert!(fb.try_send(&mut lane, head, SlotData::Words(&words, n)));
         let h = fb.head(1).expect("sent");
         assert_eq!(fb.take_owned(1, h), rec);
         let h = fb.head(2).expect("sent");

@@ -37,7 +37,7 @@
 use crate::endpoint::Endpoint;
 use crate::envelope::{Envelope, Header, OwnedInfo, Protocol};
 use crate::error::{Error, Result};
-use crate::fastbox::{FbHead, OwnedSlot};
+use crate::fastbox::{FbHead, OwnedSlot, SlotData};
 use crate::matching::Target;
 use crate::message::Message;
 use crate::request::{Request, Status};
@@ -298,14 +298,14 @@ impl Endpoint {
             (v, st)
         };
         if let Ok(len) = u32::try_from(block.len) {
-            let (kind, bytes, n) = OwnedSlot { addr: data, info }.encode();
+            let (kind, words, n) = OwnedSlot { addr: data, info }.encode();
             let head = FbHead {
                 tag,
                 context,
                 len,
                 kind,
             };
-            if self.try_slot(d, v, head, &bytes[..n]) {
+            if self.try_slot(d, v, head, SlotData::Words(&words, n)) {
                 return Ok(sent(true));
             }
         }
@@ -373,16 +373,35 @@ impl Endpoint {
         tag: i32,
         context: u32,
     ) -> Result<(OwnedBlock, Status)> {
-        check_align(align)?;
         let mut out = None;
+        let st = self.recv_owned_into(&mut out, align, source, tag, context)?;
+        Ok((out.unwrap_or_else(|| empty_block(align)), st))
+    }
+
+    /// [`Endpoint::recv_owned`] into `out` (`None` for `PROC_NULL` and on
+    /// error): the block stays where the engine wrote it, so a caller that
+    /// reads a few of its fields copies nothing. (Moved out inside a
+    /// `Result`, the 72-byte block was copied in pieces narrower than the
+    /// loads that read it back, which store forwarding cannot serve: a
+    /// stall on every take.)
+    #[inline(always)]
+    pub fn recv_owned_into(
+        &self,
+        out: &mut Option<OwnedBlock>,
+        align: usize,
+        source: i32,
+        tag: i32,
+        context: u32,
+    ) -> Result<Status> {
+        check_align(align)?;
+        *out = None;
         let target = Target::Owned {
-            out: &mut out as *mut Option<OwnedBlock>,
+            out: out as *mut Option<OwnedBlock>,
             align,
         };
-        // SAFETY: `out` lives until after the call, which delivers (if at
+        // SAFETY: `out` is borrowed for the call, which delivers (if at
         // all) before it returns.
-        let st = unsafe { self.recv_blocking(target, source, tag, context) }?.into_result()?;
-        Ok((out.unwrap_or_else(|| empty_block(align)), st))
+        unsafe { self.recv_blocking(target, source, tag, context) }?.into_result()
     }
 }
 
