@@ -332,12 +332,20 @@ unsafe fn isend_fast(
     let data = unsafe { bytes_at(buf, bytes) };
     // SAFETY: the request is stored and completed by the request routines
     // (or at MPI_Finalize), never leaked.
-    let r = unsafe { ep.isend(data, dest, tag, c.ctx) }.ok()?;
-    if finished_send(&r) {
-        // SAFETY: checked non-null.
-        unsafe { request.write(SENT) };
-        return Some(abi::SUCCESS);
+    let r = unsafe { ep.isend(data, dest, tag, c.ctx) };
+    // Looked at where the engine put it: a finished send is not moved at
+    // all (moving the request out of the `Result` cost a copy the
+    // compiler made in pieces that store forwarding cannot serve).
+    match &r {
+        Ok(r) if finished_send(r) => {
+            // SAFETY: checked non-null.
+            unsafe { request.write(SENT) };
+            return Some(abi::SUCCESS);
+        }
+        Ok(_) => {}
+        Err(_) => return None,
     }
+    let r = r.ok()?;
     // SAFETY: checked non-null.
     Some(unsafe { store_fast("MPI_Isend", comm, c, r, request) })
 }
