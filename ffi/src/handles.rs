@@ -564,6 +564,33 @@ impl<T> SlotTable<T> {
         Ok(self.handle(i))
     }
 
+    /// Stores the object that `fill` writes into a free slot, in place:
+    /// its handle; `fill`'s error (the slot goes back to the free list);
+    /// or `None` if the table is full (then `fill` is not called).
+    ///
+    /// `fill` gets the slot's uninitialised storage; returning `Ok` it
+    /// promises to have initialised it, returning `Err` to have left
+    /// nothing in it that needs dropping.
+    #[inline(always)]
+    pub fn insert_in<E>(
+        &self,
+        fill: impl FnOnce(*mut T) -> Result<(), E>,
+    ) -> Option<Result<usize, E>> {
+        let i = self.take_index().filter(|&i| FIRST + i <= INDEX_MASK)?;
+        let cell = self.cell_at(i)?;
+        match fill(cell.value.get().cast::<T>()) {
+            Ok(()) => {
+                // SYNC POINT: Release, as in `insert`.
+                cell.state.store(LIVE, Ordering::Release);
+                Some(Ok(self.handle(i)))
+            }
+            Err(e) => {
+                self.give_index(i);
+                Some(Err(e))
+            }
+        }
+    }
+
     /// Whether `handle` names a live object (a snapshot).
     pub fn is_live(&self, handle: usize) -> bool {
         // Relaxed: a hint; `checkout` decides.
@@ -762,6 +789,30 @@ mod tests {
         drop(busy);
         assert_eq!(T.checkout(b), Err(Miss::Unknown));
         assert_eq!(T.remove(a).as_deref(), Ok("a!"));
+    }
+
+    #[test]
+    fn slot_table_fills_in_place() {
+        static T: SlotTable<String> = SlotTable::new(KIND_REQUEST);
+        let fill = |v: &'static str| {
+            move |p: *mut String| {
+                // SAFETY: `insert_in` hands over a slot's storage.
+                unsafe { p.write(v.to_string()) };
+                Ok::<(), ()>(())
+            }
+        };
+        let a = T.insert_in(fill("a")).unwrap().unwrap();
+        assert_eq!(T.checkout(a).as_deref(), Ok("a"));
+        T.checkin(a, "a".into());
+        // A failed fill leaves the slot free: the next insert takes it.
+        assert_eq!(T.insert_in(|_| Err::<(), _>(7)), Some(Err(7)));
+        let b = T.insert_in(fill("b")).unwrap().unwrap();
+        let c = T.insert("c".into()).unwrap();
+        assert!(a != b && b != c && a != c);
+        assert_eq!(T.next.load(Ordering::Relaxed), 3);
+        for (h, v) in [(a, "a"), (b, "b"), (c, "c")] {
+            assert_eq!(T.remove(h).as_deref(), Ok(v));
+        }
     }
 
     #[test]

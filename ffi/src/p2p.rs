@@ -27,8 +27,8 @@ use crate::datatype::{count_arg, type_any, type_ref, TypeInfo, TypeRef};
 use crate::errors::{api, api_comm, err, out, put, MpiError, Res};
 use crate::handles::{Table, KIND_MESSAGE};
 use crate::request::{
-    empty_status, engine_status, insert, status_error, store_status, to_mpi_status, EngineReq,
-    Extra, ReqEntry, Rest, Staged, SENT,
+    empty_status, engine_status, insert, insert_started, status_error, store_status, to_mpi_status,
+    EngineReq, Extra, ReqEntry, Rest, Staged, SENT,
 };
 use std::ffi::{c_int, c_void};
 use vci::Endpoint;
@@ -725,10 +725,21 @@ mpi_fn! {
             if let Some((c, bytes, src, tag)) = fast_args(comm, datatype, buf, count, source, tag, true) {
                 if let Ok(ep) = hmpi_core::environment::endpoint() {
                     let at = if bytes == 0 { std::ptr::NonNull::<u8>::dangling().as_ptr() } else { buf.cast() };
-                    // SAFETY: as in the full path below.
-                    if let Ok(r) = unsafe { ep.irecv_raw(at, bytes, src, tag, c.ctx) } {
-                        // SAFETY: checked non-null.
-                        return unsafe { store_fast("MPI_Irecv", comm, c, r, request) };
+                    // The engine writes the request straight into its
+                    // table slot. SAFETY: as in the full path below; the
+                    // slot holds the request until it completes.
+                    let started = insert_started(Rest::plain(CommRef::Static(c)), |out| unsafe {
+                        ep.irecv_raw_in(out, at, bytes, src, tag, c.ctx)
+                    });
+                    match started {
+                        Ok(Ok(h)) => {
+                            // SAFETY: checked non-null.
+                            unsafe { request.write(h) };
+                            return abi::SUCCESS;
+                        }
+                        Err(e) => return fast_error("MPI_Irecv", comm, e),
+                        // Nothing started: the full path finds and reports it.
+                        Ok(Err(_)) => {}
                     }
                 }
             }

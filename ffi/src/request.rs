@@ -346,6 +346,35 @@ pub fn insert(e: ReqEntry) -> Res<Request> {
     }
 }
 
+/// Starts a request in a fresh slot of the table, in place: `start`
+/// writes the engine's request into the slot's entry (see
+/// [`vci::Endpoint::irecv_raw_in`]), `rest` goes beside it. Its handle;
+/// `Ok(Err(e))` if `start` failed (nothing was started); `Err` if the
+/// table is full (then `start` is not called).
+#[inline(always)]
+pub fn insert_started<E>(
+    rest: Rest,
+    start: impl FnOnce(*mut vci::Request<'static>) -> Result<(), E>,
+) -> Res<Result<Request, E>> {
+    poll_detached();
+    let r = REQUESTS.insert_in(|p: *mut ReqEntry| {
+        // SAFETY: `p` is the slot's storage, valid for writes of an entry
+        // (`insert_in`'s contract); the request is written by `start`,
+        // and `rest` only once it succeeded, so an error leaves nothing
+        // behind to drop.
+        unsafe {
+            start(std::ptr::addr_of_mut!((*p).req.0))?;
+            std::ptr::addr_of_mut!((*p).rest).write(rest);
+        }
+        Ok(())
+    });
+    match r {
+        Some(Ok(h)) => Ok(Ok(Request(h))),
+        Some(Err(e)) => Ok(Err(e)),
+        None => Err(MpiError::new(abi::ERR_NO_MEM, "too many pending requests")),
+    }
+}
+
 /// The error of a full request table, for an entry that did not fit: a
 /// receive that has not matched is cancelled (no message is consumed),
 /// then the entry is dropped, which waits for a send the engine still

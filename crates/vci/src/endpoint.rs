@@ -615,6 +615,44 @@ impl Endpoint {
         unsafe { self.post_recv(target, source, tag, context) }
     }
 
+    /// [`Endpoint::irecv_raw`] with the request written into `out` (a
+    /// slot of the caller's, such as a handle table's cell) instead of
+    /// returned: built from its parts where it will stay, it is never
+    /// copied, and a copy of a just-returned request is read back in
+    /// pieces wider than the ones it was written in, which store
+    /// forwarding cannot serve. On error `out` is left as it was.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Endpoint::irecv_raw`]; `out` is valid for a write of a
+    /// request, and the request written there is completed or dropped
+    /// like one this function returned.
+    #[inline(always)]
+    pub unsafe fn irecv_raw_in<'a>(
+        &'a self,
+        out: *mut Request<'a>,
+        buf: *mut u8,
+        len: usize,
+        source: i32,
+        tag: i32,
+        context: u32,
+    ) -> Result<()> {
+        self.check_recv_key(source, tag)?;
+        let v = self.vci_of(context);
+        let r = if source == PROC_NULL {
+            Request::complete(self, v, Status::empty())
+        } else {
+            let target = Target::Buffer { buf, cap: len };
+            // SAFETY: as in `irecv_raw`: the caller keeps `buf` valid until
+            // the request completes.
+            let id = unsafe { self.vcis[v].post_recv(target, source, tag, context) };
+            Request::recv(self, v, id)
+        };
+        // SAFETY: the caller's contract.
+        unsafe { out.write(r) };
+        Ok(())
+    }
+
     /// Posts a receive on the context's VCI (after checking its key).
     ///
     /// # Safety

@@ -141,6 +141,7 @@ pub struct Request<'a> {
 const NEVER: u64 = u64::MAX;
 
 impl<'a> Request<'a> {
+    #[inline(always)]
     pub(crate) fn complete(ep: &'a Endpoint, vci: usize, status: Status) -> Self {
         Request {
             ep,
@@ -166,6 +167,7 @@ impl<'a> Request<'a> {
         }
     }
 
+    #[inline(always)]
     pub(crate) fn recv(ep: &'a Endpoint, vci: usize, id: u32) -> Self {
         Request {
             ep,
