@@ -645,8 +645,8 @@ impl Endpoint {
             let target = Target::Buffer { buf, cap: len };
             // SAFETY: as in `irecv_raw`: the caller keeps `buf` valid until
             // the request completes.
-            let id = unsafe { self.vcis[v].post_recv(target, source, tag, context) };
-            Request::recv(self, v, id)
+            let posted = unsafe { self.vcis[v].post_recv(target, source, tag, context) };
+            Request::posted(self, v, posted)
         };
         // SAFETY: the caller's contract.
         unsafe { out.write(r) };
@@ -672,8 +672,8 @@ impl Endpoint {
             return Ok(Request::complete(self, v, Status::empty()));
         }
         // SAFETY: the caller's contract.
-        let id = unsafe { self.vcis[v].post_recv(target, source, tag, context) };
-        Ok(Request::recv(self, v, id))
+        let posted = unsafe { self.vcis[v].post_recv(target, source, tag, context) };
+        Ok(Request::posted(self, v, posted))
     }
 
     /// Sends and waits (see [`Endpoint::isend`]).

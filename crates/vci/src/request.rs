@@ -167,6 +167,16 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// The request of a posted receive: finished if it matched at once,
+    /// else waiting under its id.
+    #[inline(always)]
+    pub(crate) fn posted(ep: &'a Endpoint, vci: usize, posted: crate::vci::Posted) -> Self {
+        match posted {
+            crate::vci::Posted::Matched(st) => Request::complete(ep, vci, st),
+            crate::vci::Posted::Waiting(id) => Request::recv(ep, vci, id),
+        }
+    }
+
     #[inline(always)]
     pub(crate) fn recv(ep: &'a Endpoint, vci: usize, id: u32) -> Self {
         Request {

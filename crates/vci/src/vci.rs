@@ -523,6 +523,14 @@ fn delivered(key: Key, len: usize, n: usize) -> Status {
     }
 }
 
+/// What [`Vci::post_recv`] made of a receive.
+pub(crate) enum Posted {
+    /// It matched an unexpected message and is finished: its status.
+    Matched(Status),
+    /// It waits for a message under this id.
+    Waiting(u32),
+}
+
 /// A counter on a cache line of its own.
 #[repr(C, align(64))]
 #[derive(Debug, Default)]
@@ -1136,20 +1144,22 @@ impl Vci {
     }
 
     /// Posts a receive; matches the earliest matching unexpected message
-    /// first. Returns the receive's id.
+    /// first. A receive that matched is finished at once (its status);
+    /// otherwise it waits under an id.
     ///
     /// # Safety
     ///
     /// The target is valid (a buffer for `cap` bytes of writes, or an `out`
-    /// location for a write) until the receive's slot is collected by
-    /// [`Vci::take_recv`] (done or cancelled).
+    /// location for a write) until the call returns a status, or until
+    /// the waiting receive's slot is collected by [`Vci::take_recv`] (done
+    /// or cancelled).
     pub(crate) unsafe fn post_recv(
         &self,
         target: Target,
         source: i32,
         tag: i32,
         context: u32,
-    ) -> u32 {
+    ) -> Posted {
         let key = Key {
             source,
             tag,
@@ -1157,22 +1167,41 @@ impl Vci {
         };
         let mut guard = self.lock();
         let p = &mut *guard;
-        self.progress(p);
-        let state = match p.match_unexpected(&key) {
-            Some(a) => {
-                bump(&self.stats.matched_unexpected);
-                // SAFETY: the arrival is ours (taken off the unexpected
-                // list); the target is valid (caller's contract).
-                RecvState::Done(unsafe { self.deliver(a, target) })
+        // What has arrived first: the unexpected list holds a prefix of
+        // each sender's messages (progress takes them in sequence), so a
+        // match there is the earliest one from its sender, and the
+        // messages still in the fast boxes can wait for the next
+        // progress. Only without a match does progress run now.
+        let mut matched = p.match_unexpected(&key);
+        if matched.is_none() && p.posted.is_empty() {
+            // Nothing unexpected matches and no receive posted before
+            // this one could claim it: the next message of a named source,
+            // if it waits in its fast box and matches, goes straight from
+            // its slot (as a blocking receive's does), not through the
+            // unexpected list.
+            // SAFETY: the target is valid (caller's contract).
+            if let Some(st) = unsafe { self.take_direct(p, key, target) } {
+                return Posted::Matched(st);
             }
-            None => RecvState::Posted,
-        };
-        let posted = matches!(state, RecvState::Posted);
-        let id = p.insert(RecvSlot { target, state });
-        if posted {
-            p.posted.push_back((key, id));
         }
-        id
+        if matched.is_none() {
+            self.progress(p);
+            matched = p.match_unexpected(&key);
+        }
+        if let Some(a) = matched {
+            bump(&self.stats.matched_unexpected);
+            // No slot: the request is finished before anyone sees it, so
+            // completing it later needs neither the lock nor a lookup.
+            // SAFETY: the arrival is ours (taken off the unexpected list);
+            // the target is valid (caller's contract).
+            return Posted::Matched(unsafe { self.deliver(a, target) });
+        }
+        let id = p.insert(RecvSlot {
+            target,
+            state: RecvState::Posted,
+        });
+        p.posted.push_back((key, id));
+        Posted::Waiting(id)
     }
 
     /// One attempt of a blocking receive (under the lock): delivers the
@@ -1220,6 +1249,7 @@ impl Vci {
     /// # Safety
     ///
     /// As for [`Vci::recv_now`].
+    #[inline(always)]
     unsafe fn take_direct(&self, p: &mut Private, key: Key, target: Target) -> Option<Status> {
         let source = usize::try_from(key.source).ok()?;
         let fb = self.rings.get(source)?;
