@@ -52,6 +52,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// OSU bandwidth loops, and the sender reads the receiver's credit line
 /// (a cache miss) only once per half ring.
 pub const FB_SLOTS: usize = 64;
+/// Slots past the one being taken whose first line the receiver asks
+/// for in advance.
+const FB_READ_AHEAD: u64 = 2;
 /// Cache lines per slot.
 pub const FB_LINES: usize = 5;
 /// Bytes of a slot before its payload: the sequence word and the header.
@@ -482,6 +485,12 @@ impl FbPair {
         // SAFETY: the sender published `seq` (Acquire above) and will not
         // write the slot again before we publish our credit.
         let head = unsafe { slot.head.get().read() };
+        // The next messages' first lines, which a stream of messages has
+        // most likely filled already: their transfers overlap this one's
+        // handling instead of each waiting for the next look.
+        for ahead in 1..=FB_READ_AHEAD {
+            prefetch_for_read((self.slot(seq + ahead) as *const FbSlot).cast::<u8>());
+        }
         // The payload's lines past the first (which we just read) are in
         // the sender's cache: ask for them all now, so that they travel
         // together rather than one after another as the copy reaches them.
