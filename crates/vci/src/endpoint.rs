@@ -637,17 +637,11 @@ impl Endpoint {
         tag: i32,
         context: u32,
     ) -> Result<()> {
-        self.check_recv_key(source, tag)?;
-        let v = self.vci_of(context);
-        let r = if source == PROC_NULL {
-            Request::complete(self, v, Status::empty())
-        } else {
-            let target = Target::Buffer { buf, cap: len };
-            // SAFETY: as in `irecv_raw`: the caller keeps `buf` valid until
-            // the request completes.
-            let posted = unsafe { self.vcis[v].post_recv(target, source, tag, context) };
-            Request::posted(self, v, posted)
-        };
+        let target = Target::Buffer { buf, cap: len };
+        // SAFETY: as in `irecv_raw`: the caller keeps `buf` valid until the
+        // request completes. `post_recv` is inlined, so the request is
+        // built in place.
+        let r = unsafe { self.post_recv(target, source, tag, context) }?;
         // SAFETY: the caller's contract.
         unsafe { out.write(r) };
         Ok(())
@@ -659,6 +653,7 @@ impl Endpoint {
     ///
     /// The target stays valid until the returned request completes, and
     /// the request is completed or dropped, never leaked.
+    #[inline(always)]
     pub(crate) unsafe fn post_recv(
         &self,
         target: Target,
