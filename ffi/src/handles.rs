@@ -345,16 +345,10 @@ impl<'t, T> Busy<'t, T> {
         // SAFETY: as in `get_mut`; the object is read once, and the slot
         // is freed by the batch without dropping it again.
         let v = unsafe { (*self.cell.value.get()).assume_init_read() };
-        // Relaxed: the batch's Release exchange publishes the FREE state
-        // before the index can be popped again.
-        self.cell.state.store(FREE, Ordering::Relaxed);
-        batch.add(self.cell, self.index);
-        std::mem::forget(self);
+        self.free_into(batch);
         v
     }
-}
 
-impl<'t, T> Busy<'t, T> {
     /// Drops the object where it is; its slot joins `batch` (as in
     /// [`Busy::take_into`], without moving the object out first).
     #[inline]
@@ -362,7 +356,14 @@ impl<'t, T> Busy<'t, T> {
         // SAFETY: as in `get_mut`; dropped once, and the slot is freed by
         // the batch without dropping it again.
         unsafe { (*self.cell.value.get()).assume_init_drop() };
-        // Relaxed: as in `take_into`.
+        self.free_into(batch);
+    }
+
+    /// Marks the slot, whose object is gone, free, and adds it to `batch`.
+    #[inline]
+    fn free_into(self, batch: &mut FreeBatch<'t, T>) {
+        // Relaxed: the batch's Release exchange publishes the FREE state
+        // before the index can be popped again.
         self.cell.state.store(FREE, Ordering::Relaxed);
         batch.add(self.cell, self.index);
         std::mem::forget(self);

@@ -371,7 +371,7 @@ pub fn insert_started<E>(
     match r {
         Some(Ok(h)) => Ok(Ok(Request(h))),
         Some(Err(e)) => Ok(Err(e)),
-        None => Err(MpiError::new(abi::ERR_NO_MEM, "too many pending requests")),
+        None => Err(full()),
     }
 }
 
@@ -383,6 +383,12 @@ pub fn insert_started<E>(
 fn table_full(mut e: ReqEntry) -> MpiError {
     e.req.0.cancel();
     drop(e);
+    full()
+}
+
+/// The error of a full request table.
+#[cold]
+fn full() -> MpiError {
     MpiError::new(abi::ERR_NO_MEM, "too many pending requests")
 }
 
