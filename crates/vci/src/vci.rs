@@ -653,10 +653,33 @@ impl Vci {
         }
     }
 
-    /// Takes every message that has arrived, in order per sender: the
-    /// incoming queue, then each sender's fast box. Each message matches the
-    /// earliest matching posted receive or joins the unexpected list.
+    /// Takes what posted receives need, in order per sender: the whole
+    /// incoming queue, then messages from the senders' fast boxes while a
+    /// receive is posted. Each message matches the earliest matching posted
+    /// receive or joins the unexpected list.
+    ///
+    /// Fast-box messages that no posted receive waits for stay in their
+    /// slots, where a later receive takes them directly
+    /// ([`Vci::post_recv`]). Moving them to the unexpected list as they
+    /// arrive costs a second copy each, and a receiver that drains a stream
+    /// keeps pace with its sender, reading every slot as it is written:
+    /// each message then costs a cache-line round trip instead of a read
+    /// of a line that arrived while earlier ones were handled. A sender
+    /// whose fast box is full queues envelopes instead, and an envelope
+    /// brings its sender's earlier fast-box messages along
+    /// ([`Vci::catch_up`]), so nothing waits there unseen for long.
     pub(crate) fn progress(&self, p: &mut Private) {
+        self.progress_with(p, false);
+    }
+
+    /// Takes every message that has arrived: [`Vci::progress`], but
+    /// emptying every fast box. For receives and probes that are not
+    /// posted (a blocking receive, a probe), which must see all of them.
+    pub(crate) fn progress_all(&self, p: &mut Private) {
+        self.progress_with(p, true);
+    }
+
+    fn progress_with(&self, p: &mut Private, all: bool) {
         let mut took = false;
         // Empty or Inconsistent (a sender is between its swap and its link;
         // it rings the doorbell after linking, so a waiter polls again) end
@@ -680,9 +703,21 @@ impl Vci {
                 fb.consumed(seq);
             }
         }
-        for (source, fb) in self.rings.iter().enumerate() {
-            while self.take_small(p, fb, source as u32) {
-                took = true;
+        if all {
+            for (source, fb) in self.rings.iter().enumerate() {
+                while self.take_small(p, fb, source as u32) {
+                    took = true;
+                }
+            }
+        } else if !p.posted.is_empty() {
+            let n = self.rings.len();
+            let first = p.drain_from.min(n);
+            p.drain_from = if first + 1 < n { first + 1 } else { 0 };
+            for source in (first..n).chain(0..first) {
+                let fb = &self.rings[source];
+                while !p.posted.is_empty() && self.take_small(p, fb, source as u32) {
+                    took = true;
+                }
             }
         }
         if took {
@@ -1173,6 +1208,12 @@ impl Vci {
         // messages still in the fast boxes can wait for the next
         // progress. Only without a match does progress run now.
         let mut matched = p.match_unexpected(&key);
+        if matched.is_none() && !p.posted.is_empty() {
+            // Receives posted before this one come first: serve them with
+            // what has arrived (which may leave a match for this one).
+            self.progress(p);
+            matched = p.match_unexpected(&key);
+        }
         if matched.is_none() && p.posted.is_empty() {
             // Nothing unexpected matches and no receive posted before
             // this one could claim it: the next message of a named source,
@@ -1183,9 +1224,9 @@ impl Vci {
             if let Some(st) = unsafe { self.take_direct(p, key, target) } {
                 return Posted::Matched(st);
             }
-        }
-        if matched.is_none() {
-            self.progress(p);
+            // Any source, or the next message does not match: look at
+            // everything that has arrived.
+            self.progress_all(p);
             matched = p.match_unexpected(&key);
         }
         if let Some(a) = matched {
@@ -1233,7 +1274,7 @@ impl Vci {
                 return Some(st);
             }
         }
-        self.progress(p);
+        self.progress_all(p);
         let a = p.match_unexpected(&key)?;
         bump(&self.stats.matched_unexpected);
         // SAFETY: the arrival is ours (taken off the unexpected list); the
@@ -1310,7 +1351,7 @@ impl Vci {
     /// The status of the earliest unexpected message matching the key,
     /// after taking what has arrived.
     pub(crate) fn iprobe(&self, p: &mut Private, key: Key) -> Option<Status> {
-        self.progress(p);
+        self.progress_all(p);
         p.unexpected
             .iter()
             .find(|a| key.matches(&a.key))
@@ -1322,7 +1363,7 @@ impl Vci {
     /// probe. The arrival is the caller's, to pass to [`Vci::deliver`]
     /// exactly once.
     pub(crate) fn take_unexpected(&self, p: &mut Private, key: Key) -> Option<(Arrival, Status)> {
-        self.progress(p);
+        self.progress_all(p);
         let a = p.match_unexpected(&key)?;
         bump(&self.stats.matched_probe);
         let st = a.status();

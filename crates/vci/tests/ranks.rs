@@ -36,6 +36,7 @@ const ROLES: &[(&str, fn())] = &[
     ("synergistic", synergistic_rank),
     ("fastbox-order", fastbox_order_rank),
     ("fastbox-unexpected", fastbox_unexpected_rank),
+    ("fastbox-posted", fastbox_posted_rank),
 ];
 
 const TESTS: &[(&str, fn())] = &[
@@ -59,6 +60,10 @@ const TESTS: &[(&str, fn())] = &[
     (
         "fast_box_messages_wait_on_the_unexpected_list_intact",
         fast_box_messages_wait_on_the_unexpected_list_intact,
+    ),
+    (
+        "fast_box_messages_left_in_their_slots_meet_posted_receives",
+        fast_box_messages_left_in_their_slots_meet_posted_receives,
     ),
     (
         "model_random_programs_with_two_vcis",
@@ -175,6 +180,10 @@ fn fast_boxes_and_queues_keep_each_senders_order() {
 
 fn fast_box_messages_wait_on_the_unexpected_list_intact() {
     run_ok("fastbox-unexpected", 2, &[]);
+}
+
+fn fast_box_messages_left_in_their_slots_meet_posted_receives() {
+    run_ok("fastbox-posted", 3, &[]);
 }
 
 fn ssend_deadlock_scenario_with_a_vci_per_context() {
@@ -1910,6 +1919,137 @@ fn fastbox_unexpected_rank() {
         let st = ep.stats();
         assert!(st.recv_fastbox as usize >= N, "{st:?}");
         assert!(st.matched_unexpected > 0, "{st:?}");
+    }
+    ep.barrier();
+}
+
+/// Receives posted against fast-box messages that wait in their slots.
+///
+/// Phase one: before rank 1 looks, rank 0 sends more than its fast box
+/// holds (the rest overflows into the queue) and rank 2 less (all of it
+/// waits in the slots). Rank 1 probes for
+/// rank 2's stream from any source, then posts a receive for a tag that
+/// only every tenth message of rank 0 carries (everything before it must
+/// move to the unexpected list), then windows of receives for both
+/// streams, named and from any source. Phase two: rank 0 streams windows
+/// of 64 while rank 1 posts its receives for them (as `osu_bw` does), and
+/// rank 2 sends a second stream that rank 1 takes from any source in
+/// between. Every message arrives once, whole, in its sender's order.
+fn fastbox_posted_rank() {
+    let ep = endpoint();
+    let me = ep.rank();
+    const N0: usize = 200;
+    const N2: usize = 40;
+    const WINDOWS: usize = 200;
+    const WINDOW: usize = 64;
+    const PER_WINDOW: usize = 3;
+    let len_of = |i: usize| FB_SIZES[i % FB_SIZES.len()].max(4);
+    let tag0 = |i: usize| if i % 10 == 9 { 2 } else { 1 };
+    match me {
+        0 => {
+            for i in 0..N0 {
+                ep.send(&numbered(i, len_of(i)), 1, tag0(i), 0).unwrap();
+            }
+            ep.barrier();
+            ep.barrier();
+            let mut ack = [0u8; 4];
+            for w in 0..WINDOWS {
+                let msgs: Vec<Vec<u8>> = (0..WINDOW)
+                    .map(|k| numbered(w * WINDOW + k, 8 + (k % 6) * 8))
+                    .collect();
+                let reqs: Vec<_> = msgs
+                    .iter()
+                    .map(|m| isend(&ep, m, 1, 4, 0).unwrap())
+                    .collect();
+                vci::wait_all(reqs).unwrap();
+                ep.recv(&mut ack, 1, 6, 0).unwrap();
+            }
+        }
+        2 => {
+            for i in 0..N2 {
+                ep.send(&numbered(i, len_of(i + 3)), 1, 3, 0).unwrap();
+            }
+            ep.barrier();
+            ep.barrier();
+            for i in 0..WINDOWS * PER_WINDOW {
+                ep.send(&numbered(i, 8 + i % 40), 1, 5, 0).unwrap();
+            }
+        }
+        _ => {
+            ep.barrier();
+            // Rank 2's first message waits in its fast box; a probe from
+            // any source finds it there.
+            let st = ep
+                .iprobe(ANY_SOURCE, 3, 0)
+                .unwrap()
+                .expect("a probe sees messages left in a fast box");
+            assert_eq!((st.source, st.count as usize), (2, len_of(3)));
+            // Rank 0's tenth message first: the nine before it go to the
+            // unexpected list on the way.
+            let mut first = vec![0u8; 256];
+            let st = irecv(&ep, &mut first, 0, 2, 0).unwrap().wait().unwrap();
+            assert_eq!(st.count as usize, len_of(9));
+            assert!(is_numbered(&first[..len_of(9)], 9), "message 9 first");
+            let mut want0: VecDeque<usize> = (0..N0).filter(|&i| i != 9).collect();
+            let mut next2 = 0;
+            while !want0.is_empty() || next2 < N2 {
+                let mut bufs = vec![vec![0u8; 256]; 24];
+                let (b0, b2) = bufs.split_at_mut(16);
+                let mut ids = Vec::new();
+                let mut reqs = Vec::new();
+                for b in b0.iter_mut() {
+                    let Some(i) = want0.pop_front() else { break };
+                    ids.push(i);
+                    reqs.push(irecv(&ep, b, 0, tag0(i), 0).unwrap());
+                }
+                let named = reqs.len();
+                for b in b2.iter_mut().take(N2 - next2) {
+                    reqs.push(irecv(&ep, b, ANY_SOURCE, 3, 0).unwrap());
+                }
+                let sts = vci::wait_all(reqs).unwrap();
+                for (k, st) in sts.iter().enumerate() {
+                    let (i, src, tag) = if k < named {
+                        (ids[k], 0, tag0(ids[k]))
+                    } else {
+                        next2 += 1;
+                        (next2 - 1, 2, 3)
+                    };
+                    let len = if src == 0 { len_of(i) } else { len_of(i + 3) };
+                    assert_eq!((st.source, st.tag, st.count as usize), (src, tag, len));
+                    let b = if k < named {
+                        &bufs[k]
+                    } else {
+                        &bufs[16 + k - named]
+                    };
+                    assert!(is_numbered(&b[..len], i), "rank {src}'s message {i}");
+                }
+            }
+            ep.barrier();
+            let mut next5 = 0;
+            for w in 0..WINDOWS {
+                let mut bufs = vec![vec![0u8; 64]; WINDOW + PER_WINDOW];
+                let (data, other) = bufs.split_at_mut(WINDOW);
+                let mut reqs: Vec<_> = data
+                    .iter_mut()
+                    .map(|b| irecv(&ep, b, 0, 4, 0).unwrap())
+                    .collect();
+                for b in other.iter_mut() {
+                    reqs.push(irecv(&ep, b, ANY_SOURCE, 5, 0).unwrap());
+                }
+                let sts = vci::wait_all(reqs).unwrap();
+                for (k, st) in sts.iter().enumerate() {
+                    let (i, len) = if k < WINDOW {
+                        (w * WINDOW + k, 8 + (k % 6) * 8)
+                    } else {
+                        next5 += 1;
+                        (next5 - 1, 8 + (next5 - 1) % 40)
+                    };
+                    assert_eq!(st.count as usize, len, "window {w}, receive {k}");
+                    assert!(is_numbered(&bufs[k][..len], i), "window {w}, receive {k}");
+                }
+                ep.send(&[0u8; 4], 0, 6, 0).unwrap();
+            }
+        }
     }
     ep.barrier();
 }
