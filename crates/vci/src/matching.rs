@@ -165,10 +165,6 @@ pub(crate) struct Private {
     /// until the request collects them.
     slots: Vec<Option<RecvSlot>>,
     free: Vec<u32>,
-    /// The sender whose fast box a lazy progress pass looks at first; it
-    /// moves on every pass, so that receives from any source do not
-    /// favour the lowest ranks.
-    pub drain_from: usize,
 }
 
 // SAFETY: the raw pointers in `Private` are (1) envelopes in the node heap,

@@ -709,12 +709,14 @@ impl Vci {
                     took = true;
                 }
             }
-        } else if !p.posted.is_empty() {
-            let n = self.rings.len();
-            let first = p.drain_from.min(n);
-            p.drain_from = if first + 1 < n { first + 1 } else { 0 };
-            for source in (first..n).chain(0..first) {
-                let fb = &self.rings[source];
+        } else {
+            // In rank order, as a full pass takes them: a program that
+            // orders two senders' messages through a third message (which
+            // MPI does not promise to honour) sees them matched in that
+            // order whenever both have arrived. A sender further down
+            // waits at most a fast box's worth of messages: a full box
+            // sends it to the queue, whose envelope brings its box along.
+            for (source, fb) in self.rings.iter().enumerate() {
                 while !p.posted.is_empty() && self.take_small(p, fb, source as u32) {
                     took = true;
                 }
