@@ -370,6 +370,44 @@ impl<'t, T> Busy<'t, T> {
     }
 }
 
+/// A free slot of a table, taken for an object that is written into it in
+/// place ([`SlotTable::vacant`]). Filled, it becomes live under a handle;
+/// dropped unfilled, it goes back to the free list.
+pub struct Vacant<'t, T> {
+    table: &'t SlotTable<T>,
+    index: usize,
+    cell: &'t Cell<T>,
+}
+
+impl<T> Vacant<'_, T> {
+    /// The slot's storage (uninitialised until the caller writes it).
+    #[inline(always)]
+    pub fn as_ptr(&self) -> *mut T {
+        self.cell.value.get().cast::<T>()
+    }
+
+    /// Makes the object written at [`Vacant::as_ptr`] live; its handle.
+    ///
+    /// # Safety
+    ///
+    /// The storage holds an initialised object.
+    #[inline(always)]
+    pub unsafe fn fill(self) -> usize {
+        // SYNC POINT: Release publishes the object to the thread that
+        // takes it (Acquire in `checkout`), as in `insert`.
+        self.cell.state.store(LIVE, Ordering::Release);
+        let h = self.table.handle(self.index);
+        std::mem::forget(self);
+        h
+    }
+}
+
+impl<T> Drop for Vacant<'_, T> {
+    fn drop(&mut self) {
+        self.table.give_index(self.index);
+    }
+}
+
 /// Slots freed together ([`Busy::take_into`]): linked to each other as
 /// they come, pushed on the table's free list at once when dropped.
 pub struct FreeBatch<'t, T> {
@@ -565,31 +603,17 @@ impl<T> SlotTable<T> {
         Ok(self.handle(i))
     }
 
-    /// Stores the object that `fill` writes into a free slot, in place:
-    /// its handle; `fill`'s error (the slot goes back to the free list);
-    /// or `None` if the table is full (then `fill` is not called).
-    ///
-    /// `fill` gets the slot's uninitialised storage; returning `Ok` it
-    /// promises to have initialised it, returning `Err` to have left
-    /// nothing in it that needs dropping.
+    /// A free slot, for an object to be written in place; `None` if the
+    /// table is full.
     #[inline(always)]
-    pub fn insert_in<E>(
-        &self,
-        fill: impl FnOnce(*mut T) -> Result<(), E>,
-    ) -> Option<Result<usize, E>> {
-        let i = self.take_index().filter(|&i| FIRST + i <= INDEX_MASK)?;
-        let cell = self.cell_at(i)?;
-        match fill(cell.value.get().cast::<T>()) {
-            Ok(()) => {
-                // SYNC POINT: Release, as in `insert`.
-                cell.state.store(LIVE, Ordering::Release);
-                Some(Ok(self.handle(i)))
-            }
-            Err(e) => {
-                self.give_index(i);
-                Some(Err(e))
-            }
-        }
+    pub fn vacant(&self) -> Option<Vacant<'_, T>> {
+        let index = self.take_index().filter(|&i| FIRST + i <= INDEX_MASK)?;
+        let cell = self.cell_at(index)?;
+        Some(Vacant {
+            table: self,
+            index,
+            cell,
+        })
     }
 
     /// Whether `handle` names a live object (a snapshot).
@@ -796,18 +820,19 @@ mod tests {
     fn slot_table_fills_in_place() {
         static T: SlotTable<String> = SlotTable::new(KIND_REQUEST);
         let fill = |v: &'static str| {
-            move |p: *mut String| {
-                // SAFETY: `insert_in` hands over a slot's storage.
-                unsafe { p.write(v.to_string()) };
-                Ok::<(), ()>(())
+            let slot = T.vacant().unwrap();
+            // SAFETY: the slot's storage, written once, then filled.
+            unsafe {
+                slot.as_ptr().write(v.to_string());
+                slot.fill()
             }
         };
-        let a = T.insert_in(fill("a")).unwrap().unwrap();
+        let a = fill("a");
         assert_eq!(T.checkout(a).as_deref(), Ok("a"));
         T.checkin(a, "a".into());
-        // A failed fill leaves the slot free: the next insert takes it.
-        assert_eq!(T.insert_in(|_| Err::<(), _>(7)), Some(Err(7)));
-        let b = T.insert_in(fill("b")).unwrap().unwrap();
+        // A slot dropped unfilled is free again: the next one takes it.
+        drop(T.vacant().unwrap());
+        let b = fill("b");
         let c = T.insert("c".into()).unwrap();
         assert!(a != b && b != c && a != c);
         assert_eq!(T.next.load(Ordering::Relaxed), 3);

@@ -27,8 +27,8 @@ use crate::datatype::{count_arg, type_any, type_ref, TypeInfo, TypeRef};
 use crate::errors::{api, api_comm, err, out, put, MpiError, Res};
 use crate::handles::{Table, KIND_MESSAGE};
 use crate::request::{
-    empty_status, engine_status, insert, insert_started, status_error, store_status, to_mpi_status,
-    EngineReq, Extra, ReqEntry, Rest, Staged, SENT,
+    empty_status, engine_status, full, insert, publish, received, request_place, status_error,
+    store_status, to_mpi_status, vacant, EngineReq, Extra, ReqEntry, Rest, Staged, SENT,
 };
 use std::ffi::{c_int, c_void};
 use vci::Endpoint;
@@ -624,6 +624,44 @@ unsafe fn store_message(msg: vci::Message<'static>, comm: &CommRef, message: *mu
     Ok(())
 }
 
+/// `MPI_Irecv` the general way: every argument checked, any communicator
+/// and datatype.
+///
+/// # Safety
+/// MPI's contract for the buffer and the request pointer.
+unsafe fn irecv_full(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Datatype,
+    source: c_int,
+    tag: c_int,
+    comm: Comm,
+    request: *mut Request,
+) -> c_int {
+    api_comm("MPI_Irecv", comm, |c| {
+        let ep = ep()?;
+        out(request, "request")?;
+        let ty = type_ref(datatype)?;
+        // SAFETY: MPI's contract for the buffer.
+        let mut inc = unsafe { incoming(buf, count, &ty) }?;
+        let src = c.source_to_world(source)?;
+        let tag = recv_tag(tag)?;
+        let (at, len) = inc.raw_target();
+        // SAFETY: the request is stored and completed by the request
+        // routines (or at MPI_Finalize), never leaked; the target stays
+        // valid until then (the program's buffer by MPI's contract, or
+        // the staging buffer kept beside the request).
+        let r = unsafe { ep.irecv_raw(at, len, src, tag, c.ctx) }?;
+        let h = insert(ReqEntry {
+            req: EngineReq(r),
+            rest: Rest::with(c.clone(), inc.staged().map(Extra::Staged)),
+        })?;
+        // SAFETY: checked non-null above.
+        unsafe { request.write(h) };
+        Ok(())
+    })
+}
+
 mpi_fn! {
     /// Sends and returns when the buffer may be reused.
     fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) -> c_int {
@@ -725,47 +763,49 @@ mpi_fn! {
             if let Some((c, bytes, src, tag)) = fast_args(comm, datatype, buf, count, source, tag, true) {
                 if let Ok(ep) = hmpi_core::environment::endpoint() {
                     let at = if bytes == 0 { std::ptr::NonNull::<u8>::dangling().as_ptr() } else { buf.cast() };
-                    // The engine writes the request straight into its
-                    // table slot. SAFETY: as in the full path below; the
-                    // slot holds the request until it completes.
-                    let started = insert_started(Rest::plain(CommRef::Static(c)), |out| unsafe {
-                        ep.irecv_raw_in(out, at, bytes, src, tag, c.ctx)
-                    });
-                    match started {
-                        Ok(Ok(h)) => {
+                    // A receive that waits gets a table slot, and the
+                    // engine writes its request straight into it; one that
+                    // matched at once needs none.
+                    let mut slot = None;
+                    let place = || {
+                        let s = vacant()?;
+                        let p = request_place(&s);
+                        slot = Some(s);
+                        Some(p)
+                    };
+                    // SAFETY: as in the full path below; the slot holds the
+                    // request until it completes.
+                    let started = unsafe { ep.irecv_raw_or_in(place, at, bytes, src, tag, c.ctx) };
+                    let h = match started {
+                        Ok(vci::RecvStart::Finished(st)) => match received(&st).filter(|_| comm == abi::COMM_WORLD) {
+                            Some(h) => Ok(h),
+                            None => insert(ReqEntry {
+                                req: EngineReq(vci::Request::finished_with(ep, st)),
+                                rest: Rest::plain(CommRef::Static(c)),
+                            }),
+                        },
+                        Ok(vci::RecvStart::Written) => {
+                            let s = slot.expect("the engine wrote its request into the slot it took");
+                            // SAFETY: the engine wrote the request there.
+                            Ok(unsafe { publish(s, Rest::plain(CommRef::Static(c))) })
+                        }
+                        Ok(vci::RecvStart::NoPlace) => Err(full()),
+                        // Nothing started: the full path finds and reports it.
+                        Err(_) => return unsafe { irecv_full(buf, count, datatype, source, tag, comm, request) },
+                    };
+                    return match h {
+                        Ok(h) => {
                             // SAFETY: checked non-null.
                             unsafe { request.write(h) };
-                            return abi::SUCCESS;
+                            abi::SUCCESS
                         }
-                        Err(e) => return fast_error("MPI_Irecv", comm, e),
-                        // Nothing started: the full path finds and reports it.
-                        Ok(Err(_)) => {}
-                    }
+                        Err(e) => fast_error("MPI_Irecv", comm, e),
+                    };
                 }
             }
         }
-        api_comm("MPI_Irecv", comm, |c| {
-            let ep = ep()?;
-            out(request, "request")?;
-            let ty = type_ref(datatype)?;
-            // SAFETY: MPI's contract for the buffer.
-            let mut inc = unsafe { incoming(buf, count, &ty) }?;
-            let src = c.source_to_world(source)?;
-            let tag = recv_tag(tag)?;
-            let (at, len) = inc.raw_target();
-            // SAFETY: the request is stored and completed by the request
-            // routines (or at MPI_Finalize), never leaked; the target stays
-            // valid until then (the program's buffer by MPI's contract, or
-            // the staging buffer kept beside the request).
-            let r = unsafe { ep.irecv_raw(at, len, src, tag, c.ctx) }?;
-            let h = insert(ReqEntry {
-                req: EngineReq(r),
-                rest: Rest::with(c.clone(), inc.staged().map(Extra::Staged)),
-            })?;
-            // SAFETY: checked non-null above.
-            unsafe { request.write(h) };
-            Ok(())
-        })
+        // SAFETY: MPI's contract for the buffer and the request pointer.
+        unsafe { irecv_full(buf, count, datatype, source, tag, comm, request) }
     }
 
     /// Sends one message and receives another.

@@ -28,7 +28,7 @@ use crate::abi::{self, MpiStatus, Request};
 use crate::comm::CommRef;
 use crate::datatype::TypeRef;
 use crate::errors::{api, err, out, put, MpiError, Res};
-use crate::handles::{reserved, Miss, SlotTable, KIND_REQUEST};
+use crate::handles::{reserved, Miss, SlotTable, Vacant, KIND_REQUEST};
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -193,20 +193,31 @@ pub struct ReqEntry {
 
 /// An MPI status (and its error code) from the engine's status.
 pub fn to_mpi_status(st: &vci::Status, comm: &CommRef) -> (MpiStatus, c_int) {
+    let s = if st.source == vci::PROC_NULL {
+        MpiStatus {
+            source: abi::PROC_NULL,
+            tag: abi::ANY_TAG,
+            ..mpi_status(st, 0)
+        }
+    } else {
+        mpi_status(st, comm.rank_of_world(st.source))
+    };
+    (s, s.error)
+}
+
+/// The MPI status of an engine status whose sender is `source` in the
+/// communicator.
+#[inline(always)]
+fn mpi_status(st: &vci::Status, source: c_int) -> MpiStatus {
     let code = match st.error {
         None => abi::SUCCESS,
         Some(vci::StatusError::Truncate { .. }) => abi::ERR_TRUNCATE,
         Some(vci::StatusError::Transfer { .. }) => abi::ERR_OTHER,
         Some(vci::StatusError::Alloc { .. }) => abi::ERR_NO_MEM,
     };
-    let (source, tag) = if st.source == vci::PROC_NULL {
-        (abi::PROC_NULL, abi::ANY_TAG)
-    } else {
-        (comm.rank_of_world(st.source), st.tag)
-    };
-    let s = MpiStatus {
+    MpiStatus {
         source,
-        tag,
+        tag: st.tag,
         error: code,
         internal: [
             st.count as u32 as c_int,
@@ -215,8 +226,7 @@ pub fn to_mpi_status(st: &vci::Status, comm: &CommRef) -> (MpiStatus, c_int) {
             0,
             0,
         ],
-    };
-    (s, code)
+    }
 }
 
 /// The error of a failed status.
@@ -308,8 +318,77 @@ static REQUESTS: SlotTable<ReqEntry> = SlotTable::new(KIND_REQUEST);
 /// finished sends share one request object.
 pub const SENT: Request = Request(reserved(KIND_REQUEST));
 
-/// What the entries of [`SENT`] handles are made of: the endpoint and the
-/// world (an error before `MPI_Init` and after `MPI_Finalize`).
+/// The top six bits of a [`received`] handle (a value no handle table,
+/// predefined handle or user-space pointer has).
+const RECEIVED_MARK: usize = 0b10_1101 << 58;
+const RECEIVED_MASK: usize = 0b11_1111 << 58;
+/// Bits of a received handle for the count, the tag and the source.
+const COUNT_BITS: u32 = 16;
+const TAG_BITS: u32 = 30;
+const SOURCE_BITS: u32 = 12;
+const _: () = assert!(COUNT_BITS + TAG_BITS + SOURCE_BITS <= 58);
+const _: () = assert!(vci::TAG_UB as u64 + 1 == 1 << TAG_BITS);
+
+/// The handle of a receive on `MPI_COMM_WORLD` that finished as it was
+/// posted (it matched a message that had arrived): its status is the
+/// handle itself, so it takes no table slot, and completing it only
+/// decodes it, as a [`SENT`] handle's completion does. `None` when the
+/// status does not fit (an error, a count from 64 KiB, a source rank from
+/// 4096): such a receive gets a slot.
+#[inline(always)]
+pub fn received(st: &vci::Status) -> Option<Request> {
+    let fits = st.error.is_none()
+        && !st.cancelled
+        && st.count < 1 << COUNT_BITS
+        && (0..1 << SOURCE_BITS).contains(&st.source)
+        && (0..=vci::TAG_UB).contains(&st.tag);
+    fits.then(|| {
+        Request(
+            RECEIVED_MARK
+                | (st.source as usize) << (COUNT_BITS + TAG_BITS)
+                | (st.tag as usize) << COUNT_BITS
+                | st.count as usize,
+        )
+    })
+}
+
+/// The status of a request that finished without a table slot: a
+/// [`received`] handle's (a world rank is the world communicator's rank),
+/// or a [`SENT`] handle's empty one.
+#[inline(always)]
+fn finished_handle(h: Request) -> Option<vci::Status> {
+    if h.0 & RECEIVED_MASK == RECEIVED_MARK {
+        let field = |shift: u32, bits: u32| (h.0 >> shift) & ((1 << bits) - 1);
+        return Some(vci::Status {
+            source: field(COUNT_BITS + TAG_BITS, SOURCE_BITS) as i32,
+            tag: field(COUNT_BITS, TAG_BITS) as i32,
+            count: field(0, COUNT_BITS) as u64,
+            error: None,
+            cancelled: false,
+        });
+    }
+    (h == SENT).then(vci::Status::empty)
+}
+
+/// Whether `h` has no table entry: `MPI_REQUEST_NULL`, or a request that
+/// finished without one.
+#[inline(always)]
+fn entryless(h: usize) -> bool {
+    h == abi::REQUEST_NULL.0 || h == SENT.0 || h & RECEIVED_MASK == RECEIVED_MARK
+}
+
+/// The MPI status a request that finished without a table slot leaves.
+#[inline(always)]
+fn finished_mpi_status(st: &vci::Status) -> MpiStatus {
+    if st.source == vci::PROC_NULL {
+        return empty_status();
+    }
+    mpi_status(st, st.source)
+}
+
+/// What the entries of requests that finished without a table slot are
+/// made of: the endpoint and the world (an error before `MPI_Init` and
+/// after `MPI_Finalize`).
 fn sent_parts() -> Res<(&'static vci::Endpoint, CommRef)> {
     Ok((
         hmpi_core::environment::endpoint()?,
@@ -317,21 +396,22 @@ fn sent_parts() -> Res<(&'static vci::Endpoint, CommRef)> {
     ))
 }
 
-/// The entry a [`SENT`] handle stands for: a finished request with the
-/// empty status, on the world.
-fn sent_entry((ep, world): &(&'static vci::Endpoint, CommRef)) -> ReqEntry {
+/// The entry a request that finished without a table slot stands for: a
+/// finished request with its status, on the world.
+fn finished_entry((ep, world): &(&'static vci::Endpoint, CommRef), st: vci::Status) -> ReqEntry {
     ReqEntry {
-        req: EngineReq(vci::Request::finished_with(ep, vci::Status::empty())),
+        req: EngineReq(vci::Request::finished_with(ep, st)),
         rest: Rest::plain(world.clone()),
     }
 }
 
 /// Takes the entry of `h` out of the table, leaving its slot busy (see
-/// [`SlotTable::checkout`]); [`SENT`] gives an entry of its own, and
-/// checking it back in or releasing it does nothing.
+/// [`SlotTable::checkout`]); a request that finished without a slot
+/// ([`SENT`], [`received`]) gives an entry of its own, and checking it
+/// back in or releasing it does nothing.
 fn checkout(h: Request) -> Res<ReqEntry> {
-    if h == SENT {
-        return Ok(sent_entry(&sent_parts()?));
+    if let Some(st) = finished_handle(h) {
+        return Ok(finished_entry(&sent_parts()?, st));
     }
     REQUESTS.checkout(h.0).map_err(|m| miss(m, h))
 }
@@ -346,32 +426,37 @@ pub fn insert(e: ReqEntry) -> Res<Request> {
     }
 }
 
-/// Starts a request in a fresh slot of the table, in place: `start`
-/// writes the engine's request into the slot's entry (see
-/// [`vci::Endpoint::irecv_raw_in`]), `rest` goes beside it. Its handle;
-/// `Ok(Err(e))` if `start` failed (nothing was started); `Err` if the
-/// table is full (then `start` is not called).
+/// A free slot of the table for a request that is written into it in
+/// place (see [`vci::Endpoint::irecv_raw_or_in`]); `None` if the table is
+/// full.
 #[inline(always)]
-pub fn insert_started<E>(
-    rest: Rest,
-    start: impl FnOnce(*mut vci::Request<'static>) -> Result<(), E>,
-) -> Res<Result<Request, E>> {
+pub fn vacant() -> Option<Vacant<'static, ReqEntry>> {
     poll_detached();
-    let r = REQUESTS.insert_in(|p: *mut ReqEntry| {
-        // SAFETY: `p` is the slot's storage, valid for writes of an entry
-        // (`insert_in`'s contract); the request is written by `start`,
-        // and `rest` only once it succeeded, so an error leaves nothing
-        // behind to drop.
-        unsafe {
-            start(std::ptr::addr_of_mut!((*p).req.0))?;
-            std::ptr::addr_of_mut!((*p).rest).write(rest);
-        }
-        Ok(())
-    });
-    match r {
-        Some(Ok(h)) => Ok(Ok(Request(h))),
-        Some(Err(e)) => Ok(Err(e)),
-        None => Err(full()),
+    REQUESTS.vacant()
+}
+
+/// Where the engine writes the request of a slot from [`vacant`].
+#[inline(always)]
+pub fn request_place(slot: &Vacant<'static, ReqEntry>) -> *mut vci::Request<'static> {
+    let p = slot.as_ptr();
+    // SAFETY: a field of the slot's storage; no reference is made.
+    unsafe { std::ptr::addr_of_mut!((*p).req.0) }
+}
+
+/// Puts `rest` beside the request the engine wrote into `slot` and makes
+/// the entry live: its handle.
+///
+/// # Safety
+///
+/// The engine wrote a request at [`request_place`] of `slot`.
+#[inline(always)]
+pub unsafe fn publish(slot: Vacant<'static, ReqEntry>, rest: Rest) -> Request {
+    let p = slot.as_ptr();
+    // SAFETY: a field of the slot's storage, not yet written; with the
+    // request written (the caller's promise) the entry is whole.
+    unsafe {
+        std::ptr::addr_of_mut!((*p).rest).write(rest);
+        Request(slot.fill())
     }
 }
 
@@ -388,7 +473,7 @@ fn table_full(mut e: ReqEntry) -> MpiError {
 
 /// The error of a full request table.
 #[cold]
-fn full() -> MpiError {
+pub fn full() -> MpiError {
     MpiError::new(abi::ERR_NO_MEM, "too many pending requests")
 }
 
@@ -492,20 +577,21 @@ impl<'h> Set<'h> {
         poll_detached();
         // SAFETY: `Request` is a `repr(transparent)` usize.
         let raw: &[usize] = unsafe { std::slice::from_raw_parts(hs.as_ptr().cast(), hs.len()) };
-        // A finished send takes part like any finished request.
-        let sent = match raw.contains(&SENT.0) {
+        // A request that finished without a slot takes part like any
+        // finished request.
+        let parts = match raw.iter().any(|&h| finished_handle(Request(h)).is_some()) {
             true => Some(sent_parts()?),
             false => None,
         };
         let entries = REQUESTS
-            .checkout_many(raw, |h| h == abi::REQUEST_NULL.0 || h == SENT.0)
+            .checkout_many(raw, entryless)
             .map_err(|(i, m)| miss(m, hs[i]))?;
         let mut reqs = Vec::with_capacity(hs.len());
         let mut rests = Vec::with_capacity(hs.len());
         for (e, &h) in entries.into_iter().zip(raw) {
-            let e = match (e, &sent) {
-                (None, Some(parts)) if h == SENT.0 => Some(sent_entry(parts)),
-                (e, _) => e,
+            let e = match (e, &parts, finished_handle(Request(h))) {
+                (None, Some(parts), Some(st)) => Some(finished_entry(parts, st)),
+                (e, _, _) => e,
             };
             let (r, rest) = e.map(|ReqEntry { req, rest }| (req.0, rest)).unzip();
             reqs.push(r);
@@ -645,11 +731,11 @@ mpi_fn! {
                 unsafe { store_status(status, empty_status()) };
                 return Ok(());
             }
-            if h == SENT {
+            if let Some(st) = finished_handle(h) {
                 // SAFETY: the caller's pointers.
                 unsafe {
                     p.write(abi::REQUEST_NULL);
-                    store_status(status, empty_status());
+                    store_status(status, finished_mpi_status(&st));
                 }
                 return Ok(());
             }
@@ -680,12 +766,12 @@ mpi_fn! {
                 }
                 return Ok(());
             }
-            if h == SENT {
+            if let Some(st) = finished_handle(h) {
                 // SAFETY: the caller's pointers.
                 unsafe {
                     p.write(abi::REQUEST_NULL);
                     flag.write(1);
-                    store_status(status, empty_status());
+                    store_status(status, finished_mpi_status(&st));
                 }
                 return Ok(());
             }
@@ -720,14 +806,14 @@ mpi_fn! {
             // SAFETY: `requests` holds `count` handles (MPI's contract).
             let hs = unsafe { handles(count, requests) }?;
             poll_detached();
-            // Neither a null handle nor a finished send has an entry.
-            let null = |h: usize| h == abi::REQUEST_NULL.0 || h == SENT.0;
             // SAFETY: `Request` is a `repr(transparent)` usize; `raw` is
             // used before `hs` is written, and not after.
             let raw: &[usize] = unsafe { std::slice::from_raw_parts(hs.as_ptr().cast(), hs.len()) };
-            // All or nothing: every entry is marked busy where it is.
+            // All or nothing: every entry is marked busy where it is (a
+            // null handle and a request that finished without a slot have
+            // none).
             let mut busy = REQUESTS
-                .lock_many(raw, null)
+                .lock_many(raw, entryless)
                 .map_err(|(i, m)| miss(m, hs[i]))?;
             {
                 // The engine waits for them together, in place (in order,
@@ -743,8 +829,12 @@ mpi_fn! {
                 // is freed as it leaves.
                 let (s, code, comm) = match b {
                     None => {
+                        let s = match finished_handle(hs[i]) {
+                            Some(st) if !statuses.is_null() => finished_mpi_status(&st),
+                            _ => empty_status(),
+                        };
                         hs[i] = abi::REQUEST_NULL;
-                        (empty_status(), abi::SUCCESS, None)
+                        (s, abi::SUCCESS, None)
                     }
                     Some(mut b) => {
                         hs[i] = abi::REQUEST_NULL;

@@ -292,6 +292,124 @@ static void finished_sends(void) {
     OK(MPI_Barrier(MPI_COMM_WORLD));
 }
 
+/* Checks a receive's status: sender, tag and a count of `n` ints. */
+static void check_status(const MPI_Status *st, int source, int tag, int n) {
+    int got;
+    CHECK(st->MPI_SOURCE == source && st->MPI_TAG == tag && st->MPI_ERROR == MPI_SUCCESS);
+    OK(MPI_Get_count(st, MPI_INT, &got));
+    CHECK(got == n);
+}
+
+/* Receives that find their message already there finish as they are
+ * posted (on MPI_COMM_WORLD their handle carries the status): every
+ * completion routine takes them, alone and mixed with pending ones, with
+ * the right status. A truncated one, one on MPI_COMM_SELF and one on a
+ * communicator whose ranks differ from the world's report theirs too. */
+static void finished_receives(void) {
+    MPI_Request r[4];
+    MPI_Status st[4];
+    int flag, i, out, idx[4], x[2], y[2], z = -1;
+    int peer = check_rank ^ 1;
+    if (peer >= size) {
+        OK(MPI_Barrier(MPI_COMM_WORLD));
+        OK(MPI_Barrier(MPI_COMM_WORLD));
+        MPI_Comm rev;
+        OK(MPI_Comm_split(MPI_COMM_WORLD, 1, 0, &rev));
+        OK(MPI_Comm_free(&rev));
+        return;
+    }
+    for (int t = 70; t <= 77; t++) {
+        int v[2] = {t, -t};
+        OK(MPI_Send(v, t == 73 || t == 77 ? 2 : 1, MPI_INT, peer, t, MPI_COMM_WORLD));
+    }
+    OK(MPI_Barrier(MPI_COMM_WORLD)); /* everything has arrived */
+
+    OK(MPI_Irecv(x, 1, MPI_INT, peer, 70, MPI_COMM_WORLD, &r[0]));
+    CHECK(r[0] != MPI_REQUEST_NULL && x[0] == 70);
+    OK(MPI_Request_get_status(r[0], &flag, &st[0]));
+    CHECK(flag && r[0] != MPI_REQUEST_NULL);
+    check_status(&st[0], peer, 70, 1);
+    OK(MPI_Test_cancelled(&st[0], &flag));
+    CHECK(!flag);
+    OK(MPI_Cancel(&r[0])); /* too late: it finished */
+    OK(MPI_Wait(&r[0], &st[0]));
+    CHECK(r[0] == MPI_REQUEST_NULL);
+    check_status(&st[0], peer, 70, 1);
+    OK(MPI_Test_cancelled(&st[0], &flag));
+    CHECK(!flag);
+
+    flag = 0;
+    OK(MPI_Irecv(x, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &r[0]));
+    OK(MPI_Test(&r[0], &flag, &st[0]));
+    CHECK(flag && r[0] == MPI_REQUEST_NULL && x[0] == 71);
+    check_status(&st[0], peer, 71, 1);
+
+    /* Waitall with statuses over two finished receives, one that waits
+     * (tag 79, which the peer sends just before its own Waitall) and a
+     * null handle. */
+    OK(MPI_Irecv(x, 1, MPI_INT, peer, 72, MPI_COMM_WORLD, &r[0]));
+    OK(MPI_Irecv(y, 2, MPI_INT, peer, 73, MPI_COMM_WORLD, &r[1]));
+    OK(MPI_Irecv(&z, 1, MPI_INT, peer, 79, MPI_COMM_WORLD, &r[2]));
+    r[3] = MPI_REQUEST_NULL;
+    OK(MPI_Send(&peer, 1, MPI_INT, peer, 79, MPI_COMM_WORLD));
+    OK(MPI_Waitall(4, r, st));
+    CHECK(x[0] == 72 && y[0] == 73 && y[1] == -73 && z == check_rank);
+    check_status(&st[0], peer, 72, 1);
+    check_status(&st[1], peer, 73, 2);
+    check_status(&st[2], peer, 79, 1);
+    for (int k = 0; k < 4; k++) CHECK(r[k] == MPI_REQUEST_NULL);
+
+    /* Any and some: a finished receive beside one that waits (tag 80 comes
+     * only after the barrier). */
+    OK(MPI_Irecv(&z, 1, MPI_INT, peer, 80, MPI_COMM_WORLD, &r[0]));
+    OK(MPI_Irecv(x, 1, MPI_INT, peer, 74, MPI_COMM_WORLD, &r[1]));
+    OK(MPI_Irecv(y, 1, MPI_INT, peer, 75, MPI_COMM_WORLD, &r[2]));
+    OK(MPI_Waitany(3, r, &i, &st[0]));
+    flag = 0;
+    OK(MPI_Testany(3, r, &out, &flag, &st[1]));
+    CHECK(flag && i + out == 3 && (i == 1 || i == 2));
+    CHECK(r[1] == MPI_REQUEST_NULL && r[2] == MPI_REQUEST_NULL && x[0] == 74 && y[0] == 75);
+    check_status(&st[0], peer, 73 + i, 1);
+    check_status(&st[1], peer, 73 + out, 1);
+    OK(MPI_Irecv(x, 1, MPI_INT, peer, 76, MPI_COMM_WORLD, &r[1]));
+    OK(MPI_Waitsome(3, r, &out, idx, st));
+    CHECK(out == 1 && idx[0] == 1 && r[1] == MPI_REQUEST_NULL && x[0] == 76);
+    check_status(&st[0], peer, 76, 1);
+    OK(MPI_Barrier(MPI_COMM_WORLD));
+    OK(MPI_Send(&peer, 1, MPI_INT, peer, 80, MPI_COMM_WORLD));
+    OK(MPI_Wait(&r[0], &st[0]));
+    check_status(&st[0], peer, 80, 1);
+
+    /* Truncated: an error in its status, reported by the wait. */
+    OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    OK(MPI_Irecv(x, 1, MPI_INT, peer, 77, MPI_COMM_WORLD, &r[0]));
+    CHECK(MPI_Wait(&r[0], &st[0]) == MPI_ERR_TRUNCATE);
+    CHECK(r[0] == MPI_REQUEST_NULL && x[0] == 77 && st[0].MPI_ERROR == MPI_ERR_TRUNCATE);
+    OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+
+    /* MPI_COMM_SELF: the sender is rank 0 there, whatever its world rank. */
+    OK(MPI_Send(&peer, 1, MPI_INT, 0, 5, MPI_COMM_SELF));
+    OK(MPI_Irecv(x, 1, MPI_INT, 0, 5, MPI_COMM_SELF, &r[0]));
+    OK(MPI_Wait(&r[0], &st[0]));
+    CHECK(x[0] == peer);
+    check_status(&st[0], 0, 5, 1);
+
+    /* Ranks in reverse order: the status names the sender's rank there. */
+    MPI_Comm rev;
+    int rrank, rpeer;
+    OK(MPI_Comm_split(MPI_COMM_WORLD, 0, size - check_rank, &rev));
+    OK(MPI_Comm_rank(rev, &rrank));
+    CHECK(rrank == size - 1 - check_rank);
+    rpeer = size - 1 - peer;
+    OK(MPI_Send(&rrank, 1, MPI_INT, rpeer, 6, rev));
+    OK(MPI_Probe(rpeer, 6, rev, &st[0])); /* it has arrived */
+    OK(MPI_Irecv(x, 1, MPI_INT, rpeer, 6, rev, &r[0]));
+    OK(MPI_Waitall(1, r, st));
+    CHECK(x[0] == rpeer);
+    check_status(&st[0], rpeer, 6, 1);
+    OK(MPI_Comm_free(&rev));
+}
+
 int main(int argc, char **argv) {
     OK(MPI_Init(&argc, &argv));
     OK(MPI_Comm_rank(MPI_COMM_WORLD, &check_rank));
@@ -303,6 +421,7 @@ int main(int argc, char **argv) {
     request_sets();
     cancel_and_free();
     finished_sends();
+    finished_receives();
     OK(MPI_Finalize());
     PASSED("wildcards");
     return 0;

@@ -46,7 +46,7 @@ use crate::matching::{Arrival, Key, Target};
 use crate::message::Message;
 use crate::request::{Request, Status};
 use crate::slots;
-use crate::vci::{Stats, Vci, VciShared, VCI_MAGIC};
+use crate::vci::{Posted, Stats, Vci, VciShared, VCI_MAGIC};
 use crate::{ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB};
 use shmheap::{Segment, ShmHeap};
 use std::alloc::Layout;
@@ -60,6 +60,18 @@ const SIZE_VAR: &str = "HMPI_SIZE";
 
 /// Set once an endpoint exists in this process.
 static CREATED: AtomicBool = AtomicBool::new(false);
+
+/// How [`Endpoint::irecv_raw_or_in`] started a receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecvStart {
+    /// It matched at once and is finished: its status (no request).
+    Finished(Status),
+    /// It waits: its request was written where the place said.
+    Written,
+    /// It would have waited, but there was no place for its request:
+    /// nothing started.
+    NoPlace,
+}
 
 /// This process's handle to the engine: its rank, the job's size, its VCIs
 /// and every peer's VCIs. `Sync`: any thread may use it.
@@ -615,36 +627,52 @@ impl Endpoint {
         unsafe { self.post_recv(target, source, tag, context) }
     }
 
-    /// [`Endpoint::irecv_raw`] with the request written into `out` (a
-    /// slot of the caller's, such as a handle table's cell) instead of
-    /// returned: built from its parts where it will stay, it is never
-    /// copied, and a copy of a just-returned request is read back in
-    /// pieces wider than the ones it was written in, which store
-    /// forwarding cannot serve. On error `out` is left as it was.
+    /// [`Endpoint::irecv_raw`] for a layer that keeps its requests in a
+    /// table of its own (the C library's request handles): a receive that
+    /// matches at once returns its status and leaves no request behind;
+    /// one that must wait asks `place` for a slot first (under the VCI
+    /// lock, before it is posted) and writes its request there. Built
+    /// from its parts where it stays, the request is never copied (a copy
+    /// of a just-returned request is read back in pieces wider than the
+    /// ones it was written in, which store forwarding cannot serve).
+    ///
+    /// If `place` has no slot, nothing starts: [`RecvStart::NoPlace`].
     ///
     /// # Safety
     ///
-    /// As for [`Endpoint::irecv_raw`]; `out` is valid for a write of a
-    /// request, and the request written there is completed or dropped
-    /// like one this function returned.
+    /// As for [`Endpoint::irecv_raw`]; a place `place` returns is valid for
+    /// a write of a request, and the request written there is completed or
+    /// dropped like one [`Endpoint::irecv_raw`] returned.
     #[inline(always)]
-    pub unsafe fn irecv_raw_in<'a>(
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn irecv_raw_or_in<'a>(
         &'a self,
-        out: *mut Request<'a>,
+        place: impl FnOnce() -> Option<*mut Request<'a>>,
         buf: *mut u8,
         len: usize,
         source: i32,
         tag: i32,
         context: u32,
-    ) -> Result<()> {
+    ) -> Result<RecvStart> {
+        self.check_recv_key(source, tag)?;
+        let v = self.vci_of(context);
+        if source == PROC_NULL {
+            return Ok(RecvStart::Finished(Status::empty()));
+        }
         let target = Target::Buffer { buf, cap: len };
         // SAFETY: as in `irecv_raw`: the caller keeps `buf` valid until the
-        // request completes. `post_recv` is inlined, so the request is
-        // built in place.
-        let r = unsafe { self.post_recv(target, source, tag, context) }?;
-        // SAFETY: the caller's contract.
-        unsafe { out.write(r) };
-        Ok(())
+        // request completes.
+        let posted = unsafe { self.vcis[v].post_recv(target, source, tag, context, place) };
+        Ok(match posted {
+            Posted::Matched(st) => RecvStart::Finished(st),
+            Posted::Waiting(id, out) => {
+                // SAFETY: `place` gave `out` for a request (the caller's
+                // contract).
+                unsafe { out.write(Request::recv(self, v, id)) };
+                RecvStart::Written
+            }
+            Posted::NoPlace => RecvStart::NoPlace,
+        })
     }
 
     /// Posts a receive on the context's VCI (after checking its key).
@@ -667,7 +695,7 @@ impl Endpoint {
             return Ok(Request::complete(self, v, Status::empty()));
         }
         // SAFETY: the caller's contract.
-        let posted = unsafe { self.vcis[v].post_recv(target, source, tag, context) };
+        let posted = unsafe { self.vcis[v].post_recv(target, source, tag, context, || Some(())) };
         Ok(Request::posted(self, v, posted))
     }
 

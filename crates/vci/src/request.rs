@@ -173,7 +173,8 @@ impl<'a> Request<'a> {
     pub(crate) fn posted(ep: &'a Endpoint, vci: usize, posted: crate::vci::Posted) -> Self {
         match posted {
             crate::vci::Posted::Matched(st) => Request::complete(ep, vci, st),
-            crate::vci::Posted::Waiting(id) => Request::recv(ep, vci, id),
+            crate::vci::Posted::Waiting(id, ()) => Request::recv(ep, vci, id),
+            crate::vci::Posted::NoPlace => unreachable!("a receive with a place always has one"),
         }
     }
 

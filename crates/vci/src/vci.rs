@@ -524,11 +524,15 @@ fn delivered(key: Key, len: usize, n: usize) -> Status {
 }
 
 /// What [`Vci::post_recv`] made of a receive.
-pub(crate) enum Posted {
+pub(crate) enum Posted<P = ()> {
     /// It matched an unexpected message and is finished: its status.
     Matched(Status),
-    /// It waits for a message under this id.
-    Waiting(u32),
+    /// It waits for a message under this id, with the place its caller
+    /// gave for its request.
+    Waiting(u32, P),
+    /// It would have waited, but its caller had no place for its request:
+    /// it was not posted.
+    NoPlace,
 }
 
 /// A counter on a cache line of its own.
@@ -1182,7 +1186,9 @@ impl Vci {
 
     /// Posts a receive; matches the earliest matching unexpected message
     /// first. A receive that matched is finished at once (its status);
-    /// otherwise it waits under an id.
+    /// otherwise `place` is asked (under the lock, before the receive is
+    /// posted) where its request will live, and it waits under an id
+    /// unless there is no place.
     ///
     /// # Safety
     ///
@@ -1190,13 +1196,15 @@ impl Vci {
     /// location for a write) until the call returns a status, or until
     /// the waiting receive's slot is collected by [`Vci::take_recv`] (done
     /// or cancelled).
-    pub(crate) unsafe fn post_recv(
+    #[inline]
+    pub(crate) unsafe fn post_recv<P>(
         &self,
         target: Target,
         source: i32,
         tag: i32,
         context: u32,
-    ) -> Posted {
+        place: impl FnOnce() -> Option<P>,
+    ) -> Posted<P> {
         let key = Key {
             source,
             tag,
@@ -1239,12 +1247,15 @@ impl Vci {
             // the target is valid (caller's contract).
             return Posted::Matched(unsafe { self.deliver(a, target) });
         }
+        let Some(at) = place() else {
+            return Posted::NoPlace;
+        };
         let id = p.insert(RecvSlot {
             target,
             state: RecvState::Posted,
         });
         p.posted.push_back((key, id));
-        Posted::Waiting(id)
+        Posted::Waiting(id, at)
     }
 
     /// One attempt of a blocking receive (under the lock): delivers the
