@@ -791,6 +791,8 @@ mpi_fn! {
                         }
                         Ok(vci::RecvStart::NoPlace) => Err(full()),
                         // Nothing started: the full path finds and reports it.
+                        // SAFETY: MPI's contract for the buffer and the
+                        // request pointer.
                         Err(_) => return unsafe { irecv_full(buf, count, datatype, source, tag, comm, request) },
                     };
                     return match h {

@@ -342,14 +342,12 @@ pub fn received(st: &vci::Status) -> Option<Request> {
         && st.count < 1 << COUNT_BITS
         && (0..1 << SOURCE_BITS).contains(&st.source)
         && (0..=vci::TAG_UB).contains(&st.tag);
-    fits.then(|| {
-        Request(
-            RECEIVED_MARK
-                | (st.source as usize) << (COUNT_BITS + TAG_BITS)
-                | (st.tag as usize) << COUNT_BITS
-                | st.count as usize,
-        )
-    })
+    fits.then_some(Request(
+        RECEIVED_MARK
+            | (st.source as usize) << (COUNT_BITS + TAG_BITS)
+            | (st.tag as usize) << COUNT_BITS
+            | st.count as usize,
+    ))
 }
 
 /// The status of a request that finished without a table slot: a
