@@ -660,6 +660,7 @@ impl Endpoint {
             return Ok(RecvStart::Finished(Status::empty()));
         }
         let target = Target::Buffer { buf, cap: len };
+        let place = || place().ok_or(());
         // SAFETY: as in `irecv_raw`: the caller keeps `buf` valid until the
         // request completes.
         let posted = unsafe { self.vcis[v].post_recv(target, source, tag, context, place) };
@@ -671,7 +672,7 @@ impl Endpoint {
                 unsafe { out.write(Request::recv(self, v, id)) };
                 RecvStart::Written
             }
-            Posted::NoPlace => RecvStart::NoPlace,
+            Posted::NoPlace(()) => RecvStart::NoPlace,
         })
     }
 
@@ -695,7 +696,7 @@ impl Endpoint {
             return Ok(Request::complete(self, v, Status::empty()));
         }
         // SAFETY: the caller's contract.
-        let posted = unsafe { self.vcis[v].post_recv(target, source, tag, context, || Some(())) };
+        let posted = unsafe { self.vcis[v].post_recv(target, source, tag, context, || Ok(())) };
         Ok(Request::posted(self, v, posted))
     }
 

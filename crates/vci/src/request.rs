@@ -174,7 +174,7 @@ impl<'a> Request<'a> {
         match posted {
             crate::vci::Posted::Matched(st) => Request::complete(ep, vci, st),
             crate::vci::Posted::Waiting(id, ()) => Request::recv(ep, vci, id),
-            crate::vci::Posted::NoPlace => unreachable!("a receive with a place always has one"),
+            crate::vci::Posted::NoPlace(never) => match never {},
         }
     }
 

@@ -524,15 +524,15 @@ fn delivered(key: Key, len: usize, n: usize) -> Status {
 }
 
 /// What [`Vci::post_recv`] made of a receive.
-pub(crate) enum Posted<P = ()> {
+pub(crate) enum Posted<P = (), E = std::convert::Infallible> {
     /// It matched an unexpected message and is finished: its status.
     Matched(Status),
     /// It waits for a message under this id, with the place its caller
     /// gave for its request.
     Waiting(u32, P),
-    /// It would have waited, but its caller had no place for its request:
-    /// it was not posted.
-    NoPlace,
+    /// It would have waited, but its caller had no place for its request
+    /// (why): it was not posted.
+    NoPlace(E),
 }
 
 /// A counter on a cache line of its own.
@@ -1197,14 +1197,14 @@ impl Vci {
     /// the waiting receive's slot is collected by [`Vci::take_recv`] (done
     /// or cancelled).
     #[inline]
-    pub(crate) unsafe fn post_recv<P>(
+    pub(crate) unsafe fn post_recv<P, E>(
         &self,
         target: Target,
         source: i32,
         tag: i32,
         context: u32,
-        place: impl FnOnce() -> Option<P>,
-    ) -> Posted<P> {
+        place: impl FnOnce() -> Result<P, E>,
+    ) -> Posted<P, E> {
         let key = Key {
             source,
             tag,
@@ -1247,8 +1247,9 @@ impl Vci {
             // the target is valid (caller's contract).
             return Posted::Matched(unsafe { self.deliver(a, target) });
         }
-        let Some(at) = place() else {
-            return Posted::NoPlace;
+        let at = match place() {
+            Ok(at) => at,
+            Err(e) => return Posted::NoPlace(e),
         };
         let id = p.insert(RecvSlot {
             target,
