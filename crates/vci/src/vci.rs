@@ -707,23 +707,15 @@ impl Vci {
                 fb.consumed(seq);
             }
         }
-        if all {
-            for (source, fb) in self.rings.iter().enumerate() {
-                while self.take_small(p, fb, source as u32) {
-                    took = true;
-                }
-            }
-        } else {
-            // In rank order, as a full pass takes them: a program that
-            // orders two senders' messages through a third message (which
-            // MPI does not promise to honour) sees them matched in that
-            // order whenever both have arrived. A sender further down
-            // waits at most a fast box's worth of messages: a full box
-            // sends it to the queue, whose envelope brings its box along.
-            for (source, fb) in self.rings.iter().enumerate() {
-                while !p.posted.is_empty() && self.take_small(p, fb, source as u32) {
-                    took = true;
-                }
+        // In rank order, whether the pass is full or lazy: a program that
+        // orders two senders' messages through a third message (which MPI
+        // does not promise to honour) sees them matched in that order
+        // whenever both have arrived. In a lazy pass a sender further down
+        // waits at most a fast box's worth of messages: a full box sends
+        // it to the queue, whose envelope brings its box along.
+        for (source, fb) in self.rings.iter().enumerate() {
+            while (all || !p.posted.is_empty()) && self.take_small(p, fb, source as u32) {
+                took = true;
             }
         }
         if took {
