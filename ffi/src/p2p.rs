@@ -27,8 +27,9 @@ use crate::datatype::{count_arg, type_any, type_ref, TypeInfo, TypeRef};
 use crate::errors::{api, api_comm, err, out, put, MpiError, Res};
 use crate::handles::{Table, KIND_MESSAGE};
 use crate::request::{
-    empty_status, engine_status, full, insert, publish, received, request_place, status_error,
-    store_status, to_mpi_status, vacant, EngineReq, Extra, ReqEntry, Rest, Staged, SENT,
+    empty_status, engine_status, finished_entry, full, insert, publish, received, request_place,
+    status_error, store_status, to_mpi_status, vacant, EngineReq, Extra, ReqEntry, Rest, Staged,
+    SENT,
 };
 use std::ffi::{c_int, c_void};
 use vci::Endpoint;
@@ -773,16 +774,13 @@ mpi_fn! {
                         slot = Some(s);
                         Some(p)
                     };
-                    // SAFETY: as in the full path below; the slot holds the
-                    // request until it completes.
+                    // SAFETY: as in `irecv_full`; the slot holds the request
+                    // until it completes.
                     let started = unsafe { ep.irecv_raw_or_in(place, at, bytes, src, tag, c.ctx) };
                     let h = match started {
                         Ok(vci::RecvStart::Finished(st)) => match received(&st).filter(|_| comm == abi::COMM_WORLD) {
                             Some(h) => Ok(h),
-                            None => insert(ReqEntry {
-                                req: EngineReq(vci::Request::finished_with(ep, st)),
-                                rest: Rest::plain(CommRef::Static(c)),
-                            }),
+                            None => insert(finished_entry(ep, CommRef::Static(c), st)),
                         },
                         Ok(vci::RecvStart::Written) => {
                             let s = slot.expect("the engine wrote its request into the slot it took");

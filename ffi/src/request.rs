@@ -387,19 +387,19 @@ fn finished_mpi_status(st: &vci::Status) -> MpiStatus {
 /// What the entries of requests that finished without a table slot are
 /// made of: the endpoint and the world (an error before `MPI_Init` and
 /// after `MPI_Finalize`).
-fn sent_parts() -> Res<(&'static vci::Endpoint, CommRef)> {
+fn finished_parts() -> Res<(&'static vci::Endpoint, CommRef)> {
     Ok((
         hmpi_core::environment::endpoint()?,
         crate::comm::comm_ref(abi::COMM_WORLD)?,
     ))
 }
 
-/// The entry a request that finished without a table slot stands for: a
-/// finished request with its status, on the world.
-fn finished_entry((ep, world): &(&'static vci::Endpoint, CommRef), st: vci::Status) -> ReqEntry {
+/// The entry of a request that has finished with `st` on `comm` (what a
+/// request that finished without a table slot stands for, on the world).
+pub fn finished_entry(ep: &'static vci::Endpoint, comm: CommRef, st: vci::Status) -> ReqEntry {
     ReqEntry {
         req: EngineReq(vci::Request::finished_with(ep, st)),
-        rest: Rest::plain(world.clone()),
+        rest: Rest::plain(comm),
     }
 }
 
@@ -409,7 +409,8 @@ fn finished_entry((ep, world): &(&'static vci::Endpoint, CommRef), st: vci::Stat
 /// back in or releasing it does nothing.
 fn checkout(h: Request) -> Res<ReqEntry> {
     if let Some(st) = finished_handle(h) {
-        return Ok(finished_entry(&sent_parts()?, st));
+        let (ep, world) = finished_parts()?;
+        return Ok(finished_entry(ep, world, st));
     }
     REQUESTS.checkout(h.0).map_err(|m| miss(m, h))
 }
@@ -578,7 +579,7 @@ impl<'h> Set<'h> {
         // A request that finished without a slot takes part like any
         // finished request.
         let parts = match raw.iter().any(|&h| finished_handle(Request(h)).is_some()) {
-            true => Some(sent_parts()?),
+            true => Some(finished_parts()?),
             false => None,
         };
         let entries = REQUESTS
@@ -588,7 +589,7 @@ impl<'h> Set<'h> {
         let mut rests = Vec::with_capacity(hs.len());
         for (e, &h) in entries.into_iter().zip(raw) {
             let e = match (e, &parts, finished_handle(Request(h))) {
-                (None, Some(parts), Some(st)) => Some(finished_entry(parts, st)),
+                (None, Some((ep, world)), Some(st)) => Some(finished_entry(ep, world.clone(), st)),
                 (e, _, _) => e,
             };
             let (r, rest) = e.map(|ReqEntry { req, rest }| (req.0, rest)).unzip();
