@@ -42,7 +42,14 @@ fi
 if [ "$build" = 1 ]; then
     flag=""
     if [ "$profile" = release ]; then flag=--release; fi
-    (cd "$root" && cargo build $flag -p hmpi-ffi && cargo build $flag -p hmpi-core --bin hmpirun)
+    # The library as a cdylib and staticlib only: its manifest adds an rlib
+    # (so that `cargo test` builds the .so before the C tests), and for a
+    # crate that is also an rlib cargo runs no LTO. Without LTO every call
+    # from libhmpi into the engine crates stays a call through the GOT and
+    # nothing inlines across them: the C ping-pong took 75 ns one way
+    # against 66 with it (8 bytes, 2 ranks, same run).
+    (cd "$root" && cargo rustc $flag -p hmpi-ffi --lib --crate-type cdylib,staticlib \
+        && cargo build $flag -p hmpi-core --bin hmpirun)
 fi
 for f in libhmpi.so libhmpi.a; do
     if [ ! -f "$lib_dir/$f" ]; then
