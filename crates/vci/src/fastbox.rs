@@ -475,6 +475,7 @@ impl FbPair {
     /// under its VCI lock, with `seq` the next number it expects). The
     /// message stays there until [`FbPair::take`] or
     /// [`FbPair::take_into`].
+    #[inline]
     pub(crate) fn head(&self, seq: u64) -> Option<FbHead> {
         let slot = self.slot(seq);
         // SYNC POINT: Acquire pairs with the Release store in `try_send`:
