@@ -95,6 +95,19 @@ struct Inner {
     rank: i32,
     /// Communicator rank of each world rank, `-1` for non-members.
     from_world: Arc<[i32]>,
+    /// Communicator rank `r` is world rank `r` for every member (the world
+    /// and its duplicates): ranks pass between the two unchanged, so the
+    /// message path reads no table.
+    identity: bool,
+}
+
+/// Whether every member's communicator rank is its world rank.
+fn is_identity(group: &Group) -> bool {
+    group
+        .world_ranks()
+        .iter()
+        .enumerate()
+        .all(|(i, &w)| usize::try_from(w) == Ok(i))
 }
 
 /// A communicator (`MPI_Comm`, rsmpi's `SimpleCommunicator`): cheap to
@@ -122,6 +135,7 @@ impl SimpleCommunicator {
         Ok(SimpleCommunicator {
             inner: Arc::new(Inner {
                 id,
+                identity: is_identity(&group),
                 group,
                 rank,
                 from_world: from_world.into(),
@@ -155,6 +169,7 @@ impl SimpleCommunicator {
         SimpleCommunicator {
             inner: Arc::new(Inner {
                 id: SELF_ID,
+                identity: is_identity(&g),
                 group: g,
                 rank: 0,
                 from_world: from_world.into(),
@@ -192,7 +207,11 @@ impl SimpleCommunicator {
         if rank == vci::PROC_NULL {
             return Ok(rank);
         }
-        self.inner.group.world_rank(rank)
+        let inner = &*self.inner;
+        if inner.identity && (0..inner.group.size()).contains(&rank) {
+            return Ok(rank);
+        }
+        inner.group.world_rank(rank)
     }
 
     /// Source of a receive: as [`SimpleCommunicator::to_world`], and
@@ -210,6 +229,19 @@ impl SimpleCommunicator {
     #[inline]
     pub fn world_to_comm(&self) -> &Arc<[i32]> {
         &self.inner.from_world
+    }
+
+    /// What [`Status::from_engine`](crate::Status::from_engine) needs to
+    /// name a status's source in this communicator: the table of
+    /// [`SimpleCommunicator::world_to_comm`], or `None` where communicator
+    /// ranks are world ranks (the source stays as it is).
+    #[inline]
+    pub fn status_ranks(&self) -> Option<&[i32]> {
+        if self.inner.identity {
+            None
+        } else {
+            Some(&self.inner.from_world)
+        }
     }
 
     fn send_internal(&self, buf: &[u8], rank: i32, tag: i32) -> Result<()> {

@@ -247,7 +247,7 @@ pub trait Source {
         let st = ep
             .recv(buf.as_bytes_mut(), src, tag, c.context())
             .map_err(|e| engine_error(e, c.world_to_comm()))?;
-        Ok(Status::from_engine(st, Some(c.world_to_comm())))
+        Ok(Status::from_engine(st, c.status_ranks()))
     }
 
     /// [`Source::receive_into_with_tag`] with any tag.
@@ -292,7 +292,7 @@ pub trait Source {
         let ep = endpoint()?;
         let src = c.source_to_world(self.source_rank())?;
         let st = ep.probe(src, tag, c.context())?;
-        Ok(Status::from_engine(st, Some(c.world_to_comm())))
+        Ok(Status::from_engine(st, c.status_ranks()))
     }
 
     /// [`Source::probe_with_tag`] with any tag.
@@ -307,7 +307,7 @@ pub trait Source {
         let ep = endpoint()?;
         let src = c.source_to_world(self.source_rank())?;
         let st = ep.iprobe(src, tag, c.context())?;
-        Ok(st.map(|st| Status::from_engine(st, Some(c.world_to_comm()))))
+        Ok(st.map(|st| Status::from_engine(st, c.status_ranks())))
     }
 
     /// [`Source::immediate_probe_with_tag`] with any tag.

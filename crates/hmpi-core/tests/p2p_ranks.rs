@@ -317,6 +317,26 @@ fn sendrecv_rank(u: Universe) {
     )
     .unwrap();
     assert_eq!((v, st.source_rank()), ((rr + n - 1) % n, (rr + n - 1) % n));
+    // The blocking calls and the probes on both kinds of communicator: the
+    // world's ranks are world ranks (they pass unchanged), `rev`'s are not
+    // (they go through its tables).
+    for c in [&world, &rev] {
+        let cr = c.rank();
+        let prev = (cr + n - 1) % n;
+        c.process_at_rank((cr + 1) % n)
+            .send_with_tag(&cr, 21)
+            .unwrap();
+        let st = c.process_at_rank(prev).probe_with_tag(21).unwrap();
+        assert_eq!((st.source_rank(), st.tag()), (prev, 21));
+        let st = c.any_process().immediate_probe_with_tag(21).unwrap();
+        assert_eq!(st.map(|s| s.source_rank()), Some(prev));
+        let (v, st) = c.any_process().receive_with_tag::<i32>(21).unwrap();
+        assert_eq!((v, st.source_rank()), (prev, prev));
+        assert!(matches!(
+            c.process_at_rank(n).send(&1u8),
+            Err(Error::Rank { rank, .. }) if rank == n
+        ));
+    }
     // Errors: found before anything starts, so nothing is left behind.
     assert!(matches!(
         send_receive_into(&1u8, &world.process_at_rank(n), &mut got, &left),

@@ -168,7 +168,7 @@ pub(crate) fn take_on<V: Givable>(
     let st = ep
         .recv_owned_into(&mut out, V::ALIGN, src, tag, context)
         .map_err(|e| engine_error(e, comm.world_to_comm()))?;
-    let st = Status::from_engine(st, Some(comm.world_to_comm()));
+    let st = Status::from_engine(st, comm.status_ranks());
     // Not PROC_NULL (refused above): the engine delivered a block.
     let b = out.ok_or_else(|| Error::Internal("a take finished without a block".into()))?;
     // SAFETY: a block the engine just handed us.

@@ -172,7 +172,7 @@ pub fn take(comm: &SimpleCommunicator, source: i32, tag: i32) -> Result<(OwnedBl
             reason: "a raw take of a value that owns heap blocks (take it with its type)".into(),
         });
     }
-    Ok((b, Status::from_engine(st, Some(comm.world_to_comm()))))
+    Ok((b, Status::from_engine(st, comm.status_ranks())))
 }
 
 /// Starts a raw take into `*out` (`OPI_Itake`); check the block with
