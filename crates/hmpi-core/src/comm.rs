@@ -237,6 +237,13 @@ impl SimpleCommunicator {
     /// ranks are world ranks (the source stays as it is).
     #[inline]
     pub fn status_ranks(&self) -> Option<&[i32]> {
+        self.status_table().map(|t| &**t)
+    }
+
+    /// [`SimpleCommunicator::status_ranks`] as the shared table, for
+    /// statuses made later (requests keep it).
+    #[inline]
+    pub(crate) fn status_table(&self) -> Option<&Arc<[i32]>> {
         if self.inner.identity {
             None
         } else {

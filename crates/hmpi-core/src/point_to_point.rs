@@ -163,12 +163,18 @@ fn check_sized<T>() -> Result<()> {
 /// Translates an engine error, with statuses in communicator ranks
 /// (`from_world`: see [`SimpleCommunicator::world_to_comm`]).
 pub fn engine_error(e: vci::Error, from_world: &[i32]) -> Error {
+    engine_error_in(e, Some(from_world))
+}
+
+/// [`engine_error`] with a table as [`SimpleCommunicator::status_ranks`]
+/// gives it (`None`: the ranks are world ranks).
+pub(crate) fn engine_error_in(e: vci::Error, from_world: Option<&[i32]>) -> Error {
     match e {
         vci::Error::Truncate {
             status,
             message_len,
         } => Error::Truncate {
-            status: Status::from_engine(status, Some(from_world)),
+            status: Status::from_engine(status, from_world),
             message_len,
         },
         e => e.into(),
@@ -359,7 +365,7 @@ pub trait Source {
         check_recv_tag(tag)?;
         let c = self.comm();
         let src = c.source_to_world(self.source_rank())?;
-        scope.start_receive(buf.as_bytes_mut(), src, tag, c.context(), c.world_to_comm())
+        scope.start_receive(buf.as_bytes_mut(), src, tag, c.context(), c.status_table())
     }
 
     /// [`Source::immediate_receive_into_with_tag`] with any tag.
@@ -384,7 +390,7 @@ fn start_in_scope<'s, D: Destination + ?Sized>(
     check_send_tag(tag)?;
     let c = d.comm();
     let dest = c.to_world(d.destination_rank())?;
-    scope.start_send(bytes, dest, tag, c.context(), c.world_to_comm(), sync)
+    scope.start_send(bytes, dest, tag, c.context(), c.status_table(), sync)
 }
 
 /// Operations that send to a destination ([`Process`]).
@@ -614,7 +620,7 @@ impl Message {
             .inner
             .imrecv(buf.as_bytes_mut())
             .map_err(|e| engine_error(e, &from_world))?;
-        Ok(scope.insert(r, &from_world))
+        Ok(scope.insert(r, Some(&from_world)))
     }
 }
 

@@ -130,7 +130,7 @@
 use crate::comm::SimpleCommunicator;
 use crate::environment::endpoint;
 use crate::error::{Error, Result};
-use crate::point_to_point::{engine_error, Status};
+use crate::point_to_point::{engine_error_in, Status};
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
@@ -220,7 +220,26 @@ impl<'s> Scope<'s, '_> {
         }
     }
 
-    pub(crate) fn insert(&'s self, r: vci::Request<'s>, from_world: &Arc<[i32]>) -> Request<'s> {
+    /// Puts an engine request into the table (statuses translated with
+    /// `from_world`, as [`SimpleCommunicator::status_ranks`] gives it). One
+    /// that finished as it started (a send through a fast box, a receive
+    /// whose message was there) skips the table: its status is all there is
+    /// left of it.
+    pub(crate) fn insert(
+        &'s self,
+        r: vci::Request<'s>,
+        from_world: Option<&Arc<[i32]>>,
+    ) -> Request<'s> {
+        let from_world = from_world.cloned();
+        if let Some(st) = r.finished() {
+            // Finished: dropping the engine request does not wait.
+            return Request {
+                table: &self.table,
+                state: State::Done(st),
+                from_world,
+                cancelled: Cell::new(false),
+            };
+        }
         let mut t = self.table.borrow_mut();
         let index = match t.free.pop() {
             Some(i) => {
@@ -235,7 +254,7 @@ impl<'s> Scope<'s, '_> {
         Request {
             table: &self.table,
             state: State::Pending(index),
-            from_world: from_world.clone(),
+            from_world,
             cancelled: Cell::new(false),
         }
     }
@@ -246,7 +265,7 @@ impl<'s> Scope<'s, '_> {
     /// in `comm`'s ranks. The engine request borrows what it uses for `'s`,
     /// so the scope ends only after it is complete.
     pub fn adopt(&'s self, r: vci::Request<'s>, comm: &SimpleCommunicator) -> Request<'s> {
-        self.insert(r, comm.world_to_comm())
+        self.insert(r, comm.status_table())
     }
 
     /// Starts a send (synchronous if `sync`: the request completes only
@@ -257,7 +276,7 @@ impl<'s> Scope<'s, '_> {
         dest: i32,
         tag: i32,
         context: u32,
-        from_world: &Arc<[i32]>,
+        from_world: Option<&Arc<[i32]>>,
         sync: bool,
     ) -> Result<Request<'s>> {
         let ep = endpoint()?;
@@ -275,7 +294,7 @@ impl<'s> Scope<'s, '_> {
                 ep.isend(buf, dest, tag, context)
             }
         }
-        .map_err(|e| engine_error(e, from_world))?;
+        .map_err(|e| engine_error_in(e, from_world.map(|t| &**t)))?;
         Ok(self.insert(r, from_world))
     }
 
@@ -285,14 +304,14 @@ impl<'s> Scope<'s, '_> {
         source: i32,
         tag: i32,
         context: u32,
-        from_world: &Arc<[i32]>,
+        from_world: Option<&Arc<[i32]>>,
     ) -> Result<Request<'s>> {
         let ep = endpoint()?;
         // SAFETY: as in `start_send`: the request is owned by the scope's
         // table and completed before the scope (and so the borrow of `buf`)
         // ends, however the program treats the returned handle.
         let r = unsafe { ep.irecv(buf, source, tag, context) }
-            .map_err(|e| engine_error(e, from_world))?;
+            .map_err(|e| engine_error_in(e, from_world.map(|t| &**t)))?;
         Ok(self.insert(r, from_world))
     }
 }
@@ -339,7 +358,8 @@ enum State {
 pub struct Request<'s> {
     table: &'s Slots<'s>,
     state: State,
-    from_world: Arc<[i32]>,
+    /// The communicator's table for statuses (`None`: world ranks).
+    from_world: Option<Arc<[i32]>>,
     /// Set when [`Request::cancel`] cancelled the operation.
     cancelled: Cell<bool>,
 }
@@ -348,8 +368,8 @@ impl<'s> Request<'s> {
     /// The outcome of a finished request, in the communicator's ranks.
     fn outcome(&self, st: vci::Status) -> Result<Status> {
         st.into_result()
-            .map(|st| Status::from_engine(st, Some(&self.from_world)))
-            .map_err(|e| engine_error(e, &self.from_world))
+            .map(|st| Status::from_engine(st, self.from_world.as_deref()))
+            .map_err(|e| engine_error_in(e, self.from_world.as_deref()))
     }
 
     /// The outcome of a finished request; `None` while it is pending.
