@@ -240,6 +240,8 @@ fn fast_args(
     let world = match rank {
         abi::ANY_SOURCE if recv => vci::ANY_SOURCE,
         abi::PROC_NULL => vci::PROC_NULL,
+        // MPI_COMM_WORLD's ranks are world ranks: no table to read.
+        r if comm == abi::COMM_WORLD => (0..c.size).contains(&r).then_some(r)?,
         r => *c.world.get(usize::try_from(r).ok()?)?,
     };
     let tag = match tag {
