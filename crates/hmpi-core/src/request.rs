@@ -581,21 +581,24 @@ enum Drive {
 /// engine requests for one engine call) and records in place the ones that
 /// finished.
 fn drive(reqs: &mut [Option<Request<'_>>], how: Drive) {
-    let mut set = Vec::with_capacity(reqs.len());
-    for slot in reqs.iter_mut() {
-        let lent = match slot {
-            Some(r) => match r.lend() {
-                Ok(l) => l,
-                Err(_) => {
-                    r.state = State::Lost;
-                    None
-                }
-            },
-            None => None,
-        };
-        set.push(lent);
+    // Only the pending requests go to the engine (with their indices in
+    // `reqs`): in a window of small messages most have finished as they
+    // started, and lending a slot for each of them on every pass cost more
+    // than the waiting.
+    let mut at = Vec::new();
+    let mut set = Vec::new();
+    for (i, slot) in reqs.iter_mut().enumerate() {
+        let Some(r) = slot else { continue };
+        match r.lend() {
+            Ok(Some(l)) => {
+                at.push(i);
+                set.push(Some(l));
+            }
+            Ok(None) => {}
+            Err(_) => r.state = State::Lost,
+        }
     }
-    if set.iter().all(Option::is_none) {
+    if set.is_empty() {
         return;
     }
     let done: Vec<(usize, vci::Status)> = match how {
@@ -604,13 +607,13 @@ fn drive(reqs: &mut [Option<Request<'_>>], how: Drive) {
         Drive::TestOne => vci::test_any(&mut set).into_iter().collect(),
         Drive::TestSome => vci::test_some(&mut set),
     };
-    for (slot, lent) in reqs.iter().zip(set) {
-        if let (Some(r), Some(e)) = (slot, lent) {
+    for (&i, lent) in at.iter().zip(set) {
+        if let (Some(Some(r)), Some(e)) = (reqs.get(i), lent) {
             r.give_back(e);
         }
     }
-    for (i, st) in done {
-        if let Some(r) = reqs.get_mut(i).and_then(Option::as_mut) {
+    for (k, st) in done {
+        if let Some(r) = at.get(k).and_then(|&i| reqs.get_mut(i)?.as_mut()) {
             r.finished(st);
         }
     }
