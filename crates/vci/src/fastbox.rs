@@ -438,7 +438,7 @@ impl FbPair {
             match data {
                 SlotData::Bytes(bytes) => {
                     debug_assert!(bytes.len() <= FB_PAYLOAD);
-                    copy_bytes(bytes.as_ptr(), dst, bytes.len().min(FB_PAYLOAD));
+                    copy_slot_payload(bytes.as_ptr(), dst, bytes.len().min(FB_PAYLOAD));
                 }
                 SlotData::Words(w, n) => {
                     debug_assert!(n == OWNED_RECORD / 8 - 1 || n == OWNED_RECORD / 8);
@@ -514,7 +514,7 @@ impl FbPair {
             let mut b = [0u8; SMALL_INLINE];
             // SAFETY: as in `head` (the caller saw `seq` there); `n` fits
             // both; the copy is distinct from the slot.
-            unsafe { copy_small(src, b.as_mut_ptr(), n) };
+            unsafe { copy_slot_payload(src, b.as_mut_ptr(), n) };
             SmallData::Inline(b)
         } else {
             // SAFETY: as above; `n <= FB_PAYLOAD` (`Small::bytes`).
@@ -561,7 +561,7 @@ impl FbPair {
         let slot = self.slot(seq);
         // SAFETY: as in `head` for the slot; `n <= len <= FB_PAYLOAD`, and
         // `buf` holds `n` bytes (caller's contract).
-        unsafe { copy_bytes(slot.data.get().cast::<u8>(), buf, n.min(FB_PAYLOAD)) };
+        unsafe { copy_slot_payload(slot.data.get().cast::<u8>(), buf, n.min(FB_PAYLOAD)) };
         self.consumed(seq);
     }
 
@@ -596,6 +596,34 @@ unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
     } else {
         // SAFETY: the caller's contract.
         unsafe { std::ptr::copy_nonoverlapping(src, dst, n) }
+    }
+}
+
+/// Copies `n` bytes into or out of a slot's payload (`src` or `dst` is the
+/// payload, which starts [`FB_HEAD`] bytes into the slot's first line), in
+/// two parts where the payload runs from the first line into the second:
+/// no move straddles the two lines. (A straddling move needs both lines at
+/// once, and the second is the one still on its way from the other core.)
+///
+/// # Safety
+///
+/// As for [`copy_bytes`].
+#[inline(always)]
+unsafe fn copy_slot_payload(src: *const u8, dst: *mut u8, n: usize) {
+    if n <= FB_FIRST_LINE || n > FB_FIRST_LINE + 64 {
+        // SAFETY: the caller's contract.
+        unsafe { copy_bytes(src, dst, n) }
+    } else {
+        // SAFETY: the caller's contract; both parts lie in the first `n`
+        // bytes, the second (at most 64 bytes) after the first.
+        unsafe {
+            copy_small(src, dst, FB_FIRST_LINE);
+            copy_small(
+                src.add(FB_FIRST_LINE),
+                dst.add(FB_FIRST_LINE),
+                n - FB_FIRST_LINE,
+            );
+        }
     }
 }
 
@@ -791,6 +819,20 @@ mod tests {
             let mut dst = [0u8; 66];
             // SAFETY: `src` holds 64 bytes, `dst` 66; distinct buffers.
             unsafe { copy_small(src.as_ptr(), dst.as_mut_ptr().add(1), n) };
+            assert_eq!(dst[0], 0, "n = {n}");
+            assert_eq!(&dst[1..=n], &src[..n], "n = {n}");
+            assert!(dst[n + 1..].iter().all(|&b| b == 0), "n = {n}");
+        }
+    }
+
+    #[test]
+    fn copy_slot_payload_every_length() {
+        let src: Vec<u8> = (0..FB_PAYLOAD).map(|i| (i % 251 + 1) as u8).collect();
+        for n in 0..=FB_PAYLOAD {
+            let mut dst = vec![0u8; FB_PAYLOAD + 2];
+            // SAFETY: `src` holds FB_PAYLOAD bytes, `dst` two more; distinct
+            // buffers.
+            unsafe { copy_slot_payload(src.as_ptr(), dst.as_mut_ptr().add(1), n) };
             assert_eq!(dst[0], 0, "n = {n}");
             assert_eq!(&dst[1..=n], &src[..n], "n = {n}");
             assert!(dst[n + 1..].iter().all(|&b| b == 0), "n = {n}");
