@@ -581,39 +581,25 @@ impl FbPair {
     }
 }
 
-/// Copies `n` bytes: inline moves up to 64 bytes (where a call to `memcpy`
-/// would cost more than the copy), `memcpy` beyond.
+/// Copies `n` bytes into or out of a slot's payload (`src` or `dst` is the
+/// payload, which starts [`FB_HEAD`] bytes into the slot's first line):
+/// inline moves up to 64 bytes past the first line's part (where a call to
+/// `memcpy` would cost more than the copy), `memcpy` beyond. A payload that
+/// runs from the first line into the second is copied in two parts, so
+/// that no move straddles the two lines (a straddling move needs both
+/// lines at once, and the second is the one still on its way from the
+/// other core).
 ///
 /// # Safety
 ///
 /// `src` is valid for reads and `dst` for writes of `n` bytes, and the two
 /// ranges do not overlap.
 #[inline(always)]
-unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
-    if n <= 64 {
+unsafe fn copy_slot_payload(src: *const u8, dst: *mut u8, n: usize) {
+    if n <= FB_FIRST_LINE {
         // SAFETY: the caller's contract, with `n <= 64`.
         unsafe { copy_small(src, dst, n) }
-    } else {
-        // SAFETY: the caller's contract.
-        unsafe { std::ptr::copy_nonoverlapping(src, dst, n) }
-    }
-}
-
-/// Copies `n` bytes into or out of a slot's payload (`src` or `dst` is the
-/// payload, which starts [`FB_HEAD`] bytes into the slot's first line), in
-/// two parts where the payload runs from the first line into the second:
-/// no move straddles the two lines. (A straddling move needs both lines at
-/// once, and the second is the one still on its way from the other core.)
-///
-/// # Safety
-///
-/// As for [`copy_bytes`].
-#[inline(always)]
-unsafe fn copy_slot_payload(src: *const u8, dst: *mut u8, n: usize) {
-    if n <= FB_FIRST_LINE || n > FB_FIRST_LINE + 64 {
-        // SAFETY: the caller's contract.
-        unsafe { copy_bytes(src, dst, n) }
-    } else {
+    } else if n <= FB_FIRST_LINE + 64 {
         // SAFETY: the caller's contract; both parts lie in the first `n`
         // bytes, the second (at most 64 bytes) after the first.
         unsafe {
@@ -624,6 +610,9 @@ unsafe fn copy_slot_payload(src: *const u8, dst: *mut u8, n: usize) {
                 n - FB_FIRST_LINE,
             );
         }
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, n) }
     }
 }
 
