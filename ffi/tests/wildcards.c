@@ -322,7 +322,22 @@ static void finished_receives(void) {
         int v[2] = {t, -t};
         OK(MPI_Send(v, t == 73 || t == 77 ? 2 : 1, MPI_INT, peer, t, MPI_COMM_WORLD));
     }
+    for (int t = 81; t <= 82; t++) OK(MPI_Send(&t, 1, MPI_INT, peer, t, MPI_COMM_WORLD));
     OK(MPI_Barrier(MPI_COMM_WORLD)); /* everything has arrived */
+
+    /* Waitall with statuses over receives that all finished as they were
+     * posted, around a null handle: each receive's own status, and the
+     * empty status for the null handle. */
+    OK(MPI_Irecv(&x[0], 1, MPI_INT, peer, 81, MPI_COMM_WORLD, &r[0]));
+    r[1] = MPI_REQUEST_NULL;
+    OK(MPI_Irecv(&y[0], 1, MPI_INT, peer, 82, MPI_COMM_WORLD, &r[2]));
+    st[1].MPI_SOURCE = st[1].MPI_TAG = 12345;
+    OK(MPI_Waitall(3, r, st));
+    CHECK(x[0] == 81 && y[0] == 82);
+    check_status(&st[0], peer, 81, 1);
+    check_status(&st[2], peer, 82, 1);
+    CHECK(st[1].MPI_SOURCE == MPI_PROC_NULL && st[1].MPI_TAG == MPI_ANY_TAG);
+    for (int k = 0; k < 3; k++) CHECK(r[k] == MPI_REQUEST_NULL);
 
     OK(MPI_Irecv(x, 1, MPI_INT, peer, 70, MPI_COMM_WORLD, &r[0]));
     CHECK(r[0] != MPI_REQUEST_NULL && x[0] == 70);
