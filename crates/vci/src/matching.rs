@@ -206,7 +206,20 @@ impl Private {
     }
 
     /// Takes the earliest unexpected message matching `k` off the list.
+    /// The list is usually empty (small messages go from their slots
+    /// straight to the receive): that is answered inline, without the
+    /// call that returns an arrival through memory.
+    #[inline(always)]
     pub(crate) fn match_unexpected(&mut self, k: &Key) -> Option<Arrival> {
+        if self.unexpected.is_empty() {
+            return None;
+        }
+        self.search_unexpected(k)
+    }
+
+    /// [`Private::match_unexpected`] over a list that is not empty.
+    #[inline(never)]
+    fn search_unexpected(&mut self, k: &Key) -> Option<Arrival> {
         let i = self.unexpected.iter().position(|a| k.matches(&a.key))?;
         // Usually the oldest: taken off the front without `remove`'s
         // shifting logic.
