@@ -556,6 +556,7 @@ impl FbPair {
     /// # Safety
     ///
     /// `buf` is valid for writes of `n` bytes and is not a slot.
+    #[inline(always)]
     pub(crate) unsafe fn take_into(&self, seq: u64, head: FbHead, buf: *mut u8, n: usize) {
         debug_assert!(head.kind == KIND_PLAIN && n <= head.len as usize);
         let slot = self.slot(seq);

@@ -827,6 +827,10 @@ impl Vci {
     /// `head` is what [`FbPair::head`] returned for `seq` under the VCI
     /// lock, and nothing took the message since; the target is valid (see
     /// [`Vci::deliver`]).
+    ///
+    /// A plain payload into a buffer (what a small receive is) is copied
+    /// here, inline in the receive; the other cases are out of line.
+    #[inline(always)]
     unsafe fn deliver_slot(
         &self,
         fb: &FbPair,
@@ -843,24 +847,42 @@ impl Vci {
                 bump_locked(&self.stats.slot.plain);
                 delivered(key, len, n)
             }
-            _ if head.is_owned() => {
-                let rec = fb.take_owned(seq, head);
-                let given = Given {
-                    addr: rec.addr as *mut u8,
-                    info: rec.info,
-                    len: head.len as usize,
-                };
-                // SAFETY: the given block is ours now (the sender gave it
-                // up); the target is valid (caller's contract); we hold the
-                // VCI lock (caller's contract).
-                unsafe { self.deliver_given(key, given, target, true) }
-            }
-            _ => {
-                let a = Arrival::small(key.source as u32, fb.take(seq, head));
-                // SAFETY: the arrival is ours (just taken); the target is
-                // valid (caller's contract).
-                unsafe { self.deliver(a, target) }
-            }
+            // SAFETY: the caller's contract.
+            _ => unsafe { self.deliver_slot_other(fb, seq, head, key, target) },
+        }
+    }
+
+    /// [`Vci::deliver_slot`] for a given block's record, or a plain
+    /// payload to a target that is not a buffer.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Vci::deliver_slot`].
+    #[inline(never)]
+    unsafe fn deliver_slot_other(
+        &self,
+        fb: &FbPair,
+        seq: u64,
+        head: FbHead,
+        key: Key,
+        target: Target,
+    ) -> Status {
+        if head.is_owned() {
+            let rec = fb.take_owned(seq, head);
+            let given = Given {
+                addr: rec.addr as *mut u8,
+                info: rec.info,
+                len: head.len as usize,
+            };
+            // SAFETY: the given block is ours now (the sender gave it up);
+            // the target is valid (caller's contract); we hold the VCI lock
+            // (caller's contract).
+            unsafe { self.deliver_given(key, given, target, true) }
+        } else {
+            let a = Arrival::small(key.source as u32, fb.take(seq, head));
+            // SAFETY: the arrival is ours (just taken); the target is valid
+            // (caller's contract).
+            unsafe { self.deliver(a, target) }
         }
     }
 
