@@ -298,13 +298,18 @@ fn more_ranks_than_cores_free_each_others_blocks() {
     run_cross_free(ranks, blocks);
 }
 
+/// The segment path the job's ranks printed (every rank prints the same
+/// one; any rank's will do, since a rank may be killed before it prints).
 fn segment_path_of(report: &JobReport) -> PathBuf {
-    let out = String::from_utf8_lossy(&report.ranks[0].stdout).into_owned();
-    let line = out
-        .lines()
-        .find_map(|l| l.strip_prefix("segment="))
-        .unwrap_or_else(|| panic!("no segment line:\n{}", rank_tests::describe(report)));
-    PathBuf::from(line)
+    report
+        .ranks
+        .iter()
+        .find_map(|r| {
+            String::from_utf8_lossy(&r.stdout)
+                .lines()
+                .find_map(|l| l.strip_prefix("segment=").map(PathBuf::from))
+        })
+        .unwrap_or_else(|| panic!("no segment line:\n{}", rank_tests::describe(report)))
 }
 
 fn segment_unlinked_rank() {
