@@ -513,7 +513,7 @@ impl<T> SlotTable<T> {
     }
 
     /// A free index: the top of the free list, else a never-used one.
-    #[inline]
+    #[inline(always)]
     fn take_index(&self) -> Option<usize> {
         // SYNC POINT: Acquire pairs with the Release exchange in
         // `give_index`, so the popped cell's `next_free` is the one its
