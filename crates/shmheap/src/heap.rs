@@ -321,14 +321,20 @@ impl ShmHeap {
 
     /// Allocates `layout` in the node heap, or says why it cannot.
     pub fn try_alloc(&self, layout: Layout) -> Result<NonNull<u8>> {
-        let arena = own_arena().ok_or(Error::NotAttached)?;
+        // Not `ok_or(Error::NotAttached)`: that builds the error on every
+        // call and runs `Error`'s drop glue when the arena is there.
+        let Some(arena) = own_arena() else {
+            return Err(Error::NotAttached);
+        };
         let b = heap_alloc(arena, layout.size(), layout.align())?;
         Ok(NonNull::new(b as *mut u8).expect("heap addresses are non-zero"))
     }
 
     /// Like [`ShmHeap::try_alloc`], zeroed.
     pub fn try_alloc_zeroed(&self, layout: Layout) -> Result<NonNull<u8>> {
-        let arena = own_arena().ok_or(Error::NotAttached)?;
+        let Some(arena) = own_arena() else {
+            return Err(Error::NotAttached);
+        };
         let b = heap_alloc_zeroed(arena, layout.size(), layout.align())?;
         Ok(NonNull::new(b as *mut u8).expect("heap addresses are non-zero"))
     }
