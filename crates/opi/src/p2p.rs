@@ -158,6 +158,32 @@ pub(crate) fn take_on<V: Givable>(
     tag: i32,
     context: u32,
 ) -> Result<(V, Status)> {
+    let mut st = vci::Status::empty();
+    let v = take_engine::<V>(comm, source, tag, context, &mut st)?;
+    Ok((v, Status::from_engine(st, comm.status_ranks())))
+}
+
+/// [`take_on`] for a caller that has no use for the status: the value
+/// alone, so that no status is translated and none travels back with it.
+pub(crate) fn take_value_on<V: Givable>(
+    comm: &SimpleCommunicator,
+    source: i32,
+    tag: i32,
+    context: u32,
+) -> Result<V> {
+    let mut st = vci::Status::empty();
+    take_engine::<V>(comm, source, tag, context, &mut st)
+}
+
+/// A blocking take: the value, with the engine's status in `st`.
+#[inline(always)]
+fn take_engine<V: Givable>(
+    comm: &SimpleCommunicator,
+    source: i32,
+    tag: i32,
+    context: u32,
+    st: &mut vci::Status,
+) -> Result<V> {
     check_recv_tag(tag)?;
     let ep = endpoint()?;
     let src = comm.source_to_world(source)?;
@@ -165,15 +191,13 @@ pub(crate) fn take_on<V: Givable>(
         return Err(nothing_from_proc_null(comm));
     }
     let mut out = None;
-    let st = ep
+    *st = ep
         .recv_owned_into(&mut out, V::ALIGN, src, tag, context)
         .map_err(|e| engine_error(e, comm.world_to_comm()))?;
-    let st = Status::from_engine(st, comm.status_ranks());
     // Not PROC_NULL (refused above): the engine delivered a block.
     let b = out.ok_or_else(|| Error::Internal("a take finished without a block".into()))?;
     // SAFETY: a block the engine just handed us.
-    let v = unsafe { V::from_block(b) }?;
-    Ok((v, st))
+    unsafe { V::from_block(b) }
 }
 
 fn nothing_from_proc_null(comm: &SimpleCommunicator) -> Error {
@@ -246,7 +270,8 @@ pub trait Take: Source {
 
     /// Takes a boxed `T` with `tag` (`OPI_Take`).
     fn take_with_tag<T: Transferable>(&self, tag: i32) -> Result<Box<T>> {
-        self.take_owned_with_tag(tag).map(|(v, _)| v)
+        let c = self.comm();
+        take_value_on(c, self.source_rank(), tag, c.context())
     }
 
     /// Takes a boxed `T` with any tag.
@@ -256,7 +281,8 @@ pub trait Take: Source {
 
     /// Takes a `Vec<T>` with `tag`.
     fn take_vec_with_tag<T: Transferable>(&self, tag: i32) -> Result<Vec<T>> {
-        self.take_owned_with_tag(tag).map(|(v, _)| v)
+        let c = self.comm();
+        take_value_on(c, self.source_rank(), tag, c.context())
     }
 
     /// Takes a `Vec<T>` with any tag.
@@ -276,7 +302,8 @@ pub trait Take: Source {
 
     /// Takes a pooled buffer of `T`s with `tag`.
     fn take_buf_with_tag<T: Transferable>(&self, tag: i32) -> Result<OpiBuf<T>> {
-        self.take_owned_with_tag(tag).map(|(v, _)| v)
+        let c = self.comm();
+        take_value_on(c, self.source_rank(), tag, c.context())
     }
 
     /// Takes a pooled buffer of `T`s with any tag.
