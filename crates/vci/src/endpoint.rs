@@ -337,6 +337,29 @@ impl Endpoint {
         dest as usize * self.vcis.len() + v
     }
 
+    /// The fast-box path of a standard send: if `buf` is small enough, the
+    /// tag a sendable one and `dest` a rank, tries `dest`'s fast box and
+    /// returns the VCI the message went through. `None`: the general path
+    /// ([`Endpoint::start_send`]) is the one to take (it also reports a bad
+    /// tag and handles `PROC_NULL`).
+    #[inline(always)]
+    fn send_through_fastbox(
+        &self,
+        buf: &[u8],
+        dest: i32,
+        tag: i32,
+        context: u32,
+    ) -> Result<Option<usize>> {
+        if buf.len() < self.fastbox_below && (0..=TAG_UB).contains(&tag) && dest != PROC_NULL {
+            let d = self.check_rank(dest)?;
+            let v = self.vci_of(context);
+            if self.try_fastbox(d, v, tag, context, buf) {
+                return Ok(Some(v));
+            }
+        }
+        Ok(None)
+    }
+
     /// Tries to send `buf` through `dest`'s fast box of VCI `v`; returns
     /// whether it did.
     fn try_fastbox(&self, dest: u32, v: usize, tag: i32, context: u32, buf: &[u8]) -> bool {
@@ -460,22 +483,11 @@ impl Endpoint {
         tag: i32,
         context: u32,
     ) -> Result<Request<'a>> {
-        // A tiny message goes into the fast box here, as in `send`, and
-        // its request is complete; the general path (with its larger
-        // frame) is for the rest.
-        if buf.len() < self.fastbox_below && (0..=TAG_UB).contains(&tag) && dest != PROC_NULL {
-            let d = self.check_rank(dest)?;
-            let v = self.vci_of(context);
-            if self.try_fastbox(d, v, tag, context, buf) {
-                let status = Status {
-                    source: dest,
-                    tag,
-                    count: buf.len() as u64,
-                    error: None,
-                    cancelled: false,
-                };
-                return Ok(Request::complete(self, v, status));
-            }
+        // A tiny message goes into the fast box here, and its request is
+        // complete; the general path (with its larger frame) is for the
+        // rest.
+        if let Some(v) = self.send_through_fastbox(buf, dest, tag, context)? {
+            return Ok(Request::complete(self, v, sent(dest, tag, buf.len())));
         }
         self.start_send(buf, dest, tag, context, false)
     }
@@ -507,6 +519,9 @@ impl Endpoint {
             .map(drop)
     }
 
+    /// A send through an envelope (or none, to `PROC_NULL`): the general
+    /// path, which does not try the fast box ([`Endpoint::isend`] and
+    /// [`Endpoint::send`] do, first).
     fn start_send<'a>(
         &'a self,
         buf: &'a [u8],
@@ -524,16 +539,7 @@ impl Endpoint {
         }
         let d = self.check_rank(dest)?;
         let len = buf.len();
-        let status = Status {
-            source: dest,
-            tag,
-            count: len as u64,
-            error: None,
-            cancelled: false,
-        };
-        if !sync && len < self.fastbox_below && self.try_fastbox(d, v, tag, context, buf) {
-            return Ok(Request::complete(self, v, status));
-        }
+        let status = sent(dest, tag, len);
         let protocol = if len <= self.config.eager_max {
             Protocol::Immediate
         } else if shmheap::is_shared(buf.as_ptr()) && shmheap::is_shared(&buf[len - 1]) {
@@ -721,14 +727,15 @@ impl Endpoint {
     /// Sends and waits (see [`Endpoint::isend`]).
     pub fn send(&self, buf: &[u8], dest: i32, tag: i32, context: u32) -> Result<()> {
         // A tiny message goes into the fast box without a request.
-        if buf.len() < self.fastbox_below && (0..=TAG_UB).contains(&tag) && dest != PROC_NULL {
-            let d = self.check_rank(dest)?;
-            if self.try_fastbox(d, self.vci_of(context), tag, context, buf) {
-                return Ok(());
-            }
+        if self
+            .send_through_fastbox(buf, dest, tag, context)?
+            .is_some()
+        {
+            return Ok(());
         }
-        // SAFETY: the request is waited for at once, never leaked.
-        unsafe { self.isend(buf, dest, tag, context) }?
+        // The general path at once (not `isend`, which would try the fast
+        // box again). The request is waited for at once, never leaked.
+        self.start_send(buf, dest, tag, context, false)?
             .wait()
             .map(drop)
     }
@@ -843,6 +850,17 @@ impl Endpoint {
         requests: impl IntoIterator<Item = Request<'a>>,
     ) -> Result<Vec<Status>> {
         crate::request::wait_all(requests)
+    }
+}
+
+/// The status of a standard or synchronous send of `len` bytes to `dest`.
+fn sent(dest: i32, tag: i32, len: usize) -> Status {
+    Status {
+        source: dest,
+        tag,
+        count: len as u64,
+        error: None,
+        cancelled: false,
     }
 }
 
