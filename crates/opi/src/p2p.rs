@@ -163,16 +163,13 @@ pub(crate) fn take_on<V: Givable>(
     Ok((v, Status::from_engine(st, comm.status_ranks())))
 }
 
-/// [`take_on`] for a caller that has no use for the status: the value
-/// alone, so that no status is translated and none travels back with it.
-pub(crate) fn take_value_on<V: Givable>(
-    comm: &SimpleCommunicator,
-    source: i32,
-    tag: i32,
-    context: u32,
-) -> Result<V> {
+/// A take from `from` for a caller that has no use for the status: the
+/// value alone, so that no status is translated and none travels back
+/// with it.
+fn take_value<V: Givable, S: Source + ?Sized>(from: &S, tag: i32) -> Result<V> {
+    let c = from.comm();
     let mut st = vci::Status::empty();
-    take_engine::<V>(comm, source, tag, context, &mut st)
+    take_engine::<V>(c, from.source_rank(), tag, c.context(), &mut st)
 }
 
 /// A blocking take: the value, with the engine's status in `st`.
@@ -270,8 +267,7 @@ pub trait Take: Source {
 
     /// Takes a boxed `T` with `tag` (`OPI_Take`).
     fn take_with_tag<T: Transferable>(&self, tag: i32) -> Result<Box<T>> {
-        let c = self.comm();
-        take_value_on(c, self.source_rank(), tag, c.context())
+        take_value(self, tag)
     }
 
     /// Takes a boxed `T` with any tag.
@@ -281,8 +277,7 @@ pub trait Take: Source {
 
     /// Takes a `Vec<T>` with `tag`.
     fn take_vec_with_tag<T: Transferable>(&self, tag: i32) -> Result<Vec<T>> {
-        let c = self.comm();
-        take_value_on(c, self.source_rank(), tag, c.context())
+        take_value(self, tag)
     }
 
     /// Takes a `Vec<T>` with any tag.
@@ -292,18 +287,17 @@ pub trait Take: Source {
 
     /// Takes a `Box<[T]>` with any tag.
     fn take_boxed_slice<T: Transferable>(&self) -> Result<Box<[T]>> {
-        self.take_owned().map(|(v, _)| v)
+        take_value(self, ANY_TAG)
     }
 
     /// Takes a `String` with any tag.
     fn take_string(&self) -> Result<String> {
-        self.take_owned().map(|(v, _)| v)
+        take_value(self, ANY_TAG)
     }
 
     /// Takes a pooled buffer of `T`s with `tag`.
     fn take_buf_with_tag<T: Transferable>(&self, tag: i32) -> Result<OpiBuf<T>> {
-        let c = self.comm();
-        take_value_on(c, self.source_rank(), tag, c.context())
+        take_value(self, tag)
     }
 
     /// Takes a pooled buffer of `T`s with any tag.
