@@ -27,9 +27,8 @@ use crate::datatype::{count_arg, type_any, type_ref, TypeInfo, TypeRef};
 use crate::errors::{api, api_comm, err, out, put, MpiError, Res};
 use crate::handles::{Table, KIND_MESSAGE};
 use crate::request::{
-    empty_status, engine_status, finished_entry, full, insert, publish, received, request_place,
-    status_error, store_status, to_mpi_status, vacant, EngineReq, Extra, ReqEntry, Rest, Staged,
-    SENT,
+    empty_status, engine_status, finished_entry, full, insert, received, status_error,
+    store_status, to_mpi_status, EngineReq, Extra, Place, ReqEntry, Rest, Staged, SENT,
 };
 use std::ffi::{c_int, c_void};
 use vci::Endpoint;
@@ -333,24 +332,29 @@ unsafe fn isend_fast(
     // SAFETY: the caller's guarantee; the buffer stays valid until the
     // request completes (MPI's contract).
     let data = unsafe { bytes_at(buf, bytes) };
-    // SAFETY: the request is stored and completed by the request routines
-    // (or at MPI_Finalize), never leaked.
-    let r = unsafe { ep.isend(data, dest, tag, c.ctx) };
-    // Looked at where the engine put it: a finished send is not moved at
-    // all (moving the request out of the `Result` cost a copy the
-    // compiler made in pieces that store forwarding cannot serve).
-    match &r {
-        Ok(r) if finished_send(r) => {
-            // SAFETY: checked non-null.
-            unsafe { request.write(SENT) };
-            return Some(abi::SUCCESS);
-        }
-        Ok(_) => {}
+    // A send that waits for its receiver gets a table slot, and the engine
+    // writes its request straight into it (as `MPI_Irecv`'s does); one that
+    // finished as it started needs none.
+    let mut place = Place::default();
+    // SAFETY: the slot holds the request until it completes, by the
+    // request routines (or at MPI_Finalize); it is never leaked.
+    let h = match unsafe { ep.isend_or_in(|| place.take(), data, dest, tag, c.ctx) } {
+        Ok(vci::Start::Finished(st)) if st.error.is_none() => Ok(SENT),
+        Ok(vci::Start::Finished(st)) => insert(finished_entry(ep, CommRef::Static(c), st)),
+        // SAFETY: the engine wrote the request there.
+        Ok(vci::Start::Written) => Ok(unsafe { place.publish(Rest::plain(CommRef::Static(c))) }),
+        Ok(vci::Start::NoPlace) => Err(full()),
+        // Nothing was sent: the full path finds and reports it.
         Err(_) => return None,
-    }
-    let r = r.ok()?;
-    // SAFETY: checked non-null.
-    Some(unsafe { store_fast("MPI_Isend", comm, c, r, request) })
+    };
+    Some(match h {
+        Ok(h) => {
+            // SAFETY: checked non-null.
+            unsafe { request.write(h) };
+            abi::SUCCESS
+        }
+        Err(e) => fast_error("MPI_Isend", comm, e),
+    })
 }
 
 /// `MPI_Send`'s full path: every argument checked, any datatype and
@@ -454,33 +458,6 @@ unsafe fn recv_full(
         // SAFETY: the caller's status pointer.
         unsafe { finish_status(st, c, status) }
     })
-}
-
-/// Stores a request that a fast path started (once started it must not
-/// fall back to the full path, which would start it again): success, or
-/// the error of a full request table through `comm`'s error handler.
-///
-/// # Safety
-/// `request` is valid for a write.
-#[inline]
-unsafe fn store_fast(
-    func: &'static str,
-    comm: Comm,
-    c: &'static CommEntry,
-    r: vci::Request<'static>,
-    request: *mut Request,
-) -> c_int {
-    match insert(ReqEntry {
-        req: EngineReq(r),
-        rest: Rest::plain(CommRef::Static(c)),
-    }) {
-        Ok(h) => {
-            // SAFETY: the caller's guarantee.
-            unsafe { request.write(h) };
-            abi::SUCCESS
-        }
-        Err(e) => fast_error(func, comm, e),
-    }
 }
 
 /// Whether a send finished as it started, without error: its request is
@@ -769,27 +746,18 @@ mpi_fn! {
                     // A receive that waits gets a table slot, and the
                     // engine writes its request straight into it; one that
                     // matched at once needs none.
-                    let mut slot = None;
-                    let place = || {
-                        let s = vacant()?;
-                        let p = request_place(&s);
-                        slot = Some(s);
-                        Some(p)
-                    };
+                    let mut place = Place::default();
                     // SAFETY: as in `irecv_full`; the slot holds the request
                     // until it completes.
-                    let started = unsafe { ep.irecv_raw_or_in(place, at, bytes, src, tag, c.ctx) };
+                    let started = unsafe { ep.irecv_raw_or_in(|| place.take(), at, bytes, src, tag, c.ctx) };
                     let h = match started {
-                        Ok(vci::RecvStart::Finished(st)) => match received(&st).filter(|_| comm == abi::COMM_WORLD) {
+                        Ok(vci::Start::Finished(st)) => match received(&st).filter(|_| comm == abi::COMM_WORLD) {
                             Some(h) => Ok(h),
                             None => insert(finished_entry(ep, CommRef::Static(c), st)),
                         },
-                        Ok(vci::RecvStart::Written) => {
-                            let s = slot.expect("the engine wrote its request into the slot it took");
-                            // SAFETY: the engine wrote the request there.
-                            Ok(unsafe { publish(s, Rest::plain(CommRef::Static(c))) })
-                        }
-                        Ok(vci::RecvStart::NoPlace) => Err(full()),
+                        // SAFETY: the engine wrote the request there.
+                        Ok(vci::Start::Written) => Ok(unsafe { place.publish(Rest::plain(CommRef::Static(c))) }),
+                        Ok(vci::Start::NoPlace) => Err(full()),
                         // Nothing started: the full path finds and reports it.
                         // SAFETY: MPI's contract for the buffer and the
                         // request pointer.

@@ -433,37 +433,44 @@ pub fn insert(e: ReqEntry) -> Res<Request> {
     }
 }
 
-/// A free slot of the table for a request that is written into it in
-/// place (see [`vci::Endpoint::irecv_raw_or_in`]); `None` if the table is
-/// full.
-#[inline(always)]
-pub fn vacant() -> Option<Vacant<'static, ReqEntry>> {
-    poll_detached();
-    REQUESTS.vacant()
-}
+/// A table slot for a request the engine writes in place (see
+/// [`vci::Endpoint::irecv_raw_or_in`] and [`vci::Endpoint::isend_or_in`]):
+/// taken only when the engine asks for it (a request that waits), then
+/// made live beside the rest of the entry. Dropped unpublished, the slot
+/// goes back to the table.
+#[derive(Default)]
+pub struct Place(Option<Vacant<'static, ReqEntry>>);
 
-/// Where the engine writes the request of a slot from [`vacant`].
-#[inline(always)]
-pub fn request_place(slot: &Vacant<'static, ReqEntry>) -> *mut vci::Request<'static> {
-    let p = slot.as_ptr();
-    // SAFETY: a field of the slot's storage; no reference is made.
-    unsafe { std::ptr::addr_of_mut!((*p).req.0) }
-}
+impl Place {
+    /// Takes a free slot and says where the engine writes its request;
+    /// `None` if the table is full.
+    #[inline(always)]
+    pub fn take(&mut self) -> Option<*mut vci::Request<'static>> {
+        poll_detached();
+        let slot = self.0.insert(REQUESTS.vacant()?);
+        let p = slot.as_ptr();
+        // SAFETY: a field of the slot's storage; no reference is made.
+        Some(unsafe { std::ptr::addr_of_mut!((*p).req.0) })
+    }
 
-/// Puts `rest` beside the request the engine wrote into `slot` and makes
-/// the entry live: its handle.
-///
-/// # Safety
-///
-/// The engine wrote a request at [`request_place`] of `slot`.
-#[inline(always)]
-pub unsafe fn publish(slot: Vacant<'static, ReqEntry>, rest: Rest) -> Request {
-    let p = slot.as_ptr();
-    // SAFETY: a field of the slot's storage, not yet written; with the
-    // request written (the caller's promise) the entry is whole.
-    unsafe {
-        std::ptr::addr_of_mut!((*p).rest).write(rest);
-        Request(slot.fill())
+    /// Puts `rest` beside the request the engine wrote into the slot and
+    /// makes the entry live: its handle.
+    ///
+    /// # Safety
+    ///
+    /// The engine wrote a request where [`Place::take`] said.
+    #[inline(always)]
+    pub unsafe fn publish(self, rest: Rest) -> Request {
+        let slot = self
+            .0
+            .expect("the engine wrote its request into the slot it took");
+        let p = slot.as_ptr();
+        // SAFETY: a field of the slot's storage, not yet written; with the
+        // request written (the caller's promise) the entry is whole.
+        unsafe {
+            std::ptr::addr_of_mut!((*p).rest).write(rest);
+            Request(slot.fill())
+        }
     }
 }
 

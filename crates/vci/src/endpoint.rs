@@ -61,16 +61,38 @@ const SIZE_VAR: &str = "HMPI_SIZE";
 /// Set once an endpoint exists in this process.
 static CREATED: AtomicBool = AtomicBool::new(false);
 
-/// How [`Endpoint::irecv_raw_or_in`] started a receive.
+/// How [`Endpoint::irecv_raw_or_in`] started a receive, or
+/// [`Endpoint::isend_or_in`] a send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RecvStart {
-    /// It matched at once and is finished: its status (no request).
+pub enum Start {
+    /// It finished at once (a receive that matched, a send that needs
+    /// nothing more of its buffer): its status (no request).
     Finished(Status),
     /// It waits: its request was written where the place said.
     Written,
     /// It would have waited, but there was no place for its request:
     /// nothing started.
     NoPlace,
+}
+
+/// What [`Endpoint::begin_send`] made of a send.
+enum Begun<P, E> {
+    /// Nothing more to do (the payload travelled inline, or went to a
+    /// bounce buffer, or `dest` is `PROC_NULL`): the VCI and the status.
+    Complete(usize, Status),
+    /// Posted; the receiver reads the sender's buffer, so the sender
+    /// frees the envelope once the receiver is done with it: the VCI, the
+    /// envelope, the status, and the place its caller gave for the
+    /// request.
+    Pending {
+        v: usize,
+        env: NonNull<Envelope>,
+        status: Status,
+        place: P,
+    },
+    /// It would have had to wait, but its caller had no place for its
+    /// request (why): nothing was sent.
+    NoPlace(E),
 }
 
 /// This process's handle to the engine: its rank, the job's size, its VCIs
@@ -530,12 +552,89 @@ impl Endpoint {
         context: u32,
         sync: bool,
     ) -> Result<Request<'a>> {
+        let begun = self.begin_send(buf, dest, tag, context, sync, || {
+            Ok::<_, std::convert::Infallible>(())
+        })?;
+        Ok(match begun {
+            Begun::Complete(v, status) => Request::complete(self, v, status),
+            Begun::Pending { v, env, status, .. } => Request::send(self, v, env, status),
+            Begun::NoPlace(never) => match never {},
+        })
+    }
+
+    /// [`Endpoint::isend`] for a layer that keeps its requests in a table
+    /// of its own (the C library's request handles), as
+    /// [`Endpoint::irecv_raw_or_in`] is for receives: a send that needs
+    /// nothing more of `buf` once started returns its status and leaves no
+    /// request behind; one the receiver will read `buf` for asks `place`
+    /// for a slot first (before anything is sent) and writes its request
+    /// there, where it stays. A request returned by value and then moved
+    /// into a table is read back in pieces wider than the ones it was
+    /// written in, which store forwarding cannot serve; one written in
+    /// place is never copied.
+    ///
+    /// If `place` has no slot, nothing is sent: [`Start::NoPlace`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`Endpoint::isend`]; a place `place` returns is valid for a
+    /// write of a request, and the request written there is completed or
+    /// dropped like one [`Endpoint::isend`] returned.
+    #[inline(always)]
+    pub unsafe fn isend_or_in<'a>(
+        &'a self,
+        place: impl FnOnce() -> Option<*mut Request<'a>>,
+        buf: &'a [u8],
+        dest: i32,
+        tag: i32,
+        context: u32,
+    ) -> Result<Start> {
+        if self
+            .send_through_fastbox(buf, dest, tag, context)?
+            .is_some()
+        {
+            return Ok(Start::Finished(sent(dest, tag, buf.len())));
+        }
+        let place = || place().ok_or(());
+        Ok(
+            match self.begin_send(buf, dest, tag, context, false, place)? {
+                Begun::Complete(_, status) => Start::Finished(status),
+                Begun::Pending {
+                    v,
+                    env,
+                    status,
+                    place: out,
+                } => {
+                    // SAFETY: `place` gave `out` for a request (the caller's
+                    // contract).
+                    unsafe { out.write(Request::send(self, v, env, status)) };
+                    Start::Written
+                }
+                Begun::NoPlace(()) => Start::NoPlace,
+            },
+        )
+    }
+
+    /// The general send path's work (see [`Endpoint::start_send`]): checks,
+    /// chooses the protocol, builds and posts the envelope. A send whose
+    /// buffer the receiver will read asks `place` for its request's place
+    /// before anything is built; without one nothing is sent.
+    #[inline(always)]
+    fn begin_send<P, E>(
+        &self,
+        buf: &[u8],
+        dest: i32,
+        tag: i32,
+        context: u32,
+        sync: bool,
+        place: impl FnOnce() -> std::result::Result<P, E>,
+    ) -> Result<Begun<P, E>> {
         if !(0..=TAG_UB).contains(&tag) {
             return Err(Error::Tag { tag });
         }
         let v = self.vci_of(context);
         if dest == PROC_NULL {
-            return Ok(Request::complete(self, v, Status::empty()));
+            return Ok(Begun::Complete(v, Status::empty()));
         }
         let d = self.check_rank(dest)?;
         let len = buf.len();
@@ -548,6 +647,16 @@ impl Endpoint {
             Protocol::KernelAssisted
         } else {
             Protocol::TwoCopy
+        };
+        let sender_frees =
+            sync || matches!(protocol, Protocol::SingleCopy | Protocol::KernelAssisted);
+        let place = if sender_frees {
+            match place() {
+                Ok(p) => Some(p),
+                Err(e) => return Ok(Begun::NoPlace(e)),
+            }
+        } else {
+            None
         };
         let mut h = Header {
             source: self.rank,
@@ -591,12 +700,14 @@ impl Endpoint {
         // copy, kernel assisted, synchronous) or frees it (the others).
         unsafe { self.post(d, v, env) };
         self.vcis[v].count_send(protocol, sync);
-        let sender_frees =
-            sync || matches!(protocol, Protocol::SingleCopy | Protocol::KernelAssisted);
-        Ok(if sender_frees {
-            Request::send(self, v, env, status)
-        } else {
-            Request::complete(self, v, status)
+        Ok(match place {
+            Some(place) => Begun::Pending {
+                v,
+                env,
+                status,
+                place,
+            },
+            None => Begun::Complete(v, status),
         })
     }
 
@@ -660,7 +771,7 @@ impl Endpoint {
     /// of a just-returned request is read back in pieces wider than the
     /// ones it was written in, which store forwarding cannot serve).
     ///
-    /// If `place` has no slot, nothing starts: [`RecvStart::NoPlace`].
+    /// If `place` has no slot, nothing starts: [`Start::NoPlace`].
     ///
     /// # Safety
     ///
@@ -677,11 +788,11 @@ impl Endpoint {
         source: i32,
         tag: i32,
         context: u32,
-    ) -> Result<RecvStart> {
+    ) -> Result<Start> {
         self.check_recv_key(source, tag)?;
         let v = self.vci_of(context);
         if source == PROC_NULL {
-            return Ok(RecvStart::Finished(Status::empty()));
+            return Ok(Start::Finished(Status::empty()));
         }
         let target = Target::Buffer { buf, cap: len };
         let place = || place().ok_or(());
@@ -689,14 +800,14 @@ impl Endpoint {
         // request completes.
         let posted = unsafe { self.vcis[v].post_recv(target, source, tag, context, place) };
         Ok(match posted {
-            Posted::Matched(st) => RecvStart::Finished(st),
+            Posted::Matched(st) => Start::Finished(st),
             Posted::Waiting(id, out) => {
                 // SAFETY: `place` gave `out` for a request (the caller's
                 // contract).
                 unsafe { out.write(Request::recv(self, v, id)) };
-                RecvStart::Written
+                Start::Written
             }
-            Posted::NoPlace(()) => RecvStart::NoPlace,
+            Posted::NoPlace(()) => Start::NoPlace,
         })
     }
 

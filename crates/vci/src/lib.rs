@@ -71,7 +71,7 @@ mod solo;
 pub mod vci;
 
 pub use config::Config;
-pub use endpoint::{Endpoint, RecvStart};
+pub use endpoint::{Endpoint, Start};
 pub use envelope::Protocol;
 pub use error::{Error, Result};
 pub use message::Message;

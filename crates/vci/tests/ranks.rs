@@ -284,6 +284,33 @@ fn issend_t<'a>(
     unsafe { ep.issend(buf, dest, tag, ctx) }
 }
 
+/// `Endpoint::isend_or_in` for these tests, in context 0.
+fn isend_in<'a>(
+    ep: &'a Endpoint,
+    place: Option<*mut vci::Request<'a>>,
+    buf: &'a [u8],
+    dest: i32,
+    tag: i32,
+) -> vci::Result<vci::Start> {
+    // SAFETY: a place given here is storage for a request that the test
+    // waits for once the engine has written it.
+    unsafe { ep.isend_or_in(|| place, buf, dest, tag, 0) }
+}
+
+/// `Endpoint::irecv_raw_or_in` for these tests, in context 0.
+fn irecv_in<'a>(
+    ep: &'a Endpoint,
+    place: Option<*mut vci::Request<'a>>,
+    buf: *mut u8,
+    len: usize,
+    src: i32,
+    tag: i32,
+) -> vci::Result<vci::Start> {
+    // SAFETY: as for `isend_in`; `buf` is a live vector of `len` bytes
+    // that the test leaves alone until the request is waited for.
+    unsafe { ep.irecv_raw_or_in(|| place, buf, len, src, tag, 0) }
+}
+
 /// `Endpoint::irecv` for these tests.
 fn irecv<'a>(
     ep: &'a Endpoint,
@@ -814,6 +841,84 @@ fn semantics_rank() {
     ep.recv(&mut m, me, TAG_UB, 0).unwrap();
     r.wait().unwrap();
     ep.barrier();
+
+    in_place_starts(&ep);
+}
+
+/// Requests written in place (as the C library's request table has
+/// them): a start that finishes at once needs no place; one that waits
+/// writes its request where the place says; one without a place starts
+/// nothing.
+fn in_place_starts(ep: &Endpoint) {
+    const T: i32 = 900;
+    let me = ep.rank();
+    if me == 0 {
+        let small = numbered(0, 8);
+        // Above the immediate limit and in the heap: the receiver reads
+        // it, so the send waits for it.
+        let (kept, dropped) = (numbered(1, 4 * EAGER), numbered(2, 4 * EAGER));
+        let st = isend_in(ep, None, &small, 1, T).unwrap();
+        assert!(
+            matches!(st, vci::Start::Finished(s) if s.source == 1 && s.tag == T && s.count == 8),
+            "{st:?}"
+        );
+        assert_eq!(
+            isend_in(ep, None, &dropped, 1, T).unwrap(),
+            vci::Start::NoPlace
+        );
+        assert!(matches!(
+            isend_in(ep, None, &dropped, 1, -1),
+            Err(Error::Tag { tag: -1 })
+        ));
+        assert!(matches!(
+            isend_in(ep, None, &dropped, 7, T),
+            Err(Error::Rank { .. })
+        ));
+        let mut slot = std::mem::MaybeUninit::<vci::Request<'_>>::uninit();
+        let st = isend_in(ep, Some(slot.as_mut_ptr()), &kept, 1, T).unwrap();
+        assert_eq!(st, vci::Start::Written);
+        // SAFETY: the engine wrote the request there.
+        let st = unsafe { slot.assume_init() }.wait().unwrap();
+        assert_eq!((st.source, st.tag, st.count), (1, T, 4 * EAGER as u64));
+    } else if me == 1 {
+        let mut buf = vec![0u8; 4 * EAGER];
+        let st = ep.recv(&mut buf, 0, T, 0).unwrap();
+        assert_eq!((st.count, number_of(&buf[..8])), (8, 0));
+        // The send that had no place was never sent: the next one is the
+        // one that had.
+        let st = ep.recv(&mut buf, 0, T, 0).unwrap();
+        assert_eq!(st.count as usize, 4 * EAGER);
+        assert_eq!(buf, numbered(1, 4 * EAGER));
+
+        // Receives: without a place, one whose message is not there posts
+        // nothing; with one, it waits in place.
+        let (ptr, len) = (buf.as_mut_ptr(), buf.len());
+        let st = irecv_in(ep, None, ptr, len, me, T + 1).unwrap();
+        assert_eq!(st, vci::Start::NoPlace);
+        let mut slot = std::mem::MaybeUninit::<vci::Request<'_>>::uninit();
+        let st = irecv_in(ep, Some(slot.as_mut_ptr()), ptr, len, me, T + 1).unwrap();
+        assert_eq!(st, vci::Start::Written);
+        // Had the first start posted a receive, this message would go to
+        // it and the request below would never finish.
+        ep.send(&numbered(3, 16), me, T + 1, 0).unwrap();
+        // SAFETY: the engine wrote the request there.
+        let st = unsafe { slot.assume_init() }.wait().unwrap();
+        assert_eq!((st.count, number_of(&buf[..16])), (16, 3));
+        // Without a place, a receive whose message is there finishes.
+        ep.send(&numbered(4, 16), me, T + 1, 0).unwrap();
+        let st = irecv_in(ep, None, ptr, len, me, T + 1).unwrap();
+        assert!(
+            matches!(st, vci::Start::Finished(s) if s.count == 16),
+            "{st:?}"
+        );
+        assert_eq!(number_of(&buf[..16]), 4);
+    }
+    ep.barrier();
+    assert_eq!(
+        ep.iprobe(ANY_SOURCE, ANY_TAG, 0).unwrap(),
+        None,
+        "nothing left over"
+    );
 }
 
 // ------------------------------------------------------------ ring
