@@ -132,14 +132,15 @@ pub trait Givable: sealed::Sealed + Sized + Send + 'static {
     #[doc(hidden)]
     fn into_block(self) -> Result<OwnedBlock, (Self, Error)>;
 
-    /// The value a received block holds.
+    /// The value a received block holds. By reference, so that the
+    /// fields are read where the engine wrote them (see `take_engine`).
     ///
     /// # Safety
     /// The block is the caller's, received from the engine (a block of this
     /// process's global allocator aligned to `ALIGN`, or of size 0), and
-    /// not used afterwards.
+    /// not used afterwards: the value, or the error, has taken it over.
     #[doc(hidden)]
-    unsafe fn from_block(b: OwnedBlock) -> Result<Self, Error>;
+    unsafe fn from_block(b: &OwnedBlock) -> Result<Self, Error>;
 
     /// The value back from a block that [`Givable::into_block`] made and
     /// nobody received (a give that failed).
@@ -189,9 +190,9 @@ impl<T: Transferable> Givable for Box<T> {
         })
     }
 
-    unsafe fn from_block(b: OwnedBlock) -> Result<Self, Error> {
+    unsafe fn from_block(b: &OwnedBlock) -> Result<Self, Error> {
         let want = || format!("Box<{}>", std::any::type_name::<T>());
-        match origin(&b) {
+        match origin(b) {
             Origin::Given {
                 kind: KIND_BOX,
                 fingerprint: f,
@@ -208,12 +209,12 @@ impl<T: Transferable> Givable for Box<T> {
                     fingerprint::<T>()
                 );
                 // SAFETY: the caller's contract.
-                return Err(unsafe { reject(b, &want(), why) });
+                return Err(unsafe { reject(*b, &want(), why) });
             }
             Origin::Given { kind, .. } => {
                 let why = format!("the message holds {}", kind_name(kind));
                 // SAFETY: the caller's contract.
-                return Err(unsafe { reject(b, &want(), why) });
+                return Err(unsafe { reject(*b, &want(), why) });
             }
             Origin::Bytes if !T::PLAIN => {
                 let why = format!(
@@ -222,7 +223,7 @@ impl<T: Transferable> Givable for Box<T> {
                     b.len
                 );
                 // SAFETY: the caller's contract.
-                return Err(unsafe { reject(b, &want(), why) });
+                return Err(unsafe { reject(*b, &want(), why) });
             }
             Origin::Bytes => {}
         }
@@ -240,7 +241,7 @@ impl<T: Transferable> Givable for Box<T> {
             let why =
                 "a value that owns heap blocks needs the node heap as global allocator".to_string();
             // SAFETY: the caller's contract.
-            return Err(unsafe { reject(b, &want(), why) });
+            return Err(unsafe { reject(*b, &want(), why) });
         }
         let p = b.ptr.as_ptr().cast::<T>();
         if b.layout == Layout::new::<T>() {
@@ -423,12 +424,12 @@ impl<T: Transferable> Givable for Vec<T> {
         Ok(vec_into_block(self))
     }
 
-    unsafe fn from_block(b: OwnedBlock) -> Result<Self, Error> {
+    unsafe fn from_block(b: &OwnedBlock) -> Result<Self, Error> {
         let want = || format!("Vec<{}>", std::any::type_name::<T>());
         // SAFETY: the caller's contract.
-        let n = unsafe { seq_count::<T>(&b, &want) }?;
+        let n = unsafe { seq_count::<T>(b, &want) }?;
         // SAFETY: checked above.
-        Ok(unsafe { block_to_vec(b, n) })
+        Ok(unsafe { block_to_vec(*b, n) })
     }
 
     unsafe fn restore(b: OwnedBlock) -> Self {
@@ -447,7 +448,7 @@ impl<T: Transferable> Givable for Box<[T]> {
             .map_err(|(v, e)| (v.into_boxed_slice(), e))
     }
 
-    unsafe fn from_block(b: OwnedBlock) -> Result<Self, Error> {
+    unsafe fn from_block(b: &OwnedBlock) -> Result<Self, Error> {
         // SAFETY: the caller's contract.
         unsafe { Vec::<T>::from_block(b) }.map(Vec::into_boxed_slice)
     }
@@ -468,19 +469,19 @@ impl Givable for String {
         Ok(b)
     }
 
-    unsafe fn from_block(b: OwnedBlock) -> Result<Self, Error> {
-        let checked = match origin(&b) {
+    unsafe fn from_block(b: &OwnedBlock) -> Result<Self, Error> {
+        let checked = match origin(b) {
             Origin::Given { kind: KIND_STR, .. } => true,
             Origin::Given { kind, .. } => {
                 let why = format!("the message holds {}", kind_name(kind));
                 // SAFETY: the caller's contract.
-                return Err(unsafe { reject(b, "String", why) });
+                return Err(unsafe { reject(*b, "String", why) });
             }
             Origin::Bytes => false,
         };
         let n = b.len;
         // SAFETY: bytes are plain; the block holds `n` of them.
-        let bytes = unsafe { block_to_vec::<u8>(b, n) };
+        let bytes = unsafe { block_to_vec::<u8>(*b, n) };
         if checked {
             // SAFETY: the bytes of a String given by this program.
             return Ok(unsafe { String::from_utf8_unchecked(bytes) });
@@ -520,13 +521,13 @@ impl<T: Transferable> Givable for OpiBuf<T> {
     }
 
     #[inline(always)]
-    unsafe fn from_block(b: OwnedBlock) -> Result<Self, Error> {
+    unsafe fn from_block(b: &OwnedBlock) -> Result<Self, Error> {
         let want = || format!("OpiBuf<{}>", std::any::type_name::<T>());
         // SAFETY: the caller's contract.
-        let n = unsafe { seq_count::<T>(&b, &want) }?;
+        let n = unsafe { seq_count::<T>(b, &want) }?;
         if size_of::<T>() == 0 {
             // SAFETY: checked above.
-            let v: Vec<T> = unsafe { block_to_vec(b, n) };
+            let v: Vec<T> = unsafe { block_to_vec(*b, n) };
             return Ok(OpiBuf::from_vec_zst(v));
         }
         // SAFETY: a block of the global allocator (or size 0), aligned for

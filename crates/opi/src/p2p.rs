@@ -165,7 +165,10 @@ pub(crate) fn take_on<V: Givable>(
 
 /// A take from `from` for a caller that has no use for the status: the
 /// value alone, so that no status is translated and none travels back
-/// with it.
+/// with it. Inlined: returned from a call, the value came back through
+/// memory written field by field and was read back at once in wider
+/// loads, which store forwarding cannot serve (a stall on every take).
+#[inline(always)]
 fn take_value<V: Givable, S: Source + ?Sized>(from: &S, tag: i32) -> Result<V> {
     let c = from.comm();
     let mut st = vci::Status::empty();
@@ -191,10 +194,14 @@ fn take_engine<V: Givable>(
     *st = ep
         .recv_owned_into(&mut out, V::ALIGN, src, tag, context)
         .map_err(|e| engine_error(e, comm.world_to_comm()))?;
-    // Not PROC_NULL (refused above): the engine delivered a block.
-    let b = out.ok_or_else(|| Error::Internal("a take finished without a block".into()))?;
-    // SAFETY: a block the engine just handed us.
-    unsafe { V::from_block(b) }
+    // Not PROC_NULL (refused above): the engine delivered a block. Read
+    // where the engine wrote it, field by field (a copy of the whole
+    // block first was made in wide loads, which stall, as above).
+    match &out {
+        // SAFETY: a block the engine just handed us.
+        Some(b) => unsafe { V::from_block(b) },
+        None => Err(Error::Internal("a take finished without a block".into())),
+    }
 }
 
 fn nothing_from_proc_null(comm: &SimpleCommunicator) -> Error {
@@ -400,7 +407,7 @@ impl<V: Givable> TakeSlot<V> {
     pub fn take(&mut self) -> Result<Option<V>> {
         match self.block.take() {
             // SAFETY: a block the engine put here for us.
-            Some(b) => unsafe { V::from_block(b) }.map(Some),
+            Some(b) => unsafe { V::from_block(&b) }.map(Some),
             None => Ok(None),
         }
     }
