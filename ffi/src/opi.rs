@@ -91,18 +91,20 @@ unsafe fn given_block(p: *mut u8, bytes: usize) -> Res<OwnedBlock> {
     Ok(b)
 }
 
-/// Starts a give: checks everything, then gives; `*ptr` becomes NULL.
+/// Checks a give's arguments: the program's pointer variable, the block
+/// it names (its first `count` elements to go), and `dest` as a world
+/// rank is checked too. Nothing is given yet.
 ///
 /// # Safety
-/// `ptr` is valid for a read and a write of a pointer.
-unsafe fn give(
+/// `ptr` is valid for a read of a pointer.
+unsafe fn give_args(
     c: &CommEntry,
     ptr: *mut c_void,
     count: c_int,
     dt: Datatype,
     dest: c_int,
     tag: c_int,
-) -> Res<vci::Request<'static>> {
+) -> Res<(*mut *mut u8, OwnedBlock)> {
     let p = slot(ptr)?;
     let ty = type_ref(dt)?;
     let bytes = dense_bytes(count, &ty)?;
@@ -113,20 +115,15 @@ unsafe fn give(
     // SAFETY: checked non-null; the program's pointer variable, which
     // names a buffer the program owns.
     let b = unsafe { given_block(p.read(), bytes) }?;
-    // SAFETY: the block is given up on success (the pointer is cleared
-    // below); on error it is still the program's.
-    let r = unsafe { raw::igive(b, &c.comm, dest, tag, dt.0 as u64) }?;
-    // SAFETY: as above.
-    unsafe { p.write(std::ptr::null_mut()) };
-    Ok(r)
+    Ok((p, b))
 }
 
 /// A taken block for the program: checks that it is flat and fits
 /// `max` bytes, else frees it. The pointer to store, or the error.
-pub(crate) fn accept(b: OwnedBlock, max: usize) -> Result<*mut u8, (c_int, String)> {
-    if !raw::is_flat(&b) {
+pub(crate) fn accept(b: &OwnedBlock, max: usize) -> Result<*mut u8, (c_int, String)> {
+    if !raw::is_flat(b) {
         // SAFETY: ours, not used again.
-        unsafe { raw::free(b) };
+        unsafe { raw::free(*b) };
         return Err((
             abi::ERR_TYPE,
             "a value that owns further heap blocks cannot be taken as bytes".into(),
@@ -135,7 +132,7 @@ pub(crate) fn accept(b: OwnedBlock, max: usize) -> Result<*mut u8, (c_int, Strin
     if b.len > max {
         let len = b.len;
         // SAFETY: ours, not used again.
-        unsafe { raw::free(b) };
+        unsafe { raw::free(*b) };
         return Err((
             abi::ERR_TRUNCATE,
             format!("a {len}-byte buffer where at most {max} bytes were expected"),
@@ -207,8 +204,12 @@ pub unsafe extern "C" fn OPI_Give(
 ) -> c_int {
     api_comm("OPI_Give", comm, |c| {
         // SAFETY: the caller's guarantee.
-        let r = unsafe { give(c, ptr, count, datatype, dest, tag) }?;
-        crate::request::engine_status(r.wait())?;
+        let (p, b) = unsafe { give_args(c, ptr, count, datatype, dest, tag) }?;
+        // SAFETY: the block is given up on success (the pointer is cleared
+        // below); on error it is still the program's.
+        unsafe { raw::give(b, &c.comm, dest, tag, datatype.0 as u64) }?;
+        // SAFETY: checked non-null by `give_args`.
+        unsafe { p.write(std::ptr::null_mut()) };
         Ok(())
     })
 }
@@ -230,7 +231,11 @@ pub unsafe extern "C" fn OPI_Igive(
     api_comm("OPI_Igive", comm, |c| {
         out(request, "request")?;
         // SAFETY: the caller's guarantee.
-        let r = unsafe { give(c, ptr, count, datatype, dest, tag) }?;
+        let (p, b) = unsafe { give_args(c, ptr, count, datatype, dest, tag) }?;
+        // SAFETY: as in `OPI_Give`.
+        let r = unsafe { raw::igive(b, &c.comm, dest, tag, datatype.0 as u64) }?;
+        // SAFETY: checked non-null by `give_args`.
+        unsafe { p.write(std::ptr::null_mut()) };
         let h = insert(ReqEntry {
             req: EngineReq(r),
             rest: Rest::plain(c.clone()),
@@ -272,7 +277,12 @@ pub unsafe extern "C" fn OPI_Take(
         }
         // SAFETY: checked non-null.
         unsafe { p.write(std::ptr::null_mut()) };
-        let (b, st) = raw::take(&c.comm, source_rank(source), tag_arg(tag))?;
+        // The block stays where the engine wrote it (see `raw::take_into`).
+        let mut taken = None;
+        let st = raw::take_into(&c.comm, source_rank(source), tag_arg(tag), &mut taken)?;
+        let b = taken
+            .as_ref()
+            .ok_or_else(|| MpiError::new(abi::ERR_INTERN, "a take finished without a block"))?;
         let mut s = MpiStatus {
             source: st.source_rank(),
             tag: st.tag(),

@@ -138,7 +138,7 @@ impl Rest {
             None | Some(Extra::Packed(_)) => {}
             Some(Extra::Staged(staged)) => staged.finish(st.count),
             Some(Extra::Taken(t)) => {
-                let got = match *t.slot {
+                let got = match &*t.slot {
                     Some(b) => crate::opi::accept(b, t.max),
                     None => Ok(std::ptr::null_mut()),
                 };

@@ -153,6 +153,27 @@ pub fn is_flat(b: &OwnedBlock) -> bool {
 /// further heap blocks is refused ([`Error::Type`]; its outer block is
 /// freed).
 pub fn take(comm: &SimpleCommunicator, source: i32, tag: i32) -> Result<(OwnedBlock, Status)> {
+    let mut out = None;
+    let st = take_into(comm, source, tag, &mut out)?;
+    match out {
+        Some(b) => Ok((b, st)),
+        None => Err(Error::Internal("a take finished without a block".into())),
+    }
+}
+
+/// [`take`] into `out`, where the block stays as the engine wrote it (set
+/// only on success): a caller that reads a few of its fields copies
+/// nothing. (Moved out in a `Result`, the block was copied in wide loads
+/// right after the narrower stores that wrote it, which store forwarding
+/// cannot serve: a stall on every take.)
+#[inline]
+pub fn take_into(
+    comm: &SimpleCommunicator,
+    source: i32,
+    tag: i32,
+    out: &mut Option<OwnedBlock>,
+) -> Result<Status> {
+    *out = None;
     check_recv_tag(tag)?;
     let ep = endpoint()?;
     let src = comm.source_to_world(source)?;
@@ -162,17 +183,17 @@ pub fn take(comm: &SimpleCommunicator, source: i32, tag: i32) -> Result<(OwnedBl
             size: comm.size(),
         });
     }
-    let (b, st) = ep
-        .recv_owned(RAW_ALIGN, src, tag, comm.context())
+    let st = ep
+        .recv_owned_into(out, RAW_ALIGN, src, tag, comm.context())
         .map_err(|e| engine_error(e, comm.world_to_comm()))?;
-    if !is_flat(&b) {
+    if let Some(b) = out.take_if(|b| !is_flat(b)) {
         // SAFETY: ours, not used again.
         unsafe { b.free() };
         return Err(Error::Type {
             reason: "a raw take of a value that owns heap blocks (take it with its type)".into(),
         });
     }
-    Ok((b, Status::from_engine(st, comm.status_ranks())))
+    Ok(Status::from_engine(st, comm.status_ranks()))
 }
 
 /// Starts a raw take into `*out` (`OPI_Itake`); check the block with
