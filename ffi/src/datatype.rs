@@ -112,15 +112,7 @@ impl TypeInfo {
 
     /// Bytes of `count` elements, or `MPI_ERR_COUNT` if that overflows.
     pub fn bytes(&self, count: usize) -> Res<usize> {
-        count
-            .checked_mul(self.size)
-            .filter(|&b| b <= isize::MAX as usize)
-            .ok_or_else(|| {
-                MpiError::new(
-                    abi::ERR_COUNT,
-                    format!("{count} elements of {} bytes overflow", self.size),
-                )
-            })
+        bytes_of(count, self.size)
     }
 
     /// Checks that `buf` can hold `count` elements: a null buffer is only
@@ -331,6 +323,20 @@ pub fn type_ref(t: Datatype) -> Res<TypeRef> {
 }
 
 /// A count argument: `MPI_ERR_COUNT` if negative.
+/// Bytes of `count` elements of `size` bytes each; an error if that
+/// overflows.
+pub fn bytes_of(count: usize, size: usize) -> Res<usize> {
+    count
+        .checked_mul(size)
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or_else(|| {
+            MpiError::new(
+                abi::ERR_COUNT,
+                format!("{count} elements of {size} bytes overflow"),
+            )
+        })
+}
+
 pub fn count_arg(count: c_int) -> Res<usize> {
     usize::try_from(count)
         .map_err(|_| MpiError::new(abi::ERR_COUNT, format!("negative count {count}")))
