@@ -98,9 +98,9 @@ unsafe fn given_block(p: *mut u8, bytes: usize) -> Res<OwnedBlock> {
     Ok(b)
 }
 
-/// Checks a give's arguments: the program's pointer variable, the block
-/// it names (its first `count` elements to go), and `dest` as a world
-/// rank is checked too. Nothing is given yet.
+/// Checks a give's arguments (the destination and the tag too) and
+/// returns the program's pointer variable and the block it names, to go
+/// with its first `count` elements. Nothing is given yet.
 ///
 /// # Safety
 /// `ptr` is valid for a read of a pointer.
