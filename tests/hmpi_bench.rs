@@ -1,6 +1,7 @@
 //! `hmpi-bench` end to end, hmpi backend only (no system MPI needed): the
 //! message workloads at a tiny size range, through the launcher, with the
-//! CSV checked for every size and sane values; and `compare` with no peers.
+//! CSV checked for every size and sane values; `opi --quick` (without the
+//! iceoryx2 peer); and `compare` with no peers.
 //! The MPI peers are exercised by CI's short `compare` (`.ci/run`).
 #![cfg(feature = "bench")]
 
@@ -123,6 +124,41 @@ fn window_workloads_write_sane_csvs() {
         );
         std::fs::remove_file(&csv).unwrap();
     }
+}
+
+#[test]
+fn opi_quick_measures_the_target_sizes_alternately_too() {
+    let csv = tmp("opi.csv");
+    let out = run(&["opi", "--quick", "--csv", csv.to_str().unwrap()]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("opi-latency (ns"), "{stdout}");
+    // The 4 MiB / 8 B target is judged from the alternate measurement.
+    assert!(
+        stdout.contains("4 MiB / 8 B: ") && stdout.contains("(measured alternately)"),
+        "{stdout}"
+    );
+    let rows = read_csv(&csv);
+    let sizes_of = |backend: &str| -> Vec<usize> {
+        rows.iter()
+            .filter(|r| r.0 == "opi-latency" && r.1 == backend)
+            .map(|r| r.3)
+            .collect()
+    };
+    assert_eq!(
+        sizes_of("hmpi-opi"),
+        [8, 1 << 10, 64 << 10, 1 << 20, 4 << 20]
+    );
+    assert_eq!(sizes_of("hmpi-opi-paired"), [8, 4 << 20]);
+    for (w, b, ranks, size, value, unit, min, max) in &rows {
+        assert!(
+            value.is_finite() && *value > 0.0 && min <= value && value <= max,
+            "{w} {b} {size}: {min} {value} {max}"
+        );
+        assert_eq!(unit, "ns", "{w} {b}");
+        assert!(*ranks == 2 || w == "opi-pool", "{w} {b} {ranks}");
+    }
+    std::fs::remove_file(&csv).unwrap();
 }
 
 #[test]
