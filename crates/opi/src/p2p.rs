@@ -184,24 +184,43 @@ fn take_engine<V: Givable>(
     context: u32,
     st: &mut vci::Status,
 ) -> Result<V> {
-    check_recv_tag(tag)?;
-    let ep = endpoint()?;
-    let src = comm.source_to_world(source)?;
-    if src == PROC_NULL {
-        return Err(nothing_from_proc_null(comm));
-    }
     let mut out = None;
-    *st = ep
-        .recv_owned_into(&mut out, V::ALIGN, src, tag, context)
-        .map_err(|e| engine_error(e, comm.world_to_comm()))?;
-    // Not PROC_NULL (refused above): the engine delivered a block. Read
-    // where the engine wrote it, field by field (a copy of the whole
+    recv_block_into(comm, source, tag, context, V::ALIGN, &mut out, st)?;
+    // Read where the engine wrote it, field by field (a copy of the whole
     // block first was made in wide loads, which stall, as above).
     match &out {
         // SAFETY: a block the engine just handed us.
         Some(b) => unsafe { V::from_block(b) },
         None => Err(Error::Internal("a take finished without a block".into())),
     }
+}
+
+/// A blocking receive of a block (of `align`) from communicator rank
+/// `source` with `tag` into `out`, where it stays as the engine wrote it,
+/// with the engine's status in `st`. What typed and raw takes share; a
+/// take from `PROC_NULL` is refused, so on success the engine delivered a
+/// block. (The status goes out through `st`, not in the `Result`: so
+/// returned, it cost the typed take some 10 instructions more.)
+#[inline(always)]
+pub(crate) fn recv_block_into(
+    comm: &SimpleCommunicator,
+    source: i32,
+    tag: i32,
+    context: u32,
+    align: usize,
+    out: &mut Option<OwnedBlock>,
+    st: &mut vci::Status,
+) -> Result<()> {
+    check_recv_tag(tag)?;
+    let ep = endpoint()?;
+    let src = comm.source_to_world(source)?;
+    if src == PROC_NULL {
+        return Err(nothing_from_proc_null(comm));
+    }
+    *st = ep
+        .recv_owned_into(out, align, src, tag, context)
+        .map_err(|e| engine_error(e, comm.world_to_comm()))?;
+    Ok(())
 }
 
 fn nothing_from_proc_null(comm: &SimpleCommunicator) -> Error {

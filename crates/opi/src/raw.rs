@@ -25,11 +25,10 @@
 //! ```
 
 use crate::givable::{meta, origin, Origin, KIND_RAW};
-use crate::p2p::{check_recv_tag, check_send_tag};
+use crate::p2p::{check_recv_tag, check_send_tag, recv_block_into};
 use hmpi_core::environment::endpoint;
 use hmpi_core::point_to_point::engine_error;
-use hmpi_core::traits::Communicator;
-use hmpi_core::{Error, Result, SimpleCommunicator, Status, PROC_NULL};
+use hmpi_core::{Error, Result, SimpleCommunicator, Status};
 use std::alloc::Layout;
 use std::ptr::NonNull;
 pub use vci::OwnedBlock;
@@ -174,18 +173,8 @@ pub fn take_into(
     out: &mut Option<OwnedBlock>,
 ) -> Result<Status> {
     *out = None;
-    check_recv_tag(tag)?;
-    let ep = endpoint()?;
-    let src = comm.source_to_world(source)?;
-    if src == PROC_NULL {
-        return Err(Error::Rank {
-            rank: PROC_NULL,
-            size: comm.size(),
-        });
-    }
-    let st = ep
-        .recv_owned_into(out, RAW_ALIGN, src, tag, comm.context())
-        .map_err(|e| engine_error(e, comm.world_to_comm()))?;
+    let mut st = vci::Status::empty();
+    recv_block_into(comm, source, tag, comm.context(), RAW_ALIGN, out, &mut st)?;
     if let Some(b) = out.take_if(|b| !is_flat(b)) {
         // SAFETY: ours, not used again.
         unsafe { b.free() };
