@@ -322,9 +322,8 @@ pub fn type_ref(t: Datatype) -> Res<TypeRef> {
     Ok(ty)
 }
 
-/// A count argument: `MPI_ERR_COUNT` if negative.
-/// Bytes of `count` elements of `size` bytes each; an error if that
-/// overflows.
+/// Bytes of `count` elements of `size` bytes each; `MPI_ERR_COUNT` if
+/// that overflows.
 pub fn bytes_of(count: usize, size: usize) -> Res<usize> {
     count
         .checked_mul(size)
@@ -337,6 +336,7 @@ pub fn bytes_of(count: usize, size: usize) -> Res<usize> {
         })
 }
 
+/// A count argument: `MPI_ERR_COUNT` if negative.
 pub fn count_arg(count: c_int) -> Res<usize> {
     usize::try_from(count)
         .map_err(|_| MpiError::new(abi::ERR_COUNT, format!("negative count {count}")))
