@@ -383,6 +383,13 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
     let leader = me == 0;
     let div = if job.quick { 10 } else { 1 };
     let mut lines = Vec::new();
+    // One give/take repetition after a barrier: its one-way time in ns.
+    let give_take_ns = |size, touch, warmup, iters| -> Result<f64, BenchError> {
+        world.barrier().map_err(failed)?;
+        let t = give_take_latency(&world, 1 - me, leader, size, touch, warmup, iters)
+            .map_err(failed)?;
+        Ok(t * 1e9)
+    };
     let peer = ZeroCopyPeer::open(&world, leader)?;
     for &size in &job.sizes {
         let (oi, ci) = (OPI_ITERS / div, (copy_iters(size) / div).max(10));
@@ -390,19 +397,14 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
         // Warm-ups, then the repetitions of hmpi's two give/take loops and
         // the peer's interleaved, so that all see the same machine.
         for touch in [Touch::None, Touch::FirstByte] {
-            world.barrier().map_err(failed)?;
-            give_take_latency(&world, 1 - me, leader, size, touch, oi / 10, oi / 10)
-                .map_err(failed)?;
+            give_take_ns(size, touch, oi / 10, oi / 10)?;
         }
         ports.warm_up(&world, size, oi / 10)?;
         let mut opi_ns = [Vec::new(), Vec::new()];
         let mut peer_ns = Vec::new();
         for _ in 0..job.reps {
             for (ns, touch) in opi_ns.iter_mut().zip([Touch::None, Touch::FirstByte]) {
-                world.barrier().map_err(failed)?;
-                let t = give_take_latency(&world, 1 - me, leader, size, touch, 0, oi)
-                    .map_err(failed)?;
-                ns.push(t * 1e9);
+                ns.push(give_take_ns(size, touch, 0, oi)?);
             }
             peer_ns.extend(ports.one_way_ns(&world, size, oi)?);
         }
@@ -446,10 +448,7 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
         let mut paired = [Vec::new(), Vec::new()];
         for _ in 0..PAIRED_ROUNDS {
             for (ns, &size) in paired.iter_mut().zip(&PAIRED) {
-                world.barrier().map_err(failed)?;
-                let t = give_take_latency(&world, 1 - me, leader, size, Touch::None, oi / 10, oi)
-                    .map_err(failed)?;
-                ns.push(t * 1e9);
+                ns.push(give_take_ns(size, Touch::None, oi / 10, oi)?);
             }
         }
         if leader {
