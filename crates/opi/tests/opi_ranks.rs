@@ -493,6 +493,15 @@ fn cycles_rank(u: Universe) {
         }
     }
     assert_baseline(&w, base, "after the cycles");
+    // One thread communicated: its locks are still biased to it (solo
+    // mode, the default), where the kernel allows it. A runtime thread
+    // that communicated behind the program's back would have ended it.
+    let ep = hmpi_core::environment::endpoint().unwrap();
+    assert_eq!(
+        ep.solo(),
+        ep.config().solo && vci::solo_supported(),
+        "solo mode after a single-threaded run"
+    );
     drop(u);
 }
 

@@ -81,6 +81,7 @@ pub use request::{
     wait_some,
 };
 pub use request::{Request, Status, StatusError};
+pub use solo::supported as solo_supported;
 pub use vci::Stats;
 
 /// Wildcard source for receives and probes.

@@ -7,10 +7,12 @@
 //! has left the core: the path of a tiny message (receive, then send the
 //! reply) takes three of them.
 //!
-//! Opt-in (`HMPI_SOLO=1`, see [`crate::config`]): on the 2-vCPU AMD
-//! machine `hmpi-bench latency` gained nothing from it where a cache line
-//! crosses cores in about 55 ns and lost 13–18 ns where it takes about
-//! 250 ns (`docs/architecture.md`).
+//! On by default (`HMPI_SOLO=0` turns it off, see [`crate::config`]). On
+//! the 2-vCPU AMD machine a one-way give/take costs 10–30 ns less with it,
+//! and `hmpi-bench latency` measures the same either way
+//! (`docs/architecture.md`). A locked instruction waits until every store
+//! before it has left the core, and a give's path stores more than a
+//! small send's.
 //!
 //! So the locks are *biased* towards the thread that created the endpoint,
 //! the owner (the technique of biased locking in virtual machines, made
@@ -35,7 +37,7 @@
 //! the barrier made visible: the other thread sees the owner inside and
 //! waits. Otherwise the owner sees `multi` and takes the real lock.
 //!
-//! Without `HMPI_SOLO=1`, or where `membarrier` is unavailable (kernels
+//! With `HMPI_SOLO=0`, or where `membarrier` is unavailable (kernels
 //! before 4.14, sandboxes that forbid it), the process starts in multi
 //! mode: the locks are what they would be without this module.
 
@@ -241,15 +243,26 @@ mod sys {
     }
 }
 
+/// Whether this kernel offers what solo mode needs
+/// (`membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`), without registering
+/// for it: where it does not, every lock is real whatever
+/// [`Config::solo`](crate::Config::solo) says.
+pub fn supported() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        let cmds = sys::membarrier(sys::QUERY);
+        cmds >= 0 && cmds & sys::PRIVATE_EXPEDITED as libc::c_long != 0
+    }
+    #[cfg(not(target_os = "linux"))]
+    false
+}
+
 /// Whether `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` works in this
 /// process (registering for it).
 fn membarrier_ready() -> bool {
     #[cfg(target_os = "linux")]
     {
-        let cmds = sys::membarrier(sys::QUERY);
-        cmds >= 0
-            && cmds & sys::PRIVATE_EXPEDITED as libc::c_long != 0
-            && sys::membarrier(sys::REGISTER_PRIVATE_EXPEDITED) == 0
+        supported() && sys::membarrier(sys::REGISTER_PRIVATE_EXPEDITED) == 0
     }
     #[cfg(not(target_os = "linux"))]
     false

@@ -115,8 +115,8 @@ const TESTS: &[(&str, fn())] = &[
     ),
     ("synergistic_with_4k_blocks", synergistic_with_4k_blocks),
     (
-        "solo_mode_pingpong_order_threads_and_mprobe",
-        solo_mode_pingpong_order_threads_and_mprobe,
+        "real_locks_pingpong_order_threads_and_mprobe",
+        real_locks_pingpong_order_threads_and_mprobe,
     ),
 ];
 
@@ -190,10 +190,11 @@ fn ssend_deadlock_scenario_with_a_vci_per_context() {
     run_ok("ssend", 2, &[(vci::config::VCIS_VAR, "2".into())]);
 }
 
-/// Solo mode (`HMPI_SOLO=1`): the creating thread's locks without locked
-/// instructions, ended for good when other threads communicate.
-fn solo_mode_pingpong_order_threads_and_mprobe() {
-    let solo = [(vci::config::SOLO_VAR, "1".to_string())];
+/// Real locks from the start (`HMPI_SOLO=0`); every other test runs in
+/// solo mode, the default (the creating thread's locks without locked
+/// instructions, ended for good when other threads communicate).
+fn real_locks_pingpong_order_threads_and_mprobe() {
+    let real = [(vci::config::SOLO_VAR, "0".to_string())];
     for role in [
         "pingpong-heap",
         "fastbox-order",
@@ -201,7 +202,7 @@ fn solo_mode_pingpong_order_threads_and_mprobe() {
         "threads",
         "mprobe",
     ] {
-        run_ok(role, 2, &solo);
+        run_ok(role, 2, &real);
     }
 }
 
@@ -970,14 +971,14 @@ fn threads_rank() {
     let me = ep.rank();
     let peer = 1 - me;
     // The creating thread alone: its locks are biased to it (solo mode)
-    // if HMPI_SOLO asks for it and the kernel has membarrier.
+    // unless HMPI_SOLO=0, if the kernel has membarrier.
     let out = numbered(me as usize, 8);
     let mut inb = vec![0u8; 8];
     let s = isend(&ep, &out, peer, 99, 0).unwrap();
     ep.recv(&mut inb, peer, 99, 0).unwrap();
     s.wait().unwrap();
     assert_eq!(inb, numbered(peer as usize, 8));
-    let solo_here = membarrier_exists() && vci::Config::from_env().expect("config").solo;
+    let solo_here = vci::solo_supported() && vci::Config::from_env().expect("config").solo;
     assert_eq!(
         ep.solo(),
         solo_here,
@@ -1007,14 +1008,6 @@ fn threads_rank() {
     // Other threads communicated: every lock is real from now on.
     assert!(!ep.solo(), "solo mode outlived other threads' messages");
     ep.barrier();
-}
-
-/// Whether `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` exists on this
-/// kernel (solo mode needs it).
-fn membarrier_exists() -> bool {
-    // SAFETY: MEMBARRIER_CMD_QUERY (0) only returns the supported commands.
-    let cmds = unsafe { libc::syscall(libc::SYS_membarrier, 0, 0, 0) };
-    cmds > 0 && cmds & (1 << 3) != 0
 }
 
 // ------------------------------------------------------------ synchronous send
