@@ -384,6 +384,7 @@ impl Endpoint {
 
     /// Tries to send `buf` through `dest`'s fast box of VCI `v`; returns
     /// whether it did.
+    #[inline(always)]
     fn try_fastbox(&self, dest: u32, v: usize, tag: i32, context: u32, buf: &[u8]) -> bool {
         let head = FbHead {
             tag,
@@ -857,6 +858,7 @@ impl Endpoint {
     /// first; concurrent receives of several threads have no order in
     /// MPI), and a small one goes straight from the sender's fast box into
     /// `buf`.
+    #[inline]
     pub fn recv(&self, buf: &mut [u8], source: i32, tag: i32, context: u32) -> Result<Status> {
         let target = Target::Buffer {
             buf: buf.as_mut_ptr(),
