@@ -3,7 +3,11 @@
 # `hmpi-bench latency` and `hmpi-bench bw` (the same engine through Rust):
 # ROUNDS rounds, each running both programs back to back, the order
 # swapped every round; per size, the median over the rounds of each
-# program's value (itself a median of 5 repetitions) and the ratio C / bench.
+# program's value (itself a median of 5 repetitions), the ratio of the two
+# medians C / bench, and the median over the rounds of each round's own
+# ratio ("paired"): the machine's speed changes for stretches of seconds to
+# minutes, and the two programs of one round usually share a stretch where
+# two medians over all rounds may not.
 #
 # Usage: ffi/tools/compare-pingpong.sh [--rounds N] [--sizes LO-HI] [--keep DIR]
 #   --rounds N     rounds (default 9)
@@ -77,25 +81,28 @@ for r in $(seq 1 "$rounds"); do
     fi
 done
 
-# One line per value: program kernel size value.
+# One line per value: program kernel size value round.
 {
-    for f in "$dir"/c.*.txt; do
-        awk '!/^#/ && $1 ~ /^[0-9]+$/ { print "c latency", $1, $2; if ($3 != "-") print "c bw", $1, $3 }' "$f"
-    done
-    for f in "$dir"/lat.*.csv "$dir"/bw.*.csv; do
-        awk -F, 'NR > 1 && $2 == "hmpi" { print "bench", $1, $4, $5 }' "$f"
+    for r in $(seq 1 "$rounds"); do
+        awk -v r="$r" '!/^#/ && $1 ~ /^[0-9]+$/ { print "c latency", $1, $2, r; if ($3 != "-") print "c bw", $1, $3, r }' "$dir/c.$r.txt"
+        for k in lat bw; do
+            awk -F, -v r="$r" 'NR > 1 && $2 == "hmpi" { print "bench", $1, $4, $5, r }' "$dir/$k.$r.csv"
+        done
     done
 } > "$dir/values.txt"
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-printf '%8s  %12s %12s %7s  %12s %12s %7s\n' bytes "lat C (us)" "bench (us)" "C/b" "bw C (MB/s)" "bench" "C/b"
+printf '%8s  %12s %12s %7s %7s  %12s %12s %7s %7s\n' bytes "lat C (us)" "bench (us)" "C/b" "paired" "bw C (MB/s)" "bench" "C/b" "paired"
 for s in ${sizes//,/ }; do
     row=()
     for k in latency bw; do
         c=$(awk -v k=$k -v s=$s '$1 == "c" && $2 == k && $3 == s { print $4 }' "$dir/values.txt" | median)
         b=$(awk -v k=$k -v s=$s '$1 == "bench" && $2 == k && $3 == s { print $4 }' "$dir/values.txt" | median)
-        row+=("$c" "$b" "$(awk -v c="$c" -v b="$b" 'BEGIN { printf "%.2f", c / b }')")
+        # Each round's C / bench, then their median.
+        p=$(awk -v k=$k -v s=$s '$2 == k && $3 == s { v[$1 " " $5] = $4; r[$5] = 1 }
+            END { for (i in r) if (("c " i) in v && ("bench " i) in v && v["bench " i] > 0) print v["c " i] / v["bench " i] }' "$dir/values.txt" | median)
+        row+=("$c" "$b" "$(awk -v c="$c" -v b="$b" 'BEGIN { printf "%.2f", c / b }')" "$(awk -v p="$p" 'BEGIN { printf "%.2f", p }')")
     done
-    printf '%8s  %12s %12s %7s  %12s %12s %7s\n' "$s" "${row[@]}"
+    printf '%8s  %12s %12s %7s %7s  %12s %12s %7s %7s\n' "$s" "${row[@]}"
 done
-echo "(medians of $rounds rounds; $(uptime | sed 's/.*load average/load average/') at the end)"
+echo "(medians of $rounds rounds; paired: the median of the rounds' own ratios; $(uptime | sed 's/.*load average/load average/') at the end)"
