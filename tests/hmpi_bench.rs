@@ -135,7 +135,8 @@ fn opi_quick_measures_the_target_sizes_alternately_too() {
     assert!(stdout.contains("opi-latency (ns"), "{stdout}");
     // The 4 MiB / 8 B target is judged from the alternate measurement.
     assert!(
-        stdout.contains("4 MiB / 8 B: ") && stdout.contains("(measured alternately)"),
+        stdout.contains("4 MiB / 8 B: ")
+            && stdout.contains("(measured alternately, median of the rounds' ratios)"),
         "{stdout}"
     );
     let rows = read_csv(&csv);
@@ -150,12 +151,20 @@ fn opi_quick_measures_the_target_sizes_alternately_too() {
         [8, 1 << 10, 64 << 10, 1 << 20, 4 << 20]
     );
     assert_eq!(sizes_of("hmpi-opi-paired"), [8, 4 << 20]);
+    // The verdict's figure: the median of the paired rounds' own ratios.
+    let ratios: Vec<_> = rows.iter().filter(|r| r.0 == "opi-ratio").collect();
+    assert_eq!(ratios.len(), 1, "{rows:?}");
+    assert_eq!(
+        (ratios[0].1.as_str(), ratios[0].3),
+        ("hmpi-opi-paired", 4 << 20)
+    );
     for (w, b, ranks, size, value, unit, min, max) in &rows {
         assert!(
             value.is_finite() && *value > 0.0 && min <= value && value <= max,
             "{w} {b} {size}: {min} {value} {max}"
         );
-        assert_eq!(unit, "ns", "{w} {b}");
+        let want = if w == "opi-ratio" { "x" } else { "ns" };
+        assert_eq!(unit, want, "{w} {b}");
         assert!(*ranks == 2 || w == "opi-pool", "{w} {b} {ranks}");
     }
     std::fs::remove_file(&csv).unwrap();

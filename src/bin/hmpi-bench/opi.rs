@@ -16,7 +16,9 @@
 //!   alternately, a repetition of each per round (backend
 //!   `hmpi-opi-paired`, in the CSV, not the table): the machine's speed
 //!   drifts over the seconds between the first size and the last, and the
-//!   4 MiB / 8 B target compares the two, so it is read from these.
+//!   4 MiB / 8 B target compares the two, so it is read from these: the
+//!   median of each round's own 4 MiB / 8 B (workload `opi-ratio`, unit
+//!   `x`, in the CSV).
 //! * **`opi-pool`**: nanoseconds per pool alloc+free of an 8-byte
 //!   `OpiBuf` (`OPI_Alloc` + `OPI_Free`), on rank 0 after the latencies,
 //!   while rank 1 sleeps (a peer spinning in a wait would share the cores
@@ -63,6 +65,10 @@ pub const WORKLOAD: Workload = Workload {
 const WORKER: &str = "opi";
 const LATENCY: &str = "opi-latency";
 const POOL: &str = "opi-pool";
+/// Each paired round's 4 MiB / 8 B (backend [`OPI_PAIRED`], size 4 MiB).
+const RATIO: &str = "opi-ratio";
+/// Unit of [`RATIO`].
+const RATIO_UNIT: &str = "x";
 const OPI: &str = "hmpi-opi";
 const OPI_TOUCH: &str = "hmpi-opi-touch";
 /// `hmpi-opi` at 8 B and 4 MiB again, measured alternately (see
@@ -215,9 +221,10 @@ fn targets(samples: &[Sample]) -> String {
             small / peer,
             verdict(small <= peer / 2.0)
         );
-        let ratio = match (lat(OPI_PAIRED, PAIRED[0]), lat(OPI_PAIRED, PAIRED[1])) {
-            (Some(s), Some(b)) => Some((b / s, "measured alternately")),
-            _ => lat(OPI, PAIRED[1]).map(|b| (b / small, "from the table")),
+        let paired = report::find(samples, RATIO, OPI_PAIRED, 2, PAIRED[1]).map(|s| s.value);
+        let ratio = match paired {
+            Some(r) => Some((r, "measured alternately, median of the rounds' ratios")),
+            None => lat(OPI, PAIRED[1]).map(|b| (b / small, "from the table")),
         };
         if let Some((r, how)) = ratio {
             let _ = writeln!(
@@ -294,9 +301,10 @@ fn parse_line(line: &str) -> Option<Sample> {
     if w.next()? != LINE_TAG {
         return None;
     }
-    let workload = match w.next()? {
-        LATENCY => LATENCY,
-        POOL => POOL,
+    let (workload, unit) = match w.next()? {
+        LATENCY => (LATENCY, UNIT),
+        POOL => (POOL, UNIT),
+        RATIO => (RATIO, RATIO_UNIT),
         _ => return None,
     };
     let backend = w.next()?;
@@ -307,7 +315,7 @@ fn parse_line(line: &str) -> Option<Sample> {
         .split(',')
         .map(|x| x.parse().ok().filter(|v: &f64| v.is_finite() && *v > 0.0))
         .collect::<Option<_>>()?;
-    Sample::from_reps(workload, backend, ranks, size, UNIT, &values)
+    Sample::from_reps(workload, backend, ranks, size, unit, &values)
 }
 
 fn read_results(path: &Path) -> Result<Vec<Sample>, String> {
@@ -455,6 +463,14 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
             for (ns, &size) in paired.iter().zip(&PAIRED) {
                 lines.push(format_line(LATENCY, OPI_PAIRED, 2, size, ns));
             }
+            // Each round's own ratio: the two sizes of one round see the
+            // same machine, where two medians over all rounds may not.
+            let ratios: Vec<f64> = paired[1]
+                .iter()
+                .zip(&paired[0])
+                .map(|(big, small)| big / small)
+                .collect();
+            lines.push(format_line(RATIO, OPI_PAIRED, 2, PAIRED[1], &ratios));
         }
     }
     // The pool is measured on rank 0 alone, while rank 1 sleeps (not
