@@ -98,20 +98,25 @@ unsafe fn given_block(p: *mut u8, bytes: usize) -> Res<OwnedBlock> {
     Ok(b)
 }
 
-/// Checks a give's arguments (the destination and the tag too) and
-/// returns the program's pointer variable and the block it names, to go
-/// with its first `count` elements. Nothing is given yet.
+/// A give of the buffer the program's pointer variable `ptr` names, its
+/// first `count` elements: checks the arguments (the destination and the
+/// tag too), gives the block with `send` (`raw::give` or `raw::igive`)
+/// and, on success, sets the variable to NULL; on error the buffer is
+/// still the program's.
 ///
 /// # Safety
-/// `ptr` is valid for a read of a pointer.
-unsafe fn give_args(
+/// `ptr` is valid for a read and a write of a pointer; `send` gives the
+/// block up only when it succeeds.
+#[inline(always)]
+unsafe fn give_with<R>(
     c: &CommEntry,
     ptr: *mut c_void,
     count: c_int,
     dt: Datatype,
     dest: c_int,
     tag: c_int,
-) -> Res<(*mut *mut u8, OwnedBlock)> {
+    send: impl FnOnce(OwnedBlock) -> hmpi_core::Result<R>,
+) -> Res<R> {
     let p = slot(ptr)?;
     let bytes = dense_bytes(count, dt)?;
     c.dest_to_world(dest)?;
@@ -121,7 +126,10 @@ unsafe fn give_args(
     // SAFETY: checked non-null; the program's pointer variable, which
     // names a buffer the program owns.
     let b = unsafe { given_block(p.read(), bytes) }?;
-    Ok((p, b))
+    let r = send(b)?;
+    // SAFETY: checked non-null above; the block is given up.
+    unsafe { p.write(std::ptr::null_mut()) };
+    Ok(r)
 }
 
 /// A taken block for the program: checks that it is flat and fits
@@ -209,14 +217,13 @@ pub unsafe extern "C" fn OPI_Give(
     comm: Comm,
 ) -> c_int {
     api_comm("OPI_Give", comm, |c| {
-        // SAFETY: the caller's guarantee.
-        let (p, b) = unsafe { give_args(c, ptr, count, datatype, dest, tag) }?;
-        // SAFETY: the block is given up on success (the pointer is cleared
-        // below); on error it is still the program's.
-        unsafe { raw::give(b, &c.comm, dest, tag, datatype.0 as u64) }?;
-        // SAFETY: checked non-null by `give_args`.
-        unsafe { p.write(std::ptr::null_mut()) };
-        Ok(())
+        // SAFETY: the caller's guarantee; `raw::give` gives the block up
+        // only on success, and then `give_with` clears the pointer.
+        unsafe {
+            give_with(c, ptr, count, datatype, dest, tag, |b| {
+                raw::give(b, &c.comm, dest, tag, datatype.0 as u64)
+            })
+        }
     })
 }
 
@@ -236,12 +243,12 @@ pub unsafe extern "C" fn OPI_Igive(
 ) -> c_int {
     api_comm("OPI_Igive", comm, |c| {
         out(request, "request")?;
-        // SAFETY: the caller's guarantee.
-        let (p, b) = unsafe { give_args(c, ptr, count, datatype, dest, tag) }?;
         // SAFETY: as in `OPI_Give`.
-        let r = unsafe { raw::igive(b, &c.comm, dest, tag, datatype.0 as u64) }?;
-        // SAFETY: checked non-null by `give_args`.
-        unsafe { p.write(std::ptr::null_mut()) };
+        let r = unsafe {
+            give_with(c, ptr, count, datatype, dest, tag, |b| {
+                raw::igive(b, &c.comm, dest, tag, datatype.0 as u64)
+            })
+        }?;
         let h = insert(ReqEntry {
             req: EngineReq(r),
             rest: Rest::plain(c.clone()),
