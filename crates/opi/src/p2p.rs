@@ -191,8 +191,15 @@ fn take_engine<V: Givable>(
     match &out {
         // SAFETY: a block the engine just handed us.
         Some(b) => unsafe { V::from_block(b) },
-        None => Err(Error::Internal("a take finished without a block".into())),
+        None => Err(no_block()),
     }
+}
+
+/// The error of a take that finished without a block, which the engine
+/// never does on success (a take from `PROC_NULL` is refused first).
+#[cold]
+pub(crate) fn no_block() -> Error {
+    Error::Internal("a take finished without a block".into())
 }
 
 /// A blocking receive of a block (of `align`) from communicator rank

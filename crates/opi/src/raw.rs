@@ -25,7 +25,7 @@
 //! ```
 
 use crate::givable::{meta, origin, Origin, KIND_RAW};
-use crate::p2p::{check_recv_tag, check_send_tag, recv_block_into};
+use crate::p2p::{check_recv_tag, check_send_tag, no_block, recv_block_into};
 use hmpi_core::environment::endpoint;
 use hmpi_core::point_to_point::engine_error;
 use hmpi_core::{Error, Result, SimpleCommunicator, Status};
@@ -156,7 +156,7 @@ pub fn take(comm: &SimpleCommunicator, source: i32, tag: i32) -> Result<(OwnedBl
     let st = take_into(comm, source, tag, &mut out)?;
     match out {
         Some(b) => Ok((b, st)),
-        None => Err(Error::Internal("a take finished without a block".into())),
+        None => Err(no_block()),
     }
 }
 
