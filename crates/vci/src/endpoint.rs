@@ -864,12 +864,15 @@ impl Endpoint {
             buf: buf.as_mut_ptr(),
             cap: buf.len(),
         };
+        let mut st = Status::empty();
         // SAFETY: `buf` is borrowed mutably for this whole call.
-        unsafe { self.recv_blocking(target, source, tag, context) }?.into_result()
+        unsafe { self.recv_blocking(target, source, tag, context, &mut st) }?;
+        st.into_result()
     }
 
     /// A blocking receive into `target` (see [`Endpoint::recv`]); its
-    /// status (an empty one for `PROC_NULL`).
+    /// status goes to `out` (an empty one for `PROC_NULL`), written in
+    /// place by the attempt that receives (see [`Vci::recv_now`]).
     ///
     /// # Safety
     ///
@@ -881,22 +884,25 @@ impl Endpoint {
         source: i32,
         tag: i32,
         context: u32,
-    ) -> Result<Status> {
+        out: &mut Status,
+    ) -> Result<()> {
         let Some((v, key)) = self.recv_key(source, tag, context)? else {
-            return Ok(Status::empty());
+            *out = Status::empty();
+            return Ok(());
         };
         let vci = &self.vcis[v];
         let mut seen = u64::MAX;
-        Ok(self.wait_on(v, |full| {
+        self.wait_on(v, |full| {
             if !full && !vci.news(seen) {
                 return None;
             }
             let mut p = vci.lock();
             // SAFETY: the caller's contract.
-            let st = unsafe { vci.recv_now(&mut p, key, target) };
+            let got = unsafe { vci.recv_now(&mut p, key, target, out) };
             seen = vci.events(&p);
-            st
-        }))
+            got.then_some(())
+        });
+        Ok(())
     }
 
     /// The status of the earliest message that a receive with this key

@@ -399,9 +399,11 @@ impl Endpoint {
             out: out as *mut Option<OwnedBlock>,
             align,
         };
+        let mut st = Status::empty();
         // SAFETY: `out` is borrowed for the call, which delivers (if at
         // all) before it returns.
-        unsafe { self.recv_blocking(target, source, tag, context) }?.into_result()
+        unsafe { self.recv_blocking(target, source, tag, context, &mut st) }?;
+        st.into_result()
     }
 }
 

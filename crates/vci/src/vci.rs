@@ -805,9 +805,10 @@ impl Vci {
             Some(id) => {
                 bump(&self.stats.matched_posted);
                 let slot = p.slot_mut(id).expect("posted receives have slots");
+                let mut st = Status::empty();
                 // SAFETY: `head` came from this slot; the receive slot's
                 // target is borrowed by its live request.
-                let st = unsafe { self.deliver_slot(fb, seq, head, key, slot.target) };
+                unsafe { self.deliver_slot(fb, seq, head, key, slot.target, &mut st) };
                 slot.state = RecvState::Done(st);
             }
             None => p
@@ -820,7 +821,8 @@ impl Vci {
 
     /// Delivers fast-box message `seq` (header `head`, key `key`) straight
     /// from its slot to `target` — a plain payload into a buffer, a given
-    /// block's record — and hands the slot back to the sender.
+    /// block's record — hands the slot back to the sender, and writes the
+    /// status to `out` (in place: see [`Vci::recv_now`]).
     ///
     /// # Safety
     ///
@@ -838,17 +840,18 @@ impl Vci {
         head: FbHead,
         key: Key,
         target: Target,
-    ) -> Status {
+        out: &mut Status,
+    ) {
         match target {
             Target::Buffer { buf, cap } if head.kind == KIND_PLAIN => {
                 let (len, n) = (head.len as usize, (head.len as usize).min(cap));
                 // SAFETY: `buf` holds `cap >= n` bytes (caller's contract).
                 unsafe { fb.take_into(seq, head, buf, n) };
                 bump_locked(&self.stats.slot.plain);
-                delivered(key, len, n)
+                *out = delivered(key, len, n);
             }
             // SAFETY: the caller's contract.
-            _ => unsafe { self.deliver_slot_other(fb, seq, head, key, target) },
+            _ => *out = unsafe { self.deliver_slot_other(fb, seq, head, key, target) },
         }
     }
 
@@ -1244,8 +1247,9 @@ impl Vci {
             // if it waits in its fast box and matches, goes straight from
             // its slot (as a blocking receive's does), not through the
             // unexpected list.
+            let mut st = Status::empty();
             // SAFETY: the target is valid (caller's contract).
-            if let Some(st) = unsafe { self.take_direct(p, key, target) } {
+            if unsafe { self.take_direct(p, key, target, &mut st) } {
                 return Posted::Matched(st);
             }
             // Any source, or the next message does not match: look at
@@ -1274,8 +1278,13 @@ impl Vci {
     }
 
     /// One attempt of a blocking receive (under the lock): delivers the
-    /// earliest message matching `key` that has arrived to `target` and
-    /// returns its status, or `None`.
+    /// earliest message matching `key` that has arrived to `target`,
+    /// writes its status to `out` and returns `true`; `false` (and `out`
+    /// as it was) if none has arrived. The status is written in place
+    /// because a status returned through `Option` and the waiting loop
+    /// was written field by field, then read back wide: store forwarding
+    /// cannot serve that, and the load waited just when the message had
+    /// arrived.
     ///
     /// A blocking receive is not posted: between its attempts, messages
     /// that other threads' progress takes go to their posted receives
@@ -1295,52 +1304,68 @@ impl Vci {
         p: &mut Private,
         key: Key,
         target: Target,
-    ) -> Option<Status> {
+        out: &mut Status,
+    ) -> bool {
         if p.posted.is_empty() && !p.unexpected.iter().any(|a| key.matches(&a.key)) {
             // SAFETY: the caller's contract.
-            if let Some(st) = unsafe { self.take_direct(p, key, target) } {
-                return Some(st);
+            if unsafe { self.take_direct(p, key, target, out) } {
+                return true;
             }
         }
         self.progress_all(p);
-        let a = p.match_unexpected(&key)?;
+        let Some(a) = p.match_unexpected(&key) else {
+            return false;
+        };
         bump(&self.stats.matched_unexpected);
         // SAFETY: the arrival is ours (taken off the unexpected list); the
         // target is valid (caller's contract).
-        Some(unsafe { self.deliver(a, target) })
+        *out = unsafe { self.deliver(a, target) };
+        true
     }
 
-    /// The next message of `key.source` if it waits in its fast box and
-    /// matches `key`, delivered to `target` (a plain one into a buffer
-    /// straight from its slot); its status. The caller made sure that
-    /// nothing posted or unexpected comes first.
+    /// Whether the next message of `key.source` waits in its fast box and
+    /// matches `key`; if so, it is delivered to `target` (a plain one into
+    /// a buffer straight from its slot) and its status written to `out`.
+    /// The caller made sure that nothing posted or unexpected comes first.
     ///
     /// # Safety
     ///
     /// As for [`Vci::recv_now`].
     #[inline(always)]
-    unsafe fn take_direct(&self, p: &mut Private, key: Key, target: Target) -> Option<Status> {
-        let source = usize::try_from(key.source).ok()?;
-        let fb = self.rings.get(source)?;
+    unsafe fn take_direct(
+        &self,
+        p: &mut Private,
+        key: Key,
+        target: Target,
+        out: &mut Status,
+    ) -> bool {
+        let Ok(source) = usize::try_from(key.source) else {
+            return false;
+        };
+        let Some(fb) = self.rings.get(source) else {
+            return false;
+        };
         let e = &self.expected[source];
         // Relaxed: written only under the lock, which we hold.
         let seq = e.load(Ordering::Relaxed);
-        let head = fb.head(seq)?;
+        let Some(head) = fb.head(seq) else {
+            return false;
+        };
         let found = Key {
             source: key.source,
             tag: head.tag,
             context: head.context,
         };
         if !key.matches(&found) {
-            return None;
+            return false;
         }
         // SAFETY: `head` came from this slot just now, under the lock; the
         // target is valid (caller's contract).
-        let st = unsafe { self.deliver_slot(fb, seq, head, found, target) };
+        unsafe { self.deliver_slot(fb, seq, head, found, target, out) };
         // Relaxed: as above; lock-free readers take it as a hint.
         e.store(seq + 1, Ordering::Relaxed);
         self.note_event(p);
-        Some(st)
+        true
     }
 
     /// The status of receive `id` if it is finished (done or cancelled),
