@@ -432,28 +432,43 @@ impl FbPair {
         // bytes into a 64-aligned slot, so its words are aligned. Payload
         // bytes past what we write keep whatever they held: nobody reads
         // them.
+        //
+        // The first line (header, payload head, then `seq` below) is
+        // written last, its stores back to back: the receiver polls that
+        // line, and a store to it early on lets the receiver take the line
+        // back before `seq` is stored, which then waits for the line once
+        // more. (The C ping-pong at 128 B: 0.133-0.142 -> 0.111-0.126 us.)
         unsafe {
-            slot.head.get().write(head);
             let dst = slot.data.get().cast::<u8>();
             match data {
                 SlotData::Bytes(bytes) => {
                     debug_assert!(bytes.len() <= FB_PAYLOAD);
-                    copy_slot_payload(bytes.as_ptr(), dst, bytes.len().min(FB_PAYLOAD));
+                    let n = bytes.len().min(FB_PAYLOAD);
+                    if n > FB_FIRST_LINE {
+                        let (src, to) = (bytes.as_ptr().add(FB_FIRST_LINE), dst.add(FB_FIRST_LINE));
+                        match n - FB_FIRST_LINE {
+                            rest @ ..=64 => copy_small(src, to, rest),
+                            rest => std::ptr::copy_nonoverlapping(src, to, rest),
+                        }
+                    }
+                    slot.head.get().write(head);
+                    copy_small(bytes.as_ptr(), dst, n.min(FB_FIRST_LINE));
                 }
                 SlotData::Words(w, n) => {
                     debug_assert!(n == OWNED_RECORD / 8 - 1 || n == OWNED_RECORD / 8);
                     // One store a word, written out: a loop over `n`
                     // becomes a call to memcpy, which reads the words
-                    // back wide.
+                    // back wide. Word 5 is the one in the second line.
                     let dst = dst.cast::<u64>();
+                    if n > 5 {
+                        dst.add(5).write(w[5]);
+                    }
+                    slot.head.get().write(head);
                     dst.write(w[0]);
                     dst.add(1).write(w[1]);
                     dst.add(2).write(w[2]);
                     dst.add(3).write(w[3]);
                     dst.add(4).write(w[4]);
-                    if n > 5 {
-                        dst.add(5).write(w[5]);
-                    }
                 }
             }
         }
@@ -582,8 +597,8 @@ impl FbPair {
     }
 }
 
-/// Copies `n` bytes into or out of a slot's payload (`src` or `dst` is the
-/// payload, which starts [`FB_HEAD`] bytes into the slot's first line):
+/// Copies `n` bytes out of a slot's payload (`src`, which starts
+/// [`FB_HEAD`] bytes into the slot's first line):
 /// inline moves up to 64 bytes past the first line's part (where a call to
 /// `memcpy` would cost more than the copy), `memcpy` beyond. A payload that
 /// runs from the first line into the second is copied in two parts, so
@@ -773,6 +788,28 @@ mod tests {
         // Consumed: the ring has room again.
         assert!(fb.try_send(&mut lane, plain(7, 2), SlotData::Bytes(&[1, 2])));
         assert_eq!(fb.head(FB_SLOTS as u64 + 1), Some(plain(7, 2)));
+    }
+
+    #[test]
+    fn every_length_arrives_whole() {
+        // The sender writes a slot's lines out of order (the first line
+        // last): every byte of every length lands where it belongs, taken
+        // into a buffer and taken as a copy.
+        let fb = ring();
+        let mut lane = LaneState::new();
+        for (seq, len) in (1..).zip(0..=FB_PAYLOAD) {
+            let payload: Vec<u8> = (0..len).map(|k| (k * 7 + len) as u8).collect();
+            assert!(fb.try_send(&mut lane, plain(1, len), SlotData::Bytes(&payload)));
+            let h = fb.head(seq).expect("sent");
+            if len % 2 == 0 {
+                assert_eq!(fb.take(seq, h).data(), &payload[..]);
+            } else {
+                let mut buf = vec![0u8; len];
+                // SAFETY: `buf` holds `len` bytes.
+                unsafe { fb.take_into(seq, h, buf.as_mut_ptr(), len) };
+                assert_eq!(buf, payload);
+            }
+        }
     }
 
     #[test]
