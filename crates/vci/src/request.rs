@@ -268,11 +268,17 @@ impl<'a> Request<'a> {
     }
 
     fn wait_status(&mut self) -> Status {
-        if let State::Complete(st) = self.state {
-            return st;
+        if !self.is_complete() {
+            let (ep, v) = (self.ep, self.vci);
+            // The loop carries only "done"; the status stays in the state
+            // the attempt completed (see `Vci::recv_now` on why a status
+            // is not returned through the loop).
+            ep.wait_on(v, |full| self.attempt(full).map(drop));
         }
-        let (ep, v) = (self.ep, self.vci);
-        ep.wait_on(v, |full| self.attempt(full))
+        match self.state {
+            State::Complete(st) => st,
+            _ => unreachable!("an attempt that returns a status completes the request"),
+        }
     }
 
     /// Waits until the request has finished; a truncated receive is
