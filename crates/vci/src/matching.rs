@@ -202,7 +202,13 @@ impl Private {
     /// Takes the earliest posted receive matching `m` off the posted list.
     pub(crate) fn match_posted(&mut self, m: &Key) -> Option<u32> {
         let i = self.posted.iter().position(|(k, _)| k.matches(m))?;
-        self.posted.remove(i).map(|(_, id)| id)
+        // Usually the oldest (as in `search_unexpected`).
+        let taken = if i == 0 {
+            self.posted.pop_front()
+        } else {
+            self.posted.remove(i)
+        };
+        taken.map(|(_, id)| id)
     }
 
     /// Takes the earliest unexpected message matching `k` off the list.
