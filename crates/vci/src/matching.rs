@@ -202,13 +202,7 @@ impl Private {
     /// Takes the earliest posted receive matching `m` off the posted list.
     pub(crate) fn match_posted(&mut self, m: &Key) -> Option<u32> {
         let i = self.posted.iter().position(|(k, _)| k.matches(m))?;
-        // Usually the oldest (as in `search_unexpected`).
-        let taken = if i == 0 {
-            self.posted.pop_front()
-        } else {
-            self.posted.remove(i)
-        };
-        taken.map(|(_, id)| id)
+        take_at(&mut self.posted, i).map(|(_, id)| id)
     }
 
     /// Takes the earliest unexpected message matching `k` off the list.
@@ -227,12 +221,16 @@ impl Private {
     #[inline(never)]
     fn search_unexpected(&mut self, k: &Key) -> Option<Arrival> {
         let i = self.unexpected.iter().position(|a| k.matches(&a.key))?;
-        // Usually the oldest: taken off the front without `remove`'s
-        // shifting logic.
-        if i == 0 {
-            self.unexpected.pop_front()
-        } else {
-            self.unexpected.remove(i)
-        }
+        take_at(&mut self.unexpected, i)
+    }
+}
+
+/// Takes entry `i` off `list`. A match is usually the oldest entry: that
+/// one comes off the front without `remove`'s shifting logic.
+fn take_at<T>(list: &mut VecDeque<T>, i: usize) -> Option<T> {
+    if i == 0 {
+        list.pop_front()
+    } else {
+        list.remove(i)
     }
 }
