@@ -404,11 +404,14 @@ unsafe fn recv_fast(
         // contract), used by this call alone.
         unsafe { std::slice::from_raw_parts_mut(buf.cast(), bytes) }
     };
-    match ep.recv(target, src, tag, c.ctx) {
+    // The status stays in this frame unless the program asked for it (see
+    // `Endpoint::recv_with_status`).
+    let mut st = vci::Status::empty();
+    match ep.recv_with_status(target, src, tag, c.ctx, &mut st) {
         // The common case: received whole, status ignored.
-        Ok(_) if status.is_null() => Some(abi::SUCCESS),
+        Ok(()) if status.is_null() && st.error.is_none() => Some(abi::SUCCESS),
         // SAFETY: the caller's status pointer.
-        r => Some(unsafe { recv_done(r, c, status) }),
+        r => Some(unsafe { recv_done(r, &st, c, status) }),
     }
 }
 
@@ -419,13 +422,17 @@ unsafe fn recv_fast(
 /// `status`, if not null, is valid for a write of a status.
 #[inline(never)]
 unsafe fn recv_done(
-    r: vci::Result<vci::Status>,
+    r: vci::Result<()>,
+    st: &vci::Status,
     c: &'static CommEntry,
     status: *mut MpiStatus,
 ) -> c_int {
     let c = CommRef::Static(c);
-    // SAFETY: the caller's guarantee for `status`.
-    match engine_status(r).and_then(|st| unsafe { finish_status(st, &c, status) }) {
+    let done = r.map_err(Into::into).and_then(|()| {
+        // SAFETY: the caller's guarantee for `status`.
+        unsafe { finish_status(*st, &c, status) }
+    });
+    match done {
         Ok(()) => abi::SUCCESS,
         Err(e) => crate::errors::raise("MPI_Recv", e.on(&c)),
     }

@@ -126,6 +126,7 @@ int main(int argc, char **argv) {
         OK(MPI_Send(ten, 10, MPI_INT, 1, 2, MPI_COMM_WORLD));
         OK(MPI_Send(ten, 10, MPI_INT, 1, 3, MPI_COMM_WORLD));
         OK(MPI_Send(ten, 1, MPI_INT, 1, 4, MPI_COMM_WORLD));
+        OK(MPI_Send(ten, 10, MPI_INT, 1, 5, MPI_COMM_WORLD));
     } else {
         for (int i = 0; i < 16; i++) buf[i] = -1;
         FAILS(MPI_ERR_TRUNCATE, MPI_Recv(buf, 5, MPI_INT, 0, 1, MPI_COMM_WORLD, &st));
@@ -141,6 +142,9 @@ int main(int argc, char **argv) {
         FAILS(MPI_ERR_IN_STATUS, MPI_Waitall(2, reqs, sts));
         CHECK(sts[0].MPI_ERROR == MPI_ERR_TRUNCATE && sts[1].MPI_ERROR == MPI_SUCCESS && buf[8] == 0);
         CHECK(reqs[0] == MPI_REQUEST_NULL && reqs[1] == MPI_REQUEST_NULL);
+        /* Without a status to carry it, the error still comes back. */
+        FAILS(MPI_ERR_TRUNCATE, MPI_Recv(buf, 4, MPI_INT, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        CHECK(buf[3] == 3);
     }
 
     /* Null output pointers. */

@@ -860,14 +860,36 @@ impl Endpoint {
     /// `buf`.
     #[inline]
     pub fn recv(&self, buf: &mut [u8], source: i32, tag: i32, context: u32) -> Result<Status> {
+        let mut st = Status::empty();
+        self.recv_with_status(buf, source, tag, context, &mut st)?;
+        st.into_result()
+    }
+
+    /// [`Endpoint::recv`] with the status written to `status`, a truncated
+    /// or failed delivery included (in `status.error`); `Err` only when
+    /// nothing was received (invalid arguments).
+    ///
+    /// For callers that mostly ignore the status, as C programs passing
+    /// `MPI_STATUS_IGNORE` do: a status returned by value is copied with
+    /// wide loads right after the receive wrote it field by field, and such
+    /// a load cannot take its bytes from the pending stores, so it waits
+    /// until they reach the cache, behind the stores that released the
+    /// sender's slot. Reading `status.error` alone does not wait.
+    #[inline]
+    pub fn recv_with_status(
+        &self,
+        buf: &mut [u8],
+        source: i32,
+        tag: i32,
+        context: u32,
+        status: &mut Status,
+    ) -> Result<()> {
         let target = Target::Buffer {
             buf: buf.as_mut_ptr(),
             cap: buf.len(),
         };
-        let mut st = Status::empty();
         // SAFETY: `buf` is borrowed mutably for this whole call.
-        unsafe { self.recv_blocking(target, source, tag, context, &mut st) }?;
-        st.into_result()
+        unsafe { self.recv_blocking(target, source, tag, context, status) }
     }
 
     /// A blocking receive into `target` (see [`Endpoint::recv`]); its

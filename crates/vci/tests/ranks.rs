@@ -705,6 +705,7 @@ fn semantics_rank() {
         ep.send(&numbered(0, 100), 1, 50, 0).unwrap();
         ep.send(&big, 1, 50, 0).unwrap();
         ep.send(private.view(), 1, 50, 0).unwrap();
+        ep.send(&numbered(3, 100), 1, 50, 0).unwrap();
     } else if me == 1 {
         for (i, len) in [(0, 100u64), (1, 1000), (2, 5000)] {
             let mut b = [0u8; 10];
@@ -723,6 +724,13 @@ fn semantics_rank() {
                 other => panic!("expected truncation, got {other:?}"),
             }
         }
+        // recv_with_status: received, the truncation in the status.
+        let mut b = [0u8; 10];
+        let mut st = Status::empty();
+        ep.recv_with_status(&mut b, 0, 50, 0, &mut st).unwrap();
+        assert_eq!((st.source, st.tag, st.count), (0, 50, 10));
+        assert_eq!(st.error, Some(StatusError::Truncate { message_len: 100 }));
+        assert_eq!(&b[..], &numbered(3, 100)[..10]);
     }
     ep.barrier();
     // wait_all reports it in the statuses.
