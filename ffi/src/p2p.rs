@@ -205,12 +205,12 @@ unsafe fn incoming(buf: *mut c_void, count: c_int, ty: &TypeRef) -> Res<Incoming
 ///
 /// # Safety
 /// `status`, if not null, is valid for a write of a status.
-unsafe fn finish_status(st: vci::Status, comm: &CommRef, status: *mut MpiStatus) -> Res {
-    let (s, code) = to_mpi_status(&st, comm);
+unsafe fn finish_status(st: &vci::Status, comm: &CommRef, status: *mut MpiStatus) -> Res {
+    let (s, code) = to_mpi_status(st, comm);
     // SAFETY: the caller's guarantee.
     unsafe { store_status(status, s) };
     if code != abi::SUCCESS {
-        return Err(status_error(&st, comm));
+        return Err(status_error(st, comm));
     }
     Ok(())
 }
@@ -404,12 +404,19 @@ unsafe fn recv_fast(
         // contract), used by this call alone.
         unsafe { std::slice::from_raw_parts_mut(buf.cast(), bytes) }
     };
-    // The status stays in this frame unless the program asked for it (see
+    // The status stays in this frame, and is read field by field (see
     // `Endpoint::recv_with_status`).
     let mut st = vci::Status::empty();
     match ep.recv_with_status(target, src, tag, c.ctx, &mut st) {
-        // The common case: received whole, status ignored.
-        Ok(()) if status.is_null() && st.error.is_none() => Some(abi::SUCCESS),
+        // The common case: received whole.
+        Ok(()) if st.error.is_none() => {
+            if !status.is_null() {
+                let (s, _) = to_mpi_status(&st, &CommRef::Static(c));
+                // SAFETY: the caller's status pointer, not null.
+                unsafe { status.write(s) };
+            }
+            Some(abi::SUCCESS)
+        }
         // SAFETY: the caller's status pointer.
         r => Some(unsafe { recv_done(r, &st, c, status) }),
     }
@@ -430,7 +437,7 @@ unsafe fn recv_done(
     let c = CommRef::Static(c);
     let done = r.map_err(Into::into).and_then(|()| {
         // SAFETY: the caller's guarantee for `status`.
-        unsafe { finish_status(*st, &c, status) }
+        unsafe { finish_status(st, &c, status) }
     });
     match done {
         Ok(()) => abi::SUCCESS,
@@ -463,7 +470,7 @@ unsafe fn recv_full(
         let st = engine_status(ep.recv(inc.target(), src, tag, c.ctx))?;
         inc.finish(st.count);
         // SAFETY: the caller's status pointer.
-        unsafe { finish_status(st, c, status) }
+        unsafe { finish_status(&st, c, status) }
     })
 }
 
@@ -813,7 +820,7 @@ mpi_fn! {
             engine_status(s.wait())?;
             inc.finish(st.count);
             // SAFETY: the caller's status pointer.
-            unsafe { finish_status(st, c, status) }
+            unsafe { finish_status(&st, c, status) }
         })
     }
 
@@ -843,7 +850,7 @@ mpi_fn! {
             engine_status(s.wait())?;
             inc.finish(st.count);
             // SAFETY: the caller's status pointer.
-            unsafe { finish_status(st, c, status) }
+            unsafe { finish_status(&st, c, status) }
         })
     }
 
@@ -938,7 +945,7 @@ mpi_fn! {
             let st = engine_status(m.msg.recv_into(inc.target()))?;
             inc.finish(st.count);
             // SAFETY: the caller's status pointer.
-            unsafe { finish_status(st, &comm, status) }
+            unsafe { finish_status(&st, &comm, status) }
         })
     }
 
