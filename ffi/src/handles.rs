@@ -359,6 +359,13 @@ impl<'t, T> Busy<'t, T> {
         self.free_into(batch);
     }
 
+    /// Drops the object where it is and frees its slot.
+    #[inline]
+    pub fn drop_here(self) {
+        let mut batch = self.table.free_batch();
+        self.drop_into(&mut batch);
+    }
+
     /// Marks the slot, whose object is gone, free, and adds it to `batch`.
     #[inline]
     fn free_into(self, batch: &mut FreeBatch<'t, T>) {
@@ -690,22 +697,28 @@ impl<T> SlotTable<T> {
                 out.push(None);
                 continue;
             }
-            let cell = self.cell(h).ok_or((pos, Miss::Unknown))?;
-            // SYNC POINT: Acquire, as in `checkout`.
-            match cell
-                .state
-                .compare_exchange(LIVE, BUSY, Ordering::Acquire, Ordering::Relaxed)
-            {
-                Ok(_) => out.push(Some(Busy {
-                    table: self,
-                    cell,
-                    index: (h & INDEX_MASK) - FIRST,
-                })),
-                Err(BUSY) => return Err((pos, Miss::Busy)),
-                Err(_) => return Err((pos, Miss::Unknown)),
-            }
+            out.push(Some(self.lock(h).map_err(|m| (pos, m))?));
         }
         Ok(out)
+    }
+
+    /// Marks the object of `handle` busy where it is.
+    #[inline]
+    pub fn lock(&self, handle: usize) -> Result<Busy<'_, T>, Miss> {
+        let cell = self.cell(handle).ok_or(Miss::Unknown)?;
+        // SYNC POINT: Acquire, as in `checkout`.
+        match cell
+            .state
+            .compare_exchange(LIVE, BUSY, Ordering::Acquire, Ordering::Relaxed)
+        {
+            Ok(_) => Ok(Busy {
+                table: self,
+                cell,
+                index: (handle & INDEX_MASK) - FIRST,
+            }),
+            Err(BUSY) => Err(Miss::Busy),
+            Err(_) => Err(Miss::Unknown),
+        }
     }
 
     /// Puts a checked-out object back.

@@ -9,9 +9,9 @@
 //! buffer when the receive completes), and the communicator (for the
 //! status's source rank and for the error handler).
 //!
-//! Waiting takes the entries out of the table (their slots stay reserved),
-//! so no lock is held while the engine makes progress, and other threads
-//! keep using their own requests. Sets go to the engine's request sets
+//! Waiting marks the entries busy where they are (or takes them out of the
+//! table, their slots reserved), so no lock is held while the engine makes
+//! progress, and other threads keep using their own requests. Sets go to the engine's request sets
 //! (`vci::wait_any`, …) so one progress pass serves every request of the
 //! set. A request freed with `MPI_Request_free` while pending is kept on a
 //! side list and completed later (its receive still lands in the buffer).
@@ -755,11 +755,28 @@ mpi_fn! {
             }
             // The request leaves the table at once (one lock): waiting
             // frees it whatever the outcome.
-            let ReqEntry { req, rest } = REQUESTS.remove(h.0).map_err(|m| miss(m, h))?;
+            // The request is waited for where it is, its slot marked busy
+            // (no lock is held meanwhile), and its status read there (see
+            // `vci::Request::wait_in_place`).
+            let mut entry = REQUESTS.lock(h.0).map_err(|m| miss(m, h))?;
             // SAFETY: as above.
             unsafe { p.write(abi::REQUEST_NULL) };
-            let st = engine_status(req.0.wait());
-            let st = st.map_err(|x| x.on(&rest.comm))?;
+            let e = entry.get_mut();
+            let st = e.req.0.wait_in_place();
+            // The common case: received whole (or sent), nothing to unpack
+            // or hand over.
+            if st.error.is_none() && !e.rest.completes_into_program() {
+                if !status.is_null() {
+                    let (s, _) = to_mpi_status(st, &e.rest.comm);
+                    // SAFETY: the caller's status pointer, not null.
+                    unsafe { status.write(s) };
+                }
+                entry.drop_here();
+                return Ok(());
+            }
+            let st = *st;
+            let ReqEntry { req, rest } = entry.take();
+            drop(req);
             // SAFETY: the caller's status pointer.
             unsafe { rest.finish_into(st, status) }
         })

@@ -268,6 +268,17 @@ impl<'a> Request<'a> {
     }
 
     fn wait_status(&mut self) -> Status {
+        *self.wait_in_place()
+    }
+
+    /// Waits until the request has finished and returns its status where
+    /// the request keeps it, a truncation or failed delivery included (in
+    /// `error`). For callers that often ignore the status: fields read
+    /// through the reference come straight from the completion's stores,
+    /// where a status returned by value is copied with wide loads that
+    /// wait for those stores to reach the cache (see
+    /// `Endpoint::recv_with_status`).
+    pub fn wait_in_place(&mut self) -> &Status {
         if !self.is_complete() {
             let (ep, v) = (self.ep, self.vci);
             // The loop carries only "done"; the status stays in the state
@@ -275,7 +286,7 @@ impl<'a> Request<'a> {
             // is not returned through the loop).
             ep.wait_on(v, |full| self.attempt(full).map(drop));
         }
-        match self.state {
+        match &self.state {
             State::Complete(st) => st,
             _ => unreachable!("an attempt that returns a status completes the request"),
         }
