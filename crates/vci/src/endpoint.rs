@@ -304,13 +304,17 @@ impl Endpoint {
             .vcis
             .iter()
             .fold(Stats::default(), |a, v| a.merged(&v.stats()));
-        // Fast-box sends are counted under the lane locks (no atomic add on
-        // the fast path).
+        // Sends are counted under the lane locks (no atomic add on the
+        // send paths).
         for lane in self.lanes.iter() {
             let l = lane.lock();
             s.sent_fastbox += l.fastbox_sent;
-            s.sent_immediate += l.fastbox_sent;
-            s.sent_owned += l.owned_sent;
+            s.sent_immediate += l.fastbox_sent + l.queued[0];
+            s.sent_single_copy += l.queued[1];
+            s.sent_two_copy += l.queued[2];
+            s.sent_kernel_assisted += l.queued[3];
+            s.sent_owned += l.owned_sent + l.queued[4];
+            s.sent_synchronous += l.synchronous;
         }
         s
     }
@@ -336,18 +340,32 @@ impl Endpoint {
     }
 
     /// Numbers `env` and queues it for VCI `v` of rank `dest` in this
-    /// process's send order, then rings `dest`'s doorbell.
+    /// process's send order, then rings `dest`'s doorbell. The message is
+    /// counted (sent with `protocol`, synchronous if `sync`) under the
+    /// lane lock, as fast-box sends are: an atomic add here would be a
+    /// locked instruction on every send, waiting for the queue link just
+    /// stored to reach the receiver's cache line.
     ///
     /// # Safety
     ///
     /// As for [`VciShared::push`]: `env` is fresh, in the node heap, and
     /// belongs to the receiver from now on.
-    pub(crate) unsafe fn post(&self, dest: u32, v: usize, env: NonNull<Envelope>) {
+    #[inline(always)]
+    pub(crate) unsafe fn post(
+        &self,
+        dest: u32,
+        v: usize,
+        env: NonNull<Envelope>,
+        protocol: Protocol,
+        sync: bool,
+    ) {
         let i = self.lane_index(dest, v);
         {
             let mut lane = self.lanes[i].lock();
             Envelope::set_seq(env, lane.next);
             lane.next += 1;
+            lane.queued[protocol as usize - 1] += 1;
+            lane.synchronous += u64::from(sync);
             // SAFETY: the caller's contract; numbered above.
             unsafe { self.peers[i].push(env) };
         }
@@ -699,8 +717,7 @@ impl Endpoint {
         // SAFETY: a fresh envelope in the node heap, not queued; after the
         // push only the receiver touches it until it completes it (single
         // copy, kernel assisted, synchronous) or frees it (the others).
-        unsafe { self.post(d, v, env) };
-        self.vcis[v].count_send(protocol, sync);
+        unsafe { self.post(d, v, env, protocol, sync) };
         Ok(match place {
             Some(place) => Begun::Pending {
                 v,

@@ -268,6 +268,7 @@ impl Envelope {
 
     /// Allocates an envelope in this rank's arena with `inline` copied into
     /// its inline area (empty for other protocols than immediate).
+    #[inline(always)]
     pub(crate) fn create(h: Header, inline: &[u8]) -> shmheap::Result<NonNull<Envelope>> {
         let ext = if h.flags & FLAG_SYN != 0 {
             std::mem::size_of::<SynCopy>()

@@ -272,6 +272,11 @@ pub(crate) struct LaneState {
     pub fastbox_sent: u64,
     /// Given blocks sent through the fast box (a statistic).
     pub owned_sent: u64,
+    /// Messages queued as envelopes, by protocol (`Protocol as usize - 1`;
+    /// a statistic).
+    pub queued: [u64; 5],
+    /// Synchronous sends among them (a statistic).
+    pub synchronous: u64,
 }
 
 impl LaneState {
@@ -283,6 +288,8 @@ impl LaneState {
             credit: 0,
             fastbox_sent: 0,
             owned_sent: 0,
+            queued: [0; 5],
+            synchronous: 0,
         }
     }
 }

@@ -278,15 +278,12 @@ impl Endpoint {
         }
         // The block's record fits a fast-box slot: no envelope.
         // The message is on its way: the original of a moved block goes.
-        // (A send through the fast box is counted under its lane lock.)
-        let sent = |counted: bool| {
+        // (It was counted under its lane lock, fast box or queue.)
+        let sent = || {
             if moved.is_some() {
                 // SAFETY: the original is ours (caller's contract), copied
                 // into the node heap above.
                 unsafe { block.free() };
-            }
-            if !counted {
-                self.vci_at(v).count_send(Protocol::Owned, false);
             }
             let st = Status {
                 source: dest,
@@ -306,7 +303,7 @@ impl Endpoint {
                 kind,
             };
             if self.try_slot(d, v, head, SlotData::Words(&words, n)) {
-                return Ok(sent(true));
+                return Ok(sent());
             }
         }
         let h = Header {
@@ -327,8 +324,8 @@ impl Endpoint {
         })?;
         // SAFETY: a fresh envelope in the node heap, not queued; the
         // receiver frees it (and takes or frees the block).
-        unsafe { self.post(d, v, env) };
-        Ok(sent(false))
+        unsafe { self.post(d, v, env, Protocol::Owned, false) };
+        Ok(sent())
     }
 
     /// Starts an ownership receive from `source` (a rank, `ANY_SOURCE` or

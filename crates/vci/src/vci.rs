@@ -332,11 +332,9 @@ impl Stats {
 
 #[derive(Debug, Default)]
 struct Counters {
-    sent: [AtomicU64; 5],
     received: [AtomicU64; 5],
     matched_posted: AtomicU64,
     matched_unexpected: AtomicU64,
-    sent_synchronous: AtomicU64,
     synergistic: AtomicU64,
     syn_receiver_blocks: AtomicU64,
     syn_sender_blocks: AtomicU64,
@@ -614,14 +612,6 @@ impl Vci {
         self.private.lock()
     }
 
-    /// Counts a sent message.
-    pub(crate) fn count_send(&self, p: Protocol, sync: bool) {
-        bump(&self.stats.sent[p as usize - 1]);
-        if sync {
-            bump(&self.stats.sent_synchronous);
-        }
-    }
-
     /// Counts blocks of a synergistic copy this rank copied as the sender.
     pub(crate) fn count_sender_blocks(&self, n: u64) {
         if n > 0 {
@@ -629,26 +619,31 @@ impl Vci {
         }
     }
 
-    /// A snapshot of the counters.
+    /// A snapshot of this VCI's counters: what it received and matched.
+    /// Sends are counted by the endpoint's lanes; [`Endpoint::stats`] adds
+    /// both.
+    ///
+    /// [`Endpoint::stats`]: crate::Endpoint::stats
     pub fn stats(&self) -> Stats {
         let s = &self.stats;
         Stats {
-            sent_immediate: read(&s.sent[0]),
-            sent_single_copy: read(&s.sent[1]),
-            sent_two_copy: read(&s.sent[2]),
+            // Sends are counted per lane (`Endpoint::stats`).
+            sent_immediate: 0,
+            sent_single_copy: 0,
+            sent_two_copy: 0,
             recv_immediate: read(&s.received[0]) + read(&s.slot.plain),
             recv_single_copy: read(&s.received[1]),
             recv_two_copy: read(&s.received[2]),
             matched_posted: read(&s.matched_posted),
             matched_unexpected: read(&s.matched_unexpected),
-            sent_kernel_assisted: read(&s.sent[3]),
+            sent_kernel_assisted: 0,
             kernel_assisted: read(&s.received[3]),
-            sent_synchronous: read(&s.sent_synchronous),
+            sent_synchronous: 0,
             synergistic: read(&s.synergistic),
             synergistic_receiver_blocks: read(&s.syn_receiver_blocks),
             synergistic_sender_blocks: read(&s.syn_sender_blocks),
             matched_probe: read(&s.matched_probe),
-            sent_owned: read(&s.sent[4]),
+            sent_owned: 0,
             recv_owned: read(&s.received[4]) + read(&s.slot.owned),
             owned_in_place: read(&s.owned_in_place) + read(&s.slot.owned_in_place),
             owned_copied: read(&s.owned_copied),
