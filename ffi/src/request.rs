@@ -11,9 +11,9 @@
 //!
 //! Waiting marks the entries busy where they are (or takes them out of the
 //! table, their slots reserved), so no lock is held while the engine makes
-//! progress, and other threads keep using their own requests. Sets go to the engine's request sets
-//! (`vci::wait_any`, …) so one progress pass serves every request of the
-//! set. A request freed with `MPI_Request_free` while pending is kept on a
+//! progress, and other threads keep using their own requests. Sets go to
+//! the engine's request sets (`vci::wait_any`, …) so one progress pass
+//! serves every request of the set. A request freed with `MPI_Request_free` while pending is kept on a
 //! side list and completed later (its receive still lands in the buffer).
 //!
 //! In C:
@@ -753,11 +753,10 @@ mpi_fn! {
                 }
                 return Ok(());
             }
-            // The request leaves the table at once (one lock): waiting
-            // frees it whatever the outcome.
             // The request is waited for where it is, its slot marked busy
             // (no lock is held meanwhile), and its status read there (see
-            // `vci::Request::wait_in_place`).
+            // `vci::Request::wait_in_place`); waiting frees the slot
+            // whatever the outcome.
             let mut entry = REQUESTS.lock(h.0).map_err(|m| miss(m, h))?;
             // SAFETY: as above.
             unsafe { p.write(abi::REQUEST_NULL) };
