@@ -12,7 +12,7 @@
 //! * [`alloc`]: the `malloc` family and the library's own allocator;
 //! * [`errors`]: error classes, error handlers, the routine wrapper;
 //! * [`handles`]: the tables behind created handles;
-//! * [`env`]: init, finalize, clocks, versions, `MPI_Alloc_mem`;
+//! * [`env`](mod@env): init, finalize, clocks, versions, `MPI_Alloc_mem`;
 //! * [`comm`]: communicators and groups;
 //! * [`datatype`]: predefined and derived datatypes, packing;
 //! * [`p2p`]: sends, receives, probes;
