@@ -9,9 +9,16 @@
 # minutes, and the two programs of one round usually share a stretch where
 # two medians over all rounds may not.
 #
-# Usage: ffi/tools/compare-pingpong.sh [--rounds N] [--sizes LO-HI] [--keep DIR]
+# With --per-size, each round runs the programs one size at a time (C,
+# then hmpi-bench latency and bw, or the reverse), so the two values of a
+# pair are seconds apart rather than a whole sweep: slower (three launches
+# per size and round), but the paired ratios see less of the machine's
+# changes.
+#
+# Usage: ffi/tools/compare-pingpong.sh [--rounds N] [--sizes LO-HI] [--per-size] [--keep DIR]
 #   --rounds N     rounds (default 9)
 #   --sizes LO-HI  powers of two from LO to HI bytes (default 8-1024)
+#   --per-size     pair the programs size by size (see above)
 #   --keep DIR     keep every round's raw output in DIR
 #
 # Needs a release build: `ffi/build.sh` and `cargo build --release --bin
@@ -24,12 +31,14 @@ rounds=9
 lo=8
 hi=1024
 keep=""
+per_size=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) rounds=$2; shift ;;
         --sizes) lo=${2%-*}; hi=${2#*-}; shift ;;
+        --per-size) per_size=1 ;;
         --keep) keep=$2; shift ;;
-        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         *) echo "compare-pingpong.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -63,22 +72,35 @@ mkdir -p "$dir"
 [ -n "$keep" ] || trap 'rm -rf "$dir"' EXIT
 "$prefix/bin/hmpicc" -O2 -o "$dir/pingpong" "$root/ffi/examples/pingpong.c"
 
+# run_c ROUND LIST and run_bench ROUND LO HI append to the round's files
+# (the C program takes a comma-separated list: "S," is the one size S).
 run_c() {
-    "$prefix/bin/hmpirun" -n 2 "$dir/pingpong" "$sizes" > "$dir/c.$1.txt"
+    "$prefix/bin/hmpirun" -n 2 "$dir/pingpong" "$2" >> "$dir/c.$1.txt"
 }
 run_bench() {
-    "$bench" latency --sizes "$lo-$hi" --csv "$dir/lat.$1.csv" > /dev/null 2>&1
-    "$bench" bw --sizes "$lo-$hi" --csv "$dir/bw.$1.csv" > /dev/null 2>&1
+    "$bench" latency --sizes "$2-$3" --csv "$dir/one.csv" > /dev/null 2>&1
+    cat "$dir/one.csv" >> "$dir/lat.$1.csv"
+    "$bench" bw --sizes "$2-$3" --csv "$dir/one.csv" > /dev/null 2>&1
+    cat "$dir/one.csv" >> "$dir/bw.$1.csv"
 }
+# The groups of sizes run together: all of them, or one at a time.
+if [ "$per_size" = 1 ]; then groups=${sizes//,/ }; else groups=$sizes; fi
 for r in $(seq 1 "$rounds"); do
     echo "round $r: $(uptime | sed 's/.*load average/load average/')" >&2
-    if [ $((r % 2)) = 1 ]; then
-        run_c "$r"
-        run_bench "$r"
-    else
-        run_bench "$r"
-        run_c "$r"
-    fi
+    : > "$dir/c.$r.txt"
+    : > "$dir/lat.$r.csv"
+    : > "$dir/bw.$r.csv"
+    for g in $groups; do
+        glo=${g%%,*}
+        ghi=${g##*,}
+        if [ $((r % 2)) = 1 ]; then
+            run_c "$r" "$g,"
+            run_bench "$r" "$glo" "$ghi"
+        else
+            run_bench "$r" "$glo" "$ghi"
+            run_c "$r" "$g,"
+        fi
+    done
 done
 
 # One line per value: program kernel size value round.
