@@ -28,7 +28,8 @@ use crate::errors::{api, api_comm, err, out, put, MpiError, Res};
 use crate::handles::{Table, KIND_MESSAGE};
 use crate::request::{
     empty_status, engine_status, finished_entry, full, insert, received, status_error,
-    store_status, to_mpi_status, EngineReq, Extra, Place, ReqEntry, Rest, Staged, SENT,
+    store_engine_status, store_status, to_mpi_status, EngineReq, Extra, Place, ReqEntry, Rest,
+    Staged, SENT,
 };
 use std::ffi::{c_int, c_void};
 use vci::Endpoint;
@@ -410,11 +411,8 @@ unsafe fn recv_fast(
     match ep.recv_with_status(target, src, tag, c.ctx, &mut st) {
         // The common case: received whole.
         Ok(()) if st.error.is_none() => {
-            if !status.is_null() {
-                let (s, _) = to_mpi_status(&st, &CommRef::Static(c));
-                // SAFETY: the caller's status pointer, not null.
-                unsafe { status.write(s) };
-            }
+            // SAFETY: the caller's status pointer.
+            unsafe { store_engine_status(status, &st, &CommRef::Static(c)) };
             Some(abi::SUCCESS)
         }
         // SAFETY: the caller's status pointer.

@@ -275,6 +275,19 @@ unsafe fn status_ref<'a>(p: *const MpiStatus) -> Res<&'a MpiStatus> {
     Ok(unsafe { &*p })
 }
 
+/// [`store_status`] of an engine status on `comm`, converted only if the
+/// program wants it (its error code is the caller's business).
+///
+/// # Safety
+/// `p`, if not null, is valid for a write of a status.
+#[inline]
+pub unsafe fn store_engine_status(p: *mut MpiStatus, st: &vci::Status, comm: &CommRef) {
+    if !p.is_null() {
+        // SAFETY: the caller's guarantee; not null.
+        unsafe { p.write(to_mpi_status(st, comm).0) };
+    }
+}
+
 /// Writes a status unless the program passed `MPI_STATUS_IGNORE`.
 ///
 /// # Safety
@@ -765,11 +778,8 @@ mpi_fn! {
             // The common case: received whole (or sent), nothing to unpack
             // or hand over.
             if st.error.is_none() && !e.rest.completes_into_program() {
-                if !status.is_null() {
-                    let (s, _) = to_mpi_status(st, &e.rest.comm);
-                    // SAFETY: the caller's status pointer, not null.
-                    unsafe { status.write(s) };
-                }
+                // SAFETY: the caller's status pointer.
+                unsafe { store_engine_status(status, st, &e.rest.comm) };
                 entry.drop_here();
                 return Ok(());
             }
