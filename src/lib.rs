@@ -47,7 +47,6 @@ pub use hmpi_core::{
 pub use opi;
 pub use shmheap;
 pub use shmheap::{attach_from_env, is_shared, owner_of, ShmHeap};
-pub use vci;
 
 /// Everything a typical program uses (`use hmpi::prelude::*;`): the traits,
 /// [`init`], the communicator, group, status and request types.

@@ -21,7 +21,7 @@
 #   --per-size     pair the programs size by size (see above)
 #   --keep DIR     keep every round's raw output in DIR
 #
-# Needs a release build: `ffi/build.sh` and `cargo build --release --bin
+# Needs a release build: `ffi/build.sh` and `cargo build --release -p
 # hmpi-bench`, under $CARGO_TARGET_DIR (or target/ at the workspace root).
 # Prints the load average before every round, then the table.
 set -euo pipefail
@@ -53,7 +53,7 @@ bench=$target/release/hmpi-bench
 prefix=$target/hmpi
 for f in "$bench" "$prefix/bin/hmpicc" "$prefix/bin/hmpirun"; do
     if [ ! -x "$f" ]; then
-        echo "compare-pingpong.sh: $f is missing (ffi/build.sh; cargo build --release --bin hmpi-bench)" >&2
+        echo "compare-pingpong.sh: $f is missing (ffi/build.sh; cargo build --release -p hmpi-bench)" >&2
         exit 1
     fi
 done

@@ -17,7 +17,6 @@
 //! * [`collective`]: scatter, gather and all-to-all by ownership;
 //! * [`fusion`]: node-local ranks, node-shared values, signals, counters;
 //! * [`raw`]: the untyped core the C interface (`OPI_*`) wraps;
-//! * [`bench`](mod@bench): the measurement kernels the benchmarks share.
 //!
 //! A program that wants zero copy sets the node heap as its allocator:
 //! ```ignore
@@ -61,7 +60,6 @@
 // crate too (its tests and doc examples).
 extern crate self as opi;
 
-pub mod bench;
 pub mod collective;
 pub mod error;
 pub mod fusion;

@@ -3,7 +3,6 @@
 //! CSV checked for every size and sane values; `opi --quick` (without the
 //! iceoryx2 peer); and `compare` with no peers.
 //! The MPI peers are exercised by CI's short `compare` (`.ci/run`).
-#![cfg(feature = "bench")]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -24,8 +24,8 @@
 //!   while rank 1 sleeps (a peer spinning in a wait would share the cores
 //!   with the measurement).
 //!
-//! The kernels are `opi::bench`'s (the `opbench` example runs them too,
-//! standalone). Each size runs a warm-up of a tenth of the iterations and
+//! The kernels are in [`crate::opi_kernels`] (the `opbench` example runs
+//! them too, standalone). Each size runs a warm-up of a tenth of the iterations and
 //! then `--reps` timed repetitions (median reported, minimum and maximum
 //! in the CSV). Iterations: 10 000 round trips at every size for give/take
 //! and iceoryx2 (the cost does not depend on it); for the copy path OSU's
@@ -35,19 +35,19 @@
 //! The targets of the issue are printed under the table: one-way give/take
 //! (`hmpi-opi`, measured as iceoryx2 measures) at most half of iceoryx2's
 //! — measured in the same run when the peer ran, else the issue's figure
-//! for this machine kind (208 ns) —, 4 MiB within ±10% of 8 B, pool
+//! for this machine kind (`PEER_NS`) —, 4 MiB within ±10% of 8 B, pool
 //! alloc+free ≤ 20 ns (4 MiB / 8 B from the paired measurement when it
 //! ran).
 //!
 //! Registered in `main.rs` with `mod opi;` and `opi::WORKLOAD` in
 //! `WORKLOADS`.
 
+use crate::opi_kernels::{give_take_latency, Touch};
 use crate::p2p::ResultFile;
 use crate::report::{self, fmt_size, Sample};
 use crate::{BenchError, Options, Outcome, Progress, Workload};
-use ::opi::bench::{give_take_latency, Touch};
-use hmpi_core::launch::{allowed_cpus, Bind, Launcher};
-use hmpi_core::traits::Communicator;
+use hmpi::hmpi_core::launch::{allowed_cpus, Bind, Launcher};
+use hmpi::traits::Communicator;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
@@ -91,7 +91,8 @@ const OPI_ITERS: usize = 10_000;
 /// Pool alloc+free pairs per repetition.
 const POOL_ITERS: usize = 1_000_000;
 /// The zero-copy peer's one-way latency on this machine kind as the issue
-/// gives it (iceoryx2 publish-subscribe, 8 B and 4 MiB: 208–217 ns), for
+/// gives it (iceoryx2 publish-subscribe, the smaller of its 8 B and 4 MiB
+/// figures), for
 /// runs that do not measure the peer (built without feature `iceoryx2`);
 /// the target is half the peer's.
 const PEER_NS: f64 = 208.0;
@@ -378,8 +379,8 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
     let job = parse_job(args)?;
     // Buffers in the node heap, so that given blocks move by pointer.
     crate::node_heap_allocator();
-    let failed = |e: hmpi_core::Error| BenchError::Failed(format!("opi worker: {e}"));
-    let universe = hmpi_core::init().map_err(failed)?;
+    let failed = |e: hmpi::Error| BenchError::Failed(format!("opi worker: {e}"));
+    let universe = hmpi::init().map_err(failed)?;
     let world = universe.world();
     if world.size() != 2 {
         return Err(BenchError::Failed(format!(
@@ -418,12 +419,12 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
         }
         let mut copy_ns = Vec::new();
         world.barrier().map_err(failed)?;
-        ::opi::bench::copy_latency(&world, 1 - me, leader, size, ci / 10, ci / 10)
+        crate::opi_kernels::copy_latency(&world, 1 - me, leader, size, ci / 10, ci / 10)
             .map_err(failed)?;
         for _ in 0..job.reps {
             world.barrier().map_err(failed)?;
-            let t =
-                ::opi::bench::copy_latency(&world, 1 - me, leader, size, 0, ci).map_err(failed)?;
+            let t = crate::opi_kernels::copy_latency(&world, 1 - me, leader, size, 0, ci)
+                .map_err(failed)?;
             copy_ns.push(t * 1e9);
         }
         if leader {
@@ -476,17 +477,17 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
     // The pool is measured on rank 0 alone, while rank 1 sleeps (not
     // spinning in a wait, which would share the machine's cores with the
     // measurement): rank 1 polls a node-shared signal with short sleeps.
-    let done =
-        ::opi::fusion::NodeShared::new(&world, 0, ::opi::fusion::Signal::new).map_err(failed)?;
+    let done = hmpi::opi::fusion::NodeShared::new(&world, 0, hmpi::opi::fusion::Signal::new)
+        .map_err(failed)?;
     if leader {
         // Not shortened by --quick: a million pairs take some 20 ms, and
         // fewer are dominated by the first ones (cold caches, clock ramp).
         let iters = POOL_ITERS;
         let mut pool = Vec::new();
-        let measured = (|| -> hmpi_core::Result<()> {
-            ::opi::bench::pool_alloc_free_ns(8, iters / 10)?;
+        let measured = (|| -> hmpi::Result<()> {
+            crate::opi_kernels::pool_alloc_free_ns(8, iters / 10)?;
             for _ in 0..job.reps {
-                pool.push(::opi::bench::pool_alloc_free_ns(8, iters)?);
+                pool.push(crate::opi_kernels::pool_alloc_free_ns(8, iters)?);
             }
             Ok(())
         })();
@@ -529,10 +530,10 @@ struct PeerPorts {
 /// Whether both ranks say yes (each sends its answer and receives the
 /// other's).
 #[cfg_attr(not(feature = "iceoryx2"), allow(dead_code))]
-fn both(world: &hmpi_core::SimpleCommunicator, yes: bool) -> Result<bool, BenchError> {
+fn both(world: &hmpi::SimpleCommunicator, yes: bool) -> Result<bool, BenchError> {
     let other = world.process_at_rank(1 - world.rank());
     let (theirs, _) =
-        hmpi_core::point_to_point::send_receive::<u8, _, _, _>(&u8::from(yes), &other, &other)
+        hmpi::point_to_point::send_receive::<u8, _, _, _>(&u8::from(yes), &other, &other)
             .map_err(|e| BenchError::Failed(format!("opi worker: {e}")))?;
     Ok(yes && theirs == 1)
 }
@@ -541,7 +542,7 @@ fn both(world: &hmpi_core::SimpleCommunicator, yes: bool) -> Result<bool, BenchE
 /// (with what the peer then does without it).
 #[cfg(feature = "iceoryx2")]
 fn agreed<T>(
-    world: &hmpi_core::SimpleCommunicator,
+    world: &hmpi::SimpleCommunicator,
     r: Result<T, String>,
     without: &str,
 ) -> Result<Option<T>, BenchError> {
@@ -554,7 +555,7 @@ fn agreed<T>(
 
 impl ZeroCopyPeer {
     #[cfg(feature = "iceoryx2")]
-    fn open(world: &hmpi_core::SimpleCommunicator, leader: bool) -> Result<Self, BenchError> {
+    fn open(world: &hmpi::SimpleCommunicator, leader: bool) -> Result<Self, BenchError> {
         // Both ranks are children of this job's launcher: its pid names
         // the job's services.
         let job = std::os::unix::process::parent_id().to_string();
@@ -565,7 +566,7 @@ impl ZeroCopyPeer {
     }
 
     #[cfg(not(feature = "iceoryx2"))]
-    fn open(_: &hmpi_core::SimpleCommunicator, _: bool) -> Result<Self, BenchError> {
+    fn open(_: &hmpi::SimpleCommunicator, _: bool) -> Result<Self, BenchError> {
         Ok(ZeroCopyPeer {})
     }
 
@@ -574,7 +575,7 @@ impl ZeroCopyPeer {
     #[cfg(feature = "iceoryx2")]
     fn ports(
         &self,
-        world: &hmpi_core::SimpleCommunicator,
+        world: &hmpi::SimpleCommunicator,
         size: usize,
     ) -> Result<PeerPorts, BenchError> {
         let Some(peer) = &self.peer else {
@@ -586,7 +587,7 @@ impl ZeroCopyPeer {
     }
 
     #[cfg(not(feature = "iceoryx2"))]
-    fn ports(&self, _: &hmpi_core::SimpleCommunicator, _: usize) -> Result<PeerPorts, BenchError> {
+    fn ports(&self, _: &hmpi::SimpleCommunicator, _: usize) -> Result<PeerPorts, BenchError> {
         Ok(PeerPorts {})
     }
 }
@@ -597,7 +598,7 @@ impl PeerPorts {
     #[cfg(feature = "iceoryx2")]
     fn one_way_ns(
         &self,
-        world: &hmpi_core::SimpleCommunicator,
+        world: &hmpi::SimpleCommunicator,
         size: usize,
         iters: usize,
     ) -> Result<Option<f64>, BenchError> {
@@ -616,7 +617,7 @@ impl PeerPorts {
     #[cfg(not(feature = "iceoryx2"))]
     fn one_way_ns(
         &self,
-        _: &hmpi_core::SimpleCommunicator,
+        _: &hmpi::SimpleCommunicator,
         _: usize,
         _: usize,
     ) -> Result<Option<f64>, BenchError> {
@@ -625,7 +626,7 @@ impl PeerPorts {
 
     fn warm_up(
         &self,
-        world: &hmpi_core::SimpleCommunicator,
+        world: &hmpi::SimpleCommunicator,
         size: usize,
         iters: usize,
     ) -> Result<(), BenchError> {

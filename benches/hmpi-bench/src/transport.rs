@@ -89,7 +89,7 @@ pub fn open(name: &str, label: &str) -> TResult<Box<dyn Transport>> {
         "rsmpi" => Ok(Box::new(rsmpi::Rsmpi::open(label)?)),
         #[cfg(not(feature = "mpi"))]
         "rsmpi" => Err("this hmpi-bench was built without the `mpi` feature; \
-             build it with `cargo build --release --features mpi` (after scripts/setup-mpi)"
+             build it with `cargo build --release -p hmpi-bench --features mpi` (after scripts/setup-mpi)"
             .into()),
         other => Err(format!("unknown transport '{other}' (known: hmpi, rsmpi)")),
     }
@@ -151,22 +151,22 @@ impl Drop for AlignedBuf {
 /// The hmpi backend: the typed runtime, and its engine for the windows.
 pub struct Hmpi {
     label: String,
-    world: hmpi_core::SimpleCommunicator,
+    world: hmpi::SimpleCommunicator,
     endpoint: &'static vci::Endpoint,
     /// The engine context of the world's point-to-point traffic.
     context: u32,
     // Last: dropping it finalizes the runtime (a barrier over the world).
-    _universe: hmpi_core::Universe,
+    _universe: hmpi::Universe,
 }
 
 impl Hmpi {
     /// Initialises the runtime (collective: every rank of the launcher's
     /// job calls it).
     pub fn open(label: &str) -> TResult<Hmpi> {
-        let universe = hmpi_core::init().map_err(|e| format!("hmpi init: {e}"))?;
+        let universe = hmpi::init().map_err(|e| format!("hmpi init: {e}"))?;
         let world = universe.world();
         let endpoint =
-            hmpi_core::environment::endpoint().map_err(|e| format!("hmpi endpoint: {e}"))?;
+            hmpi::hmpi_core::environment::endpoint().map_err(|e| format!("hmpi endpoint: {e}"))?;
         let context = world.context();
         Ok(Hmpi {
             label: label.to_owned(),
@@ -213,22 +213,22 @@ impl Transport for Hmpi {
     }
 
     fn rank(&self) -> usize {
-        use hmpi_core::traits::Communicator;
+        use hmpi::traits::Communicator;
         self.world.rank() as usize
     }
 
     fn size(&self) -> usize {
-        use hmpi_core::traits::Communicator;
+        use hmpi::traits::Communicator;
         self.world.size() as usize
     }
 
     fn barrier(&self) -> TResult<()> {
-        use hmpi_core::traits::Communicator;
+        use hmpi::traits::Communicator;
         self.world.barrier().map_err(|e| self.err("barrier", e))
     }
 
     fn send(&self, buf: &[u8], dest: usize, tag: i32) -> TResult<()> {
-        use hmpi_core::traits::{Communicator, Destination};
+        use hmpi::traits::{Communicator, Destination};
         self.world
             .process_at_rank(dest as i32)
             .send_with_tag(buf, tag)
@@ -236,7 +236,7 @@ impl Transport for Hmpi {
     }
 
     fn recv(&self, buf: &mut [u8], source: usize, tag: i32) -> TResult<()> {
-        use hmpi_core::traits::{Communicator, Source};
+        use hmpi::traits::{Communicator, Source};
         self.world
             .process_at_rank(source as i32)
             .receive_into_with_tag(buf, tag)

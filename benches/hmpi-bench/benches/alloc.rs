@@ -9,7 +9,7 @@
 //! threads, cross-rank frees, mimalloc) come from `hmpi-bench alloc`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use shmheap::ShmHeap;
+use hmpi::ShmHeap;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 
@@ -47,7 +47,7 @@ fn batch<A: GlobalAlloc>(a: &A, layout: Layout) {
 
 fn alloc_free(c: &mut Criterion) {
     // Without a launcher this creates a private node heap of one rank.
-    if let Err(e) = shmheap::attach_from_env() {
+    if let Err(e) = hmpi::attach_from_env() {
         eprintln!("cannot attach to a node heap: {e}");
         std::process::exit(1);
     }

@@ -15,9 +15,10 @@
 //! wrapper with `-show`, else pkg-config), so each peer is a separate build
 //! in its own target directory, `PEER_DIR/<mpi>/release/hmpi-bench`, where
 //! `PEER_DIR` is `--peer-dir`, else `HMPI_BENCH_PEER_DIR`, else
-//! `target/peers` in the source tree this program was built from. Before
-//! measuring, `compare` runs `cargo build --release --features mpi` for each
-//! peer whose MPI is installed (a no-op when the peer is up to date;
+//! `target/peers` in the workspace this program was built from. Before
+//! measuring, `compare` runs `cargo build --release --features mpi` on this
+//! package's manifest (`benches/hmpi-bench/Cargo.toml`) for each peer
+//! whose MPI is installed (a no-op when the peer is up to date;
 //! `--no-build` skips it and uses what is there). It says which peers it
 //! found and which are missing, and how to install them
 //! (`scripts/setup-mpi`). The run fails (exit 1, after printing what it
@@ -33,7 +34,7 @@
 use crate::p2p::{self, Job, Kernel, ResultFile};
 use crate::report::{self, fmt_size, Sample};
 use crate::{stats, BenchError, Options, Outcome, Progress};
-use hmpi_core::launch::allowed_cpus;
+use hmpi::hmpi_core::launch::allowed_cpus;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -80,8 +81,17 @@ pub const MPIS: [Mpi; 2] = [
 const SETUP: &str = "scripts/setup-mpi";
 /// The variable that overrides the peers' directory.
 const PEER_DIR_VAR: &str = "HMPI_BENCH_PEER_DIR";
-/// The source tree this program was built from.
+/// This package's directory in the source tree it was built from.
 const SOURCE_DIR: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The workspace root, two levels above this package
+/// (`benches/hmpi-bench`).
+fn workspace_dir() -> PathBuf {
+    let pkg = Path::new(SOURCE_DIR);
+    pkg.parent()
+        .and_then(Path::parent)
+        .map_or_else(|| pkg.to_path_buf(), Path::to_path_buf)
+}
 
 /// The workloads `compare` accepts: names, or `p2p`/`all` for every kernel.
 pub fn parse_workloads(list: &str) -> Result<Vec<&'static Kernel>, BenchError> {
@@ -149,7 +159,7 @@ fn peer_dir(opts: &Options) -> PathBuf {
     opts.peer_dir
         .clone()
         .or_else(|| std::env::var_os(PEER_DIR_VAR).map(PathBuf::from))
-        .unwrap_or_else(|| Path::new(SOURCE_DIR).join("target").join("peers"))
+        .unwrap_or_else(|| workspace_dir().join("target").join("peers"))
 }
 
 /// The peer program of `mpi` under `dir`.

@@ -25,6 +25,9 @@
 //! machine disturbs them alike. Worker threads are pinned to distinct CPUs
 //! when there are enough; the two ranks are bound to cores by the launcher.
 //!
+//! Built without the default feature `mimalloc`, the workload measures
+//! shmheap and glibc only, and the mimalloc columns say "not measured".
+//!
 //! A repetition during which another process took a measuring thread's CPU
 //! (involuntary context switches, and thread CPU time more than
 //! [`MAX_LOST`] short of the wall time) is run again, at most
@@ -45,9 +48,10 @@
 
 use crate::report::{self, fmt_size, Sample};
 use crate::{BenchError, Options, Outcome, Progress, Workload};
-use hmpi_core::launch::{allowed_cpus, Bind, Launcher};
+use hmpi::hmpi_core::launch::{allowed_cpus, Bind, Launcher};
+use hmpi::ShmHeap;
+#[cfg(feature = "mimalloc")]
 use mimalloc::MiMalloc;
-use shmheap::ShmHeap;
 use std::alloc::{GlobalAlloc, Layout};
 use std::fmt::Write as _;
 use std::hint::black_box;
@@ -117,16 +121,21 @@ const XRANK: &str = "shmheap-xrank";
 enum Backend {
     ShmHeap,
     Glibc,
+    #[cfg(feature = "mimalloc")]
     Mimalloc,
 }
 
 impl Backend {
+    #[cfg(feature = "mimalloc")]
     const ALL: [Backend; 3] = [Backend::ShmHeap, Backend::Glibc, Backend::Mimalloc];
+    #[cfg(not(feature = "mimalloc"))]
+    const ALL: [Backend; 2] = [Backend::ShmHeap, Backend::Glibc];
 
     fn name(self) -> &'static str {
         match self {
             Backend::ShmHeap => "shmheap",
             Backend::Glibc => "glibc",
+            #[cfg(feature = "mimalloc")]
             Backend::Mimalloc => "mimalloc",
         }
     }
@@ -293,6 +302,7 @@ fn alloc_free(backend: Backend, size: usize, stop: &AtomicBool) -> Result<u64, S
     match backend {
         Backend::ShmHeap => alloc_free_loop(&Via(ShmHeap::new()), layout, stop),
         Backend::Glibc => alloc_free_loop(&Glibc, layout, stop),
+        #[cfg(feature = "mimalloc")]
         Backend::Mimalloc => alloc_free_loop(&Via(MiMalloc), layout, stop),
     }
 }
@@ -675,6 +685,7 @@ fn cross_produce(b: Backend, size: usize, ring: &Ring, stop: &AtomicBool) -> Res
     match b {
         Backend::ShmHeap => produce(&Via(ShmHeap::new()), ring, layout, stop),
         Backend::Glibc => produce(&Glibc, ring, layout, stop),
+        #[cfg(feature = "mimalloc")]
         Backend::Mimalloc => produce(&Via(MiMalloc), ring, layout, stop),
     }
 }
@@ -684,6 +695,7 @@ fn cross_consume(b: Backend, size: usize, ring: &Ring) -> u64 {
     match b {
         Backend::ShmHeap => consume(&Via(ShmHeap::new()), ring, layout),
         Backend::Glibc => consume(&Glibc, ring, layout),
+        #[cfg(feature = "mimalloc")]
         Backend::Mimalloc => consume(&Via(MiMalloc), ring, layout),
     }
 }
@@ -845,7 +857,7 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
     } = WorkerArgs::parse(args)?;
     crate::system_allocator();
     let fail = |what: &str, e: &dyn std::fmt::Display| BenchError::Failed(format!("{what}: {e}"));
-    let seg = shmheap::attach_from_env().map_err(|e| fail("attach to the node heap", &e))?;
+    let seg = hmpi::attach_from_env().map_err(|e| fail("attach to the node heap", &e))?;
     if seg.ranks() != 2 {
         return Err(BenchError::Failed(format!(
             "the cross-free worker needs 2 ranks, the node heap has {}",
@@ -922,7 +934,7 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
         unsafe { heap.free(p.as_ptr(), Layout::new::<Ring>()) };
     } else if seg.local_rank() == 1 {
         let addr = seg.wait_lookup(0, RING_SLOT) as usize;
-        if shmheap::owner_of(addr as *const u8) != Some(0) || addr % 64 != 0 {
+        if hmpi::owner_of(addr as *const u8) != Some(0) || addr % 64 != 0 {
             return Err(BenchError::Failed(format!(
                 "registry slot {RING_SLOT} holds {addr:#x}, not a ring in rank 0's arena"
             )));
@@ -1120,7 +1132,7 @@ fn run(opts: &Options, progress: &Progress) -> Result<Outcome, BenchError> {
         .ms
         .unwrap_or(if opts.quick { QUICK_MS } else { DEFAULT_MS });
     let time = Duration::from_millis(ms);
-    let _segment = shmheap::attach_from_env().map_err(|e| {
+    let _segment = hmpi::attach_from_env().map_err(|e| {
         BenchError::Failed(format!("cannot attach to a node heap for shmheap: {e}"))
     })?;
     prime_glibc(sizes.iter().copied().max().unwrap_or(0));
@@ -1360,7 +1372,7 @@ mod tests {
     #[test]
     fn alloc_free_loops_stop() {
         let stop = AtomicBool::new(true);
-        for b in [Backend::Glibc, Backend::Mimalloc] {
+        for b in Backend::ALL.into_iter().filter(|&b| b != Backend::ShmHeap) {
             assert_eq!(alloc_free(b, 64, &stop), Ok(BATCH as u64));
         }
     }

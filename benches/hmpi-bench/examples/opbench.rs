@@ -2,6 +2,7 @@
 //! the one-way give/take latency of `hmpi-bench opi` as a standalone run.
 //!
 //! ```text
+//! cargo build --release -p hmpi-bench --example opbench
 //! hmpirun -n 2 target/release/examples/opbench [exchange|latency|all]
 //!         [--sizes MIN-MAX] [--iters N] [--csv FILE]
 //! ```
@@ -29,12 +30,17 @@
 //! The global allocator is the node heap, so given buffers move by
 //! pointer.
 
-use hmpi_core::prelude::*;
-use opi::prelude::*;
-use shmheap::ShmHeap;
+use hmpi::opi::prelude::*;
+use hmpi::{hmpi_core, opi, shmheap, ShmHeap};
 use std::hint::black_box;
 use std::io::Write;
 use std::time::Instant;
+
+/// The give/take, copy and pool kernels of `hmpi-bench opi` (this example
+/// uses some of them).
+#[allow(dead_code)]
+#[path = "../src/opi_kernels.rs"]
+mod kernels;
 
 #[global_allocator]
 static ALLOC: ShmHeap = ShmHeap::new();
@@ -295,17 +301,17 @@ fn latency(world: &SimpleCommunicator, args: &Args) -> Result<Vec<Row>> {
         let mut copy = Vec::new();
         for _ in 0..5 {
             world.barrier()?;
-            opi.push(opi::bench::give_take_latency(
+            opi.push(kernels::give_take_latency(
                 world,
                 1 - me,
                 leader,
                 size,
-                opi::bench::Touch::FirstByte,
+                kernels::Touch::FirstByte,
                 iters / 10,
                 iters,
             )?);
             world.barrier()?;
-            copy.push(opi::bench::copy_latency(
+            copy.push(kernels::copy_latency(
                 world,
                 1 - me,
                 leader,
@@ -344,7 +350,7 @@ fn latency(world: &SimpleCommunicator, args: &Args) -> Result<Vec<Row>> {
     let done = opi::fusion::NodeShared::new(world, 0, opi::fusion::Signal::new)?;
     if leader {
         let v: Result<Vec<f64>> = (0..5)
-            .map(|_| opi::bench::pool_alloc_free_ns(8, 2_000_000))
+            .map(|_| kernels::pool_alloc_free_ns(8, 2_000_000))
             .collect();
         done.set();
         let mut v = v?;

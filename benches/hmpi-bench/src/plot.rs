@@ -164,17 +164,14 @@ fn panel<DB: DrawingBackend>(
         .find(|s| s.workload == workload)
         .map_or("", |s| s.unit);
     let mut chart = ChartBuilder::on(area)
-        .caption(
-            format!("{workload} ({unit}, median; 2 ranks)"),
-            ("sans-serif", 28),
-        )
+        .caption(format!("{workload} ({unit}, median)"), ("sans-serif", 28))
         .margin(16)
         .x_label_area_size(56)
         .y_label_area_size(86)
         .build_cartesian_2d((xr.0..xr.1).log_scale().base(2.0), (yr.0..yr.1).log_scale())?;
     chart
         .configure_mesh()
-        .x_desc("message size (bytes)")
+        .x_desc("size (bytes)")
         .y_desc(unit)
         .x_labels(12)
         .y_labels(10)

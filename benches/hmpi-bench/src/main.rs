@@ -3,13 +3,15 @@
 //! ```text
 //! hmpi-bench <workload> [--csv FILE] [--plot FILE.png] [--sizes MIN-MAX] [--reps N] [--ms N] [--quick]
 //! hmpi-bench compare <workload>[,<workload>…] [--peers openmpi,mpich|none] [--no-build] [options]
+//! hmpi-bench plot --csv FILE --out FILE.png [--benchmark NAME]
 //! hmpi-bench --help
 //! ```
 //!
 //! Each workload measures every backend it compares in the same run and
 //! prints a table of medians with the ratios between them; `--csv` writes
 //! every sample (`workload,backend,threads,size,value,unit,min,max`),
-//! `--plot` draws them. Progress goes to stderr, results to stdout.
+//! `--plot` draws them; `plot` draws a CSV written earlier (or a results
+//! file under `docs/bench/`). Progress goes to stderr, results to stdout.
 //!
 //! Layout: this file parses the command line and dispatches; [`report`]
 //! holds samples, tables and CSV; [`stats`] the order statistics; [`plot`]
@@ -25,7 +27,13 @@
 //!   backends are hmpi and (feature `mpi`) rsmpi over a system MPI;
 //! * [`compare`]: `hmpi-bench compare`, which runs hmpi and the rsmpi peers
 //!   (Open MPI, MPICH; each a build of this program with feature `mpi`,
-//!   started by that MPI's launcher) in one invocation.
+//!   started by that MPI's launcher) in one invocation;
+//! * [`opi`]: ownership passing (give/take) against the copy path and
+//!   (feature `iceoryx2`) iceoryx2, with the kernels in [`opi_kernels`].
+//!
+//! Features: `mimalloc` and `plots` (default) add the `alloc` workload's
+//! mimalloc backend and the PNG charts; `mpi` builds the rsmpi peer;
+//! `iceoryx2` the zero-copy peer of `opi`.
 //!
 //! The global allocator is [`BenchAlloc`]: the node heap ([`ShmHeap`], which
 //! serves from the system allocator until the process attaches to a node
@@ -40,14 +48,16 @@ mod floor;
 #[cfg(feature = "iceoryx2")]
 mod iceoryx;
 mod opi;
+mod opi_kernels;
 mod p2p;
+#[cfg(feature = "plots")]
 mod plot;
 mod report;
 mod stats;
 mod transport;
 
+use hmpi::ShmHeap;
 use report::Sample;
-use shmheap::ShmHeap;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -121,7 +131,7 @@ unsafe impl GlobalAlloc for BenchAlloc {
         // SAFETY: `ptr` is a live block of this allocator, so it came from
         // `System` (outside the segment) or `ShmHeap` (inside).
         unsafe {
-            if shmheap::is_shared(ptr) {
+            if hmpi::is_shared(ptr) {
                 NODE_HEAP.dealloc(ptr, layout)
             } else {
                 System.dealloc(ptr, layout)
@@ -134,7 +144,7 @@ unsafe impl GlobalAlloc for BenchAlloc {
         // SAFETY: as for `dealloc`; `ShmHeap::realloc` itself hands blocks
         // outside the segment to `System`.
         unsafe {
-            if system_only() && !shmheap::is_shared(ptr) {
+            if system_only() && !hmpi::is_shared(ptr) {
                 System.realloc(ptr, layout, new_size)
             } else {
                 NODE_HEAP.realloc(ptr, layout, new_size)
@@ -275,6 +285,9 @@ WORKLOADS:
     compare   hmpi and rsmpi over Open MPI and MPICH (each under its own mpirun)
               in one run, with hmpi/peer ratios per size; workloads: latency,
               bw, bibw, msgrate, or p2p for all four
+    plot      draws a CSV written earlier: hmpi-bench plot --csv FILE
+              --out FILE.png [--benchmark NAME] (the rows of one benchmark
+              of a results file with a `benchmark` column)
 
 OPTIONS:
     --csv FILE        also write every sample to FILE as CSV (header:
@@ -308,7 +321,7 @@ Exit codes: 0 success, 1 a measurement failed, 2 bad command line.
 }
 
 fn parse_size_arg(s: &str) -> Result<usize, BenchError> {
-    shmheap::env::parse_size(s)
+    hmpi::shmheap::env::parse_size(s)
         .filter(|&n| n > 0)
         .ok_or_else(|| {
             BenchError::Usage(format!(
@@ -349,9 +362,21 @@ fn parse_number<T: std::str::FromStr + PartialOrd + std::fmt::Display>(
     }
 }
 
+/// What `hmpi-bench plot` draws.
+#[derive(Debug)]
+struct PlotArgs {
+    /// The CSV to read.
+    csv: PathBuf,
+    /// The PNG to write.
+    out: PathBuf,
+    /// Only the rows whose `benchmark` column is this.
+    benchmark: Option<String>,
+}
+
 /// What the command line asks for.
 enum Command {
     Help,
+    Plot(PlotArgs),
     Run(&'static Workload, Options),
     Compare(Vec<&'static p2p::Kernel>, Options),
     Worker(&'static Workload, Vec<String>),
@@ -384,6 +409,9 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
         }
         return Err(BenchError::Usage(format!("unknown worker '{name}'")));
     }
+    if args[0] == "plot" {
+        return parse_plot(&args[1..]);
+    }
     let compare = args[0] == "compare";
     let mut compared = None;
     let mut workload = None;
@@ -412,16 +440,7 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
             "--reps" => opts.reps = Some(parse_number("--reps", &value(&mut i)?, 1, 1000)?),
             "--ms" => opts.ms = Some(parse_number("--ms", &value(&mut i)?, 1, 60_000)?),
             "--quick" => opts.quick = true,
-            "--plot" => {
-                let p = PathBuf::from(value(&mut i)?);
-                if p.extension().and_then(|e| e.to_str()) != Some("png") {
-                    return Err(BenchError::Usage(format!(
-                        "--plot: '{}' must name a .png file",
-                        p.display()
-                    )));
-                }
-                opts.plot = Some(p);
-            }
+            "--plot" => opts.plot = Some(png_path("--plot", PathBuf::from(value(&mut i)?))?),
             "--peers" => opts.peers = Some(value(&mut i)?),
             "--peer-dir" => opts.peer_dir = Some(PathBuf::from(value(&mut i)?)),
             "--no-build" => opts.no_build = true,
@@ -470,8 +489,129 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
     }
 }
 
+/// `.png` or a usage error naming `flag`.
+fn png_path(flag: &str, p: PathBuf) -> Result<PathBuf, BenchError> {
+    if p.extension().and_then(|e| e.to_str()) == Some("png") {
+        Ok(p)
+    } else {
+        Err(BenchError::Usage(format!(
+            "{flag}: '{}' must name a .png file",
+            p.display()
+        )))
+    }
+}
+
+/// The arguments of `hmpi-bench plot`.
+fn parse_plot(args: &[String]) -> Result<Command, BenchError> {
+    let (mut csv, mut out, mut benchmark) = (None, None, None);
+    let mut i = 0;
+    while i < args.len() {
+        let (flag, inline) = match args[i].split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
+            _ => (args[i].as_str(), None),
+        };
+        let value = match inline {
+            Some(v) => v,
+            None if matches!(flag, "-h" | "--help") => return Ok(Command::Help),
+            None => {
+                i += 1;
+                args.get(i)
+                    .cloned()
+                    .ok_or_else(|| BenchError::Usage(format!("plot: {flag} needs a value")))?
+            }
+        };
+        match flag {
+            "--csv" => csv = Some(PathBuf::from(value)),
+            "--out" => out = Some(png_path("plot --out", PathBuf::from(value))?),
+            "--benchmark" => benchmark = Some(value),
+            f => return Err(BenchError::Usage(format!("plot: unknown argument '{f}'"))),
+        }
+        i += 1;
+    }
+    match (csv, out) {
+        (Some(csv), Some(out)) => Ok(Command::Plot(PlotArgs {
+            csv,
+            out,
+            benchmark,
+        })),
+        _ => Err(BenchError::Usage(
+            "plot needs --csv FILE and --out FILE.png".into(),
+        )),
+    }
+}
+
+/// Why `--plot` and `plot` fail in a build without feature `plots`.
+#[cfg(not(feature = "plots"))]
+const NO_PLOTS: &str = "this hmpi-bench was built without feature `plots` (a default feature)";
+
+/// Draws the workloads of `samples` to the PNG at `path`.
+#[cfg(feature = "plots")]
+fn draw(path: &std::path::Path, samples: &[Sample]) -> Result<(), String> {
+    let mut workloads: Vec<&str> = Vec::new();
+    for s in samples {
+        if !workloads.contains(&s.workload.as_str()) {
+            workloads.push(&s.workload);
+        }
+    }
+    plot::plot_file(path, samples, &workloads)
+}
+
+#[cfg(not(feature = "plots"))]
+fn draw(_: &std::path::Path, _: &[Sample]) -> Result<(), String> {
+    Err(NO_PLOTS.into())
+}
+
+/// `hmpi-bench plot`: the rows of the CSV (of one benchmark, if asked),
+/// one panel per workload; a workload measured at several thread counts
+/// gets a panel per count.
+fn plot_csv(a: &PlotArgs) -> Result<(), BenchError> {
+    let rows = report::read_csv(&a.csv).map_err(BenchError::Failed)?;
+    let mut samples: Vec<Sample> = rows
+        .into_iter()
+        .filter(|r| a.benchmark.as_ref().is_none_or(|b| *b == r.benchmark))
+        .map(|r| r.sample)
+        .collect();
+    if samples.is_empty() {
+        return Err(BenchError::Failed(format!(
+            "{}: no rows{}",
+            a.csv.display(),
+            a.benchmark
+                .as_ref()
+                .map_or(String::new(), |b| format!(" of benchmark '{b}'"))
+        )));
+    }
+    let counts = |w: &str, samples: &[Sample]| {
+        let mut t: Vec<u32> = samples
+            .iter()
+            .filter(|s| s.workload == w)
+            .map(|s| s.threads)
+            .collect();
+        t.sort_unstable();
+        t.dedup();
+        t.len()
+    };
+    let several: Vec<String> = samples
+        .iter()
+        .map(|s| s.workload.clone())
+        .filter(|w| counts(w, &samples) > 1)
+        .collect();
+    for s in &mut samples {
+        if several.contains(&s.workload) {
+            let n = if s.threads == 1 { "thread" } else { "threads" };
+            s.workload = format!("{}, {} {n}", s.workload, s.threads);
+        }
+    }
+    draw(&a.out, &samples).map_err(BenchError::Failed)?;
+    eprintln!("hmpi-bench: wrote {}", a.out.display());
+    Ok(())
+}
+
 /// Checks that the output files can be created before minutes of measuring.
 fn check_outputs(opts: &Options) -> Result<(), BenchError> {
+    #[cfg(not(feature = "plots"))]
+    if opts.plot.is_some() {
+        return Err(BenchError::Usage(format!("--plot: {NO_PLOTS}")));
+    }
     for (flag, path) in [("--csv", &opts.csv), ("--plot", &opts.plot)] {
         if let Some(path) = path {
             std::fs::File::create(path).map_err(|e| {
@@ -497,13 +637,7 @@ fn finish(outcome: Outcome, opts: &Options, progress: &Progress) -> Result<(), B
         ));
     }
     if let Some(path) = &opts.plot {
-        let mut workloads: Vec<&str> = Vec::new();
-        for s in &outcome.samples {
-            if !workloads.contains(&s.workload.as_str()) {
-                workloads.push(&s.workload);
-            }
-        }
-        match plot::plot_file(path, &outcome.samples, &workloads) {
+        match draw(path, &outcome.samples) {
             Ok(()) => progress.line(format_args!("wrote {}", path.display())),
             Err(e) => {
                 progress.line(format_args!("FAILED: {e}"));
@@ -532,6 +666,7 @@ fn run(cmd: Command) -> Result<(), BenchError> {
             print!("{}", help());
             Ok(())
         }
+        Command::Plot(a) => plot_csv(&a),
         Command::Worker(w, args) => {
             let (_, worker) = w.worker.expect("matched on a worker name");
             worker(&args)
@@ -619,6 +754,10 @@ mod tests {
             "compare alloc",
             "compare latency bw",
             "compare latency --peers lam",
+            "plot",
+            "plot --csv x.csv",
+            "plot --csv x.csv --out x.svg",
+            "plot --csv x.csv --out x.png --frobnicate 1",
             "latency --sizes 0-nope",
         ] {
             match parse_args(&args(bad)) {
@@ -649,9 +788,23 @@ mod tests {
     }
 
     #[test]
+    fn parses_plot() {
+        let Ok(Command::Plot(a)) = parse_args(&args(
+            "plot --csv docs/bench/r.csv --out=/tmp/r.png --benchmark p2p",
+        )) else {
+            panic!("expected a plot");
+        };
+        assert_eq!(a.csv, PathBuf::from("docs/bench/r.csv"));
+        assert_eq!(a.out, PathBuf::from("/tmp/r.png"));
+        assert_eq!(a.benchmark.as_deref(), Some("p2p"));
+    }
+
+    #[test]
     fn help_lists_workloads() {
         assert!(matches!(parse_args(&args("--help")), Ok(Command::Help)));
-        for w in ["alloc", "latency", "bw", "bibw", "msgrate", "compare"] {
+        for w in [
+            "alloc", "latency", "bw", "bibw", "msgrate", "compare", "plot",
+        ] {
             assert!(help().contains(w), "{w}");
         }
     }

@@ -279,6 +279,95 @@ pub fn write_csv(path: &Path, samples: &[Sample]) -> io::Result<()> {
     write_csv_to(io::BufWriter::new(f), samples)
 }
 
+/// One row of a results file read back ([`read_csv`]): the sample and the
+/// row's `benchmark` column (empty if the file has none).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// The `benchmark` column: which `hmpi-bench` run produced the row
+    /// (`p2p`, `opi`, `alloc`).
+    pub benchmark: String,
+    /// The measured point.
+    pub sample: Sample,
+}
+
+/// A unit read from a file, as the `&'static str` that [`Sample`] holds:
+/// the units this program writes, else the text kept for the process's
+/// life (a results file has a handful of units).
+fn static_unit(unit: &str) -> &'static str {
+    const KNOWN: &[&str] = &[
+        "us", "ns", "MB/s", "Mmsg/s", "Mpairs/s", "Mfrees/s", "x", "",
+    ];
+    match KNOWN.iter().find(|k| **k == unit) {
+        Some(k) => k,
+        None => Box::leak(unit.to_owned().into_boxed_str()),
+    }
+}
+
+/// Reads a CSV of samples: what `--csv` writes, or a results file that has
+/// more columns (`benchmark`, `date`, …) around those. Columns are found by
+/// their header names; `min` and `max` may be missing or empty (older
+/// files), and then are the median. An error names the line at fault.
+pub fn read_csv_from(text: &str) -> Result<Vec<Row>, String> {
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
+    let (_, header) = lines.next().ok_or("empty file: no header line")?;
+    let names: Vec<&str> = header.split(',').map(str::trim).collect();
+    let col = |name: &str| names.iter().position(|n| *n == name);
+    let need = |name: &str| {
+        col(name).ok_or_else(|| format!("the header has no column '{name}': {header}"))
+    };
+    let (w, b, t, sz, v, u) = (
+        need("workload")?,
+        need("backend")?,
+        need("threads")?,
+        need("size")?,
+        need("value")?,
+        need("unit")?,
+    );
+    let (min, max, bench) = (col("min"), col("max"), col("benchmark"));
+    let mut rows = Vec::new();
+    for (i, line) in lines {
+        let at = |what: &str| format!("line {}: {what}: {line}", i + 1);
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        if f.len() != names.len() {
+            return Err(at(&format!(
+                "{} fields, the header has {}",
+                f.len(),
+                names.len()
+            )));
+        }
+        let num = |c: usize, what: &str| f[c].parse::<f64>().map_err(|_| at(what));
+        let value = num(v, "value is not a number")?;
+        let bound = |c: Option<usize>, what: &str| match c {
+            Some(c) if !f[c].is_empty() => num(c, what),
+            _ => Ok(value),
+        };
+        rows.push(Row {
+            benchmark: bench.map_or(String::new(), |c| f[c].to_owned()),
+            sample: Sample {
+                workload: f[w].to_owned(),
+                backend: f[b].to_owned(),
+                threads: f[t].parse().map_err(|_| at("threads is not a count"))?,
+                size: f[sz].parse().map_err(|_| at("size is not a byte count"))?,
+                value,
+                unit: static_unit(f[u]),
+                min: bound(min, "min is not a number")?,
+                max: bound(max, "max is not a number")?,
+            },
+        });
+    }
+    Ok(rows)
+}
+
+/// Reads the CSV file at `path` (see [`read_csv_from`]).
+pub fn read_csv(path: &Path) -> Result<Vec<Row>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    read_csv_from(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,5 +443,36 @@ mod tests {
         let last = t.lines().last().unwrap();
         assert!(last.contains('-'), "{t}");
         assert_eq!(ratio(&samples, "w", 1, 32, "shmheap", "glibc"), None);
+    }
+
+    #[test]
+    fn csv_reads_back() {
+        let samples = [s("w", "shmheap", 1, 16, 20.0), s("w", "glibc", 2, 32, 5.5)];
+        let mut out = Vec::new();
+        write_csv_to(&mut out, &samples).unwrap();
+        let rows = read_csv_from(std::str::from_utf8(&out).unwrap()).unwrap();
+        let back: Vec<Sample> = rows.into_iter().map(|r| r.sample).collect();
+        assert_eq!(back, samples);
+    }
+
+    #[test]
+    fn results_files_read_by_column_name() {
+        let text = "benchmark,date,workload,backend,threads,size,value,unit,min,max\n\
+                    alloc,2026-11-21,alloc-free,glibc,1,16,29.2,Mpairs/s,,\n\
+                    p2p,2026-11-25,latency,hmpi,2,8,0.2,us,0.18,0.28\n";
+        let rows = read_csv_from(text).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].benchmark, "alloc");
+        assert_eq!((rows[0].sample.min(), rows[0].sample.max()), (29.2, 29.2));
+        assert_eq!(rows[1].sample.unit, "us");
+        assert_eq!((rows[1].sample.size, rows[1].sample.max()), (8, 0.28));
+        for bad in [
+            "",
+            "workload,backend\nw,b\n",
+            "workload,backend,threads,size,value,unit\nw,b,1,16\n",
+            "workload,backend,threads,size,value,unit\nw,b,one,16,1,us\n",
+        ] {
+            assert!(read_csv_from(bad).is_err(), "{bad:?}");
+        }
     }
 }

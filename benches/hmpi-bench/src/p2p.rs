@@ -28,7 +28,7 @@
 use crate::report::{self, fmt_size, Sample};
 use crate::transport::{self, AlignedBuf, TResult, Transport};
 use crate::{BenchError, Options, Outcome, Progress, Workload};
-use hmpi_core::launch::{allowed_cpus, Bind, Launcher};
+use hmpi::hmpi_core::launch::{allowed_cpus, Bind, Launcher};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

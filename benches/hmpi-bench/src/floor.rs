@@ -11,7 +11,7 @@
 //! `compare` and `opi` measure it before and after their runs and print
 //! it with the results.
 
-use hmpi_core::launch::allowed_cpus;
+use hmpi::hmpi_core::launch::allowed_cpus;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::Instant;
@@ -98,11 +98,11 @@ pub fn line(before: Option<(f64, usize, usize)>, after: Option<(f64, usize, usiz
 mod tests {
     #[test]
     fn floor_is_measured_without_pinning_the_caller() {
-        let before = hmpi_core::launch::allowed_cpus();
+        let before = hmpi::hmpi_core::launch::allowed_cpus();
         // A few round trips (the test may share the cores with others).
         if let Some((ns, a, b)) = super::measure_with(200, 3) {
             assert!(ns > 0.0 && a != b, "{ns} {a} {b}");
         }
-        assert_eq!(hmpi_core::launch::allowed_cpus(), before);
+        assert_eq!(hmpi::hmpi_core::launch::allowed_cpus(), before);
     }
 }
