@@ -5,7 +5,7 @@
 //! * `batch64`: 64 allocations, then 64 frees in allocation order (the
 //!   pattern of `hmpi-bench alloc`'s `alloc-free`).
 //!
-//! Run with `cargo bench --bench alloc`. The multi-process figures (two
+//! Run with `cargo bench -p hmpi-bench --bench alloc`. The multi-process figures (two
 //! threads, cross-rank frees, mimalloc) come from `hmpi-bench alloc`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};

@@ -562,8 +562,9 @@ fn draw(_: &std::path::Path, _: &[Sample]) -> Result<(), String> {
 }
 
 /// `hmpi-bench plot`: the rows of the CSV (of one benchmark, if asked),
-/// one panel per workload; a workload measured at several thread counts
-/// gets a panel per count.
+/// one panel per workload that has a curve (a backend at two sizes or
+/// more); a workload measured at several thread counts gets a panel per
+/// count.
 fn plot_csv(a: &PlotArgs) -> Result<(), BenchError> {
     let rows = report::read_csv(&a.csv).map_err(BenchError::Failed)?;
     let mut samples: Vec<Sample> = rows
@@ -580,6 +581,18 @@ fn plot_csv(a: &PlotArgs) -> Result<(), BenchError> {
                 .map_or(String::new(), |b| format!(" of benchmark '{b}'"))
         )));
     }
+    // A workload of one size (the pool's alloc+free, the paired ratio)
+    // is no curve; its value is in the file.
+    let curves: Vec<String> = samples
+        .iter()
+        .filter(|s| {
+            samples
+                .iter()
+                .any(|o| o.workload == s.workload && o.backend == s.backend && o.size != s.size)
+        })
+        .map(|s| s.workload.clone())
+        .collect();
+    samples.retain(|s| curves.contains(&s.workload));
     let counts = |w: &str, samples: &[Sample]| {
         let mut t: Vec<u32> = samples
             .iter()

@@ -204,3 +204,41 @@ fn bad_command_lines_exit_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
     }
 }
+
+#[cfg(feature = "plots")]
+#[test]
+fn plot_draws_one_benchmark_of_a_results_file() {
+    let csv = tmp("results.csv");
+    let png = tmp("results.png");
+    let mut text =
+        String::from("benchmark,date,workload,backend,threads,size,value,unit,min,max\n");
+    for threads in [1, 2] {
+        for size in [16, 64, 256] {
+            for (backend, v) in [("shmheap", 100.0), ("glibc", 30.0)] {
+                text += &format!(
+                    "alloc,2026-11-21,alloc-free,{backend},{threads},{size},{v},Mpairs/s,,\n"
+                );
+            }
+        }
+    }
+    text += "opi,2026-11-27,opi-pool,hmpi-opi,1,8,14.0,ns,13.7,14.5\n";
+    std::fs::write(&csv, text).unwrap();
+    let (c, p) = (csv.to_str().unwrap(), png.to_str().unwrap());
+    let out = run(&["plot", "--csv", c, "--out", p, "--benchmark", "alloc"]);
+    assert!(out.status.success());
+    let bytes = std::fs::read(&png).expect("the PNG was written");
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    // A panel per thread count, side by side (IHDR width and height).
+    let w = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
+    let h = u32::from_be_bytes(bytes[20..24].try_into().unwrap());
+    assert_eq!((w, h), (1800, 620));
+    // One size is no curve; no rows, or no file, is a failure.
+    for bench in ["opi", "p2p"] {
+        let out = run(&["plot", "--csv", c, "--out", p, "--benchmark", bench]);
+        assert_eq!(out.status.code(), Some(1), "{bench}");
+    }
+    std::fs::remove_file(&csv).unwrap();
+    let out = run(&["plot", "--csv", c, "--out", p]);
+    assert_eq!(out.status.code(), Some(1));
+    let _ = std::fs::remove_file(&png);
+}
