@@ -81,7 +81,7 @@ fn check_root(p: &Process<'_>, what: &str) -> Result<()> {
 fn check_not_root(p: &Process<'_>, what: &str) -> Result<()> {
     let c = p.comm();
     if p.destination_rank() != c.rank() {
-        c.to_world(p.destination_rank()).map(drop)
+        hmpi_core::raw::route(c, p.destination_rank()).map(drop)
     } else {
         Err(Error::Comm {
             reason: format!(

@@ -54,7 +54,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// a rank of the communicator (`HMPI_Comm_node_rank`). On one node, the
 /// node-local rank is the world rank.
 pub fn node_rank<C: Communicator>(comm: &C, rank: i32) -> Option<u32> {
-    let w = comm.as_simple().to_world(rank).ok()?;
+    let raw::Route::Local(w) = raw::route(comm.as_simple(), rank).ok()? else {
+        return None;
+    };
     let ranks = shmheap::Segment::current()?.ranks();
     u32::try_from(w).ok().filter(|&w| w < ranks)
 }
