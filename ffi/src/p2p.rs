@@ -337,9 +337,12 @@ unsafe fn isend_fast(
     // writes its request straight into it (as `MPI_Irecv`'s does); one that
     // finished as it started needs none.
     let mut place = Place::default();
+    // Nothing is sent if the destination or tag is bad: the full path
+    // finds and reports it.
+    let to = raw::send_target(&c.comm, dest, tag).ok()?;
     // SAFETY: the slot holds the request until it completes, by the
     // request routines (or at MPI_Finalize); it is never leaked.
-    let h = match unsafe { raw::isend_or_in(&c.comm, || place.take(), data, dest, tag) } {
+    let h = match unsafe { raw::isend_or_in(to, || place.take(), data) } {
         Ok(raw::Start::Finished(st)) if st.error.is_none() => Ok(SENT),
         Ok(raw::Start::Finished(st)) => finished_entry(CommRef::Static(c), st).and_then(insert),
         // SAFETY: the engine wrote the request there.
@@ -732,37 +735,41 @@ mpi_fn! {
     ) -> c_int {
         if !request.is_null() {
             if let Some((c, bytes)) = fast_args(comm, datatype, buf, count) {
-                {
-                    let at = if bytes == 0 { std::ptr::NonNull::<u8>::dangling().as_ptr() } else { buf.cast() };
-                    // A receive that waits gets a table slot, and the
-                    // engine writes its request straight into it; one that
-                    // matched at once needs none.
-                    let mut place = Place::default();
-                    // SAFETY: as in `irecv_full`; the slot holds the request
-                    // until it completes.
-                    let started = unsafe { raw::irecv_raw_or_in(&c.comm, || place.take(), at, bytes, source_arg(source), tag_arg(tag)) };
-                    let h = match started {
-                        Ok(raw::Start::Finished(st)) => match received(&st).filter(|_| comm == abi::COMM_WORLD) {
-                            Some(h) => Ok(h),
-                            None => finished_entry(CommRef::Static(c), st).and_then(insert),
-                        },
-                        // SAFETY: the engine wrote the request there.
-                        Ok(raw::Start::Written) => Ok(unsafe { place.publish(Rest::plain(CommRef::Static(c))) }),
-                        Ok(raw::Start::NoPlace) => Err(full()),
-                        // Nothing started: the full path finds and reports it.
-                        // SAFETY: MPI's contract for the buffer and the
-                        // request pointer.
-                        Err(_) => return unsafe { irecv_full(buf, count, datatype, source, tag, comm, request) },
-                    };
-                    return match h {
-                        Ok(h) => {
-                            // SAFETY: checked non-null.
-                            unsafe { request.write(h) };
-                            abi::SUCCESS
-                        }
-                        Err(e) => fast_error("MPI_Irecv", comm, e),
-                    };
-                }
+                let at = if bytes == 0 { std::ptr::NonNull::<u8>::dangling().as_ptr() } else { buf.cast() };
+                // A receive that waits gets a table slot, and the
+                // engine writes its request straight into it; one that
+                // matched at once needs none.
+                let mut place = Place::default();
+                let started = match raw::recv_target(&c.comm, source_arg(source), tag_arg(tag)) {
+                    // SAFETY: as in `irecv_full`; the slot holds the
+                    // request until it completes.
+                    Ok(from) => unsafe { raw::irecv_raw_or_in(from, || place.take(), at, bytes) },
+                    // Nothing started: the full path finds and reports it.
+                    // SAFETY: MPI's contract for the buffer and the
+                    // request pointer.
+                    Err(_) => return unsafe { irecv_full(buf, count, datatype, source, tag, comm, request) },
+                };
+                let h = match started {
+                    Ok(raw::Start::Finished(st)) => match received(&st).filter(|_| comm == abi::COMM_WORLD) {
+                        Some(h) => Ok(h),
+                        None => finished_entry(CommRef::Static(c), st).and_then(insert),
+                    },
+                    // SAFETY: the engine wrote the request there.
+                    Ok(raw::Start::Written) => Ok(unsafe { place.publish(Rest::plain(CommRef::Static(c))) }),
+                    Ok(raw::Start::NoPlace) => Err(full()),
+                    // Nothing started: the full path finds and reports it.
+                    // SAFETY: MPI's contract for the buffer and the
+                    // request pointer.
+                    Err(_) => return unsafe { irecv_full(buf, count, datatype, source, tag, comm, request) },
+                };
+                return match h {
+                    Ok(h) => {
+                        // SAFETY: checked non-null.
+                        unsafe { request.write(h) };
+                        abi::SUCCESS
+                    }
+                    Err(e) => fast_error("MPI_Irecv", comm, e),
+                };
             }
         }
         // SAFETY: MPI's contract for the buffer and the request pointer.

@@ -15,6 +15,11 @@
 //!    `PROC_NULL`);
 //! 3. calls the engine on the communicator's context.
 //!
+//! The starts that write their request into a caller's table
+//! ([`isend_or_in`], [`irecv_raw_or_in`]) take a [`Target`] checked
+//! beforehand ([`send_target`], [`recv_target`]) and return the engine's
+//! own result.
+//!
 //! Statuses of blocking receives, probes and matched receives come back
 //! with communicator ranks. A request's status is the engine's (world
 //! ranks) until it is completed; [`source_in`] names its source in the
@@ -265,10 +270,52 @@ pub unsafe fn isend<'a>(
     r.map_err(Into::into)
 }
 
-/// [`isend`] in standard mode for a layer that keeps its requests in a
-/// table of its own: a send that finished as it started returns its
-/// status and leaves no request; one that waits asks `place` for a slot
-/// and the engine writes its request there ([`Start`]).
+/// One operation's peer and tag, checked and routed, with the engine and
+/// context it goes to: what [`send_target`] and [`recv_target`] make and
+/// [`isend_or_in`] and [`irecv_raw_or_in`] take. Checking first lets a
+/// caller with a fast path of its own see the engine's answer exactly as
+/// the engine gives it (no result rebuilt around its status).
+#[derive(Debug, Clone, Copy)]
+pub struct Target {
+    ep: &'static vci::Endpoint,
+    rank: i32,
+    tag: i32,
+    context: u32,
+}
+
+/// The target of a send to `dest` of `comm` with `tag` (checked as by
+/// [`route`] and [`check_send_tag`]).
+#[inline(always)]
+pub fn send_target(comm: &SimpleCommunicator, dest: i32, tag: i32) -> Result<Target> {
+    let tag = check_send_tag(tag)?;
+    let to = route(comm, dest)?;
+    Ok(Target {
+        ep: endpoint()?,
+        rank: to.engine_rank(),
+        tag,
+        context: comm.context(),
+    })
+}
+
+/// The target of a receive from `source` of `comm` (or `ANY_SOURCE`)
+/// with `tag` (or `ANY_TAG`), checked as by [`route_source`] and
+/// [`check_recv_tag`].
+#[inline(always)]
+pub fn recv_target(comm: &SimpleCommunicator, source: i32, tag: i32) -> Result<Target> {
+    let tag = check_recv_tag(tag)?;
+    let from = route_source(comm, source)?;
+    Ok(Target {
+        ep: endpoint()?,
+        rank: from.engine_rank(),
+        tag,
+        context: comm.context(),
+    })
+}
+
+/// [`isend`] in standard mode to a [`send_target`], for a layer that keeps
+/// its requests in a table of its own: a send that finished as it started
+/// returns its status and leaves no request; one that waits asks `place`
+/// for a slot and the engine writes its request there ([`Start`]).
 ///
 /// # Safety
 /// As for [`isend`]; a place `place` returns is valid for a write of a
@@ -276,17 +323,12 @@ pub unsafe fn isend<'a>(
 /// one [`isend`] returns.
 #[inline(always)]
 pub unsafe fn isend_or_in<'a>(
-    comm: &SimpleCommunicator,
+    to: Target,
     place: impl FnOnce() -> Option<*mut Request<'a>>,
     buf: &'a [u8],
-    dest: i32,
-    tag: i32,
-) -> Result<Start> {
-    let tag = check_send_tag(tag)?;
-    let to = route(comm, dest)?;
-    let ep = endpoint()?;
+) -> EngineResult<Start> {
     // SAFETY: the caller's guarantee.
-    unsafe { ep.isend_or_in(place, buf, to.engine_rank(), tag, comm.context()) }.map_err(Into::into)
+    unsafe { to.ep.isend_or_in(place, buf, to.rank, to.tag, to.context) }
 }
 
 /// Receives into `buf` a message from `source` (or `ANY_SOURCE`) with
@@ -352,10 +394,11 @@ pub unsafe fn irecv_raw<'a>(
     unsafe { ep.irecv_raw(buf, len, from.engine_rank(), tag, comm.context()) }.map_err(Into::into)
 }
 
-/// [`irecv_raw`] for a layer that keeps its requests in a table of its
-/// own: a receive that matched at once returns its status (world ranks,
-/// as every request's) and leaves no request; one that waits asks `place`
-/// for a slot and the engine writes its request there ([`Start`]).
+/// [`irecv_raw`] from a [`recv_target`], for a layer that keeps its
+/// requests in a table of its own: a receive that matched at once returns
+/// its status (world ranks, as every request's) and leaves no request;
+/// one that waits asks `place` for a slot and the engine writes its
+/// request there ([`Start`]).
 ///
 /// # Safety
 /// As for [`irecv_raw`]; a place `place` returns is valid for a write of
@@ -363,19 +406,16 @@ pub unsafe fn irecv_raw<'a>(
 /// one [`irecv_raw`] returns.
 #[inline(always)]
 pub unsafe fn irecv_raw_or_in<'a>(
-    comm: &SimpleCommunicator,
+    from: Target,
     place: impl FnOnce() -> Option<*mut Request<'a>>,
     buf: *mut u8,
     len: usize,
-    source: i32,
-    tag: i32,
-) -> Result<Start> {
-    let tag = check_recv_tag(tag)?;
-    let from = route_source(comm, source)?;
-    let ep = endpoint()?;
+) -> EngineResult<Start> {
     // SAFETY: the caller's guarantee.
-    unsafe { ep.irecv_raw_or_in(place, buf, len, from.engine_rank(), tag, comm.context()) }
-        .map_err(Into::into)
+    unsafe {
+        from.ep
+            .irecv_raw_or_in(place, buf, len, from.rank, from.tag, from.context)
+    }
 }
 
 /// Sends `out` to `dest` and receives into `buf` from `source`, the
