@@ -258,27 +258,18 @@ impl SimpleCommunicator {
     }
 
     /// World rank of communicator rank `rank`; `PROC_NULL` passes;
-    /// [`Error::Rank`] for a rank outside the communicator.
+    /// [`Error::Rank`] for a rank outside the communicator (the check of
+    /// [`raw::route`]).
     #[inline]
     pub fn to_world(&self, rank: i32) -> Result<i32> {
-        if rank == vci::PROC_NULL {
-            return Ok(rank);
-        }
-        let inner = &*self.inner;
-        if inner.identity && (0..inner.group.size()).contains(&rank) {
-            return Ok(rank);
-        }
-        inner.group.world_rank(rank)
+        raw::route(self, rank).map(raw::Route::engine_rank)
     }
 
     /// Source of a receive: as [`SimpleCommunicator::to_world`], and
-    /// `ANY_SOURCE` passes.
+    /// `ANY_SOURCE` passes ([`raw::route_source`]).
     #[inline]
     pub fn source_to_world(&self, rank: i32) -> Result<i32> {
-        if rank == vci::ANY_SOURCE {
-            return Ok(rank);
-        }
-        self.to_world(rank)
+        raw::route_source(self, rank).map(raw::Route::engine_rank)
     }
 
     /// The table from world ranks to communicator ranks (`-1` for
