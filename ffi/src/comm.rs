@@ -2,10 +2,10 @@
 //! [`SimpleCommunicator`] and [`Group`].
 //!
 //! A communicator handle leads to a [`CommEntry`]: the runtime's
-//! communicator plus what the C interface keeps beside it (its error
-//! handler, its name, and the rank tables that every send and receive
-//! uses, cached). `MPI_COMM_WORLD` and `MPI_COMM_SELF` live in statics set
-//! by `MPI_Init`, so the common case needs no table lookup.
+//! communicator (ranks, size, context, rank translation) plus what only
+//! the C interface keeps beside it (its handle, error handler and name).
+//! `MPI_COMM_WORLD` and `MPI_COMM_SELF` live in statics set by
+//! `MPI_Init`, so the common case needs no table lookup.
 //!
 //! In C:
 //! ```c
@@ -22,39 +22,27 @@ use crate::abi::{self, Comm, Group as GroupH, Info};
 use crate::errors::{api, api_comm, err, out, put, put_string, Handler, MpiError, Res};
 use crate::handles::{Miss, Table, KIND_COMM, KIND_GROUP};
 use hmpi_core::traits::Communicator;
-use hmpi_core::{Group, GroupRelation, SimpleCommunicator};
+use hmpi_core::{raw, Group, GroupRelation, SimpleCommunicator};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// A communicator as the C interface sees it.
+/// A communicator as the C interface sees it: the runtime's communicator
+/// (its ranks, size, context and rank translation are `hmpi_core`'s) and
+/// what only the C interface keeps beside it.
 #[derive(Debug)]
 pub struct CommEntry {
     pub comm: SimpleCommunicator,
     /// Its handle (passed to user error handlers).
     pub handle: Comm,
-    /// The engine context of its point-to-point messages.
-    pub ctx: u32,
-    pub rank: c_int,
-    pub size: c_int,
-    /// World rank of each communicator rank.
-    pub world: Vec<i32>,
-    /// Communicator rank of each world rank (`-1`: not a member).
-    pub from_world: Arc<[i32]>,
     errhandler: Mutex<Handler>,
     name: Mutex<String>,
 }
 
 impl CommEntry {
     fn new(comm: SimpleCommunicator, handle: Comm, errhandler: Handler, name: &str) -> Self {
-        let world = comm.group().world_ranks().to_vec();
         CommEntry {
             handle,
-            ctx: comm.context(),
-            rank: comm.rank(),
-            size: comm.size(),
-            from_world: comm.world_to_comm().clone(),
-            world,
             comm,
             errhandler: Mutex::new(errhandler),
             name: Mutex::new(name.to_owned()),
@@ -75,48 +63,29 @@ impl CommEntry {
     fn name(&self) -> String {
         self.name.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
+}
 
-    /// World rank of a destination (`MPI_PROC_NULL` passes).
-    #[inline]
-    pub fn dest_to_world(&self, rank: c_int) -> Res<i32> {
-        if rank == abi::PROC_NULL {
-            return Ok(vci::PROC_NULL);
-        }
-        usize::try_from(rank)
-            .ok()
-            .and_then(|r| self.world.get(r).copied())
-            .ok_or_else(|| self.bad_rank(rank))
+/// A source rank from C as `hmpi_core::raw` takes it: `MPI_ANY_SOURCE`
+/// becomes the runtime's wildcard, and the runtime's wildcard value (not
+/// a rank in C) becomes C's, which the runtime refuses as a rank.
+#[inline(always)]
+pub fn source_arg(rank: c_int) -> i32 {
+    match rank {
+        abi::ANY_SOURCE => raw::ANY_SOURCE,
+        raw::ANY_SOURCE => abi::ANY_SOURCE,
+        r => r,
     }
+}
 
-    /// World rank of a source (`MPI_ANY_SOURCE` and `MPI_PROC_NULL` pass).
-    #[inline]
-    pub fn source_to_world(&self, rank: c_int) -> Res<i32> {
-        if rank == abi::ANY_SOURCE {
-            return Ok(vci::ANY_SOURCE);
-        }
-        self.dest_to_world(rank)
-    }
-
-    fn bad_rank(&self, rank: c_int) -> MpiError {
-        MpiError::new(
-            abi::ERR_RANK,
-            format!(
-                "invalid rank {rank}: the communicator has {} ranks",
-                self.size
-            ),
-        )
-    }
-
-    /// Communicator rank of a world rank seen in an engine status.
-    #[inline]
-    pub fn rank_of_world(&self, world: i32) -> c_int {
-        if world == vci::PROC_NULL {
-            return abi::PROC_NULL;
-        }
-        usize::try_from(world)
-            .ok()
-            .and_then(|w| self.from_world.get(w).copied())
-            .unwrap_or(abi::UNDEFINED)
+/// A receive's tag from C as `hmpi_core::raw` takes it: `MPI_ANY_TAG`
+/// becomes the runtime's wildcard, and the runtime's wildcard value (not
+/// a tag in C) becomes C's, which the runtime refuses as a tag.
+#[inline(always)]
+pub fn tag_arg(tag: c_int) -> i32 {
+    match tag {
+        abi::ANY_TAG => raw::ANY_TAG,
+        raw::ANY_TAG => abi::ANY_TAG,
+        t => t,
     }
 }
 
@@ -365,7 +334,7 @@ mpi_fn! {
     fn MPI_Comm_rank / PMPI_Comm_rank(comm: Comm, rank: *mut c_int) -> c_int {
         api_comm("MPI_Comm_rank", comm, |c| {
             // SAFETY: the caller's int pointer.
-            unsafe { put(rank, "rank", c.rank) }
+            unsafe { put(rank, "rank", c.comm.my_rank()) }
         })
     }
 
@@ -373,7 +342,7 @@ mpi_fn! {
     fn MPI_Comm_size / PMPI_Comm_size(comm: Comm, size: *mut c_int) -> c_int {
         api_comm("MPI_Comm_size", comm, |c| {
             // SAFETY: the caller's int pointer.
-            unsafe { put(size, "size", c.size) }
+            unsafe { put(size, "size", c.comm.members()) }
         })
     }
 
@@ -472,9 +441,16 @@ mpi_fn! {
         })
     }
 
-    /// The communicator's name (`MPI_COMM_WORLD`, `MPI_COMM_SELF`, or what
-    /// `MPI_Comm_set_name` gave; empty otherwise).
+    /// The communicator's name (`MPI_COMM_WORLD`, `MPI_COMM_SELF`,
+    /// `MPI_COMM_NULL`, or what `MPI_Comm_set_name` gave; empty otherwise).
     fn MPI_Comm_get_name / PMPI_Comm_get_name(comm: Comm, name: *mut c_char, len: *mut c_int) -> c_int {
+        if comm == abi::COMM_NULL {
+            // MPI 4.1: the null handle has a name too.
+            return api("MPI_Comm_get_name", || {
+                // SAFETY: MPI requires MPI_MAX_OBJECT_NAME bytes at `name`.
+                unsafe { put_string(name, abi::MAX_OBJECT_NAME, len, "MPI_COMM_NULL") }
+            });
+        }
         api_comm("MPI_Comm_get_name", comm, |c| {
             // SAFETY: MPI requires MPI_MAX_OBJECT_NAME bytes at `name`.
             unsafe { put_string(name, abi::MAX_OBJECT_NAME, len, &c.name()) }
@@ -698,11 +674,9 @@ pub unsafe extern "C" fn HMPI_Comm_node_rank(
     node_rank: *mut c_int,
 ) -> c_int {
     api_comm("HMPI_Comm_node_rank", comm, |c| {
-        let w = c.dest_to_world(rank)?;
-        let v = if w == vci::PROC_NULL {
-            abi::UNDEFINED
-        } else {
-            w
+        let v = match raw::route(&c.comm, rank)? {
+            raw::Route::Local(w) => w,
+            raw::Route::Null | raw::Route::Any => abi::UNDEFINED,
         };
         // SAFETY: the caller's int pointer.
         unsafe { put(node_rank, "node_rank", v) }

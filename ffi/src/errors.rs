@@ -110,8 +110,8 @@ impl From<hmpi_core::Error> for MpiError {
     }
 }
 
-impl From<vci::Error> for MpiError {
-    fn from(e: vci::Error) -> Self {
+impl From<hmpi_core::raw::EngineError> for MpiError {
+    fn from(e: hmpi_core::raw::EngineError) -> Self {
         hmpi_core::Error::from(e).into()
     }
 }
@@ -383,7 +383,7 @@ mod tests {
             abi::ERR_RANK
         );
         assert_eq!(class_of(&hmpi_core::Error::Tag { tag: -9 }), abi::ERR_TAG);
-        let e: MpiError = vci::Error::Tag { tag: -9 }.into();
+        let e: MpiError = hmpi_core::raw::EngineError::Tag { tag: -9 }.into();
         assert_eq!(e.class, abi::ERR_TAG);
         assert!(e.msg.contains("-9"));
         assert_eq!(class_name(abi::ERR_TRUNCATE), Some("MPI_ERR_TRUNCATE"));

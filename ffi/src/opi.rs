@@ -25,10 +25,11 @@
 //! ```
 
 use crate::abi::{self, Comm, Datatype, MpiStatus, Request};
-use crate::comm::CommEntry;
+use crate::comm::{source_arg, tag_arg, CommEntry};
 use crate::datatype::{bytes_of, count_arg, dense_predefined_size, type_ref};
 use crate::errors::{api, api_comm, err, out, MpiError, Res};
 use crate::request::{empty_status, insert, store_status, EngineReq, Extra, ReqEntry, Rest, Taken};
+use hmpi_core::raw as checks;
 use opi::raw::{self, OwnedBlock};
 use std::ffi::{c_int, c_void};
 
@@ -53,23 +54,6 @@ fn dense_bytes(count: c_int, dt: Datatype) -> Res<usize> {
         );
     }
     ty.bytes(count_arg(count)?)
-}
-
-/// MPI wildcards and ranks as the runtime's communicator ranks.
-fn source_rank(source: c_int) -> c_int {
-    if source == abi::ANY_SOURCE {
-        vci::ANY_SOURCE
-    } else {
-        source
-    }
-}
-
-fn tag_arg(tag: c_int) -> c_int {
-    if tag == abi::ANY_TAG {
-        vci::ANY_TAG
-    } else {
-        tag
-    }
 }
 
 /// The node-heap block the program's pointer names, for a give of
@@ -119,10 +103,8 @@ unsafe fn give_with<R>(
 ) -> Res<R> {
     let p = slot(ptr)?;
     let bytes = dense_bytes(count, dt)?;
-    c.dest_to_world(dest)?;
-    if !(0..=vci::TAG_UB).contains(&tag) {
-        return err(abi::ERR_TAG, format!("invalid tag {tag}"));
-    }
+    checks::route(&c.comm, dest)?;
+    checks::check_send_tag(tag)?;
     // SAFETY: checked non-null; the program's pointer variable, which
     // names a buffer the program owns.
     let b = unsafe { given_block(p.read(), bytes) }?;
@@ -278,7 +260,7 @@ pub unsafe extern "C" fn OPI_Take(
     api_comm("OPI_Take", comm, |c| {
         let p = slot(ptr)?;
         let max = dense_bytes(count, datatype)?;
-        c.source_to_world(source)?;
+        checks::route_source(&c.comm, source_arg(source))?;
         if source == abi::PROC_NULL {
             // SAFETY: checked non-null; the caller's status pointer.
             unsafe {
@@ -291,7 +273,7 @@ pub unsafe extern "C" fn OPI_Take(
         unsafe { p.write(std::ptr::null_mut()) };
         // The block stays where the engine wrote it (see `raw::take_into`).
         let mut taken = None;
-        let st = raw::take_into(&c.comm, source_rank(source), tag_arg(tag), &mut taken)?;
+        let st = raw::take_into(&c.comm, source_arg(source), tag_arg(tag), &mut taken)?;
         let b = taken
             .as_ref()
             .ok_or_else(|| MpiError::new(abi::ERR_INTERN, "a take finished without a block"))?;
@@ -339,7 +321,7 @@ pub unsafe extern "C" fn OPI_Itake(
         let p = slot(ptr)?;
         out(request, "request")?;
         let max = dense_bytes(count, datatype)?;
-        c.source_to_world(source)?;
+        checks::route_source(&c.comm, source_arg(source))?;
         // SAFETY: checked non-null.
         unsafe { p.write(std::ptr::null_mut()) };
         let mut slot_box: Box<Option<OwnedBlock>> = Box::new(None);
@@ -348,7 +330,7 @@ pub unsafe extern "C" fn OPI_Itake(
         // gone (see `ReqEntry`'s drop order), and its address does not
         // change when the box moves; the request is stored and completed
         // by the request routines, never leaked.
-        let r = unsafe { raw::itake(&mut *target, &c.comm, source_rank(source), tag_arg(tag)) }?;
+        let r = unsafe { raw::itake(&mut *target, &c.comm, source_arg(source), tag_arg(tag)) }?;
         let h = insert(ReqEntry {
             req: EngineReq(r),
             rest: Rest::with(

@@ -2,10 +2,12 @@
 //! synchronous and ready sends, receives, send-receive, probes and
 //! matched probes, `MPI_Get_count`.
 //!
-//! Each call checks its arguments (count, datatype, buffer, rank, tag:
-//! each a clear error with its MPI class), translates the communicator's
-//! ranks to world ranks and its MPI wildcards to the engine's, and calls
-//! the engine on the communicator's context. A dense datatype's data goes
+//! Each call checks what is C's alone (count, datatype, buffer: each a
+//! clear error with its MPI class), turns MPI's wildcards into the
+//! runtime's, and calls `hmpi_core::raw`, which checks ranks and tags,
+//! routes the peer and calls the engine on the communicator's context;
+//! blocking calls get their statuses back in communicator ranks. A dense
+//! datatype's data goes
 //! to the engine straight from the program's buffer, so a buffer that
 //! `malloc` placed in the shared heap is copied once, by the receiver;
 //! other datatypes are packed (see [`crate::datatype`]).
@@ -22,48 +24,22 @@
 //! ```
 
 use crate::abi::{self, Comm, Count, Datatype, Message, MpiStatus, Request};
-use crate::comm::{CommEntry, CommRef};
+use crate::comm::{source_arg, tag_arg, CommEntry, CommRef};
 use crate::datatype::{count_arg, type_any, type_ref, TypeInfo, TypeRef};
 use crate::errors::{api, api_comm, err, out, put, MpiError, Res};
 use crate::handles::{Table, KIND_MESSAGE};
 use crate::request::{
-    empty_status, engine_status, finished_entry, full, insert, received, status_error,
-    store_engine_status, store_status, to_mpi_status, EngineReq, Extra, Place, ReqEntry, Rest,
-    Staged, SENT,
+    comm_mpi_status, comm_status_error, empty_status, finished_entry, full, insert, received,
+    store_comm_status, store_status, EngineReq, Extra, Place, ReqEntry, Rest, Staged, SENT,
 };
+use hmpi_core::raw;
 use std::ffi::{c_int, c_void};
-use vci::Endpoint;
 
-fn ep() -> Res<&'static Endpoint> {
-    Ok(hmpi_core::environment::endpoint()?)
-}
-
-fn bad_tag(tag: c_int) -> MpiError {
-    MpiError::new(
-        abi::ERR_TAG,
-        format!(
-            "invalid tag {tag}: tags are 0..={} (MPI_ANY_TAG only on receives)",
-            vci::TAG_UB
-        ),
-    )
-}
-
+/// Whether a call moves no data to or from `MPI_PROC_NULL` with
+/// `MPI_DATATYPE_NULL`: a datatype that is never used, which MPI accepts.
 #[inline]
-fn send_tag(tag: c_int) -> Res<i32> {
-    if (0..=vci::TAG_UB).contains(&tag) {
-        Ok(tag)
-    } else {
-        Err(bad_tag(tag))
-    }
-}
-
-#[inline]
-fn recv_tag(tag: c_int) -> Res<i32> {
-    if tag == abi::ANY_TAG {
-        Ok(vci::ANY_TAG)
-    } else {
-        send_tag(tag)
-    }
+fn null_transfer(count: c_int, dt: Datatype, peer: c_int) -> bool {
+    count == 0 && peer == abi::PROC_NULL && dt == abi::DATATYPE_NULL
 }
 
 /// What a send reads.
@@ -202,34 +178,71 @@ unsafe fn incoming(buf: *mut c_void, count: c_int, ty: &TypeRef) -> Res<Incoming
     }
 }
 
-/// Stores the status of a finished receive; its error, if it failed.
+/// The data of a send of `count` elements of `dt` to `dest` (see
+/// [`outgoing`]; nothing for [`null_transfer`]).
+///
+/// # Safety
+/// As for [`outgoing`].
+unsafe fn outgoing_of(
+    buf: *const c_void,
+    count: c_int,
+    dt: Datatype,
+    dest: c_int,
+) -> Res<Outgoing> {
+    if null_transfer(count, dt, dest) {
+        return Ok(Outgoing::Direct(&[]));
+    }
+    let ty = type_ref(dt)?;
+    // SAFETY: the caller's guarantee.
+    unsafe { outgoing(buf, count, &ty, false) }
+}
+
+/// The target of a receive of `count` elements of `dt` from `source` (see
+/// [`incoming`]; nothing for [`null_transfer`]).
+///
+/// # Safety
+/// As for [`incoming`].
+unsafe fn incoming_of(
+    buf: *mut c_void,
+    count: c_int,
+    dt: Datatype,
+    source: c_int,
+) -> Res<Incoming> {
+    if null_transfer(count, dt, source) {
+        return Ok(Incoming::Direct(std::ptr::NonNull::dangling().as_ptr(), 0));
+    }
+    let ty = type_ref(dt)?;
+    // SAFETY: the caller's guarantee.
+    unsafe { incoming(buf, count, &ty) }
+}
+
+/// Stores the status of a finished blocking receive (communicator ranks
+/// already); its error, if it failed.
 ///
 /// # Safety
 /// `status`, if not null, is valid for a write of a status.
-unsafe fn finish_status(st: &vci::Status, comm: &CommRef, status: *mut MpiStatus) -> Res {
-    let (s, code) = to_mpi_status(st, comm);
+unsafe fn finish_status(st: &raw::Status, comm: &CommRef, status: *mut MpiStatus) -> Res {
+    let s = comm_mpi_status(st);
     // SAFETY: the caller's guarantee.
     unsafe { store_status(status, s) };
-    if code != abi::SUCCESS {
-        return Err(status_error(st, comm));
+    if s.error != abi::SUCCESS {
+        return Err(comm_status_error(st, comm));
     }
     Ok(())
 }
 
-/// The common case, checked without building error values: a predefined
-/// communicator, a predefined dense datatype, a valid count, buffer, peer
-/// rank (world rank out) and tag. `None`: take the full path, which
-/// checks everything again and reports what is wrong.
+/// The common case of C's own arguments, checked without building error
+/// values: a predefined communicator, a predefined dense datatype, a
+/// valid count and buffer (the bytes out). Ranks and tags are
+/// `hmpi_core::raw`'s to check. `None`: take the full path, which checks
+/// everything again and reports what is wrong.
 #[inline]
 fn fast_args(
     comm: Comm,
     dt: Datatype,
     buf: *const c_void,
     count: c_int,
-    rank: c_int,
-    tag: c_int,
-    recv: bool,
-) -> Option<(&'static CommEntry, usize, i32, i32)> {
+) -> Option<(&'static CommEntry, usize)> {
     let c = crate::comm::predefined_comm(comm)?;
     let size = crate::datatype::dense_predefined_size(dt)?;
     let n = usize::try_from(count).ok()?;
@@ -237,19 +250,7 @@ fn fast_args(
     if bytes > 0 && buf.is_null() {
         return None;
     }
-    let world = match rank {
-        abi::ANY_SOURCE if recv => vci::ANY_SOURCE,
-        abi::PROC_NULL => vci::PROC_NULL,
-        // MPI_COMM_WORLD's ranks are world ranks: no table to read.
-        r if comm == abi::COMM_WORLD => (0..c.size).contains(&r).then_some(r)?,
-        r => *c.world.get(usize::try_from(r).ok()?)?,
-    };
-    let tag = match tag {
-        abi::ANY_TAG if recv => vci::ANY_TAG,
-        t if (0..=vci::TAG_UB).contains(&t) => t,
-        _ => return None,
-    };
-    Some((c, bytes, world, tag))
+    Some((c, bytes))
 }
 
 /// A byte slice of the program's buffer (empty for zero bytes).
@@ -303,11 +304,11 @@ unsafe fn send_fast(
     tag: c_int,
     comm: Comm,
 ) -> Option<c_int> {
-    let (c, bytes, dest, tag) = fast_args(comm, dt, buf, count, dest, tag, false)?;
-    let ep = hmpi_core::environment::endpoint().ok()?;
+    let (c, bytes) = fast_args(comm, dt, buf, count)?;
     // SAFETY: the caller's guarantee.
     let data = unsafe { bytes_at(buf, bytes) };
-    ep.send(data, dest, tag, c.ctx).ok()?;
+    // An error is found before anything is sent: the full path reports it.
+    raw::send(&c.comm, data, dest, tag).ok()?;
     Some(abi::SUCCESS)
 }
 
@@ -328,8 +329,7 @@ unsafe fn isend_fast(
     if request.is_null() {
         return None;
     }
-    let (c, bytes, dest, tag) = fast_args(comm, dt, buf, count, dest, tag, false)?;
-    let ep = hmpi_core::environment::endpoint().ok()?;
+    let (c, bytes) = fast_args(comm, dt, buf, count)?;
     // SAFETY: the caller's guarantee; the buffer stays valid until the
     // request completes (MPI's contract).
     let data = unsafe { bytes_at(buf, bytes) };
@@ -337,14 +337,17 @@ unsafe fn isend_fast(
     // writes its request straight into it (as `MPI_Irecv`'s does); one that
     // finished as it started needs none.
     let mut place = Place::default();
+    // Nothing is sent if the destination or tag is bad: the full path
+    // finds and reports it.
+    let to = raw::send_target(&c.comm, dest, tag).ok()?;
     // SAFETY: the slot holds the request until it completes, by the
     // request routines (or at MPI_Finalize); it is never leaked.
-    let h = match unsafe { ep.isend_or_in(|| place.take(), data, dest, tag, c.ctx) } {
-        Ok(vci::Start::Finished(st)) if st.error.is_none() => Ok(SENT),
-        Ok(vci::Start::Finished(st)) => insert(finished_entry(ep, CommRef::Static(c), st)),
+    let h = match unsafe { raw::isend_or_in(to, || place.take(), data) } {
+        Ok(raw::Start::Finished(st)) if st.error.is_none() => Ok(SENT),
+        Ok(raw::Start::Finished(st)) => finished_entry(CommRef::Static(c), st).and_then(insert),
         // SAFETY: the engine wrote the request there.
-        Ok(vci::Start::Written) => Ok(unsafe { place.publish(Rest::plain(CommRef::Static(c))) }),
-        Ok(vci::Start::NoPlace) => Err(full()),
+        Ok(raw::Start::Written) => Ok(unsafe { place.publish(Rest::plain(CommRef::Static(c))) }),
+        Ok(raw::Start::NoPlace) => Err(full()),
         // Nothing was sent: the full path finds and reports it.
         Err(_) => return None,
     };
@@ -396,8 +399,7 @@ unsafe fn recv_fast(
     comm: Comm,
     status: *mut MpiStatus,
 ) -> Option<c_int> {
-    let (c, bytes, src, tag) = fast_args(comm, dt, buf, count, source, tag, true)?;
-    let ep = hmpi_core::environment::endpoint().ok()?;
+    let (c, bytes) = fast_args(comm, dt, buf, count)?;
     let target: &mut [u8] = if bytes == 0 {
         &mut []
     } else {
@@ -406,37 +408,32 @@ unsafe fn recv_fast(
         unsafe { std::slice::from_raw_parts_mut(buf.cast(), bytes) }
     };
     // The status stays in this frame, and is read field by field (see
-    // `Endpoint::recv_with_status`).
-    let mut st = vci::Status::empty();
-    match ep.recv_with_status(target, src, tag, c.ctx, &mut st) {
+    // `raw::recv_with_status`).
+    let mut st = raw::Status::empty();
+    match raw::recv_with_status(&c.comm, target, source_arg(source), tag_arg(tag), &mut st) {
         // The common case: received whole.
         Ok(()) if st.error.is_none() => {
             // SAFETY: the caller's status pointer.
-            unsafe { store_engine_status(status, &st, &CommRef::Static(c)) };
+            unsafe { store_comm_status(status, &st) };
             Some(abi::SUCCESS)
         }
+        // Nothing was received: the full path finds and reports it.
+        Err(_) => None,
         // SAFETY: the caller's status pointer.
-        r => Some(unsafe { recv_done(r, &st, c, status) }),
+        Ok(()) => Some(unsafe { recv_done(&st, c, status) }),
     }
 }
 
-/// Finishes a fast-path receive other than the common case: the status,
-/// and an error through the communicator's handler.
+/// Finishes a fast-path receive that failed (truncated): the status, and
+/// an error through the communicator's handler.
 ///
 /// # Safety
 /// `status`, if not null, is valid for a write of a status.
 #[inline(never)]
-unsafe fn recv_done(
-    r: vci::Result<()>,
-    st: &vci::Status,
-    c: &'static CommEntry,
-    status: *mut MpiStatus,
-) -> c_int {
+unsafe fn recv_done(st: &raw::Status, c: &'static CommEntry, status: *mut MpiStatus) -> c_int {
     let c = CommRef::Static(c);
-    let done = r.map_err(Into::into).and_then(|()| {
-        // SAFETY: the caller's guarantee for `status`.
-        unsafe { finish_status(st, &c, status) }
-    });
+    // SAFETY: the caller's guarantee for `status`.
+    let done = unsafe { finish_status(st, &c, status) };
     match done {
         Ok(()) => abi::SUCCESS,
         Err(e) => crate::errors::raise("MPI_Recv", e.on(&c)),
@@ -459,13 +456,16 @@ unsafe fn recv_full(
     status: *mut MpiStatus,
 ) -> c_int {
     api_comm("MPI_Recv", comm, |c| {
-        let ep = ep()?;
-        let ty = type_ref(dt)?;
         // SAFETY: MPI's contract for the buffer.
-        let mut inc = unsafe { incoming(buf, count, &ty) }?;
-        let src = c.source_to_world(source)?;
-        let tag = recv_tag(tag)?;
-        let st = engine_status(ep.recv(inc.target(), src, tag, c.ctx))?;
+        let mut inc = unsafe { incoming_of(buf, count, dt, source) }?;
+        let mut st = raw::Status::empty();
+        raw::recv_with_status(
+            &c.comm,
+            inc.target(),
+            source_arg(source),
+            tag_arg(tag),
+            &mut st,
+        )?;
         inc.finish(st.count);
         // SAFETY: the caller's status pointer.
         unsafe { finish_status(&st, c, status) }
@@ -475,7 +475,7 @@ unsafe fn recv_full(
 /// Whether a send finished as it started, without error: its request is
 /// [`SENT`], not a table entry.
 #[inline]
-fn finished_send(r: &vci::Request<'_>) -> bool {
+fn finished_send(r: &raw::Request<'_>) -> bool {
     r.finished().is_some_and(|st| st.error.is_none())
 }
 
@@ -504,16 +504,10 @@ unsafe fn send(
     tag: c_int,
     mode: Mode,
 ) -> Res {
-    let ep = ep()?;
-    let ty = type_ref(dt)?;
     // SAFETY: the caller's guarantee.
-    let data = unsafe { outgoing(buf, count, &ty, false) }?;
-    let dest = c.dest_to_world(dest)?;
-    let tag = send_tag(tag)?;
-    match mode {
-        Mode::Standard => ep.send(data.bytes(), dest, tag, c.ctx)?,
-        Mode::Synchronous => ep.ssend(data.bytes(), dest, tag, c.ctx)?,
-    }
+    let data = unsafe { outgoing_of(buf, count, dt, dest) }?;
+    let sync = matches!(mode, Mode::Synchronous);
+    raw::send_mode(&c.comm, data.bytes(), dest, tag, sync)?;
     Ok(())
 }
 
@@ -532,24 +526,16 @@ unsafe fn isend(
     mode: Mode,
     request: *mut Request,
 ) -> Res {
-    let ep = ep()?;
     out(request, "request")?;
-    let ty = type_ref(dt)?;
     // SAFETY: the caller's guarantee.
-    let data = unsafe { outgoing(buf, count, &ty, false) }?;
-    let dest = c.dest_to_world(dest)?;
-    let tag = send_tag(tag)?;
+    let data = unsafe { outgoing_of(buf, count, dt, dest) }?;
     let (bytes, packed) = data.for_request();
+    let sync = matches!(mode, Mode::Synchronous);
     // SAFETY: the request is stored in the request table and completed by
     // MPI_Wait/MPI_Test/MPI_Request_free (or at MPI_Finalize), never
     // leaked; the buffer stays valid until then (MPI's contract, or the
     // packed copy kept beside the request).
-    let r = unsafe {
-        match mode {
-            Mode::Standard => ep.isend(bytes, dest, tag, c.ctx),
-            Mode::Synchronous => ep.issend(bytes, dest, tag, c.ctx),
-        }
-    }?;
+    let r = unsafe { raw::isend(&c.comm, bytes, dest, tag, sync) }?;
     let h = match finished_send(&r) {
         // The engine is done with the data (and its packed copy).
         true => SENT,
@@ -565,7 +551,7 @@ unsafe fn isend(
 
 /// Message handles of matched probes.
 struct MsgEntry {
-    msg: vci::Message<'static>,
+    msg: raw::Message<'static>,
     comm: CommRef,
 }
 
@@ -598,7 +584,7 @@ unsafe fn take_message(message: *mut Message) -> Res<Option<MsgEntry>> {
 ///
 /// # Safety
 /// `message` is valid for a write.
-unsafe fn store_message(msg: vci::Message<'static>, comm: &CommRef, message: *mut Message) -> Res {
+unsafe fn store_message(msg: raw::Message<'static>, comm: &CommRef, message: *mut Message) -> Res {
     let h = if msg.is_no_proc() {
         abi::MESSAGE_NO_PROC
     } else {
@@ -631,19 +617,15 @@ unsafe fn irecv_full(
     request: *mut Request,
 ) -> c_int {
     api_comm("MPI_Irecv", comm, |c| {
-        let ep = ep()?;
         out(request, "request")?;
-        let ty = type_ref(datatype)?;
         // SAFETY: MPI's contract for the buffer.
-        let mut inc = unsafe { incoming(buf, count, &ty) }?;
-        let src = c.source_to_world(source)?;
-        let tag = recv_tag(tag)?;
+        let mut inc = unsafe { incoming_of(buf, count, datatype, source) }?;
         let (at, len) = inc.raw_target();
         // SAFETY: the request is stored and completed by the request
         // routines (or at MPI_Finalize), never leaked; the target stays
         // valid until then (the program's buffer by MPI's contract, or
         // the staging buffer kept beside the request).
-        let r = unsafe { ep.irecv_raw(at, len, src, tag, c.ctx) }?;
+        let r = unsafe { raw::irecv_raw(&c.comm, at, len, source_arg(source), tag_arg(tag)) }?;
         let h = insert(ReqEntry {
             req: EngineReq(r),
             rest: Rest::with(c.clone(), inc.staged().map(Extra::Staged)),
@@ -752,38 +734,42 @@ mpi_fn! {
         request: *mut Request,
     ) -> c_int {
         if !request.is_null() {
-            if let Some((c, bytes, src, tag)) = fast_args(comm, datatype, buf, count, source, tag, true) {
-                if let Ok(ep) = hmpi_core::environment::endpoint() {
-                    let at = if bytes == 0 { std::ptr::NonNull::<u8>::dangling().as_ptr() } else { buf.cast() };
-                    // A receive that waits gets a table slot, and the
-                    // engine writes its request straight into it; one that
-                    // matched at once needs none.
-                    let mut place = Place::default();
-                    // SAFETY: as in `irecv_full`; the slot holds the request
-                    // until it completes.
-                    let started = unsafe { ep.irecv_raw_or_in(|| place.take(), at, bytes, src, tag, c.ctx) };
-                    let h = match started {
-                        Ok(vci::Start::Finished(st)) => match received(&st).filter(|_| comm == abi::COMM_WORLD) {
-                            Some(h) => Ok(h),
-                            None => insert(finished_entry(ep, CommRef::Static(c), st)),
-                        },
-                        // SAFETY: the engine wrote the request there.
-                        Ok(vci::Start::Written) => Ok(unsafe { place.publish(Rest::plain(CommRef::Static(c))) }),
-                        Ok(vci::Start::NoPlace) => Err(full()),
-                        // Nothing started: the full path finds and reports it.
-                        // SAFETY: MPI's contract for the buffer and the
-                        // request pointer.
-                        Err(_) => return unsafe { irecv_full(buf, count, datatype, source, tag, comm, request) },
-                    };
-                    return match h {
-                        Ok(h) => {
-                            // SAFETY: checked non-null.
-                            unsafe { request.write(h) };
-                            abi::SUCCESS
-                        }
-                        Err(e) => fast_error("MPI_Irecv", comm, e),
-                    };
-                }
+            if let Some((c, bytes)) = fast_args(comm, datatype, buf, count) {
+                let at = if bytes == 0 { std::ptr::NonNull::<u8>::dangling().as_ptr() } else { buf.cast() };
+                // A receive that waits gets a table slot, and the
+                // engine writes its request straight into it; one that
+                // matched at once needs none.
+                let mut place = Place::default();
+                let started = match raw::recv_target(&c.comm, source_arg(source), tag_arg(tag)) {
+                    // SAFETY: as in `irecv_full`; the slot holds the
+                    // request until it completes.
+                    Ok(from) => unsafe { raw::irecv_raw_or_in(from, || place.take(), at, bytes) },
+                    // Nothing started: the full path finds and reports it.
+                    // SAFETY: MPI's contract for the buffer and the
+                    // request pointer.
+                    Err(_) => return unsafe { irecv_full(buf, count, datatype, source, tag, comm, request) },
+                };
+                let h = match started {
+                    Ok(raw::Start::Finished(st)) => match received(&st).filter(|_| comm == abi::COMM_WORLD) {
+                        Some(h) => Ok(h),
+                        None => finished_entry(CommRef::Static(c), st).and_then(insert),
+                    },
+                    // SAFETY: the engine wrote the request there.
+                    Ok(raw::Start::Written) => Ok(unsafe { place.publish(Rest::plain(CommRef::Static(c))) }),
+                    Ok(raw::Start::NoPlace) => Err(full()),
+                    // Nothing started: the full path finds and reports it.
+                    // SAFETY: MPI's contract for the buffer and the
+                    // request pointer.
+                    Err(_) => return unsafe { irecv_full(buf, count, datatype, source, tag, comm, request) },
+                };
+                return match h {
+                    Ok(h) => {
+                        // SAFETY: checked non-null.
+                        unsafe { request.write(h) };
+                        abi::SUCCESS
+                    }
+                    Err(e) => fast_error("MPI_Irecv", comm, e),
+                };
             }
         }
         // SAFETY: MPI's contract for the buffer and the request pointer.
@@ -806,16 +792,10 @@ mpi_fn! {
         status: *mut MpiStatus,
     ) -> c_int {
         api_comm("MPI_Sendrecv", comm, |c| {
-            let ep = ep()?;
-            let (sty, rty) = (type_ref(sendtype)?, type_ref(recvtype)?);
             // SAFETY: MPI's contract for both buffers.
-            let (data, mut inc) = unsafe { (outgoing(sendbuf, sendcount, &sty, false)?, incoming(recvbuf, recvcount, &rty)?) };
-            let (dest, stag) = (c.dest_to_world(dest)?, send_tag(sendtag)?);
-            let (src, rtag) = (c.source_to_world(source)?, recv_tag(recvtag)?);
-            // SAFETY: waited for below (or dropped, which waits) in this call.
-            let s = unsafe { ep.isend(data.bytes(), dest, stag, c.ctx) }?;
-            let st = engine_status(ep.recv(inc.target(), src, rtag, c.ctx))?;
-            engine_status(s.wait())?;
+            let (data, mut inc) = unsafe { (outgoing_of(sendbuf, sendcount, sendtype, dest)?, incoming_of(recvbuf, recvcount, recvtype, source)?) };
+            let mut st = raw::Status::empty();
+            raw::sendrecv(&c.comm, data.bytes(), dest, sendtag, inc.target(), source_arg(source), tag_arg(recvtag), &mut st)?;
             inc.finish(st.count);
             // SAFETY: the caller's status pointer.
             unsafe { finish_status(&st, c, status) }
@@ -835,17 +815,12 @@ mpi_fn! {
         status: *mut MpiStatus,
     ) -> c_int {
         api_comm("MPI_Sendrecv_replace", comm, |c| {
-            let ep = ep()?;
             let ty = type_ref(datatype)?;
             // SAFETY: MPI's contract for the buffer; the outgoing data is a
             // copy, so receiving into the buffer cannot disturb it.
             let (data, mut inc) = unsafe { (outgoing(buf, count, &ty, true)?, incoming(buf, count, &ty)?) };
-            let (dest, stag) = (c.dest_to_world(dest)?, send_tag(sendtag)?);
-            let (src, rtag) = (c.source_to_world(source)?, recv_tag(recvtag)?);
-            // SAFETY: waited for below (or dropped, which waits) in this call.
-            let s = unsafe { ep.isend(data.bytes(), dest, stag, c.ctx) }?;
-            let st = engine_status(ep.recv(inc.target(), src, rtag, c.ctx))?;
-            engine_status(s.wait())?;
+            let mut st = raw::Status::empty();
+            raw::sendrecv(&c.comm, data.bytes(), dest, sendtag, inc.target(), source_arg(source), tag_arg(recvtag), &mut st)?;
             inc.finish(st.count);
             // SAFETY: the caller's status pointer.
             unsafe { finish_status(&st, c, status) }
@@ -855,10 +830,9 @@ mpi_fn! {
     /// Waits for a matching message and returns its status (not received).
     fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: Comm, status: *mut MpiStatus) -> c_int {
         api_comm("MPI_Probe", comm, |c| {
-            let ep = ep()?;
-            let st = ep.probe(c.source_to_world(source)?, recv_tag(tag)?, c.ctx)?;
+            let st = raw::probe(&c.comm, source_arg(source), tag_arg(tag))?;
             // SAFETY: the caller's status pointer.
-            unsafe { store_status(status, to_mpi_status(&st, c).0) };
+            unsafe { store_comm_status(status, &st) };
             Ok(())
         })
     }
@@ -866,14 +840,13 @@ mpi_fn! {
     /// Whether a matching message is there; its status if so.
     fn MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, comm: Comm, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
         api_comm("MPI_Iprobe", comm, |c| {
-            let ep = ep()?;
             out(flag, "flag")?;
-            let st = ep.iprobe(c.source_to_world(source)?, recv_tag(tag)?, c.ctx)?;
+            let st = raw::iprobe(&c.comm, source_arg(source), tag_arg(tag))?;
             // SAFETY: checked non-null; the caller's status pointer.
             unsafe {
                 flag.write(c_int::from(st.is_some()));
                 if let Some(st) = st {
-                    store_status(status, to_mpi_status(&st, c).0);
+                    store_comm_status(status, &st);
                 }
             }
             Ok(())
@@ -883,13 +856,12 @@ mpi_fn! {
     /// Waits for a matching message and takes it off the matching lists.
     fn MPI_Mprobe / PMPI_Mprobe(source: c_int, tag: c_int, comm: Comm, message: *mut Message, status: *mut MpiStatus) -> c_int {
         api_comm("MPI_Mprobe", comm, |c| {
-            let ep = ep()?;
             out(message, "message")?;
-            let (msg, st) = ep.mprobe(c.source_to_world(source)?, recv_tag(tag)?, c.ctx)?;
+            let (msg, st) = raw::mprobe(&c.comm, source_arg(source), tag_arg(tag))?;
             // SAFETY: checked non-null; the caller's status pointer.
             unsafe {
                 store_message(msg, c, message)?;
-                store_status(status, to_mpi_status(&st, c).0);
+                store_comm_status(status, &st);
             }
             Ok(())
         })
@@ -905,16 +877,15 @@ mpi_fn! {
         status: *mut MpiStatus,
     ) -> c_int {
         api_comm("MPI_Improbe", comm, |c| {
-            let ep = ep()?;
             out(flag, "flag")?;
             out(message, "message")?;
-            let found = ep.improbe(c.source_to_world(source)?, recv_tag(tag)?, c.ctx)?;
+            let found = raw::improbe(&c.comm, source_arg(source), tag_arg(tag))?;
             // SAFETY: checked non-null; the caller's status pointer.
             unsafe {
                 flag.write(c_int::from(found.is_some()));
                 if let Some((msg, st)) = found {
                     store_message(msg, c, message)?;
-                    store_status(status, to_mpi_status(&st, c).0);
+                    store_comm_status(status, &st);
                 }
             }
             Ok(())
@@ -940,7 +911,7 @@ mpi_fn! {
                 return Ok(());
             };
             let comm = m.comm.clone();
-            let st = engine_status(m.msg.recv_into(inc.target()))?;
+            let st = raw::mrecv(&comm.comm, m.msg, inc.target())?;
             inc.finish(st.count);
             // SAFETY: the caller's status pointer.
             unsafe { finish_status(&st, &comm, status) }
@@ -956,7 +927,6 @@ mpi_fn! {
         request: *mut Request,
     ) -> c_int {
         api("MPI_Imrecv", || {
-            let ep = ep()?;
             out(request, "request")?;
             let ty = type_ref(datatype)?;
             // SAFETY: MPI's contract for the buffer.
@@ -964,11 +934,11 @@ mpi_fn! {
             // SAFETY: the caller's handle pointer.
             let (r, comm) = match unsafe { take_message(message) }? {
                 Some(m) => (m.msg.imrecv(inc.target())?, m.comm),
-                None => {
-                    let world = crate::comm::comm_ref(abi::COMM_SELF)?;
-                    // SAFETY: a receive from PROC_NULL is complete at once.
-                    (unsafe { ep.irecv(&mut [], vci::PROC_NULL, 0, world.ctx) }?, world)
-                }
+                // A receive from MPI_PROC_NULL: complete at once.
+                None => (
+                    raw::finished_request(raw::Status::empty())?,
+                    crate::comm::comm_ref(abi::COMM_SELF)?,
+                ),
             };
             let h = insert(ReqEntry {
                 req: EngineReq(r),

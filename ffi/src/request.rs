@@ -1,4 +1,4 @@
-//! Requests of the C interface: the engine's [`vci::Request`]s behind
+//! Requests of the C interface: the engine's requests ([`raw::Request`]) behind
 //! `MPI_Request` handles, and the routines that complete them (wait, test,
 //! their `all`/`any`/`some` forms, cancel, free).
 //!
@@ -12,7 +12,7 @@
 //! Waiting marks the entries busy where they are (or takes them out of the
 //! table, their slots reserved), so no lock is held while the engine makes
 //! progress, and other threads keep using their own requests. Sets go to
-//! the engine's request sets (`vci::wait_any`, …) so one progress pass
+//! the engine's request sets ([`raw::wait_any`], …) so one progress pass
 //! serves every request of the set. A request freed with `MPI_Request_free` while pending is kept on a
 //! side list and completed later (its receive still lands in the buffer).
 //!
@@ -29,12 +29,13 @@ use crate::comm::CommRef;
 use crate::datatype::TypeRef;
 use crate::errors::{api, err, out, put, MpiError, Res};
 use crate::handles::{reserved, Miss, SlotTable, Vacant, KIND_REQUEST};
+use hmpi_core::raw;
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// An engine request that may move between threads.
-pub struct EngineReq(pub vci::Request<'static>);
+pub struct EngineReq(pub raw::Request<'static>);
 
 // SAFETY: a request is its endpoint (a process-wide static, `Sync`), an
 // envelope in the node heap or a receive id of the VCI (both usable from
@@ -131,7 +132,7 @@ unsafe impl Send for Rest {}
 impl Rest {
     /// Unpacks a staged receive, hands over a taken block, and translates
     /// the engine's status; the error message of a failed take.
-    fn complete_msg(self, st: vci::Status) -> (MpiStatus, c_int, Option<String>) {
+    fn complete_msg(self, st: raw::Status) -> (MpiStatus, c_int, Option<String>) {
         let (mut s, mut code) = to_mpi_status(&st, &self.comm);
         let mut msg = None;
         match self.extra.map(|b| *b) {
@@ -160,7 +161,7 @@ impl Rest {
     }
 
     /// [`Rest::complete_msg`] without the message.
-    fn complete(self, st: vci::Status) -> (MpiStatus, c_int) {
+    fn complete(self, st: raw::Status) -> (MpiStatus, c_int) {
         let (s, code, _) = self.complete_msg(st);
         (s, code)
     }
@@ -169,7 +170,7 @@ impl Rest {
     ///
     /// # Safety
     /// `status`, if not null, is valid for a write of a status.
-    unsafe fn finish_into(self, st: vci::Status, status: *mut MpiStatus) -> Res {
+    unsafe fn finish_into(self, st: raw::Status, status: *mut MpiStatus) -> Res {
         let comm = self.comm.clone();
         let (s, code, msg) = self.complete_msg(st);
         // SAFETY: the caller's guarantee.
@@ -191,29 +192,53 @@ pub struct ReqEntry {
     pub rest: Rest,
 }
 
-/// An MPI status (and its error code) from the engine's status.
-pub fn to_mpi_status(st: &vci::Status, comm: &CommRef) -> (MpiStatus, c_int) {
-    let s = if st.source == vci::PROC_NULL {
+/// An MPI status (and its error code) from a request's status, whose
+/// source is a world rank: named in `comm` here.
+#[inline]
+pub fn to_mpi_status(st: &raw::Status, comm: &CommRef) -> (MpiStatus, c_int) {
+    let s = status_from(st, comm_source(comm, st.source));
+    (s, s.error)
+}
+
+/// The communicator rank of a request's source (a world rank):
+/// `MPI_UNDEFINED` for a process outside the communicator.
+#[inline(always)]
+fn comm_source(comm: &CommRef, world: i32) -> c_int {
+    comm.comm.rank_of_world(world).unwrap_or(abi::UNDEFINED)
+}
+
+/// An MPI status from a status whose source is a communicator rank
+/// already (what `hmpi_core::raw`'s blocking calls return).
+#[inline(always)]
+pub fn comm_mpi_status(st: &raw::Status) -> MpiStatus {
+    status_from(st, st.source)
+}
+
+/// The MPI status of a status whose sender is `source` in the
+/// communicator (`MPI_PROC_NULL`'s: source `MPI_PROC_NULL`, tag
+/// `MPI_ANY_TAG`).
+#[inline(always)]
+fn status_from(st: &raw::Status, source: c_int) -> MpiStatus {
+    if st.source == raw::PROC_NULL {
         MpiStatus {
             source: abi::PROC_NULL,
             tag: abi::ANY_TAG,
             ..mpi_status(st, 0)
         }
     } else {
-        mpi_status(st, comm.rank_of_world(st.source))
-    };
-    (s, s.error)
+        mpi_status(st, source)
+    }
 }
 
 /// The MPI status of an engine status whose sender is `source` in the
 /// communicator.
 #[inline(always)]
-fn mpi_status(st: &vci::Status, source: c_int) -> MpiStatus {
+fn mpi_status(st: &raw::Status, source: c_int) -> MpiStatus {
     let code = match st.error {
         None => abi::SUCCESS,
-        Some(vci::StatusError::Truncate { .. }) => abi::ERR_TRUNCATE,
-        Some(vci::StatusError::Transfer { .. }) => abi::ERR_OTHER,
-        Some(vci::StatusError::Alloc { .. }) => abi::ERR_NO_MEM,
+        Some(raw::StatusError::Truncate { .. }) => abi::ERR_TRUNCATE,
+        Some(raw::StatusError::Transfer { .. }) => abi::ERR_OTHER,
+        Some(raw::StatusError::Alloc { .. }) => abi::ERR_NO_MEM,
     };
     MpiStatus {
         source,
@@ -229,31 +254,49 @@ fn mpi_status(st: &vci::Status, source: c_int) -> MpiStatus {
     }
 }
 
-/// The error of a failed status.
-pub fn status_error(st: &vci::Status, comm: &CommRef) -> MpiError {
-    let msg = match st.error {
-        Some(vci::StatusError::Truncate { message_len }) => format!(
-            "message truncated: {message_len} bytes from rank {} (tag {}) into a buffer of {}",
-            comm.rank_of_world(st.source),
-            st.tag,
-            st.count
-        ),
-        Some(vci::StatusError::Transfer { errno }) => format!(
-            "reading the message from rank {} failed: {}",
-            comm.rank_of_world(st.source),
-            std::io::Error::from_raw_os_error(errno)
-        ),
-        Some(vci::StatusError::Alloc { bytes }) => format!(
-            "no memory for a block of {bytes} bytes from rank {}",
-            comm.rank_of_world(st.source)
-        ),
-        None => "no error".into(),
-    };
-    MpiError::new(to_mpi_status(st, comm).1, msg).on(comm)
+/// The error of a failed request's status (source a world rank).
+pub fn status_error(st: &raw::Status, comm: &CommRef) -> MpiError {
+    status_error_from(st, comm, comm_source(comm, st.source))
 }
 
-/// The status of an operation that completed at once (`MPI_PROC_NULL`,
-/// `MPI_REQUEST_NULL`).
+/// The error of a failed status whose source is a communicator rank
+/// already (a blocking call's).
+pub fn comm_status_error(st: &raw::Status, comm: &CommRef) -> MpiError {
+    status_error_from(st, comm, st.source)
+}
+
+fn status_error_from(st: &raw::Status, comm: &CommRef, source: c_int) -> MpiError {
+    let msg = match st.error {
+        Some(raw::StatusError::Truncate { message_len }) => format!(
+            "message truncated: {message_len} bytes from rank {source} (tag {}) into a buffer of {}",
+            st.tag, st.count
+        ),
+        Some(raw::StatusError::Transfer { errno }) => format!(
+            "reading the message from rank {source} failed: {}",
+            std::io::Error::from_raw_os_error(errno)
+        ),
+        Some(raw::StatusError::Alloc { bytes }) => {
+            format!("no memory for a block of {bytes} bytes from rank {source}")
+        }
+        None => "no error".into(),
+    };
+    MpiError::new(status_from(st, source).error, msg).on(comm)
+}
+
+/// MPI's empty status: what completing `MPI_REQUEST_NULL` or an
+/// inactive request gives (source `MPI_ANY_SOURCE`, tag `MPI_ANY_TAG`,
+/// no error, no data).
+pub fn null_status() -> MpiStatus {
+    MpiStatus {
+        source: abi::ANY_SOURCE,
+        tag: abi::ANY_TAG,
+        error: abi::SUCCESS,
+        internal: [0; 5],
+    }
+}
+
+/// The status of an operation on `MPI_PROC_NULL`, which completed at
+/// once (source `MPI_PROC_NULL`, tag `MPI_ANY_TAG`, no data).
 pub fn empty_status() -> MpiStatus {
     MpiStatus {
         source: abi::PROC_NULL,
@@ -275,16 +318,30 @@ unsafe fn status_ref<'a>(p: *const MpiStatus) -> Res<&'a MpiStatus> {
     Ok(unsafe { &*p })
 }
 
-/// [`store_status`] of an engine status on `comm`, converted only if the
-/// program wants it (its error code is the caller's business).
+/// [`store_status`] of a request's status on `comm` (source a world
+/// rank), converted only if the program wants it (its error code is the
+/// caller's business).
 ///
 /// # Safety
 /// `p`, if not null, is valid for a write of a status.
 #[inline]
-pub unsafe fn store_engine_status(p: *mut MpiStatus, st: &vci::Status, comm: &CommRef) {
+pub unsafe fn store_engine_status(p: *mut MpiStatus, st: &raw::Status, comm: &CommRef) {
     if !p.is_null() {
         // SAFETY: the caller's guarantee; not null.
         unsafe { p.write(to_mpi_status(st, comm).0) };
+    }
+}
+
+/// [`store_status`] of a blocking call's status (source a communicator
+/// rank already), converted only if the program wants it.
+///
+/// # Safety
+/// `p`, if not null, is valid for a write of a status.
+#[inline(always)]
+pub unsafe fn store_comm_status(p: *mut MpiStatus, st: &raw::Status) {
+    if !p.is_null() {
+        // SAFETY: the caller's guarantee; not null.
+        unsafe { p.write(comm_mpi_status(st)) };
     }
 }
 
@@ -301,12 +358,12 @@ pub unsafe fn store_status(p: *mut MpiStatus, s: MpiStatus) {
 }
 
 /// The engine's status out of a completion result (errors carry it).
-pub fn engine_status(r: vci::Result<vci::Status>) -> Res<vci::Status> {
+pub fn engine_status(r: raw::EngineResult<raw::Status>) -> Res<raw::Status> {
     match r {
         Ok(s) => Ok(s),
-        Err(vci::Error::Truncate { status, .. })
-        | Err(vci::Error::Transfer { status, .. })
-        | Err(vci::Error::Alloc { status, .. }) => Ok(status),
+        Err(raw::EngineError::Truncate { status, .. })
+        | Err(raw::EngineError::Transfer { status, .. })
+        | Err(raw::EngineError::Alloc { status, .. }) => Ok(status),
         Err(e) => Err(e.into()),
     }
 }
@@ -314,7 +371,7 @@ pub fn engine_status(r: vci::Result<vci::Status>) -> Res<vci::Status> {
 /// The status of a finished request (as [`engine_status`] makes it from
 /// its wait), looked up without waiting when the engine knows it.
 #[inline]
-fn finished_status(req: EngineReq) -> Res<vci::Status> {
+fn finished_status(req: EngineReq) -> Res<raw::Status> {
     match req.0.finished() {
         Some(st) => Ok(st),
         None => engine_status(req.0.wait()),
@@ -340,7 +397,7 @@ const COUNT_BITS: u32 = 16;
 const TAG_BITS: u32 = 30;
 const SOURCE_BITS: u32 = 12;
 const _: () = assert!(COUNT_BITS + TAG_BITS + SOURCE_BITS <= 58);
-const _: () = assert!(vci::TAG_UB as u64 + 1 == 1 << TAG_BITS);
+const _: () = assert!(raw::TAG_UB as u64 + 1 == 1 << TAG_BITS);
 
 /// The handle of a receive on `MPI_COMM_WORLD` that finished as it was
 /// posted (it matched a message that had arrived): its status is the
@@ -349,12 +406,12 @@ const _: () = assert!(vci::TAG_UB as u64 + 1 == 1 << TAG_BITS);
 /// status does not fit (an error, a count from 64 KiB, a source rank from
 /// 4096): such a receive gets a slot.
 #[inline(always)]
-pub fn received(st: &vci::Status) -> Option<Request> {
+pub fn received(st: &raw::Status) -> Option<Request> {
     let fits = st.error.is_none()
         && !st.cancelled
         && st.count < 1 << COUNT_BITS
         && (0..1 << SOURCE_BITS).contains(&st.source)
-        && (0..=vci::TAG_UB).contains(&st.tag);
+        && (0..=raw::TAG_UB).contains(&st.tag);
     fits.then_some(Request(
         RECEIVED_MARK
             | (st.source as usize) << (COUNT_BITS + TAG_BITS)
@@ -367,10 +424,10 @@ pub fn received(st: &vci::Status) -> Option<Request> {
 /// [`received`] handle's (a world rank is the world communicator's rank),
 /// or a [`SENT`] handle's empty one.
 #[inline(always)]
-fn finished_handle(h: Request) -> Option<vci::Status> {
+fn finished_handle(h: Request) -> Option<raw::Status> {
     if h.0 & RECEIVED_MASK == RECEIVED_MARK {
         let field = |shift: u32, bits: u32| (h.0 >> shift) & ((1 << bits) - 1);
-        return Some(vci::Status {
+        return Some(raw::Status {
             source: field(COUNT_BITS + TAG_BITS, SOURCE_BITS) as i32,
             tag: field(COUNT_BITS, TAG_BITS) as i32,
             count: field(0, COUNT_BITS) as u64,
@@ -378,7 +435,7 @@ fn finished_handle(h: Request) -> Option<vci::Status> {
             cancelled: false,
         });
     }
-    (h == SENT).then(vci::Status::empty)
+    (h == SENT).then(raw::Status::empty)
 }
 
 /// Whether `h` has no table entry: `MPI_REQUEST_NULL`, or a request that
@@ -390,11 +447,8 @@ fn entryless(h: usize) -> bool {
 
 /// The MPI status a request that finished without a table slot leaves.
 #[inline(always)]
-fn finished_mpi_status(st: &vci::Status) -> MpiStatus {
-    if st.source == vci::PROC_NULL {
-        return empty_status();
-    }
-    mpi_status(st, st.source)
+fn finished_mpi_status(st: &raw::Status) -> MpiStatus {
+    comm_mpi_status(st)
 }
 
 /// The MPI status of a handle without a table entry: the status a request
@@ -402,26 +456,22 @@ fn finished_mpi_status(st: &vci::Status) -> MpiStatus {
 /// `MPI_REQUEST_NULL`.
 #[inline(always)]
 fn entryless_status(h: Request) -> MpiStatus {
-    finished_handle(h).map_or_else(empty_status, |st| finished_mpi_status(&st))
+    finished_handle(h).map_or_else(null_status, |st| finished_mpi_status(&st))
 }
 
-/// What the entries of requests that finished without a table slot are
-/// made of: the endpoint and the world (an error before `MPI_Init` and
-/// after `MPI_Finalize`).
-fn finished_parts() -> Res<(&'static vci::Endpoint, CommRef)> {
-    Ok((
-        hmpi_core::environment::endpoint()?,
-        crate::comm::comm_ref(abi::COMM_WORLD)?,
-    ))
+/// The communicator of requests that finished without a table slot: the
+/// world (an error before `MPI_Init` and after `MPI_Finalize`).
+fn finished_parts() -> Res<CommRef> {
+    crate::comm::comm_ref(abi::COMM_WORLD)
 }
 
 /// The entry of a request that has finished with `st` on `comm` (what a
 /// request that finished without a table slot stands for, on the world).
-pub fn finished_entry(ep: &'static vci::Endpoint, comm: CommRef, st: vci::Status) -> ReqEntry {
-    ReqEntry {
-        req: EngineReq(vci::Request::finished_with(ep, st)),
+pub fn finished_entry(comm: CommRef, st: raw::Status) -> Res<ReqEntry> {
+    Ok(ReqEntry {
+        req: EngineReq(raw::finished_request(st)?),
         rest: Rest::plain(comm),
-    }
+    })
 }
 
 /// Takes the entry of `h` out of the table, leaving its slot busy (see
@@ -430,8 +480,7 @@ pub fn finished_entry(ep: &'static vci::Endpoint, comm: CommRef, st: vci::Status
 /// back in or releasing it does nothing.
 fn checkout(h: Request) -> Res<ReqEntry> {
     if let Some(st) = finished_handle(h) {
-        let (ep, world) = finished_parts()?;
-        return Ok(finished_entry(ep, world, st));
+        return finished_entry(finished_parts()?, st);
     }
     REQUESTS.checkout(h.0).map_err(|m| miss(m, h))
 }
@@ -447,7 +496,7 @@ pub fn insert(e: ReqEntry) -> Res<Request> {
 }
 
 /// A table slot for a request the engine writes in place (see
-/// [`vci::Endpoint::irecv_raw_or_in`] and [`vci::Endpoint::isend_or_in`]):
+/// [`raw::irecv_raw_or_in`] and [`raw::isend_or_in`]):
 /// taken only when the engine asks for it (a request that waits), then
 /// made live beside the rest of the entry. Dropped unpublished, the slot
 /// goes back to the table.
@@ -458,7 +507,7 @@ impl Place {
     /// Takes a free slot and says where the engine writes its request;
     /// `None` if the table is full.
     #[inline(always)]
-    pub fn take(&mut self) -> Option<*mut vci::Request<'static>> {
+    pub fn take(&mut self) -> Option<*mut raw::Request<'static>> {
         poll_detached();
         let slot = self.0.insert(REQUESTS.vacant()?);
         let p = slot.as_ptr();
@@ -593,7 +642,7 @@ unsafe fn handles<'a>(count: c_int, reqs: *mut Request) -> Res<&'a mut [Request]
 /// complete and frees the slots of what did, under one lock.
 struct Set<'h> {
     hs: &'h mut [Request],
-    reqs: Vec<Option<vci::Request<'static>>>,
+    reqs: Vec<Option<raw::Request<'static>>>,
     rests: Vec<Option<Rest>>,
     /// Handles of the completed requests (their slots to free).
     done: Vec<usize>,
@@ -617,7 +666,7 @@ impl<'h> Set<'h> {
         let mut rests = Vec::with_capacity(hs.len());
         for (e, &h) in entries.into_iter().zip(raw) {
             let e = match (e, &parts, finished_handle(Request(h))) {
-                (None, Some((ep, world)), Some(st)) => Some(finished_entry(ep, world.clone(), st)),
+                (None, Some(world), Some(st)) => Some(finished_entry(world.clone(), st)?),
                 (e, _, _) => e,
             };
             let (r, rest) = e.map(|ReqEntry { req, rest }| (req.0, rest)).unzip();
@@ -639,7 +688,7 @@ impl<'h> Set<'h> {
     /// Completes position `i` (its engine request already gone): its slot
     /// is freed when the set is dropped, the handle becomes
     /// `MPI_REQUEST_NULL`, a staged receive is unpacked.
-    fn finish(&mut self, i: usize, st: vci::Status) -> (MpiStatus, c_int, Option<CommRef>) {
+    fn finish(&mut self, i: usize, st: raw::Status) -> (MpiStatus, c_int, Option<CommRef>) {
         match self.rests[i].take() {
             Some(rest) => {
                 self.done.push(self.hs[i].0);
@@ -648,7 +697,7 @@ impl<'h> Set<'h> {
                 let (s, code) = rest.complete(st);
                 (s, code, Some(comm))
             }
-            None => (empty_status(), abi::SUCCESS, None),
+            None => (null_status(), abi::SUCCESS, None),
         }
     }
 
@@ -715,7 +764,7 @@ fn in_status_error(failed: usize, comm: Option<CommRef>) -> MpiError {
 /// `indices` and `statuses` (unless ignored) hold `set.hs.len()` entries.
 unsafe fn finish_some(
     set: &mut Set<'_>,
-    done: Vec<(usize, vci::Status)>,
+    done: Vec<(usize, raw::Status)>,
     outcount: *mut c_int,
     indices: *mut c_int,
     statuses: *mut MpiStatus,
@@ -755,7 +804,7 @@ mpi_fn! {
             let h = unsafe { p.read() };
             if h == abi::REQUEST_NULL {
                 // SAFETY: the caller's status pointer.
-                unsafe { store_status(status, empty_status()) };
+                unsafe { store_status(status, null_status()) };
                 return Ok(());
             }
             if let Some(st) = finished_handle(h) {
@@ -768,7 +817,7 @@ mpi_fn! {
             }
             // The request is waited for where it is, its slot marked busy
             // (no lock is held meanwhile), and its status read there (see
-            // `vci::Request::wait_in_place`); waiting frees the slot
+            // `raw::Request::wait_in_place`); waiting frees the slot
             // whatever the outcome.
             let mut entry = REQUESTS.lock(h.0).map_err(|m| miss(m, h))?;
             // SAFETY: as above.
@@ -802,7 +851,7 @@ mpi_fn! {
                 // SAFETY: the caller's pointers.
                 unsafe {
                     flag.write(1);
-                    store_status(status, empty_status());
+                    store_status(status, null_status());
                 }
                 return Ok(());
             }
@@ -871,9 +920,9 @@ mpi_fn! {
             {
                 // The engine waits for them together, in place (in order,
                 // collecting the finished ones after each under one lock).
-                let mut reqs: Vec<&mut vci::Request<'static>> = Vec::with_capacity(busy.len());
+                let mut reqs: Vec<&mut raw::Request<'static>> = Vec::with_capacity(busy.len());
                 reqs.extend(busy.iter_mut().flatten().map(|b| &mut b.get_mut().req.0));
-                vci::wait_all_in_place(&mut reqs);
+                raw::wait_all_in_place(&mut reqs);
             }
             let (mut failed, mut on, mut other) = (0, None, None);
             let mut freed = REQUESTS.free_batch();
@@ -940,11 +989,11 @@ mpi_fn! {
             out(index, "index")?;
             // SAFETY: `requests` holds `count` handles (MPI's contract).
             let mut set = Set::checkout(unsafe { handles(count, requests) }?)?;
-            let Some((i, st)) = vci::wait_any(&mut set.reqs) else {
+            let Some((i, st)) = raw::wait_any(&mut set.reqs) else {
                 // SAFETY: the caller's pointers.
                 unsafe {
                     index.write(abi::UNDEFINED);
-                    store_status(status, empty_status());
+                    store_status(status, null_status());
                 }
                 return Ok(());
             };
@@ -977,7 +1026,7 @@ mpi_fn! {
                 unsafe { outcount.write(abi::UNDEFINED) };
                 return Ok(());
             }
-            let done = vci::wait_some(&mut set.reqs);
+            let done = raw::wait_some(&mut set.reqs);
             // SAFETY: MPI's contract for the arrays.
             unsafe { finish_some(&mut set, done, outcount, indices, statuses) }
         })
@@ -989,13 +1038,13 @@ mpi_fn! {
             out(flag, "flag")?;
             // SAFETY: `requests` holds `count` handles (MPI's contract).
             let mut set = Set::checkout(unsafe { handles(count, requests) }?)?;
-            let sts = match vci::test_all(&mut set.reqs) {
+            let sts = match raw::test_all(&mut set.reqs) {
                 Ok(None) => {
                     // SAFETY: checked non-null.
                     unsafe { flag.write(0) };
                     return Ok(());
                 }
-                Ok(Some(s)) | Err(vci::Error::InStatus(s)) => s,
+                Ok(Some(s)) | Err(raw::EngineError::InStatus(s)) => s,
                 Err(e) => return Err(e.into()),
             };
             // SAFETY: checked non-null.
@@ -1031,13 +1080,13 @@ mpi_fn! {
             // SAFETY: `requests` holds `count` handles (MPI's contract).
             let mut set = Set::checkout(unsafe { handles(count, requests) }?)?;
             let all_null = set.all_null();
-            let Some((i, st)) = vci::test_any(&mut set.reqs) else {
+            let Some((i, st)) = raw::test_any(&mut set.reqs) else {
                 // SAFETY: the caller's pointers.
                 unsafe {
                     index.write(abi::UNDEFINED);
                     flag.write(c_int::from(all_null));
                     if all_null {
-                        store_status(status, empty_status());
+                        store_status(status, null_status());
                     }
                 }
                 return Ok(());
@@ -1074,7 +1123,7 @@ mpi_fn! {
                 unsafe { outcount.write(abi::UNDEFINED) };
                 return Ok(());
             }
-            let done = vci::test_some(&mut set.reqs);
+            let done = raw::test_some(&mut set.reqs);
             // SAFETY: MPI's contract for the arrays.
             unsafe { finish_some(&mut set, done, outcount, indices, statuses) }
         })
@@ -1088,7 +1137,7 @@ mpi_fn! {
                 // SAFETY: the caller's pointers.
                 unsafe {
                     flag.write(1);
-                    store_status(status, empty_status());
+                    store_status(status, null_status());
                 }
                 return Ok(());
             }
@@ -1097,7 +1146,7 @@ mpi_fn! {
             let st = match r {
                 Ok(None) => None,
                 Ok(Some(st)) => Some(st),
-                Err(e) => Some(engine_status(Err(e)).unwrap_or(vci::Status::empty())),
+                Err(e) => Some(engine_status(Err(e)).unwrap_or(raw::Status::empty())),
             };
             if let Some(st) = st {
                 // The data lands now; the status stays for later calls.

@@ -27,6 +27,10 @@ const TESTS: &[(&str, fn())] = &[
     ),
     ("ownership_passing_in_c", ownership_passing_in_c),
     ("communicators_and_groups", communicators_and_groups),
+    (
+        "comm_creation_does_not_slow_down",
+        comm_creation_does_not_slow_down,
+    ),
     ("malloc_is_the_shared_heap", malloc_is_the_shared_heap),
     (
         "malloc_before_init_without_launcher",
@@ -259,6 +263,10 @@ fn communicators_and_groups() {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
     // More ranks than cores.
     build_and_run("tests/comms.c", "comms", (cores + 3).max(5));
+}
+
+fn comm_creation_does_not_slow_down() {
+    build_and_run("tests/comm_ids.c", "comm_ids", 2);
 }
 
 fn malloc_is_the_shared_heap() {

@@ -163,6 +163,39 @@ int main(int argc, char **argv) {
         CHECK(evens == MPI_COMM_NULL);
     }
 
+    /* Disjoint groups (MPI 2.2): each process passes its own group, the
+     * evens or the odds but rank 1, which passes an empty one; each group
+     * becomes a communicator of its own. */
+    MPI_Comm part;
+    MPI_Group mine = check_rank % 2 == 0 ? even : odd;
+    if (check_rank == 1) mine = MPI_GROUP_EMPTY;
+    else if (check_rank % 2 == 1) {
+        int one = 0; /* rank 1 is rank 0 of odd */
+        OK(MPI_Group_excl(odd, 1, &one, &mine));
+    }
+    OK(MPI_Comm_create(MPI_COMM_WORLD, mine, &part));
+    if (check_rank == 1) {
+        CHECK(part == MPI_COMM_NULL);
+    } else {
+        int want_n = check_rank % 2 == 0 ? (size + 1) / 2 : size / 2 - 1;
+        int want_r = check_rank % 2 == 0 ? check_rank / 2 : check_rank / 2 - 1;
+        OK(MPI_Comm_size(part, &n));
+        OK(MPI_Comm_rank(part, &r));
+        CHECK(n == want_n && r == want_r);
+        if (n > 1) ring(part, 8);
+        MPI_Group pg;
+        OK(MPI_Comm_group(part, &pg));
+        OK(MPI_Group_compare(pg, mine, &result));
+        CHECK(result == MPI_IDENT);
+        OK(MPI_Group_free(&pg));
+        OK(MPI_Comm_free(&part));
+    }
+    if (check_rank % 2 == 1 && check_rank != 1) OK(MPI_Group_free(&mine));
+
+    /* MPI_COMM_NULL has a name (MPI 4.1). */
+    OK(MPI_Comm_get_name(MPI_COMM_NULL, name, &len));
+    CHECK(strcmp(name, "MPI_COMM_NULL") == 0 && len == 13);
+
     MPI_Group all[] = {world_g, half_g, even, odd, low, u, x, d};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         OK(MPI_Group_free(&all[i]));

@@ -100,6 +100,28 @@ static void proc_null(void) {
     OK(MPI_Irecv(&x, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &r));
     OK(MPI_Wait(&r, &st));
     CHECK(st.MPI_SOURCE == MPI_PROC_NULL && x == 42);
+    /* No data to or from MPI_PROC_NULL: MPI_DATATYPE_NULL is never used. */
+    OK(MPI_Send(NULL, 0, MPI_DATATYPE_NULL, MPI_PROC_NULL, 0, MPI_COMM_WORLD));
+    OK(MPI_Ssend(NULL, 0, MPI_DATATYPE_NULL, MPI_PROC_NULL, 0, MPI_COMM_WORLD));
+    OK(MPI_Recv(NULL, 0, MPI_DATATYPE_NULL, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &st));
+    CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG);
+    OK(MPI_Isend(NULL, 0, MPI_DATATYPE_NULL, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &r));
+    OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    OK(MPI_Irecv(NULL, 0, MPI_DATATYPE_NULL, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &r));
+    OK(MPI_Wait(&r, &st));
+    CHECK(st.MPI_SOURCE == MPI_PROC_NULL);
+    /* MPI_Request_get_status of MPI_REQUEST_NULL: done, an empty status. */
+    int flag = 0;
+    st.MPI_SOURCE = st.MPI_TAG = st.MPI_ERROR = 77;
+    OK(MPI_Request_get_status(MPI_REQUEST_NULL, &flag, &st));
+    OK(MPI_Get_count(&st, MPI_INT, &n));
+    CHECK(flag && st.MPI_SOURCE == MPI_ANY_SOURCE && st.MPI_TAG == MPI_ANY_TAG);
+    CHECK(st.MPI_ERROR == MPI_SUCCESS && n == 0);
+    /* So does completing it. */
+    r = MPI_REQUEST_NULL;
+    st.MPI_SOURCE = st.MPI_TAG = 77;
+    OK(MPI_Wait(&r, &st));
+    CHECK(st.MPI_SOURCE == MPI_ANY_SOURCE && st.MPI_TAG == MPI_ANY_TAG);
 }
 
 static void request_sets(void) {
@@ -336,7 +358,7 @@ static void finished_receives(void) {
     CHECK(x[0] == 81 && y[0] == 82);
     check_status(&st[0], peer, 81, 1);
     check_status(&st[2], peer, 82, 1);
-    CHECK(st[1].MPI_SOURCE == MPI_PROC_NULL && st[1].MPI_TAG == MPI_ANY_TAG);
+    CHECK(st[1].MPI_SOURCE == MPI_ANY_SOURCE && st[1].MPI_TAG == MPI_ANY_TAG);
     for (int k = 0; k < 3; k++) CHECK(r[k] == MPI_REQUEST_NULL);
 
     OK(MPI_Irecv(x, 1, MPI_INT, peer, 70, MPI_COMM_WORLD, &r[0]));

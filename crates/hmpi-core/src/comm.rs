@@ -25,8 +25,11 @@
 //!
 //! So the id is the same on every member, and distinct from the id of
 //! every other communicator of every member — the only property matching
-//! needs. Ids are never reused (2^31 of them). `split` agrees one id for all
-//! colors: the resulting communicators have disjoint members.
+//! needs. An id goes back to its process's set when the last clone of the
+//! communicator is dropped (`MPI_Comm_free`), so the set holds only the
+//! ids of live communicators and a proposal costs as much however many
+//! communicators were made before. `split` agrees one id for all colors:
+//! the resulting communicators have disjoint members.
 //!
 //! # Example
 //! ```
@@ -50,6 +53,7 @@ use crate::environment::endpoint;
 use crate::error::{Error, Result};
 use crate::group::Group;
 use crate::point_to_point::{AnyProcess, Process};
+use crate::raw::{self, Traffic};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
@@ -86,10 +90,23 @@ fn lowest_free(floor: u32) -> u32 {
     k
 }
 
+/// A context id claimed in this process's set (see the module docs),
+/// released when dropped; the world's and self's are not in the set.
+#[derive(Debug)]
+struct ContextId(u32);
+
+impl Drop for ContextId {
+    fn drop(&mut self) {
+        if self.0 > SELF_ID {
+            claimed().remove(&self.0);
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Inner {
     /// Context id `k` (engine contexts `2k` and `2k + 1`).
-    id: u32,
+    id: ContextId,
     group: Group,
     /// This process's rank in the communicator.
     rank: i32,
@@ -119,7 +136,7 @@ pub struct SimpleCommunicator {
 }
 
 impl SimpleCommunicator {
-    fn new(id: u32, group: Group) -> Result<SimpleCommunicator> {
+    fn new(id: ContextId, group: Group) -> Result<SimpleCommunicator> {
         let ep = endpoint()?;
         let rank = group.rank().ok_or_else(|| {
             Error::Internal("a communicator built on a process outside its group".into())
@@ -146,7 +163,7 @@ impl SimpleCommunicator {
     fn world_new() -> Result<SimpleCommunicator> {
         let ep = endpoint()?;
         let g = Group::from_world_ranks((0..ep.size()).collect(), ep.rank())?;
-        SimpleCommunicator::new(WORLD_ID, g)
+        SimpleCommunicator::new(ContextId(WORLD_ID), g)
     }
 
     /// The communicator of this process alone (`MPI_COMM_SELF`; rsmpi's
@@ -168,7 +185,7 @@ impl SimpleCommunicator {
         from_world[me as usize] = 0;
         SimpleCommunicator {
             inner: Arc::new(Inner {
-                id: SELF_ID,
+                id: ContextId(SELF_ID),
                 identity: is_identity(&g),
                 group: g,
                 rank: 0,
@@ -186,42 +203,73 @@ impl SimpleCommunicator {
     /// interface).
     #[inline]
     pub fn context(&self) -> u32 {
-        2 * self.inner.id
+        2 * self.inner.id.0
     }
 
     /// The engine context of this communicator's internal messages
     /// (collectives' traffic; never matched by point-to-point receives).
     pub fn internal_context(&self) -> u32 {
-        2 * self.inner.id + 1
+        2 * self.inner.id.0 + 1
     }
 
     /// The context id `k` of this communicator (see the module docs).
     pub fn context_id(&self) -> u32 {
-        self.inner.id
+        self.inner.id.0
+    }
+
+    /// This process's rank in the communicator (as
+    /// [`Communicator::rank`], without the trait).
+    #[inline]
+    pub fn my_rank(&self) -> i32 {
+        self.inner.rank
+    }
+
+    /// The number of members (as [`Communicator::size`], without the
+    /// trait).
+    #[inline]
+    pub fn members(&self) -> i32 {
+        self.inner.group.size()
+    }
+
+    /// The world rank of each member, by communicator rank.
+    #[inline]
+    pub fn world_ranks(&self) -> &[i32] {
+        self.inner.group.world_ranks()
+    }
+
+    /// Whether every member's communicator rank is its world rank (the
+    /// world and its duplicates): ranks pass unchanged.
+    #[inline]
+    pub fn is_identity(&self) -> bool {
+        self.inner.identity
+    }
+
+    /// The communicator rank of world rank `world` as a status names it:
+    /// `PROC_NULL` passes, `None` for a process outside the communicator.
+    #[inline]
+    pub fn rank_of_world(&self, world: i32) -> Option<i32> {
+        if world == vci::PROC_NULL || self.inner.identity {
+            return Some(world);
+        }
+        usize::try_from(world)
+            .ok()
+            .and_then(|w| self.inner.from_world.get(w).copied())
+            .filter(|&r| r >= 0)
     }
 
     /// World rank of communicator rank `rank`; `PROC_NULL` passes;
-    /// [`Error::Rank`] for a rank outside the communicator.
+    /// [`Error::Rank`] for a rank outside the communicator (the check of
+    /// [`raw::route`]).
     #[inline]
     pub fn to_world(&self, rank: i32) -> Result<i32> {
-        if rank == vci::PROC_NULL {
-            return Ok(rank);
-        }
-        let inner = &*self.inner;
-        if inner.identity && (0..inner.group.size()).contains(&rank) {
-            return Ok(rank);
-        }
-        inner.group.world_rank(rank)
+        raw::route(self, rank).map(raw::Route::engine_rank)
     }
 
     /// Source of a receive: as [`SimpleCommunicator::to_world`], and
-    /// `ANY_SOURCE` passes.
+    /// `ANY_SOURCE` passes ([`raw::route_source`]).
     #[inline]
     pub fn source_to_world(&self, rank: i32) -> Result<i32> {
-        if rank == vci::ANY_SOURCE {
-            return Ok(rank);
-        }
-        self.to_world(rank)
+        raw::route_source(self, rank).map(raw::Route::engine_rank)
     }
 
     /// The table from world ranks to communicator ranks (`-1` for
@@ -252,14 +300,11 @@ impl SimpleCommunicator {
     }
 
     fn send_internal(&self, buf: &[u8], rank: i32, tag: i32) -> Result<()> {
-        let ep = endpoint()?;
-        ep.send(buf, self.to_world(rank)?, tag, self.internal_context())?;
-        Ok(())
+        raw::send_on(self, Traffic::Internal, buf, rank, tag)
     }
 
     fn recv_internal(&self, buf: &mut [u8], rank: i32, tag: i32) -> Result<()> {
-        let ep = endpoint()?;
-        let st = ep.recv(buf, self.to_world(rank)?, tag, self.internal_context())?;
+        let st = raw::recv_on(self, Traffic::Internal, buf, rank, tag)?.into_result()?;
         if st.count != buf.len() as u64 {
             return Err(Error::Internal(format!(
                 "internal collective: {} bytes where {} were expected",
@@ -327,7 +372,7 @@ impl SimpleCommunicator {
 
     /// Agrees on a context id free on every rank of this communicator and
     /// claims it on every rank (see the module docs).
-    fn agree_context_id(&self) -> Result<u32> {
+    fn agree_context_id(&self) -> Result<ContextId> {
         let mut floor = 0;
         loop {
             let proposal = lowest_free(floor);
@@ -337,12 +382,15 @@ impl SimpleCommunicator {
                     reason: "no context id left".into(),
                 });
             }
-            let mine = claimed().insert(k);
-            if self.allreduce_u32(u32::from(mine), u32::min)? == 1 {
-                return Ok(k);
-            }
-            if mine {
-                claimed().remove(&k);
+            // The guard of the set is released at the end of this
+            // statement, before a failed claim (`None`) could be dropped.
+            let inserted = claimed().insert(k);
+            let mine = inserted.then(|| ContextId(k));
+            // A failed agreement drops (releases) this rank's claim.
+            if self.allreduce_u32(u32::from(mine.is_some()), u32::min)? == 1 {
+                if let Some(id) = mine {
+                    return Ok(id);
+                }
             }
             floor = k + 1;
         }
@@ -358,7 +406,8 @@ impl SimpleCommunicator {
         let all = self.allgather_pair(mine)?;
         let k = self.agree_context_id()?;
         let Some(c) = color else {
-            claimed().remove(&k);
+            // Not a member of any part: the id goes back (dropped).
+            drop(k);
             return Ok(None);
         };
         let mut members: Vec<(i64, usize)> = all
@@ -466,24 +515,28 @@ pub trait Communicator {
     /// A communicator of the members of `group` (a subgroup of this
     /// communicator's group), in the group's order; `None` on processes
     /// outside it (`MPI_Comm_create`). Collective over this communicator.
+    /// Processes may pass different groups if those are disjoint (MPI
+    /// 2.2): each distinct group becomes a communicator of its own, as a
+    /// split by color would make it.
     fn split_by_subgroup_collective(&self, group: &Group) -> Result<Option<SimpleCommunicator>> {
-        let me = self.as_simple().world_rank_of_me();
-        let pos = group.world_ranks().iter().position(|&w| w == me);
+        let c = self.as_simple();
+        let me = c.world_rank_of_me();
+        let mut first = None;
         for &w in group.world_ranks() {
-            if self
-                .as_simple()
-                .world_to_comm()
-                .get(w as usize)
-                .copied()
-                .unwrap_or(-1)
-                < 0
-            {
-                return Err(Error::Group {
-                    reason: format!("world rank {w} is not in the communicator"),
-                });
+            match c.world_to_comm().get(w as usize).copied() {
+                Some(r) if r >= 0 => first = Some(first.map_or(r, |f: i32| f.min(r))),
+                _ => {
+                    return Err(Error::Group {
+                        reason: format!("world rank {w} is not in the communicator"),
+                    })
+                }
             }
         }
-        self.split(pos.map(|_| 0), pos.map_or(0, |p| p as i32))
+        // Disjoint groups have distinct lowest members: that member's rank
+        // is the group's color.
+        let pos = group.world_ranks().iter().position(|&w| w == me);
+        let color = pos.and(first).map(|f| f as u32);
+        self.split(color, pos.map_or(0, |p| p as i32))
     }
 
     /// Ends the whole job with `code` (`MPI_Abort`; see [`crate::abort`]).

@@ -10,6 +10,9 @@
 //!   [`Process`](point_to_point::Process) and
 //!   [`AnyProcess`](point_to_point::AnyProcess), [`Status`];
 //! * [`request`]: nonblocking operations in a [`request::scope`];
+//! * [`raw`]: the same semantics on byte buffers and raw memory (argument
+//!   checks, routing, the engine's requests), which the typed API, ownership
+//!   passing and the C interface share;
 //! * [`datatype`]: which types travel ([`traits::Equivalence`]);
 //! * [`error`]: [`Error`] (MPI's error classes) and [`Result`];
 //! * [`launch`]: the launcher as a library ([`launch::Launcher`]), used by
@@ -57,6 +60,7 @@ pub mod error;
 pub mod group;
 pub mod launch;
 pub mod point_to_point;
+pub mod raw;
 pub mod request;
 
 pub use comm::SimpleCommunicator;

@@ -61,11 +61,10 @@
 
 use crate::comm::SimpleCommunicator;
 use crate::datatype::{zeroed, zeroed_vec, Buffer, BufferMut, Equivalence};
-use crate::environment::endpoint;
 use crate::error::{Error, Result};
+use crate::raw;
 use crate::request::{Request, Scope};
-use std::sync::Arc;
-use vci::{ANY_SOURCE, ANY_TAG, TAG_UB};
+use vci::{ANY_SOURCE, ANY_TAG};
 
 /// The outcome of a receive or probe (`MPI_Status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,22 +180,13 @@ pub(crate) fn engine_error_in(e: vci::Error, from_world: Option<&[i32]>) -> Erro
     }
 }
 
+/// A received status as a result: a truncation (or a failed transfer)
+/// is the error, its status in communicator ranks like the rest.
 #[inline]
-pub(crate) fn check_send_tag(tag: i32) -> Result<()> {
-    if (0..=TAG_UB).contains(&tag) {
-        Ok(())
-    } else {
-        Err(Error::Tag { tag })
-    }
-}
-
-#[inline]
-pub(crate) fn check_recv_tag(tag: i32) -> Result<()> {
-    if tag == ANY_TAG {
-        Ok(())
-    } else {
-        check_send_tag(tag)
-    }
+fn received(st: raw::Status) -> Result<Status> {
+    st.into_result()
+        .map(|st| Status::from_engine(st, None))
+        .map_err(|e| engine_error_in(e, None))
 }
 
 /// A peer process of a communicator: the target of sends, the source of
@@ -246,14 +236,15 @@ pub trait Source {
         buf: &mut B,
         tag: i32,
     ) -> Result<Status> {
-        check_recv_tag(tag)?;
-        let c = self.comm();
-        let ep = endpoint()?;
-        let src = c.source_to_world(self.source_rank())?;
-        let st = ep
-            .recv(buf.as_bytes_mut(), src, tag, c.context())
-            .map_err(|e| engine_error(e, c.world_to_comm()))?;
-        Ok(Status::from_engine(st, c.status_ranks()))
+        let mut st = raw::Status::empty();
+        raw::recv_with_status(
+            self.comm(),
+            buf.as_bytes_mut(),
+            self.source_rank(),
+            tag,
+            &mut st,
+        )?;
+        received(st)
     }
 
     /// [`Source::receive_into_with_tag`] with any tag.
@@ -293,12 +284,8 @@ pub trait Source {
     /// Waits for a message with `tag` and returns its status without
     /// receiving it (`MPI_Probe`).
     fn probe_with_tag(&self, tag: i32) -> Result<Status> {
-        check_recv_tag(tag)?;
-        let c = self.comm();
-        let ep = endpoint()?;
-        let src = c.source_to_world(self.source_rank())?;
-        let st = ep.probe(src, tag, c.context())?;
-        Ok(Status::from_engine(st, c.status_ranks()))
+        let st = raw::probe(self.comm(), self.source_rank(), tag)?;
+        Ok(Status::from_engine(st, None))
     }
 
     /// [`Source::probe_with_tag`] with any tag.
@@ -308,12 +295,8 @@ pub trait Source {
 
     /// The status of a matching message if one is there (`MPI_Iprobe`).
     fn immediate_probe_with_tag(&self, tag: i32) -> Result<Option<Status>> {
-        check_recv_tag(tag)?;
-        let c = self.comm();
-        let ep = endpoint()?;
-        let src = c.source_to_world(self.source_rank())?;
-        let st = ep.iprobe(src, tag, c.context())?;
-        Ok(st.map(|st| Status::from_engine(st, c.status_ranks())))
+        let st = raw::iprobe(self.comm(), self.source_rank(), tag)?;
+        Ok(st.map(|st| Status::from_engine(st, None)))
     }
 
     /// [`Source::immediate_probe_with_tag`] with any tag.
@@ -325,12 +308,9 @@ pub trait Source {
     /// matching lists (`MPI_Mprobe`): only the returned [`Message`] can
     /// receive it. The status says its source, tag and length.
     fn matched_probe_with_tag(&self, tag: i32) -> Result<(Message, Status)> {
-        check_recv_tag(tag)?;
         let c = self.comm();
-        let ep = endpoint()?;
-        let src = c.source_to_world(self.source_rank())?;
-        let (m, st) = ep.mprobe(src, tag, c.context())?;
-        Ok(Message::new(m, st, c.world_to_comm()))
+        let (m, st) = raw::mprobe(c, self.source_rank(), tag)?;
+        Ok(Message::new(m, st, c))
     }
 
     /// [`Source::matched_probe_with_tag`] with any tag.
@@ -341,12 +321,9 @@ pub trait Source {
     /// Takes a matching message if one is there (`MPI_Improbe`); `None`
     /// otherwise.
     fn immediate_matched_probe_with_tag(&self, tag: i32) -> Result<Option<(Message, Status)>> {
-        check_recv_tag(tag)?;
         let c = self.comm();
-        let ep = endpoint()?;
-        let src = c.source_to_world(self.source_rank())?;
-        let found = ep.improbe(src, tag, c.context())?;
-        Ok(found.map(|(m, st)| Message::new(m, st, c.world_to_comm())))
+        let found = raw::improbe(c, self.source_rank(), tag)?;
+        Ok(found.map(|(m, st)| Message::new(m, st, c)))
     }
 
     /// [`Source::immediate_matched_probe_with_tag`] with any tag.
@@ -362,10 +339,7 @@ pub trait Source {
         buf: &'s mut B,
         tag: i32,
     ) -> Result<Request<'s>> {
-        check_recv_tag(tag)?;
-        let c = self.comm();
-        let src = c.source_to_world(self.source_rank())?;
-        scope.start_receive(buf.as_bytes_mut(), src, tag, c.context(), c.status_table())
+        scope.start_receive(self.comm(), buf.as_bytes_mut(), self.source_rank(), tag)
     }
 
     /// [`Source::immediate_receive_into_with_tag`] with any tag.
@@ -387,10 +361,7 @@ fn start_in_scope<'s, D: Destination + ?Sized>(
     tag: i32,
     sync: bool,
 ) -> Result<Request<'s>> {
-    check_send_tag(tag)?;
-    let c = d.comm();
-    let dest = c.to_world(d.destination_rank())?;
-    scope.start_send(bytes, dest, tag, c.context(), c.status_table(), sync)
+    scope.start_send(d.comm(), bytes, d.destination_rank(), tag, sync)
 }
 
 /// Operations that send to a destination ([`Process`]).
@@ -403,12 +374,7 @@ pub trait Destination {
     /// Sends `buf` (a value, slice or `Vec` of [`Equivalence`] values)
     /// with `tag` and waits until the buffer may be reused (`MPI_Send`).
     fn send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: i32) -> Result<()> {
-        check_send_tag(tag)?;
-        let c = self.comm();
-        let ep = endpoint()?;
-        let dest = c.to_world(self.destination_rank())?;
-        ep.send(buf.as_bytes(), dest, tag, c.context())?;
-        Ok(())
+        raw::send(self.comm(), buf.as_bytes(), self.destination_rank(), tag)
     }
 
     /// [`Destination::send_with_tag`] with tag 0.
@@ -421,12 +387,13 @@ pub trait Destination {
     /// its size. A synchronous send to this very process returns only if
     /// another thread receives it.
     fn synchronous_send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: i32) -> Result<()> {
-        check_send_tag(tag)?;
-        let c = self.comm();
-        let ep = endpoint()?;
-        let dest = c.to_world(self.destination_rank())?;
-        ep.ssend(buf.as_bytes(), dest, tag, c.context())?;
-        Ok(())
+        raw::send_mode(
+            self.comm(),
+            buf.as_bytes(),
+            self.destination_rank(),
+            tag,
+            true,
+        )
     }
 
     /// [`Destination::synchronous_send_with_tag`] with tag 0.
@@ -549,20 +516,21 @@ impl Source for AnyProcess<'_> {
 pub struct Message {
     inner: vci::Message<'static>,
     status: Status,
-    from_world: Arc<[i32]>,
+    comm: SimpleCommunicator,
 }
 
 impl Message {
+    /// A matched message of `comm` and its status (communicator ranks).
     fn new(
         inner: vci::Message<'static>,
-        st: vci::Status,
-        from_world: &Arc<[i32]>,
+        st: raw::Status,
+        comm: &SimpleCommunicator,
     ) -> (Message, Status) {
-        let status = Status::from_engine(st, Some(from_world));
+        let status = Status::from_engine(st, None);
         let m = Message {
             inner,
             status,
-            from_world: from_world.clone(),
+            comm: comm.clone(),
         };
         (m, status)
     }
@@ -581,10 +549,7 @@ impl Message {
     /// Receives the message into `buf` (`MPI_Mrecv`). A message longer
     /// than `buf` is [`Error::Truncate`] (the prefix is delivered).
     pub fn matched_receive_into<B: BufferMut + ?Sized>(self, buf: &mut B) -> Result<Status> {
-        let from_world = self.from_world.clone();
-        let r = self.inner.recv_into(buf.as_bytes_mut());
-        r.map(|st| Status::from_engine(st, Some(&from_world)))
-            .map_err(|e| engine_error(e, &from_world))
+        received(raw::mrecv(&self.comm, self.inner, buf.as_bytes_mut())?)
     }
 
     /// Receives the message as one value of `T`; it must be exactly one
@@ -615,12 +580,12 @@ impl Message {
         scope: &'s Scope<'s, '_>,
         buf: &'s mut B,
     ) -> Result<Request<'s>> {
-        let from_world = self.from_world.clone();
+        let table = self.comm.status_table().cloned();
         let r = self
             .inner
             .imrecv(buf.as_bytes_mut())
-            .map_err(|e| engine_error(e, &from_world))?;
-        Ok(scope.insert(r, Some(&from_world)))
+            .map_err(|e| engine_error_in(e, table.as_deref()))?;
+        Ok(scope.insert(r, table.as_ref()))
     }
 }
 
@@ -638,9 +603,10 @@ impl MatchedReceiveVec for (Message, Status) {
     }
 }
 
-/// Posts the receive, sends, then waits for the receive: the core of the
-/// `send_receive` family. Errors about ranks and tags are found before
-/// anything starts.
+/// Sends and receives without blocking on either alone: the core of the
+/// `send_receive` family. On one communicator, [`raw::sendrecv`]; on two,
+/// the receive is posted, then the send made, then the receive waited
+/// for. Errors about ranks and tags are found before anything starts.
 #[allow(clippy::too_many_arguments)]
 fn exchange<D: Destination + ?Sized, S: Source + ?Sized>(
     msg: &[u8],
@@ -650,23 +616,35 @@ fn exchange<D: Destination + ?Sized, S: Source + ?Sized>(
     source: &S,
     receivetag: i32,
 ) -> Result<Status> {
-    check_send_tag(sendtag)?;
-    check_recv_tag(receivetag)?;
     let (dc, sc) = (destination.comm(), source.comm());
-    let dest = dc.to_world(destination.destination_rank())?;
-    let src = sc.source_to_world(source.source_rank())?;
-    let ep = endpoint()?;
-    let fw = sc.world_to_comm();
+    if std::ptr::eq(dc, sc) || dc.context() == sc.context() {
+        let mut st = raw::Status::empty();
+        raw::sendrecv(
+            dc,
+            msg,
+            destination.destination_rank(),
+            sendtag,
+            buf,
+            source.source_rank(),
+            receivetag,
+            &mut st,
+        )?;
+        return received(st);
+    }
+    // Two communicators: the receive is posted first on its own, then the
+    // send, then the receive is waited for.
+    raw::check_send_tag(sendtag)?;
+    raw::route(dc, destination.destination_rank())?;
     // SAFETY: the request is completed before this function returns, on
     // every path (waited for below, or cancelled and dropped — dropping
     // waits — if the send fails); it is never leaked, and `buf` outlives it.
-    let mut r =
-        unsafe { ep.irecv(buf, src, receivetag, sc.context()) }.map_err(|e| engine_error(e, fw))?;
-    if let Err(e) = ep.send(msg, dest, sendtag, dc.context()) {
+    let mut r = unsafe { raw::irecv(sc, buf, source.source_rank(), receivetag) }?;
+    if let Err(e) = raw::send(dc, msg, destination.destination_rank(), sendtag) {
         r.cancel();
         drop(r);
-        return Err(engine_error(e, dc.world_to_comm()));
+        return Err(e);
     }
+    let fw = sc.world_to_comm();
     r.wait()
         .map(|st| Status::from_engine(st, Some(fw)))
         .map_err(|e| engine_error(e, fw))
@@ -813,8 +791,8 @@ mod tests {
             elements::<[u8; 0]>(0, None),
             Err(Error::Type { .. })
         ));
-        assert!(check_send_tag(ANY_TAG).is_err());
-        assert!(check_recv_tag(ANY_TAG).is_ok());
-        assert!(check_send_tag(TAG_UB + 1).is_err());
+        assert!(raw::check_send_tag(ANY_TAG).is_err());
+        assert!(raw::check_recv_tag(ANY_TAG).is_ok());
+        assert!(raw::check_send_tag(crate::TAG_UB + 1).is_err());
     }
 }

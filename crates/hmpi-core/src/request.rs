@@ -128,9 +128,9 @@
 //! ```
 
 use crate::comm::SimpleCommunicator;
-use crate::environment::endpoint;
 use crate::error::{Error, Result};
 use crate::point_to_point::{engine_error_in, Status};
+use crate::raw;
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
@@ -268,18 +268,17 @@ impl<'s> Scope<'s, '_> {
         self.insert(r, comm.status_table())
     }
 
-    /// Starts a send (synchronous if `sync`: the request completes only
-    /// once the receiver has matched the message).
+    /// Starts a send of `buf` to communicator rank `dest` of `comm`
+    /// (synchronous if `sync`: the request completes only once the
+    /// receiver has matched the message).
     pub(crate) fn start_send(
         &'s self,
+        comm: &SimpleCommunicator,
         buf: &'s [u8],
         dest: i32,
         tag: i32,
-        context: u32,
-        from_world: Option<&Arc<[i32]>>,
         sync: bool,
     ) -> Result<Request<'s>> {
-        let ep = endpoint()?;
         // SAFETY: the engine's request is moved into this scope's table
         // right away and never handed to the program; it leaves the table
         // only to be completed (wait, a completing test, drop, which waits,
@@ -287,32 +286,24 @@ impl<'s> Scope<'s, '_> {
         // `scope` completes whatever is left before it returns (also when
         // `f` panics), while `buf` (borrowed for 's, which lasts until
         // then) is still alive. See the module docs.
-        let r = unsafe {
-            if sync {
-                ep.issend(buf, dest, tag, context)
-            } else {
-                ep.isend(buf, dest, tag, context)
-            }
-        }
-        .map_err(|e| engine_error_in(e, from_world.map(|t| &**t)))?;
-        Ok(self.insert(r, from_world))
+        let r = unsafe { raw::isend(comm, buf, dest, tag, sync) }?;
+        Ok(self.insert(r, comm.status_table()))
     }
 
+    /// Starts a receive into `buf` from communicator rank `source` of
+    /// `comm` (or `ANY_SOURCE`).
     pub(crate) fn start_receive(
         &'s self,
+        comm: &SimpleCommunicator,
         buf: &'s mut [u8],
         source: i32,
         tag: i32,
-        context: u32,
-        from_world: Option<&Arc<[i32]>>,
     ) -> Result<Request<'s>> {
-        let ep = endpoint()?;
         // SAFETY: as in `start_send`: the request is owned by the scope's
         // table and completed before the scope (and so the borrow of `buf`)
         // ends, however the program treats the returned handle.
-        let r = unsafe { ep.irecv(buf, source, tag, context) }
-            .map_err(|e| engine_error_in(e, from_world.map(|t| &**t)))?;
-        Ok(self.insert(r, from_world))
+        let r = unsafe { raw::irecv(comm, buf, source, tag) }?;
+        Ok(self.insert(r, comm.status_table()))
     }
 }
 

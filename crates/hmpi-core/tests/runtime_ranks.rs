@@ -24,6 +24,8 @@ const ROLES: &[(&str, Body)] = &[
     ("any-source", any_source_rank),
     ("isolation", isolation_rank),
     ("groups", groups_rank),
+    ("disjoint", disjoint_rank),
+    ("ids", ids_rank),
     ("scope", scope_rank),
     ("threads", threads_rank),
     ("errors", errors_rank),
@@ -48,6 +50,14 @@ const TESTS: &[(&str, fn())] = &[
     (
         "group_operations_and_subgroup_communicators",
         group_operations_and_subgroup_communicators,
+    ),
+    (
+        "disjoint_subgroups_make_one_communicator_each",
+        disjoint_subgroups_make_one_communicator_each,
+    ),
+    (
+        "context_ids_are_reused_after_free",
+        context_ids_are_reused_after_free,
     ),
     (
         "scope_immediate_ops_and_forgotten_requests",
@@ -112,6 +122,14 @@ fn dup_and_split_communicators_isolate_traffic() {
 
 fn group_operations_and_subgroup_communicators() {
     run_ok("groups", 4);
+}
+
+fn disjoint_subgroups_make_one_communicator_each() {
+    run_ok("disjoint", 4);
+}
+
+fn context_ids_are_reused_after_free() {
+    run_ok("ids", 3);
 }
 
 fn scope_immediate_ops_and_forgotten_requests() {
@@ -377,6 +395,68 @@ fn groups_rank(u: Universe) {
         assert_eq!((x, st.source_rank()), (4 - me, 1 - sub.rank()));
         assert_eq!(sub.group().compare(&odd), GroupRelation::Identical);
     }
+    world.barrier().unwrap();
+}
+
+/// `MPI_Comm_create` with disjoint groups (MPI 2.2): each process passes
+/// its own group; each distinct group becomes a communicator.
+fn disjoint_rank(u: Universe) {
+    let world = u.world();
+    let me = world.rank();
+    let g = world.group();
+    // {2, 0} for the evens, {3} for rank 3, nothing for rank 1.
+    let mine = match me {
+        0 | 2 => g.incl(&[2, 0]).unwrap(),
+        3 => g.incl(&[3]).unwrap(),
+        _ => g.incl(&[]).unwrap(),
+    };
+    let sub = world.split_by_subgroup_collective(&mine).unwrap();
+    assert_eq!(sub.is_some(), me != 1);
+    if let Some(sub) = sub {
+        assert_eq!(sub.size(), mine.size());
+        assert_eq!(sub.rank(), mine.rank().unwrap());
+        assert_eq!(sub.group().compare(&mine), GroupRelation::Identical);
+        if sub.size() == 2 {
+            let other = sub.process_at_rank(1 - sub.rank());
+            other.send(&me).unwrap();
+            let (x, st) = other.receive::<i32>().unwrap();
+            assert_eq!((x, st.source_rank()), (2 - me, 1 - sub.rank()));
+        }
+    }
+    world.barrier().unwrap();
+}
+
+/// A freed communicator's context id is agreed again for the next one,
+/// so ids stay few however many communicators were made.
+fn ids_rank(u: Universe) {
+    let world = u.world();
+    let first = world.duplicate().unwrap();
+    let id = first.context_id();
+    drop(first);
+    for _ in 0..1000 {
+        let d = world.duplicate().unwrap();
+        assert_eq!(d.context_id(), id);
+    }
+    // Live communicators keep distinct ids; freeing one makes its id the
+    // next one's.
+    let a = world.duplicate().unwrap();
+    let b = world.split(Some(0), 0).unwrap().unwrap();
+    assert_ne!(a.context_id(), b.context_id());
+    let (ida, idb) = (a.context_id(), b.context_id());
+    drop(a);
+    let c = b.duplicate().unwrap();
+    assert!(ida < idb);
+    assert_eq!(c.context_id(), ida);
+    // Traffic on the reused id is its own.
+    let me = world.rank();
+    let n = world.size();
+    c.process_at_rank((me + 1) % n).send(&me).unwrap();
+    assert!(b.any_process().immediate_probe().unwrap().is_none());
+    let (x, _) = c
+        .process_at_rank((me + n - 1) % n)
+        .receive::<i32>()
+        .unwrap();
+    assert_eq!(x, (me + n - 1) % n);
     world.barrier().unwrap();
 }
 

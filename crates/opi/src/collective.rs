@@ -45,6 +45,7 @@
 use crate::givable::Givable;
 use crate::p2p::{give_now, take_on};
 use hmpi_core::point_to_point::Process;
+use hmpi_core::raw::Traffic;
 use hmpi_core::traits::{Communicator, Destination};
 use hmpi_core::{Error, Result, SimpleCommunicator};
 
@@ -80,7 +81,7 @@ fn check_root(p: &Process<'_>, what: &str) -> Result<()> {
 fn check_not_root(p: &Process<'_>, what: &str) -> Result<()> {
     let c = p.comm();
     if p.destination_rank() != c.rank() {
-        c.to_world(p.destination_rank()).map(drop)
+        hmpi_core::raw::route(c, p.destination_rank()).map(drop)
     } else {
         Err(Error::Comm {
             reason: format!(
@@ -124,7 +125,7 @@ impl Scatter for Process<'_> {
             if i == me {
                 own = Some(v);
             } else {
-                give_now(c, i as i32, TAG_SCATTER, c.internal_context(), v)?;
+                give_now(c, i as i32, TAG_SCATTER, Traffic::Internal, v)?;
             }
         }
         own.ok_or_else(|| Error::Internal("scatter: the root's own value is missing".into()))
@@ -133,13 +134,7 @@ impl Scatter for Process<'_> {
     fn scatter_take<V: Givable>(&self) -> Result<V> {
         check_not_root(self, "scatter_take")?;
         let c = self.comm();
-        take_on(
-            c,
-            self.destination_rank(),
-            TAG_SCATTER,
-            c.internal_context(),
-        )
-        .map(|(v, _)| v)
+        take_on(c, self.destination_rank(), TAG_SCATTER, Traffic::Internal).map(|(v, _)| v)
     }
 }
 
@@ -156,13 +151,7 @@ impl Gather for Process<'_> {
     fn gather_give<V: Givable>(&self, v: V) -> Result<()> {
         check_not_root(self, "gather_give")?;
         let c = self.comm();
-        give_now(
-            c,
-            self.destination_rank(),
-            TAG_GATHER,
-            c.internal_context(),
-            v,
-        )?;
+        give_now(c, self.destination_rank(), TAG_GATHER, Traffic::Internal, v)?;
         Ok(())
     }
 
@@ -175,7 +164,7 @@ impl Gather for Process<'_> {
             if r == c.rank() {
                 out.extend(mine.take());
             } else {
-                out.push(take_on(c, r, TAG_GATHER, c.internal_context())?.0);
+                out.push(take_on(c, r, TAG_GATHER, Traffic::Internal)?.0);
             }
         }
         Ok(out)
@@ -195,9 +184,9 @@ pub fn all_to_all_give<V: Givable, C: Communicator>(comm: &C, values: Vec<V>) ->
     // deadlock; a rank's value to itself goes through its own queue too,
     // which keeps the order of takes simple.
     for (j, v) in values.into_iter().enumerate() {
-        give_now(c, j as i32, TAG_ALL_TO_ALL, c.internal_context(), v)?;
+        give_now(c, j as i32, TAG_ALL_TO_ALL, Traffic::Internal, v)?;
     }
     (0..c.size())
-        .map(|r| take_on(c, r, TAG_ALL_TO_ALL, c.internal_context()).map(|(v, _)| v))
+        .map(|r| take_on(c, r, TAG_ALL_TO_ALL, Traffic::Internal).map(|(v, _)| v))
         .collect()
 }

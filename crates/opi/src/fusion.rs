@@ -39,7 +39,7 @@
 //! ```
 
 use crate::collective::TAG_NODE_SHARED;
-use hmpi_core::environment::endpoint;
+use hmpi_core::raw::{self, Traffic};
 use hmpi_core::traits::Communicator;
 use hmpi_core::{Error, Result};
 use shmheap::sync::futex::{wake_all, Backoff};
@@ -54,7 +54,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// a rank of the communicator (`HMPI_Comm_node_rank`). On one node, the
 /// node-local rank is the world rank.
 pub fn node_rank<C: Communicator>(comm: &C, rank: i32) -> Option<u32> {
-    let w = comm.as_simple().to_world(rank).ok()?;
+    let raw::Route::Local(w) = raw::route(comm.as_simple(), rank).ok()? else {
+        return None;
+    };
     let ranks = shmheap::Segment::current()?.ranks();
     u32::try_from(w).ok().filter(|&w| w < ranks)
 }
@@ -286,14 +288,15 @@ impl<T: NodeSafe> NodeArray<T> {
         mut init: impl FnMut(usize) -> T,
     ) -> Result<Self> {
         let c = comm.as_simple();
-        let ep = endpoint()?;
-        let root_world = c.to_world(root)?;
-        if root_world == hmpi_core::PROC_NULL {
-            return Err(Error::Rank {
-                rank: root,
-                size: c.size(),
-            });
-        }
+        let root_world = match raw::route(c, root)? {
+            raw::Route::Local(w) => w,
+            _ => {
+                return Err(Error::Rank {
+                    rank: root,
+                    size: c.size(),
+                })
+            }
+        };
         let (layout, off) = array_layout::<T>(len)?;
         if c.rank() == root {
             let base = ShmHeap.try_alloc(layout)?;
@@ -316,14 +319,15 @@ impl<T: NodeSafe> NodeArray<T> {
                 if r != root {
                     // The send's Release publication orders the
                     // initialisation above before the receiver's use.
-                    ep.send(&addr, c.to_world(r)?, TAG_NODE_SHARED, c.internal_context())?;
+                    raw::send_on(c, Traffic::Internal, &addr, r, TAG_NODE_SHARED)?;
                 }
             }
             // SAFETY: initialised above.
             Ok(unsafe { Self::from_base(base, off, len) })
         } else {
             let mut addr = [0u8; 8];
-            let st = ep.recv(&mut addr, root_world, TAG_NODE_SHARED, c.internal_context())?;
+            let st = raw::recv_on(c, Traffic::Internal, &mut addr, root, TAG_NODE_SHARED)?
+                .into_result()?;
             let a = u64::from_ne_bytes(addr);
             let ok = st.count == 8
                 && a % layout.align() as u64 == 0

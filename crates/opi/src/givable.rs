@@ -2,7 +2,7 @@
 //! `Box<[T]>`, `String` and [`OpiBuf<T>`]) and how each travels as one
 //! heap block with 32 bytes of metadata.
 //!
-//! # The metadata (`vci::OwnedBlock::meta`)
+//! # The metadata (`OwnedBlock::meta`)
 //! ```text
 //! meta[0]  MAGIC (bits 63..16) | kind << 8 | flags     (kind: BOX 1, SEQ 2, STR 3, RAW 4;
 //!                                                       flag DEEP 1: the value owns blocks)
@@ -25,11 +25,11 @@
 
 use crate::pool::OpiBuf;
 use crate::transfer::{fingerprint, global_is_node_heap, Transferable};
+use hmpi_core::raw::OwnedBlock;
 use hmpi_core::Error;
 use std::alloc::Layout;
 use std::mem::{align_of, size_of, ManuallyDrop};
 use std::ptr::NonNull;
-use vci::OwnedBlock;
 
 /// Upper 48 bits of `meta[0]` on every block given through this crate.
 pub const MAGIC: u64 = 0x4f50_4931_0000_0000 | (0x7e55 << 16);

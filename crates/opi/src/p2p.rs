@@ -62,43 +62,25 @@ use crate::error::GiveError;
 use crate::givable::Givable;
 use crate::pool::OpiBuf;
 use crate::transfer::Transferable;
-use hmpi_core::environment::endpoint;
-use hmpi_core::point_to_point::engine_error;
+use hmpi_core::raw::{self, OwnedBlock, Traffic};
 use hmpi_core::request::{Request, Scope};
 use hmpi_core::traits::{Communicator, Destination, Source};
-use hmpi_core::{Error, Result, SimpleCommunicator, Status, ANY_TAG, PROC_NULL, TAG_UB};
+use hmpi_core::{Error, Result, SimpleCommunicator, Status, ANY_TAG};
 use std::marker::PhantomData;
-use vci::OwnedBlock;
 
-pub(crate) fn check_send_tag(tag: i32) -> Result<()> {
-    if (0..=TAG_UB).contains(&tag) {
-        Ok(())
-    } else {
-        Err(Error::Tag { tag })
-    }
-}
-
-pub(crate) fn check_recv_tag(tag: i32) -> Result<()> {
-    if tag == ANY_TAG {
-        Ok(())
-    } else {
-        check_send_tag(tag)
-    }
-}
-
-/// Gives `v` to communicator rank `dest` with `tag` in engine context
-/// `context`; the engine's request (complete at once).
+/// Gives `v` to communicator rank `dest` with `tag` in `comm`'s context
+/// for `traffic`; the engine's request (complete at once).
 pub(crate) fn give_on<V: Givable>(
     comm: &SimpleCommunicator,
     dest: i32,
     tag: i32,
-    context: u32,
+    traffic: Traffic,
     v: V,
-) -> std::result::Result<vci::Request<'static>, GiveError<V>> {
-    give_with(comm, dest, tag, v, |ep, b, d| {
+) -> std::result::Result<raw::Request<'static>, GiveError<V>> {
+    give_with(v, |b| {
         // SAFETY: `give_with` passes the value's own block (of the global
         // allocator, or of size 0) and gives it up only if this succeeds.
-        unsafe { ep.isend_owned(b, d, tag, context) }
+        unsafe { raw::igive(comm, traffic, b, dest, tag) }
     })
 }
 
@@ -107,45 +89,36 @@ pub(crate) fn give_now<V: Givable>(
     comm: &SimpleCommunicator,
     dest: i32,
     tag: i32,
-    context: u32,
+    traffic: Traffic,
     v: V,
 ) -> std::result::Result<(), GiveError<V>> {
-    give_with(comm, dest, tag, v, |ep, b, d| {
+    give_with(v, |b| {
         // SAFETY: as in `give_on`.
-        unsafe { ep.give(b, d, tag, context) }
+        unsafe { raw::give(comm, traffic, b, dest, tag) }
     })
 }
 
-/// Checks a give, turns `v` into its block and hands it to `send` (an
-/// engine give of the block to a world rank), which must leave the block
-/// untouched when it fails; on failure `v` comes back in the error.
+/// Turns `v` into its block and hands it to `send` (a give of the block
+/// through `hmpi_core::raw`, which checks the destination and tag), which
+/// must leave the block untouched when it fails; on failure `v` comes
+/// back in the error.
 #[inline(always)]
 fn give_with<V: Givable, R>(
-    comm: &SimpleCommunicator,
-    dest: i32,
-    tag: i32,
     v: V,
-    send: impl FnOnce(&'static vci::Endpoint, OwnedBlock, i32) -> vci::Result<R>,
+    send: impl FnOnce(OwnedBlock) -> Result<R>,
 ) -> std::result::Result<R, GiveError<V>> {
-    let checked = check_send_tag(tag)
-        .and_then(|()| endpoint())
-        .and_then(|ep| Ok((ep, comm.to_world(dest)?)));
-    let (ep, dest) = match checked {
-        Ok(x) => x,
-        Err(error) => return Err(GiveError { error, value: v }),
-    };
     crate::pool::prepare();
     let block = match v.into_block() {
         Ok(b) => b,
         Err((value, error)) => return Err(GiveError { error, value }),
     };
     // `into_block` handed us the value's block (of the global allocator,
-    // or of size 0), which `send` gives up on success; on error the engine
-    // leaves it untouched and we rebuild the value from it.
-    match send(ep, block, dest) {
+    // or of size 0), which `send` gives up on success; on error it is
+    // left untouched and we rebuild the value from it.
+    match send(block) {
         Ok(r) => Ok(r),
-        Err(e) => Err(GiveError {
-            error: engine_error(e, comm.world_to_comm()),
+        Err(error) => Err(GiveError {
+            error,
             // SAFETY: the block `into_block` made, still ours.
             value: unsafe { V::restore(block) },
         }),
@@ -156,11 +129,11 @@ pub(crate) fn take_on<V: Givable>(
     comm: &SimpleCommunicator,
     source: i32,
     tag: i32,
-    context: u32,
+    traffic: Traffic,
 ) -> Result<(V, Status)> {
-    let mut st = vci::Status::empty();
-    let v = take_engine::<V>(comm, source, tag, context, &mut st)?;
-    Ok((v, Status::from_engine(st, comm.status_ranks())))
+    let mut st = raw::Status::empty();
+    let v = take_engine::<V>(comm, source, tag, traffic, &mut st)?;
+    Ok((v, Status::from_engine(st, None)))
 }
 
 /// A take from `from` for a caller that has no use for the status: the
@@ -170,22 +143,28 @@ pub(crate) fn take_on<V: Givable>(
 /// loads, which store forwarding cannot serve (a stall on every take).
 #[inline(always)]
 fn take_value<V: Givable, S: Source + ?Sized>(from: &S, tag: i32) -> Result<V> {
-    let c = from.comm();
-    let mut st = vci::Status::empty();
-    take_engine::<V>(c, from.source_rank(), tag, c.context(), &mut st)
+    let mut st = raw::Status::empty();
+    take_engine::<V>(
+        from.comm(),
+        from.source_rank(),
+        tag,
+        Traffic::PointToPoint,
+        &mut st,
+    )
 }
 
-/// A blocking take: the value, with the engine's status in `st`.
+/// A blocking take: the value, with its status (communicator ranks) in
+/// `st`.
 #[inline(always)]
 fn take_engine<V: Givable>(
     comm: &SimpleCommunicator,
     source: i32,
     tag: i32,
-    context: u32,
-    st: &mut vci::Status,
+    traffic: Traffic,
+    st: &mut raw::Status,
 ) -> Result<V> {
     let mut out = None;
-    recv_block_into(comm, source, tag, context, V::ALIGN, &mut out, st)?;
+    recv_block_into(comm, source, tag, traffic, V::ALIGN, &mut out, st)?;
     // Read where the engine wrote it, field by field (a copy of the whole
     // block first was made in wide loads, which stall, as above).
     match &out {
@@ -204,38 +183,22 @@ pub(crate) fn no_block() -> Error {
 
 /// A blocking receive of a block (of `align`) from communicator rank
 /// `source` with `tag` into `out`, where it stays as the engine wrote it,
-/// with the engine's status in `st`. What typed and raw takes share; a
-/// take from `PROC_NULL` is refused, so on success the engine delivered a
-/// block. (The status goes out through `st`, not in the `Result`: so
-/// returned, it cost the typed take some 10 instructions more.)
+/// with its status (communicator ranks) in `st`. What typed and raw takes
+/// share; a take from `PROC_NULL` is refused ([`raw::recv_owned_into`]),
+/// so on success the engine delivered a block. (The status goes out
+/// through `st`, not in the `Result`: so returned, it cost the typed take
+/// some 10 instructions more.)
 #[inline(always)]
 pub(crate) fn recv_block_into(
     comm: &SimpleCommunicator,
     source: i32,
     tag: i32,
-    context: u32,
+    traffic: Traffic,
     align: usize,
     out: &mut Option<OwnedBlock>,
-    st: &mut vci::Status,
+    st: &mut raw::Status,
 ) -> Result<()> {
-    check_recv_tag(tag)?;
-    let ep = endpoint()?;
-    let src = comm.source_to_world(source)?;
-    if src == PROC_NULL {
-        return Err(nothing_from_proc_null(comm));
-    }
-    *st = ep
-        .recv_owned_into(out, align, src, tag, context)
-        .map_err(|e| engine_error(e, comm.world_to_comm()))?;
-    Ok(())
-}
-
-fn nothing_from_proc_null(comm: &SimpleCommunicator) -> Error {
-    // A take produces a value; PROC_NULL has none to give.
-    Error::Rank {
-        rank: PROC_NULL,
-        size: comm.size(),
-    }
+    raw::recv_owned_into(comm, traffic, out, align, source, tag, st)
 }
 
 /// Giving ownership to a destination (implemented for every
@@ -247,7 +210,7 @@ pub trait Give: Destination {
     /// the value.
     fn give_with_tag<V: Givable>(&self, v: V, tag: i32) -> std::result::Result<(), GiveError<V>> {
         let c = self.comm();
-        give_now(c, self.destination_rank(), tag, c.context(), v)
+        give_now(c, self.destination_rank(), tag, Traffic::PointToPoint, v)
     }
 
     /// [`Give::give_with_tag`] with tag 0.
@@ -265,7 +228,7 @@ pub trait Give: Destination {
         tag: i32,
     ) -> std::result::Result<Request<'s>, GiveError<V>> {
         let c = self.comm();
-        let r = give_on(c, self.destination_rank(), tag, c.context(), v)?;
+        let r = give_on(c, self.destination_rank(), tag, Traffic::PointToPoint, v)?;
         Ok(scope.adopt(r, c))
     }
 
@@ -290,7 +253,7 @@ pub trait Take: Source {
     /// Takes a value of any [`Givable`] type with `tag`, and its status.
     fn take_owned_with_tag<V: Givable>(&self, tag: i32) -> Result<(V, Status)> {
         let c = self.comm();
-        take_on(c, self.source_rank(), tag, c.context())
+        take_on(c, self.source_rank(), tag, Traffic::PointToPoint)
     }
 
     /// [`Take::take_owned_with_tag`] with any tag.
@@ -348,20 +311,20 @@ pub trait Take: Source {
         slot: &'s mut TakeSlot<V>,
         tag: i32,
     ) -> Result<Request<'s>> {
-        check_recv_tag(tag)?;
         let c = self.comm();
-        let ep = endpoint()?;
-        let src = c.source_to_world(self.source_rank())?;
-        if src == PROC_NULL {
-            return Err(nothing_from_proc_null(c));
+        if self.source_rank() == hmpi_core::PROC_NULL {
+            // A take produces a value; PROC_NULL has none to give.
+            return Err(Error::Rank {
+                rank: hmpi_core::PROC_NULL,
+                size: c.size(),
+            });
         }
         slot.clear();
         // SAFETY: the engine's request goes into `scope` at once, which
         // completes it (waiting, or cancelling when unwinding) before `'s`
         // ends, however the program treats the returned handle; the slot is
         // borrowed mutably for `'s`, so nothing else touches it meanwhile.
-        let r = unsafe { ep.irecv_owned(&mut slot.block, V::ALIGN, src, tag, c.context()) }
-            .map_err(|e| engine_error(e, c.world_to_comm()))?;
+        let r = unsafe { raw::irecv_owned(c, &mut slot.block, V::ALIGN, self.source_rank(), tag) }?;
         Ok(scope.adopt(r, c))
     }
 

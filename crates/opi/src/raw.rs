@@ -1,7 +1,7 @@
 //! The untyped core that the C interface wraps: `OPI_Alloc` = [`alloc`],
 //! `OPI_Free` = [`free`], `OPI_Give` / `OPI_Igive` = [`give`] / [`igive`],
 //! `OPI_Take` / `OPI_Itake` = [`take`] / [`itake`]. Blocks are
-//! `vci::OwnedBlock`s of raw bytes (kind RAW, see [`crate::givable`]):
+//! [`OwnedBlock`]s of raw bytes (kind RAW, see [`crate::givable`]):
 //! the typed `take` accepts them as plain values, and a raw take accepts
 //! any given block whose value owns no further heap blocks, or a plain
 //! send.
@@ -25,13 +25,12 @@
 //! ```
 
 use crate::givable::{meta, origin, Origin, KIND_RAW};
-use crate::p2p::{check_recv_tag, check_send_tag, no_block, recv_block_into};
-use hmpi_core::environment::endpoint;
-use hmpi_core::point_to_point::engine_error;
+use crate::p2p::{no_block, recv_block_into};
+pub use hmpi_core::raw::OwnedBlock;
+use hmpi_core::raw::{Request, Traffic};
 use hmpi_core::{Error, Result, SimpleCommunicator, Status};
 use std::alloc::Layout;
 use std::ptr::NonNull;
-pub use vci::OwnedBlock;
 
 /// Alignment of raw blocks (a cache line; enough for any C type).
 pub const RAW_ALIGN: usize = 64;
@@ -80,27 +79,14 @@ pub unsafe fn block_at(ptr: *mut u8) -> Option<OwnedBlock> {
     })
 }
 
-/// Checks a raw give and hands the block, its metadata set, to `send`
-/// (an engine give to a world rank that leaves the block untouched when it
-/// fails).
-fn give_block<R>(
-    b: OwnedBlock,
-    comm: &SimpleCommunicator,
-    dest: i32,
-    tag: i32,
-    code: u64,
-    send: impl FnOnce(&'static vci::Endpoint, OwnedBlock, i32) -> vci::Result<R>,
-) -> Result<R> {
-    check_send_tag(tag)?;
-    let ep = endpoint()?;
-    let d = comm.to_world(dest)?;
+/// The block of a raw give: its metadata set (`code` travels in it).
+fn given(b: OwnedBlock, code: u64) -> OwnedBlock {
     crate::pool::prepare();
-    let b = OwnedBlock {
+    OwnedBlock {
         meta: meta(KIND_RAW, false, code, b.len as u64),
         given: true,
         ..b
-    };
-    send(ep, b, d).map_err(|e| engine_error(e, comm.world_to_comm()))
+    }
 }
 
 /// Gives `b.len` bytes of `b` to communicator rank `dest` with `tag`
@@ -117,10 +103,8 @@ pub unsafe fn give(
     tag: i32,
     code: u64,
 ) -> Result<()> {
-    give_block(b, comm, dest, tag, code, |ep, b, d| {
-        // SAFETY: our caller gives the block up (contract above).
-        unsafe { ep.give(b, d, tag, comm.context()) }
-    })
+    // SAFETY: our caller gives the block up (contract above).
+    unsafe { hmpi_core::raw::give(comm, Traffic::PointToPoint, given(b, code), dest, tag) }
 }
 
 /// [`give`] as a request (`OPI_Igive`), complete already.
@@ -133,11 +117,9 @@ pub unsafe fn igive(
     dest: i32,
     tag: i32,
     code: u64,
-) -> Result<vci::Request<'static>> {
-    give_block(b, comm, dest, tag, code, |ep, b, d| {
-        // SAFETY: our caller gives the block up (contract above).
-        unsafe { ep.isend_owned(b, d, tag, comm.context()) }
-    })
+) -> Result<Request<'static>> {
+    // SAFETY: our caller gives the block up (contract above).
+    unsafe { hmpi_core::raw::igive(comm, Traffic::PointToPoint, given(b, code), dest, tag) }
 }
 
 /// Whether a raw take may keep `b`: bytes, or a given value that owns no
@@ -173,8 +155,16 @@ pub fn take_into(
     out: &mut Option<OwnedBlock>,
 ) -> Result<Status> {
     *out = None;
-    let mut st = vci::Status::empty();
-    recv_block_into(comm, source, tag, comm.context(), RAW_ALIGN, out, &mut st)?;
+    let mut st = hmpi_core::raw::Status::empty();
+    recv_block_into(
+        comm,
+        source,
+        tag,
+        Traffic::PointToPoint,
+        RAW_ALIGN,
+        out,
+        &mut st,
+    )?;
     if let Some(b) = out.take_if(|b| !is_flat(b)) {
         // SAFETY: ours, not used again.
         unsafe { b.free() };
@@ -182,25 +172,21 @@ pub fn take_into(
             reason: "a raw take of a value that owns heap blocks (take it with its type)".into(),
         });
     }
-    Ok(Status::from_engine(st, comm.status_ranks()))
+    Ok(Status::from_engine(st, None))
 }
 
 /// Starts a raw take into `*out` (`OPI_Itake`); check the block with
 /// [`is_flat`] once the request completed.
 ///
 /// # Safety
-/// As for `vci::Endpoint::irecv_owned`: the request must be completed or
-/// dropped, never leaked.
+/// As for [`hmpi_core::raw::irecv_owned`]: the request must be completed
+/// or dropped, never leaked.
 pub unsafe fn itake<'a>(
     out: &'a mut Option<OwnedBlock>,
     comm: &SimpleCommunicator,
     source: i32,
     tag: i32,
-) -> Result<vci::Request<'a>> {
-    check_recv_tag(tag)?;
-    let ep = endpoint()?;
-    let src = comm.source_to_world(source)?;
+) -> Result<Request<'a>> {
     // SAFETY: the caller's contract.
-    unsafe { ep.irecv_owned(out, RAW_ALIGN, src, tag, comm.context()) }
-        .map_err(|e| engine_error(e, comm.world_to_comm()))
+    unsafe { hmpi_core::raw::irecv_owned(comm, out, RAW_ALIGN, source, tag) }
 }
