@@ -49,6 +49,7 @@
 
 #![warn(missing_docs)]
 
+pub mod collective;
 pub mod comm;
 pub mod datatype;
 pub mod env;
