@@ -193,7 +193,7 @@ fn engine_rank(u: Universe) {
             let mut all = Buf::new(len * n, private);
             for root in 0..n {
                 // SAFETY: `all` holds n·len bytes.
-                unsafe { coll.gather(s.p, len, all.p, &displs, root as u32) }.unwrap();
+                unsafe { coll.gatherv(s.p, len, all.p, &counts, &displs, root as u32) }.unwrap();
                 if me == root {
                     for r in 0..n {
                         for i in 0..count {
@@ -288,6 +288,73 @@ fn engine_rank(u: Universe) {
     }
 }
 
+/// Nonblocking collectives started in one order, completed in another,
+/// with point-to-point traffic on the same communicator in between.
+fn nonblocking_rank(u: Universe) {
+    let world = u.world();
+    let (me, n) = (world.rank() as usize, world.size() as usize);
+    let coll = world.coll().unwrap().expect("more than one rank");
+    for round in 0..50usize {
+        let count = if round % 2 == 0 { 10 } else { 50_000 };
+        let s: Vec<f64> = (0..count).map(|i| val(me, i + round)).collect();
+        let mut r = vec![0.0f64; count];
+        let mut b = vec![0u64; 40];
+        if me == round % n {
+            b.iter_mut()
+                .enumerate()
+                .for_each(|(i, x)| *x = (round * 1000 + i) as u64);
+        }
+        // SAFETY: the buffers outlive the operations, which are all
+        // finished below.
+        let red = unsafe {
+            coll.start(coll.ireduce(
+                s.as_ptr().cast(),
+                r.as_mut_ptr().cast(),
+                count,
+                &SumF64,
+                None,
+            ))
+        };
+        // SAFETY: as above.
+        let bc = unsafe { coll.start(coll.ibcast(b.as_mut_ptr().cast(), 320, (round % n) as u32)) };
+        // SAFETY: as above.
+        let bar = unsafe { coll.start(coll.ibarrier()) };
+        // A ring exchange while all three are pending.
+        let next = world.process_at_rank(((me + 1) % n) as i32);
+        let prev = world.process_at_rank(((me + n - 1) % n) as i32);
+        hmpi_core::request::scope(|sc| {
+            let req = next.immediate_send(sc, &round).unwrap();
+            let (got, _) = prev.receive::<usize>().unwrap();
+            assert_eq!(got, round);
+            req.wait().unwrap();
+        });
+        // Test out of order, then finish in reverse, with a blocking
+        // collective in between.
+        let _ = coll.test(&bar);
+        let _ = coll.test(&red);
+        if round % 3 == 0 {
+            coll.barrier().unwrap();
+        }
+        coll.wait(&bar).unwrap();
+        coll.wait(&bc).unwrap();
+        coll.wait(&red).unwrap();
+        assert!(coll.test(&red).is_some(), "a finished op stays finished");
+        for (i, x) in r.iter().enumerate() {
+            let mut acc = val(n - 1, i + round);
+            for k in (0..n - 1).rev() {
+                acc += val(k, i + round);
+            }
+            assert_eq!(*x, acc, "ireduce round {round}");
+        }
+        assert!(
+            b.iter()
+                .enumerate()
+                .all(|(i, &x)| x == (round * 1000 + i) as u64),
+            "ibcast"
+        );
+    }
+}
+
 fn run(n: u32) {
     rank_tests::assert_ran(&rank_tests::launch("engine", n, &[]), "engine");
 }
@@ -298,6 +365,7 @@ fn main() {
             let u = hmpi_core::init().expect("init");
             match role {
                 "engine" => engine_rank(u),
+                "nonblocking" => nonblocking_rank(u),
                 _ => return None,
             }
             Some(())
@@ -306,6 +374,12 @@ fn main() {
             ("engine_two_ranks", || run(2)),
             ("engine_three_ranks", || run(3)),
             ("engine_five_ranks_on_two_cores", || run(5)),
+            ("nonblocking_out_of_order_with_p2p", || {
+                for n in [2, 3, 5] {
+                    let r = rank_tests::launch("nonblocking", n, &[]);
+                    rank_tests::assert_ran(&r, "nonblocking");
+                }
+            }),
         ],
     );
 }

@@ -19,7 +19,7 @@
 mod engine;
 mod shared;
 
-pub use engine::{Coll, Combine};
+pub use engine::{block_on, poll_once, Coll, Combine, Op};
 
 use crate::comm::SimpleCommunicator;
 use crate::error::{Error, Result};

@@ -17,13 +17,15 @@
 //!   to 32 bytes of data), or the address of a buffer in the node heap in
 //!   `ptr` / `ptr2` (every rank maps the heap at the same address, so the
 //!   readers copy straight from it: each byte moves once).
-//! * `done` is the last epoch in which the owner finished reading what
-//!   the others published; `mid` marks a middle step of the collectives
-//!   that have two (allreduce by slices).
-//! * Before the owner writes phase `p` for epoch `e` it waits until every
-//!   member's `done` has reached `e - 2`, the previous epoch that used the
-//!   same phase; by then that wait is almost always already satisfied, so
-//!   a small collective is one publication and one wait for the others'.
+//! * `done` is the last epoch the owner has finished (epochs finish in
+//!   order, even when nonblocking collectives are completed out of order):
+//!   it no longer reads what anybody published for it; `mid` marks a
+//!   middle step of the collectives that have two (allreduce by slices).
+//! * Before a member writes phase `p` for epoch `e` it waits until every
+//!   member (itself included) has finished `e - 2`, the previous epoch
+//!   that used the same phase; by then that wait is almost always already
+//!   satisfied (and remembered), so a small collective is one publication
+//!   and one wait for the others'.
 //!
 //! Each word has one writer, its slot's owner, and any number of readers.
 //! Readers spin, then yield, then sleep on the word's futex after setting
@@ -82,6 +84,13 @@ impl SeqWord {
     pub(crate) fn is_at(&self, e: u32) -> bool {
         // SYNC POINT: pairs with `publish`'s Release swap.
         reached(self.0.load(Ordering::Acquire), e)
+    }
+
+    /// The epoch last published (Acquire).
+    #[inline]
+    pub(crate) fn epoch(&self) -> u32 {
+        // SYNC POINT: pairs with `publish`'s Release swap.
+        self.0.load(Ordering::Acquire) & EPOCH
     }
 
     /// Waits until epoch `e` (or a later one) has been published: spin,
