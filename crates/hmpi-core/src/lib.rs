@@ -10,7 +10,10 @@
 //!   [`Process`](point_to_point::Process) and
 //!   [`AnyProcess`](point_to_point::AnyProcess), [`Status`];
 //! * [`request`]: nonblocking operations in a [`request::scope`];
-//! * [`datatype`]: which types travel ([`traits::Equivalence`]);
+//! * [`datatype`]: which types travel ([`traits::Equivalence`], and
+//!   `#[derive(Equivalence)]`), MPI datatypes ([`datatype::Datatype`],
+//!   [`datatype::UserDatatype`]) and packing;
+//! * [`op`]: reduction operations and [`op::reduce_local`];
 //! * [`error`]: [`Error`] (MPI's error classes) and [`Result`];
 //! * [`launch`]: the launcher as a library ([`launch::Launcher`]), used by
 //!   the `hmpirun` binary and by multi-process tests and benchmarks;
@@ -57,6 +60,7 @@ pub mod environment;
 pub mod error;
 pub mod group;
 pub mod launch;
+pub mod op;
 pub mod point_to_point;
 pub mod request;
 
