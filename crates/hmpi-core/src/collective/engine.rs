@@ -500,6 +500,40 @@ impl Coll {
         Ok(())
     }
 
+    /// An error if a member among the first `upto` contributed other than
+    /// `len` bytes in epoch `e` (after they all arrived).
+    fn same_lengths(&self, e: u32, len: usize, upto: u32) -> Option<Error> {
+        let mut bad = None;
+        for r in (0..upto).filter(|&r| r != self.rank) {
+            self.expect(r, e, len, &mut bad);
+        }
+        bad
+    }
+
+    /// The end of epoch `e`'s collective: finished, with `bad` if a member's
+    /// contribution did not have the length this one expected.
+    async fn end_with(&self, e: u32, bad: Option<Error>) -> Result<()> {
+        self.finish(e).await;
+        bad.map_or(Ok(()), Err)
+    }
+
+    /// How many of the `want` bytes expected from member `r` in epoch `e`
+    /// to read; notes a mismatch in `bad` (counts or datatypes that do not
+    /// match across members: MPI leaves it undefined, here it is an error
+    /// and nothing is read past what the member published).
+    fn expect(&self, r: u32, e: u32, want: usize, bad: &mut Option<Error>) -> usize {
+        let got = self.len_of(r, e);
+        if got != want && bad.is_none() {
+            *bad = Some(Error::Arg {
+                reason: format!(
+                    "rank {r} contributed {got} bytes to a collective where this rank \
+                     expected {want} (counts or datatypes differ between ranks)"
+                ),
+            });
+        }
+        got.min(want)
+    }
+
     fn others(&self) -> impl Iterator<Item = u32> + '_ {
         (0..self.size).filter(move |&r| r != self.rank)
     }
@@ -523,11 +557,19 @@ impl Coll {
     }
 
     /// Publishes this member's contribution for epoch `e`: `len` bytes at
-    /// `inline` copied into the slot (when given), and two addresses.
+    /// `inline` copied into the slot (when given), two addresses, and the
+    /// contribution's length `total`.
     ///
     /// # Safety
     /// `inline` holds `len <= INLINE` readable bytes.
-    unsafe fn publish(&self, e: u32, inline: Option<(usize, usize)>, ptr: usize, ptr2: usize) {
+    unsafe fn publish(
+        &self,
+        e: u32,
+        inline: Option<(usize, usize)>,
+        ptr: usize,
+        ptr2: usize,
+        total: usize,
+    ) {
         let me = self.rank;
         if let Some((p, len)) = inline {
             debug_assert!(len <= INLINE);
@@ -539,6 +581,7 @@ impl Coll {
         // Relaxed: published by the Release in `arrive.publish`.
         phase.ptr.store(ptr as u64, Ordering::Relaxed);
         phase.ptr2.store(ptr2 as u64, Ordering::Relaxed);
+        phase.len.store(total as u64, Ordering::Relaxed);
         phase.arrive.publish(e);
     }
 
@@ -551,6 +594,13 @@ impl Coll {
             0 => self.block.inline(r, e) as usize,
             p => p as usize,
         }
+    }
+
+    /// The length member `r` published for epoch `e` (after `arrived`).
+    fn len_of(&self, r: u32, e: u32) -> usize {
+        let phase = &self.block.slot(r).phase[(e & 1) as usize];
+        // Relaxed: ordered by the Acquire in `arrived`.
+        phase.len.load(Ordering::Relaxed) as usize
     }
 
     /// Member `r`'s second address for epoch `e` (after `arrived(r, e)`).
@@ -597,7 +647,7 @@ impl Coll {
         async move {
             self.begin(e).await;
             // SAFETY: no inline data.
-            unsafe { self.publish(e, None, 0, 0) };
+            unsafe { self.publish(e, None, 0, 0, 0) };
             self.all_arrived(e).await;
             self.end(e).await
         }
@@ -633,26 +683,27 @@ impl Coll {
             if self.rank == root {
                 if len <= INLINE {
                     // SAFETY: `buf` holds `len` bytes (caller).
-                    unsafe { self.publish(e, Some((buf, len)), 0, 0) };
+                    unsafe { self.publish(e, Some((buf, len)), 0, 0, len) };
                     return self.end(e).await;
                 }
                 let mut st = self.borrow_staging();
                 // SAFETY: the caller's guarantee.
                 let src = unsafe { Self::readable(&mut st.bufs[0], buf, len, true)? };
                 // SAFETY: no inline data.
-                unsafe { self.publish(e, None, src, 0) };
+                unsafe { self.publish(e, None, src, 0, len) };
                 self.all_done(e).await;
                 return self.end(e).await;
             }
             // SAFETY: no inline data.
-            unsafe { self.publish(e, None, 0, 0) };
+            unsafe { self.publish(e, None, 0, 0, 0) };
             self.arrived(root, e).await;
             let src = self.data_of(root, e);
-            // SAFETY: the root published `len` bytes there (its slot or a
-            // buffer it keeps until we are done); `buf` is ours.
-            unsafe { std::ptr::copy_nonoverlapping(at(src), at(buf), len) };
-            self.finish(e).await;
-            self.end(e).await
+            let mut bad = None;
+            let n = self.expect(root, e, len, &mut bad);
+            // SAFETY: the root published `n` bytes there (its slot or a
+            // buffer it keeps until we are done); `buf` holds `len >= n`.
+            unsafe { std::ptr::copy_nonoverlapping(at(src), at(buf), n) };
+            self.end_with(e, bad).await
         }
     }
 
@@ -700,19 +751,20 @@ impl Coll {
             if self.rank != root {
                 if len <= INLINE {
                     // SAFETY: `send` holds `len` bytes (caller).
-                    unsafe { self.publish(e, Some((send, len)), 0, 0) };
+                    unsafe { self.publish(e, Some((send, len)), 0, 0, len) };
                     return self.end(e).await;
                 }
                 let mut st = self.borrow_staging();
                 // SAFETY: the caller's guarantee.
                 let src = unsafe { Self::readable(&mut st.bufs[0], send, len, true)? };
                 // SAFETY: no inline data.
-                unsafe { self.publish(e, None, src, 0) };
+                unsafe { self.publish(e, None, src, 0, len) };
                 until(&self.block.slot(root).progress.done, e).await;
                 return self.end(e).await;
             }
             // SAFETY: no inline data.
-            unsafe { self.publish(e, None, 0, 0) };
+            unsafe { self.publish(e, None, 0, 0, 0) };
+            let mut bad = None;
             for r in 0..self.size {
                 let (n, dst) = (counts[r as usize], recv + displs[r as usize]);
                 if r == root {
@@ -721,12 +773,12 @@ impl Coll {
                     continue;
                 }
                 self.arrived(r, e).await;
-                // SAFETY: member `r` published `counts[r]` bytes; `recv` is
-                // ours (caller).
+                let n = self.expect(r, e, n, &mut bad);
+                // SAFETY: member `r` published at least `n` bytes; `recv`
+                // holds `counts[r] >= n` at `displs[r]` (caller).
                 unsafe { std::ptr::copy_nonoverlapping(at(self.data_of(r, e)), at(dst), n) };
             }
-            self.finish(e).await;
-            self.end(e).await
+            self.end_with(e, bad).await
         }
     }
 
@@ -780,21 +832,28 @@ impl Coll {
                 // SAFETY: the caller's guarantee: `send` readable to `end`.
                 let src = unsafe { Self::readable(&mut st.bufs[0], send, end, true)? };
                 // SAFETY: no inline data.
-                unsafe { self.publish(e, None, src, 0) };
+                unsafe { self.publish(e, None, src, 0, end) };
                 // SAFETY: our own piece, possibly in place.
                 unsafe { std::ptr::copy(at(send + displs[me]), at(recv), counts[me]) };
                 self.all_done(e).await;
                 return self.end(e).await;
             }
             // SAFETY: no inline data.
-            unsafe { self.publish(e, None, 0, 0) };
+            unsafe { self.publish(e, None, 0, 0, 0) };
             self.arrived(root, e).await;
             let src = self.data_of(root, e) + displs[me];
-            // SAFETY: the root's buffer holds our piece (the same arrays on
-            // every member) and is kept until we are done.
-            unsafe { std::ptr::copy_nonoverlapping(at(src), at(recv), counts[me]) };
-            self.finish(e).await;
-            self.end(e).await
+            let (want, got) = (displs[me] + counts[me], self.len_of(root, e));
+            let bad = (want > got).then(|| Error::Arg {
+                reason: format!(
+                    "the root of a scatter sent {got} bytes, not the {want} this rank's piece \
+                     reaches (counts or datatypes differ between ranks)"
+                ),
+            });
+            let n = counts[me].min(got.saturating_sub(displs[me]));
+            // SAFETY: the root's buffer holds `got` bytes, our piece's first
+            // `n` among them, kept until we are done.
+            unsafe { std::ptr::copy_nonoverlapping(at(src), at(recv), n) };
+            self.end_with(e, bad).await
         }
     }
 
@@ -841,11 +900,12 @@ impl Coll {
                 // SAFETY: the caller's guarantee.
                 let src = unsafe { Self::readable(&mut st.bufs[0], send, len, true)? };
                 // SAFETY: no inline data.
-                unsafe { self.publish(e, None, src, 0) };
+                unsafe { self.publish(e, None, src, 0, len) };
             } else {
                 // SAFETY: `send` holds `len` bytes.
-                unsafe { self.publish(e, Some((send, len)), 0, 0) };
+                unsafe { self.publish(e, Some((send, len)), 0, 0, len) };
             }
+            let mut bad = None;
             for r in 0..self.size {
                 let dst = recv + displs[r as usize];
                 if r == self.rank {
@@ -854,20 +914,16 @@ impl Coll {
                     continue;
                 }
                 self.arrived(r, e).await;
-                // SAFETY: member `r` published `counts[r]` bytes.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        at(self.data_of(r, e)),
-                        at(dst),
-                        counts[r as usize],
-                    )
-                };
+                let n = self.expect(r, e, counts[r as usize], &mut bad);
+                // SAFETY: member `r` published at least `n` bytes; `recv`
+                // holds `counts[r] >= n` at `displs[r]`.
+                unsafe { std::ptr::copy_nonoverlapping(at(self.data_of(r, e)), at(dst), n) };
             }
             self.finish(e).await;
             if big {
                 self.all_done(e).await;
             }
-            self.end(e).await
+            self.end_with(e, bad).await
         }
     }
 
@@ -929,7 +985,7 @@ impl Coll {
             let tbytes = n * 8;
             if tbytes <= INLINE {
                 // SAFETY: `table` holds `tbytes` bytes.
-                unsafe { self.publish(e, Some((table.as_ptr() as usize, tbytes)), src, 0) };
+                unsafe { self.publish(e, Some((table.as_ptr() as usize, tbytes)), src, 0, end) };
             } else {
                 let t = s1.get(tbytes)?;
                 // SAFETY: `t` holds `tbytes` bytes of ours.
@@ -937,9 +993,10 @@ impl Coll {
                     std::ptr::copy_nonoverlapping(table.as_ptr().cast::<u8>(), at(t), tbytes)
                 };
                 // SAFETY: no inline data.
-                unsafe { self.publish(e, None, src, t) };
+                unsafe { self.publish(e, None, src, t, end) };
             }
             let me = self.rank as usize;
+            let mut bad = None;
             for s in 0..self.size {
                 let si = s as usize;
                 let dst = recv + rdispls[si];
@@ -957,16 +1014,28 @@ impl Coll {
                 } else {
                     t
                 };
-                // SAFETY: member `s` published `n` displacements (unaligned
-                // read of ours) and keeps its buffer until we are done.
-                unsafe {
-                    let d = at(tab).cast::<u64>().add(me).read_unaligned() as usize;
-                    std::ptr::copy_nonoverlapping(at(buf + d), at(dst), rcounts[si]);
+                // SAFETY: member `s` published `n` displacements (an
+                // unaligned read of ours).
+                let d = unsafe { at(tab).cast::<u64>().add(me).read_unaligned() } as usize;
+                let got = self.len_of(s, e);
+                if d + rcounts[si] > got && bad.is_none() {
+                    bad = Some(Error::Arg {
+                        reason: format!(
+                            "rank {s} sent this rank {} bytes in an all-to-all where {} were \
+                             expected (counts or datatypes differ between ranks)",
+                            got.saturating_sub(d),
+                            rcounts[si]
+                        ),
+                    });
                 }
+                let n = rcounts[si].min(got.saturating_sub(d));
+                // SAFETY: member `s`'s buffer holds `got` bytes (our piece's
+                // first `n` at `d`) and is kept until we are done.
+                unsafe { std::ptr::copy_nonoverlapping(at(buf + d), at(dst), n) };
             }
             self.finish(e).await;
             self.all_done(e).await;
-            self.end(e).await
+            self.end_with(e, bad).await
         }
     }
 
@@ -1022,9 +1091,13 @@ impl Coll {
                 // Every member that wants the result reduces the whole
                 // vector itself from the others' slots.
                 // SAFETY: `send` holds `len` bytes (caller).
-                unsafe { self.publish(e, Some((send, len)), 0, 0) };
+                unsafe { self.publish(e, Some((send, len)), 0, 0, len) };
                 if wants {
                     self.all_arrived(e).await;
+                    let bad = self.same_lengths(e, len, self.size);
+                    if bad.is_some() {
+                        return self.end_with(e, bad).await;
+                    }
                     let inputs: Vec<usize> = (0..self.size)
                         .map(|r| self.block.inline(r, e) as usize)
                         .collect();
@@ -1057,8 +1130,9 @@ impl Coll {
                 0
             };
             // SAFETY: no inline data.
-            unsafe { self.publish(e, None, src, res) };
+            unsafe { self.publish(e, None, src, res, len) };
             self.all_arrived(e).await;
+            let bad = self.same_lengths(e, len, self.size);
             // This member's slice, reduced from every member's buffer into
             // the result's slice (the root's, or our own).
             let (lo, hi) = slice_of(count, es, self.size, self.rank);
@@ -1066,7 +1140,7 @@ impl Coll {
                 Some(r) if r != self.rank => self.second_of(r, e),
                 _ => res,
             };
-            if hi > lo {
+            if hi > lo && bad.is_none() {
                 let inputs: Vec<usize> = (0..self.size)
                     .map(|r| {
                         if r == self.rank {
@@ -1099,7 +1173,7 @@ impl Coll {
                 // SAFETY: the staged result holds `len` bytes; `recv` is ours.
                 unsafe { std::ptr::copy_nonoverlapping(at(res), at(recv), len) };
             }
-            self.end(e).await
+            self.end_with(e, bad).await
         }
     }
 
@@ -1147,10 +1221,10 @@ impl Coll {
                 // SAFETY: `send` holds `len` bytes, `s` is ours.
                 unsafe { std::ptr::copy_nonoverlapping(at(send), at(s), len) };
                 // SAFETY: no inline data.
-                unsafe { self.publish(e, None, s, 0) };
+                unsafe { self.publish(e, None, s, 0, len) };
             } else {
                 // SAFETY: `send` holds `len` bytes.
-                unsafe { self.publish(e, Some((send, len)), 0, 0) };
+                unsafe { self.publish(e, Some((send, len)), 0, 0, len) };
             }
             let last = if exclusive { self.rank } else { self.rank + 1 };
             for r in 0..last {
@@ -1158,7 +1232,8 @@ impl Coll {
                     self.arrived(r, e).await;
                 }
             }
-            if last > 0 && len > 0 {
+            let bad = self.same_lengths(e, len, last);
+            if last > 0 && len > 0 && bad.is_none() {
                 let inputs: Vec<usize> = (0..last).map(|r| self.data_of(r, e)).collect();
                 // SAFETY: each input holds `len` bytes for `e` (our own is
                 // the published copy); `recv` is ours.
@@ -1168,7 +1243,7 @@ impl Coll {
             if big {
                 self.all_done(e).await;
             }
-            self.end(e).await
+            self.end_with(e, bad).await
         }
     }
 
@@ -1221,10 +1296,10 @@ impl Coll {
             let big = total > INLINE;
             if big {
                 // SAFETY: no inline data.
-                unsafe { self.publish(e, None, src, 0) };
+                unsafe { self.publish(e, None, src, 0, total) };
             } else {
                 // SAFETY: `src` holds `total` bytes.
-                unsafe { self.publish(e, Some((src, total)), 0, 0) };
+                unsafe { self.publish(e, Some((src, total)), 0, 0, total) };
             }
             self.all_arrived(e).await;
             let me = self.rank as usize;
@@ -1239,7 +1314,8 @@ impl Coll {
                     }
                 })
                 .collect();
-            if hi > lo {
+            let bad = self.same_lengths(e, total, self.size);
+            if hi > lo && bad.is_none() {
                 // SAFETY: each input holds `total` bytes; `recv` holds our
                 // block and nobody reads it (staged when in place).
                 unsafe { combine_into(&inputs, lo, hi, recv, op) };
@@ -1248,7 +1324,7 @@ impl Coll {
             if big {
                 self.all_done(e).await;
             }
-            self.end(e).await
+            self.end_with(e, bad).await
         }
     }
 }

@@ -8,7 +8,7 @@
 //! epochs (`e & 1`), and each phase is one 1 KiB run of memory:
 //!
 //! ```text
-//! phase:  arrive (u32) | pad | ptr (u64) | ptr2 (u64) | pad | inline data (992 B)
+//! phase:  arrive (u32) | pad | ptr (u64) | ptr2 (u64) | len (u64) | inline data (992 B)
 //! slot:   phase 0 | phase 1 | mid (u32) done (u32), on a line of their own
 //! ```
 //!
@@ -141,7 +141,10 @@ pub(crate) struct Phase {
     pub(crate) ptr: AtomicU64,
     /// A second buffer (a result the others write into or read from).
     pub(crate) ptr2: AtomicU64,
-    _pad1: u64,
+    /// The length of the contribution in bytes (readers check it against
+    /// what they expect, so that mismatched counts are an error, never a
+    /// read past the data).
+    pub(crate) len: AtomicU64,
     /// Inline data; written by the owner before `arrive`, read by the
     /// others after it.
     data: [u8; INLINE],
