@@ -33,6 +33,13 @@ pub enum Error {
         /// The size of the communicator or group.
         size: i32,
     },
+    /// `MPI_ERR_ROOT`: a collective's root outside the communicator.
+    Root {
+        /// The root given.
+        root: i32,
+        /// The size of the communicator.
+        size: i32,
+    },
     /// `MPI_ERR_TAG`: a tag outside `0..=TAG_UB` (or `ANY_TAG` on a send).
     Tag {
         /// The tag given.
@@ -124,6 +131,9 @@ impl fmt::Display for Error {
                 f,
                 "invalid rank {rank}: the communicator or group has {size} ranks"
             ),
+            Error::Root { root, size } => {
+                write!(f, "invalid root {root}: the communicator has {size} ranks")
+            }
             Error::Tag { tag } => write!(
                 f,
                 "invalid tag {tag}: tags are 0..={} (ANY_TAG only on receives)",

@@ -217,7 +217,8 @@ fn engine_rank(u: Universe) {
                 }
                 let mut piece = Buf::new(len, private);
                 // SAFETY: as above.
-                unsafe { coll.scatterv(src.p, &counts, &displs, piece.p, root as u32) }.unwrap();
+                unsafe { coll.scatterv(src.p, &counts, &displs, piece.p, len, root as u32) }
+                    .unwrap();
                 for i in 0..count {
                     assert_eq!(piece.f64s()[i], val(root, me * count + i), "scatter");
                 }

@@ -418,7 +418,7 @@ impl Coll {
 
     /// Runs a blocking collective: at once when nothing is in flight,
     /// else behind the collectives in flight.
-    fn run<'a>(&'a self, f: impl Future<Output = Result<()>> + Send + 'a) -> Result<()> {
+    pub(crate) fn run<'a>(&'a self, f: impl Future<Output = Result<()>> + Send + 'a) -> Result<()> {
         // Relaxed: as in `start`.
         if self.npending.load(Ordering::Relaxed) == 0 {
             return block_on(f);
@@ -784,24 +784,28 @@ impl Coll {
 
     // --------------------------------------------------------- scatter
 
-    /// Scatters from the root: member `r` receives `counts[r]` bytes from
-    /// `send + displs[r]` into `recv`.
+    /// Scatters from the root: member `r` receives the `counts[r]` bytes
+    /// at `send + displs[r]` of the root's buffer into `recv`, where it
+    /// expects `len` bytes. The root publishes where each piece is, so the
+    /// others need only their own length.
     ///
     /// # Safety
     /// At the root `send` is readable at every `displs[r]` for `counts[r]`
-    /// bytes; `recv` holds `counts[rank]` writable bytes (at the root it
-    /// may be `send + displs[root]`: in place); `counts`/`displs` have one
-    /// entry per member and are the same on every member.
+    /// bytes, `counts`/`displs` have one entry per member, and `recv`
+    /// holds `counts[root]` writable bytes (it may be `send +
+    /// displs[root]`: in place); elsewhere `recv` holds `len` writable
+    /// bytes and `counts`/`displs` are not read.
     pub unsafe fn scatterv(
         &self,
         send: *const u8,
         counts: &[usize],
         displs: &[usize],
         recv: *mut u8,
+        len: usize,
         root: u32,
     ) -> Result<()> {
         // SAFETY: the caller's guarantee.
-        self.run(unsafe { self.iscatterv(send, counts, displs, recv, root) })
+        self.run(unsafe { self.iscatterv(send, counts, displs, recv, len, root) })
     }
 
     /// [`Coll::scatterv`] as a future.
@@ -814,6 +818,7 @@ impl Coll {
         counts: &'a [usize],
         displs: &'a [usize],
         recv: *mut u8,
+        len: usize,
         root: u32,
     ) -> impl Future<Output = Result<()>> + Send + 'a {
         let e = self.next_epoch();
@@ -829,10 +834,31 @@ impl Coll {
                     .max()
                     .unwrap_or(0);
                 let mut st = self.borrow_staging();
+                let [s0, s1] = &mut st.bufs;
                 // SAFETY: the caller's guarantee: `send` readable to `end`.
-                let src = unsafe { Self::readable(&mut st.bufs[0], send, end, true)? };
-                // SAFETY: no inline data.
-                unsafe { self.publish(e, None, src, 0, end) };
+                let src = unsafe { Self::readable(s0, send, end, true)? };
+                // The table of pieces, (displacement, length) per member:
+                // inline, or staged for many members.
+                let table: Vec<u64> = displs
+                    .iter()
+                    .zip(counts)
+                    .flat_map(|(&d, &c)| [d as u64, c as u64])
+                    .collect();
+                let tbytes = table.len() * 8;
+                if tbytes <= INLINE {
+                    // SAFETY: `table` holds `tbytes` bytes.
+                    unsafe {
+                        self.publish(e, Some((table.as_ptr() as usize, tbytes)), src, 0, end)
+                    };
+                } else {
+                    let t = s1.get(tbytes)?;
+                    // SAFETY: `t` holds `tbytes` bytes of ours.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(table.as_ptr().cast::<u8>(), at(t), tbytes)
+                    };
+                    // SAFETY: no inline data.
+                    unsafe { self.publish(e, None, src, t, end) };
+                }
                 // SAFETY: our own piece, possibly in place.
                 unsafe { std::ptr::copy(at(send + displs[me]), at(recv), counts[me]) };
                 self.all_done(e).await;
@@ -841,18 +867,36 @@ impl Coll {
             // SAFETY: no inline data.
             unsafe { self.publish(e, None, 0, 0, 0) };
             self.arrived(root, e).await;
-            let src = self.data_of(root, e) + displs[me];
-            let (want, got) = (displs[me] + counts[me], self.len_of(root, e));
-            let bad = (want > got).then(|| Error::Arg {
+            let t = self.second_of(root, e);
+            let tab = if t == 0 {
+                self.block.inline(root, e) as usize
+            } else {
+                t
+            };
+            // SAFETY: the root published one (displacement, length) pair per
+            // member (unaligned reads of ours).
+            let (d, c) = unsafe {
+                let p = at(tab).cast::<u64>().add(2 * me);
+                (
+                    p.read_unaligned() as usize,
+                    p.add(1).read_unaligned() as usize,
+                )
+            };
+            let bad = (c != len).then(|| Error::Arg {
                 reason: format!(
-                    "the root of a scatter sent {got} bytes, not the {want} this rank's piece \
-                     reaches (counts or datatypes differ between ranks)"
+                    "the root of a scatter sent this rank {c} bytes where it expected {len} \
+                     (counts or datatypes differ between ranks)"
                 ),
             });
-            let n = counts[me].min(got.saturating_sub(displs[me]));
-            // SAFETY: the root's buffer holds `got` bytes, our piece's first
-            // `n` among them, kept until we are done.
-            unsafe { std::ptr::copy_nonoverlapping(at(src), at(recv), n) };
+            // SAFETY: the root's buffer holds its piece for us at `d`, `c`
+            // bytes, kept until we are done; `recv` holds `len` bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    at(self.data_of_ptr(root, e) + d),
+                    at(recv),
+                    c.min(len),
+                )
+            };
             self.end_with(e, bad).await
         }
     }

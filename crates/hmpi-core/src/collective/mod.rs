@@ -17,6 +17,7 @@
 //! the C library, which check their arguments first.
 
 mod engine;
+pub mod raw;
 mod shared;
 
 pub use engine::{block_on, poll_once, Coll, Combine, Op};
