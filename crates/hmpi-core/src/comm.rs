@@ -376,9 +376,9 @@ impl SimpleCommunicator {
         }
     }
 
-    /// A barrier over this communicator's members (internal context).
+    /// A barrier over this communicator's members (on the shared heap).
     fn barrier_impl(&self) -> Result<()> {
-        self.allreduce_u32(0, u32::max).map(drop)
+        crate::collective::raw::barrier(self, crate::collective::raw::Mode::Block).map(drop)
     }
 
     fn split_impl(&self, color: Option<u32>, key: i32) -> Result<Option<SimpleCommunicator>> {

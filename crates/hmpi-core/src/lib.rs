@@ -6,6 +6,8 @@
 //! * [`comm`]: communicators ([`SimpleCommunicator`], the [`traits::Communicator`]
 //!   trait): world, self, `duplicate`, `split`, `split_shared`;
 //! * [`group`]: [`Group`] and its set operations;
+//! * [`collective`]: every collective on the shared heap (rsmpi's
+//!   `CommunicatorCollectives` and `Root`), blocking and nonblocking;
 //! * [`point_to_point`]: typed sends and receives through
 //!   [`Process`](point_to_point::Process) and
 //!   [`AnyProcess`](point_to_point::AnyProcess), [`Status`];
@@ -77,6 +79,7 @@ pub use vci::{ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB};
 /// The traits that carry the operations (rsmpi's `mpi::traits`): bring them
 /// into scope with `use hmpi_core::traits::*`.
 pub mod traits {
+    pub use crate::collective::{CommunicatorCollectives, Root};
     pub use crate::comm::Communicator;
     pub use crate::datatype::{Buffer, BufferMut, Equivalence};
     pub use crate::point_to_point::{Destination, Source};
@@ -93,6 +96,8 @@ pub mod prelude {
         TAG_UB,
     };
 
+    pub use crate::collective::{Partition, PartitionMut};
+    pub use crate::op::{SystemOperation, UserOperation};
     pub use crate::point_to_point::{
         send_receive, send_receive_into, send_receive_into_with_tags, send_receive_replace_into,
         send_receive_replace_into_with_tags, send_receive_with_tags, Message,

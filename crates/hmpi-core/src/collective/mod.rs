@@ -19,8 +19,12 @@
 mod engine;
 pub mod raw;
 mod shared;
+mod typed;
 
+pub use crate::op::{Operation, SystemOperation, UserOperation};
 pub use engine::{block_on, poll_once, Coll, Combine, Op};
+pub use raw::CollRequest;
+pub use typed::{CommunicatorCollectives, Partition, PartitionMut, Root};
 
 use crate::comm::SimpleCommunicator;
 use crate::error::{Error, Result};

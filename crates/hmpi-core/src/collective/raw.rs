@@ -1030,8 +1030,7 @@ pub unsafe fn alltoallw(
         return local(comm, mode, unpack(&landing, &ro, &rb));
     };
     let (packed, landing): (Box<[u8]>, Box<[u8]>) = (packed.into(), landing.into());
-    let (sb, so, rb, ro): (Box<[usize]>, Box<[usize]>, Box<[usize]>, Box<[usize]>) =
-        (sb.into(), so.into(), rb.into(), ro.into());
+    let [sb, so, rb, ro] = [sb, so, rb, ro].map(Vec::into_boxed_slice);
     // SAFETY: the boxed buffers and arrays move into the future; their heap
     // contents stay put while they live.
     let f = unsafe {

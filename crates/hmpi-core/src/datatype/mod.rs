@@ -142,6 +142,8 @@ pub trait Buffer {
     fn as_bytes(&self) -> &[u8];
     /// The size of one element in bytes.
     fn element_size(&self) -> usize;
+    /// The datatype of one element.
+    fn element_datatype(&self) -> Datatype;
 }
 
 /// Something whose bytes can be overwritten by a receive.
@@ -150,6 +152,8 @@ pub trait BufferMut {
     fn as_bytes_mut(&mut self) -> &mut [u8];
     /// The size of one element in bytes.
     fn element_size(&self) -> usize;
+    /// The datatype of one element.
+    fn element_datatype(&self) -> Datatype;
 }
 
 /// The bytes of a slice of plain old data.
@@ -176,6 +180,9 @@ impl<T: Equivalence> Buffer for T {
     fn element_size(&self) -> usize {
         std::mem::size_of::<T>()
     }
+    fn element_datatype(&self) -> Datatype {
+        T::equivalent_datatype()
+    }
 }
 
 impl<T: Equivalence> Buffer for [T] {
@@ -184,6 +191,9 @@ impl<T: Equivalence> Buffer for [T] {
     }
     fn element_size(&self) -> usize {
         std::mem::size_of::<T>()
+    }
+    fn element_datatype(&self) -> Datatype {
+        T::equivalent_datatype()
     }
 }
 
@@ -194,6 +204,9 @@ impl<T: Equivalence> Buffer for Vec<T> {
     fn element_size(&self) -> usize {
         std::mem::size_of::<T>()
     }
+    fn element_datatype(&self) -> Datatype {
+        T::equivalent_datatype()
+    }
 }
 
 impl<T: Equivalence> BufferMut for T {
@@ -202,6 +215,9 @@ impl<T: Equivalence> BufferMut for T {
     }
     fn element_size(&self) -> usize {
         std::mem::size_of::<T>()
+    }
+    fn element_datatype(&self) -> Datatype {
+        T::equivalent_datatype()
     }
 }
 
@@ -212,6 +228,9 @@ impl<T: Equivalence> BufferMut for [T] {
     fn element_size(&self) -> usize {
         std::mem::size_of::<T>()
     }
+    fn element_datatype(&self) -> Datatype {
+        T::equivalent_datatype()
+    }
 }
 
 impl<T: Equivalence> BufferMut for Vec<T> {
@@ -220,6 +239,9 @@ impl<T: Equivalence> BufferMut for Vec<T> {
     }
     fn element_size(&self) -> usize {
         std::mem::size_of::<T>()
+    }
+    fn element_datatype(&self) -> Datatype {
+        T::equivalent_datatype()
     }
 }
 
