@@ -47,6 +47,37 @@ pub struct MpiStatus {
 // ------------------------------------------------------ predefined handles
 
 pub const OP_NULL: Op = Op(0x20);
+pub const SUM: Op = Op(0x21);
+pub const MIN: Op = Op(0x22);
+pub const MAX: Op = Op(0x23);
+pub const PROD: Op = Op(0x24);
+pub const BAND: Op = Op(0x28);
+pub const BOR: Op = Op(0x29);
+pub const BXOR: Op = Op(0x2a);
+pub const LAND: Op = Op(0x30);
+pub const LOR: Op = Op(0x31);
+pub const LXOR: Op = Op(0x32);
+pub const MINLOC: Op = Op(0x38);
+pub const MAXLOC: Op = Op(0x39);
+pub const REPLACE: Op = Op(0x3c);
+pub const NO_OP: Op = Op(0x3d);
+/// Every predefined operation but `MPI_OP_NULL`, with its name.
+pub const PREDEFINED_OPS: &[(Op, &str)] = &[
+    (SUM, "MPI_SUM"),
+    (MIN, "MPI_MIN"),
+    (MAX, "MPI_MAX"),
+    (PROD, "MPI_PROD"),
+    (BAND, "MPI_BAND"),
+    (BOR, "MPI_BOR"),
+    (BXOR, "MPI_BXOR"),
+    (LAND, "MPI_LAND"),
+    (LOR, "MPI_LOR"),
+    (LXOR, "MPI_LXOR"),
+    (MINLOC, "MPI_MINLOC"),
+    (MAXLOC, "MPI_MAXLOC"),
+    (REPLACE, "MPI_REPLACE"),
+    (NO_OP, "MPI_NO_OP"),
+];
 pub const COMM_NULL: Comm = Comm(0x100);
 pub const COMM_WORLD: Comm = Comm(0x101);
 pub const COMM_SELF: Comm = Comm(0x102);
@@ -164,6 +195,7 @@ pub const ERR_COMM: c_int = 5;
 pub const ERR_RANK: c_int = 6;
 pub const ERR_REQUEST: c_int = 7;
 pub const ERR_GROUP: c_int = 9;
+pub const ERR_OP: c_int = 10;
 pub const ERR_ARG: c_int = 13;
 pub const ERR_UNKNOWN: c_int = 14;
 pub const ERR_TRUNCATE: c_int = 15;
@@ -338,6 +370,10 @@ mod tests {
         for &(handle, name, _, _) in PREDEFINED_TYPES {
             check(name, handle as i64);
         }
+        for &(op, name) in PREDEFINED_OPS {
+            check(name, op.0 as i64);
+        }
+        check("MPI_ERR_OP", i64::from(ERR_OP));
         for (class, (name, _)) in ERROR_CLASSES.iter().enumerate() {
             check(name, class as i64);
         }

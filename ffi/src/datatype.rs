@@ -1,12 +1,10 @@
-//! Datatypes: every predefined C (and fixed-size Fortran) type, derived
-//! types (contiguous, vector, hvector, indexed, hindexed, indexed block,
-//! struct, resized, dup), and packing.
-//!
-//! A type is flattened when it is built into its *type map*: the list of
-//! `(offset, length)` byte blocks of one element, in the order MPI packs
-//! them, with neighbouring blocks merged, plus its size, lower and upper
-//! bound (extent = ub − lb), true bounds and alignment. `count` elements
-//! of a type sit at `buf + i × extent`.
+//! Datatypes of the C interface: the handles of every predefined C (and
+//! fixed-size Fortran) type and of derived types, and the `MPI_Type_*`,
+//! `MPI_Pack*` entry points. The datatype engine itself — type maps,
+//! derived type constructors, packing — is `hmpi_core::datatype`; this
+//! module converts C arguments, keeps the handle table and each handle's
+//! C-only state (committed or not, its name), and gives the other C
+//! modules their view of a type ([`TypeInfo`]).
 //!
 //! * A *dense* type (one block whose length is the extent) travels straight
 //!   from and into the program's buffer: all predefined types but the
@@ -35,59 +33,46 @@ use crate::abi::{self, Aint, Count, Datatype};
 use crate::comm::comm_ref;
 use crate::errors::{api, err, out, put, put_string, MpiError, Res};
 use crate::handles::{Table, KIND_TYPE};
+use hmpi_core::datatype::{BasicType, Datatype as CoreType, UserDatatype};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// The most blocks a type map may have (16 Mi: 256 MiB of map).
-pub const MAX_BLOCKS: usize = 1 << 24;
+pub use hmpi_core::datatype::{Block, MAX_BLOCKS};
 
 /// Addresses below this are never mapped (Linux's `mmap_min_addr` is at
 /// least 4 KiB, 64 KiB by default); a null buffer plus a type map that
 /// reaches below it cannot be `MPI_BOTTOM` with absolute addresses.
 const LOWEST_ADDRESS: isize = 4096;
 
-/// One run of bytes of an element: offset from the element's start, length.
-pub type Block = (isize, usize);
-
-/// A datatype, flattened.
+/// A datatype handle's object: the engine's type and the C-only state.
 #[derive(Debug)]
 pub struct TypeInfo {
-    /// Bytes of data in one element.
+    /// Bytes of data in one element (`ty.size()`, kept at hand for the
+    /// message path).
     pub size: usize,
-    pub lb: isize,
-    pub ub: isize,
-    pub true_lb: isize,
-    pub true_ub: isize,
-    pub align: usize,
-    /// The type map, in packing order.
-    pub blocks: Vec<Block>,
+    /// The type.
+    pub ty: CoreType,
+    /// A predefined handle (never freed or renamed).
     pub predefined: bool,
     committed: AtomicBool,
     name: Mutex<String>,
 }
 
-impl Clone for TypeInfo {
-    fn clone(&self) -> Self {
+impl TypeInfo {
+    fn new(ty: CoreType, predefined: bool, committed: bool, name: &str) -> Self {
         TypeInfo {
-            size: self.size,
-            lb: self.lb,
-            ub: self.ub,
-            true_lb: self.true_lb,
-            true_ub: self.true_ub,
-            align: self.align,
-            blocks: self.blocks.clone(),
-            predefined: self.predefined,
-            committed: AtomicBool::new(self.is_committed()),
-            name: Mutex::new(String::new()),
+            size: ty.size(),
+            ty,
+            predefined,
+            committed: AtomicBool::new(committed),
+            name: Mutex::new(name.to_owned()),
         }
     }
-}
 
-impl TypeInfo {
     pub fn extent(&self) -> isize {
-        self.ub - self.lb
+        self.ty.extent()
     }
 
     pub fn is_committed(&self) -> bool {
@@ -103,11 +88,7 @@ impl TypeInfo {
     /// If `count` elements are one run of bytes: its offset from the buffer.
     #[inline]
     pub fn dense_offset(&self) -> Option<isize> {
-        match self.blocks.as_slice() {
-            [(off, len)] if *len as isize == self.extent() => Some(*off),
-            [] => Some(0),
-            _ => None,
-        }
+        self.ty.dense_offset()
     }
 
     /// Bytes of `count` elements, or `MPI_ERR_COUNT` if that overflows.
@@ -121,7 +102,7 @@ impl TypeInfo {
         if buf.is_null()
             && count > 0
             && self.size > 0
-            && (self.predefined || self.true_lb < LOWEST_ADDRESS)
+            && (self.predefined || self.ty.true_lower_bound() < LOWEST_ADDRESS)
         {
             return err(abi::ERR_BUFFER, format!("null buffer for {count} elements"));
         }
@@ -133,23 +114,9 @@ impl TypeInfo {
     /// # Safety
     /// The type map of every element is readable at `base`.
     pub unsafe fn pack(&self, base: *const u8, count: usize, out: &mut [u8]) {
-        debug_assert_eq!(out.len(), count * self.size);
-        let mut at = 0;
-        for i in 0..count {
-            let elem = base.wrapping_offset(i as isize * self.extent());
-            for &(off, len) in &self.blocks {
-                // SAFETY: the caller's guarantee for the source; `out` has
-                // room for every block of every element.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        elem.wrapping_offset(off),
-                        out.as_mut_ptr().add(at),
-                        len,
-                    )
-                };
-                at += len;
-            }
-        }
+        // SAFETY: the caller's guarantee.
+        let r = unsafe { self.ty.pack_raw(base, count, out) };
+        debug_assert!(r.is_ok(), "{r:?}");
     }
 
     /// Unpacks `data` (at most `count × size` bytes; a shorter tail fills
@@ -158,63 +125,104 @@ impl TypeInfo {
     /// # Safety
     /// The type map of every element is writable at `base`.
     pub unsafe fn unpack(&self, data: &[u8], base: *mut u8, count: usize) {
-        let mut at = 0;
-        'all: for i in 0..count {
-            let elem = base.wrapping_offset(i as isize * self.extent());
-            for &(off, len) in &self.blocks {
-                let n = len.min(data.len() - at);
-                // SAFETY: the caller's guarantee for the destination; `n`
-                // bytes remain in `data`.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        data.as_ptr().add(at),
-                        elem.wrapping_offset(off),
-                        n,
-                    )
-                };
-                at += n;
-                if at == data.len() {
-                    break 'all;
-                }
-            }
-        }
+        let whole = count.saturating_mul(self.size);
+        let data = &data[..data.len().min(whole)];
+        // SAFETY: the caller's guarantee; `data` is at most what `count`
+        // elements hold.
+        let r = unsafe { self.ty.unpack_raw(data, base, count) };
+        debug_assert!(r.is_ok(), "{r:?}");
     }
 }
 
-fn predefined(
-    size: usize,
-    align: usize,
-    blocks: Vec<Block>,
-    extent: isize,
-    name: &str,
-) -> TypeInfo {
-    let true_lb = blocks.first().map_or(0, |b| b.0);
-    let true_ub = blocks.last().map_or(0, |b| b.0 + b.1 as isize);
-    TypeInfo {
-        size,
-        lb: 0,
-        ub: extent,
-        true_lb,
-        true_ub,
-        align,
-        blocks,
-        predefined: true,
-        committed: AtomicBool::new(true),
-        name: Mutex::new(name.to_owned()),
-    }
-}
+/// The basic type of each predefined datatype handle (the handle values
+/// are the standard ABI's, [`abi::PREDEFINED_TYPES`]; sizes and layouts
+/// are the engine's, and a test checks that the two agree).
+const PREDEFINED_KINDS: &[(usize, BasicType)] = {
+    use BasicType::*;
+    &[
+        (0x201, I64),               // MPI_AINT
+        (0x202, I64),               // MPI_COUNT
+        (0x203, I64),               // MPI_OFFSET
+        (0x207, Packed),            // MPI_PACKED
+        (0x208, I16),               // MPI_SHORT
+        (0x209, I32),               // MPI_INT
+        (0x20a, I64),               // MPI_LONG
+        (0x20b, I64),               // MPI_LONG_LONG
+        (0x20c, U16),               // MPI_UNSIGNED_SHORT
+        (0x20d, U32),               // MPI_UNSIGNED
+        (0x20e, U64),               // MPI_UNSIGNED_LONG
+        (0x20f, U64),               // MPI_UNSIGNED_LONG_LONG
+        (0x210, F32),               // MPI_FLOAT
+        (0x212, ComplexF32),        // MPI_C_FLOAT_COMPLEX
+        (0x213, ComplexF32),        // MPI_CXX_FLOAT_COMPLEX
+        (0x214, F64),               // MPI_DOUBLE
+        (0x216, ComplexF64),        // MPI_C_DOUBLE_COMPLEX
+        (0x217, ComplexF64),        // MPI_CXX_DOUBLE_COMPLEX
+        (0x218, Logical4),          // MPI_LOGICAL
+        (0x219, I32),               // MPI_INTEGER
+        (0x21a, F32),               // MPI_REAL
+        (0x21b, ComplexF32),        // MPI_COMPLEX
+        (0x21c, F64),               // MPI_DOUBLE_PRECISION
+        (0x21d, ComplexF64),        // MPI_DOUBLE_COMPLEX
+        (0x21e, Char),              // MPI_CHARACTER
+        (0x220, LongDouble),        // MPI_LONG_DOUBLE
+        (0x224, ComplexLongDouble), // MPI_C_LONG_DOUBLE_COMPLEX
+        (0x225, ComplexLongDouble), // MPI_CXX_LONG_DOUBLE_COMPLEX
+        (0x228, FloatInt),          // MPI_FLOAT_INT
+        (0x229, DoubleInt),         // MPI_DOUBLE_INT
+        (0x22a, LongInt),           // MPI_LONG_INT
+        (0x22b, TwoInt),            // MPI_2INT
+        (0x22c, ShortInt),          // MPI_SHORT_INT
+        (0x22d, LongDoubleInt),     // MPI_LONG_DOUBLE_INT
+        (0x230, TwoF32),            // MPI_2REAL
+        (0x231, TwoF64),            // MPI_2DOUBLE_PRECISION
+        (0x232, TwoInt),            // MPI_2INTEGER
+        (0x238, Bool),              // MPI_C_BOOL
+        (0x239, Bool),              // MPI_CXX_BOOL
+        (0x23c, WChar),             // MPI_WCHAR
+        (0x240, I8),                // MPI_INT8_T
+        (0x241, U8),                // MPI_UINT8_T
+        (0x243, Char),              // MPI_CHAR
+        (0x244, I8),                // MPI_SIGNED_CHAR
+        (0x245, U8),                // MPI_UNSIGNED_CHAR
+        (0x247, Byte),              // MPI_BYTE
+        (0x248, I16),               // MPI_INT16_T
+        (0x249, U16),               // MPI_UINT16_T
+        (0x250, I32),               // MPI_INT32_T
+        (0x251, U32),               // MPI_UINT32_T
+        (0x258, I64),               // MPI_INT64_T
+        (0x259, U64),               // MPI_UINT64_T
+        (0x2c0, Logical1),          // MPI_LOGICAL1
+        (0x2c1, I8),                // MPI_INTEGER1
+        (0x2c8, Logical2),          // MPI_LOGICAL2
+        (0x2c9, I16),               // MPI_INTEGER2
+        (0x2ca, F16),               // MPI_REAL2
+        (0x2d0, Logical4),          // MPI_LOGICAL4
+        (0x2d1, I32),               // MPI_INTEGER4
+        (0x2d2, F32),               // MPI_REAL4
+        (0x2d3, ComplexF16),        // MPI_COMPLEX4
+        (0x2d8, Logical8),          // MPI_LOGICAL8
+        (0x2d9, I64),               // MPI_INTEGER8
+        (0x2da, F64),               // MPI_REAL8
+        (0x2db, ComplexF32),        // MPI_COMPLEX8
+        (0x2e0, Logical16),         // MPI_LOGICAL16
+        (0x2e1, I128),              // MPI_INTEGER16
+        (0x2e2, F128),              // MPI_REAL16
+        (0x2e3, ComplexF64),        // MPI_COMPLEX16
+        (0x2eb, ComplexF128),       // MPI_COMPLEX32
+    ]
+};
 
 /// Predefined types by `handle - 0x200`.
 fn predefined_table() -> &'static [Option<TypeInfo>] {
     static T: OnceLock<Vec<Option<TypeInfo>>> = OnceLock::new();
     T.get_or_init(|| {
         let mut v: Vec<Option<TypeInfo>> = (0..0x100).map(|_| None).collect();
-        for &(h, name, size, align) in abi::PREDEFINED_TYPES {
-            let (blocks, extent) = match abi::PAIR_TYPES.iter().find(|p| p.0 == h) {
-                Some(&(_, b, e)) => (b.to_vec(), e),
-                None => (vec![(0, size)], size as isize),
-            };
-            v[h - 0x200] = Some(predefined(size, align, blocks, extent, name));
+        for &(h, name, _, _) in abi::PREDEFINED_TYPES {
+            if let Some(&(_, kind)) = PREDEFINED_KINDS.iter().find(|k| k.0 == h) {
+                let ty = CoreType::basic(kind).with_handle(h);
+                v[h - 0x200] = Some(TypeInfo::new(ty, true, true, name));
+            }
         }
         v
     })
@@ -235,8 +243,7 @@ const NOT_DENSE: u32 = u32::MAX;
 
 /// The size of each dense predefined type by `handle - 0x200` (the C
 /// message path's lookup: one load), [`NOT_DENSE`] for the rest; built
-/// from the same tables as [`predefined_table`] (a test checks the two
-/// agree).
+/// from the ABI tables (a test checks it agrees with the engine's types).
 static DENSE_SIZES: [u32; 0x100] = dense_sizes();
 
 const fn dense_sizes() -> [u32; 0x100] {
@@ -342,136 +349,18 @@ pub fn count_arg(count: c_int) -> Res<usize> {
         .map_err(|_| MpiError::new(abi::ERR_COUNT, format!("negative count {count}")))
 }
 
-// ---------------------------------------------------------------- building
+// ------------------------------------------------------------ constructors
 
-/// Accumulates a type map.
-struct Builder {
-    blocks: Vec<Block>,
-    size: usize,
-    bounds: Option<(isize, isize, isize, isize)>, // lb, ub, true_lb, true_ub
-    align: usize,
-}
-
-fn overflow() -> MpiError {
-    MpiError::new(
-        abi::ERR_ARG,
-        "the datatype's displacements or size overflow",
-    )
-}
-
-impl Builder {
-    fn new() -> Self {
-        Builder {
-            blocks: Vec::new(),
-            size: 0,
-            bounds: None,
-            align: 1,
-        }
-    }
-
-    fn push_block(&mut self, off: isize, len: usize) -> Res {
-        if len == 0 {
-            return Ok(());
-        }
-        if let Some(last) = self.blocks.last_mut() {
-            if last.0.checked_add(last.1 as isize) == Some(off) {
-                last.1 += len;
-                return Ok(());
-            }
-        }
-        if self.blocks.len() >= MAX_BLOCKS {
-            return err(
-                abi::ERR_TYPE,
-                format!("the datatype's type map has more than {MAX_BLOCKS} blocks"),
-            );
-        }
-        self.blocks.push((off, len));
-        Ok(())
-    }
-
-    /// Adds `n` elements of `t`, the first at byte `disp`, the others one
-    /// extent apart.
-    fn add(&mut self, disp: isize, n: usize, t: &TypeInfo) -> Res {
-        if n == 0 {
-            return Ok(());
-        }
-        let ext = t.extent();
-        let span = (n as isize - 1).checked_mul(ext).ok_or_else(overflow)?;
-        let add = |a: isize, b: isize| a.checked_add(b).ok_or_else(overflow);
-        let (lo, hi) = (span.min(0), span.max(0));
-        let b = (
-            add(add(disp, t.lb)?, lo)?,
-            add(add(disp, t.ub)?, hi)?,
-            add(add(disp, t.true_lb)?, lo)?,
-            add(add(disp, t.true_ub)?, hi)?,
-        );
-        self.bounds = Some(match self.bounds {
-            None => b,
-            Some(o) => (o.0.min(b.0), o.1.max(b.1), o.2.min(b.2), o.3.max(b.3)),
-        });
-        self.size = n
-            .checked_mul(t.size)
-            .and_then(|s| s.checked_add(self.size))
-            .ok_or_else(overflow)?;
-        self.align = self.align.max(t.align);
-        match t.dense_offset() {
-            // A gapless element type: the n elements are one run.
-            Some(off) if t.size as isize == ext && t.size > 0 => {
-                self.push_block(add(disp, off)?, t.size * n)?;
-            }
-            _ => {
-                if n.saturating_mul(t.blocks.len())
-                    .saturating_add(self.blocks.len())
-                    > MAX_BLOCKS
-                    && t.blocks.len() > 1
-                {
-                    return err(
-                        abi::ERR_TYPE,
-                        format!("the datatype's type map has more than {MAX_BLOCKS} blocks"),
-                    );
-                }
-                for i in 0..n {
-                    let base = add(disp, (i as isize).checked_mul(ext).ok_or_else(overflow)?)?;
-                    for &(off, len) in &t.blocks {
-                        self.push_block(add(base, off)?, len)?;
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn finish(self, pad_to_align: bool) -> TypeInfo {
-        let (lb, mut ub, true_lb, true_ub) = self.bounds.unwrap_or((0, 0, 0, 0));
-        if pad_to_align {
-            let rem = (ub - lb).rem_euclid(self.align as isize);
-            if rem != 0 {
-                ub += self.align as isize - rem;
-            }
-        }
-        TypeInfo {
-            size: self.size,
-            lb,
-            ub,
-            true_lb,
-            true_ub,
-            align: self.align,
-            blocks: self.blocks,
-            predefined: false,
-            committed: AtomicBool::new(false),
-            name: Mutex::new(String::new()),
-        }
-    }
-}
-
-/// Stores a new type and writes its handle.
+/// Stores a new type (tagged with its handle, which user reduction
+/// functions are given) and writes its handle.
 ///
 /// # Safety
 /// `newtype` is valid for a write when not null.
-unsafe fn store(t: TypeInfo, newtype: *mut Datatype) -> Res {
+unsafe fn store(t: impl Into<CoreType>, committed: bool, newtype: *mut Datatype) -> Res {
     let p = out(newtype, "newtype")?;
+    let t = t.into();
     let h = TYPES
-        .insert(Arc::new(t))
+        .insert_with(|h| Arc::new(TypeInfo::new(t.with_handle(h), false, committed, "")))
         .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many datatypes"))?;
     // SAFETY: checked non-null; the caller's pointer.
     unsafe { p.write(Datatype(h)) };
@@ -498,37 +387,12 @@ fn blocklen(b: c_int) -> Res<usize> {
         .map_err(|_| MpiError::new(abi::ERR_ARG, format!("negative block length {b}")))
 }
 
-/// Builds a type from `(byte displacement, block length)` pairs of `old`.
-fn build(old: Datatype, parts: impl IntoIterator<Item = Res<(isize, usize)>>) -> Res<TypeInfo> {
-    let t = type_any(old)?;
-    let mut b = Builder::new();
-    for part in parts {
-        let (disp, n) = part?;
-        b.add(disp, n, &t)?;
-    }
-    Ok(b.finish(false))
+fn blocklens(bs: &[c_int]) -> Res<Vec<usize>> {
+    bs.iter().map(|&b| blocklen(b)).collect()
 }
 
-/// Refuses up front a vector of `count` blocks of `bl` elements of `old`
-/// whose type map would exceed [`MAX_BLOCKS`] (instead of building it).
-fn check_vector_size(count: usize, bl: usize, old: Datatype) -> Res {
-    let t = type_any(old)?;
-    let per_block = if t.dense_offset().is_some() {
-        1
-    } else {
-        bl.saturating_mul(t.blocks.len())
-    };
-    if bl > 0 && count.saturating_mul(per_block) > MAX_BLOCKS {
-        return err(
-            abi::ERR_TYPE,
-            format!("the datatype's type map would have more than {MAX_BLOCKS} blocks"),
-        );
-    }
-    Ok(())
-}
-
-fn scaled(i: isize, ext: isize) -> Res<isize> {
-    i.checked_mul(ext).ok_or_else(overflow)
+fn element_displacements(ds: &[c_int]) -> Vec<isize> {
+    ds.iter().map(|&d| d as isize).collect()
 }
 
 mpi_fn! {
@@ -567,7 +431,7 @@ mpi_fn! {
             out(extent, "extent")?;
             // SAFETY: the caller's pointers.
             unsafe {
-                put(lb, "lb", t.lb)?;
+                put(lb, "lb", t.ty.lower_bound())?;
                 put(extent, "extent", t.extent())
             }
         })
@@ -592,8 +456,8 @@ mpi_fn! {
             out(extent, "true_extent")?;
             // SAFETY: the caller's pointers.
             unsafe {
-                put(lb, "true_lb", t.true_lb)?;
-                put(extent, "true_extent", t.true_ub - t.true_lb)
+                put(lb, "true_lb", t.ty.true_lower_bound())?;
+                put(extent, "true_extent", t.ty.true_extent())
             }
         })
     }
@@ -614,9 +478,9 @@ mpi_fn! {
     fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, oldtype: Datatype, newtype: *mut Datatype) -> c_int {
         api("MPI_Type_contiguous", || {
             let n = count_arg(count)?;
-            let t = build(oldtype, [Ok((0, n))])?;
+            let t = UserDatatype::contiguous(n, &type_any(oldtype)?.ty)?;
             // SAFETY: the caller's handle pointer.
-            unsafe { store(t, newtype) }
+            unsafe { store(t, false, newtype) }
         })
     }
 
@@ -631,12 +495,9 @@ mpi_fn! {
         api("MPI_Type_vector", || {
             let n = count_arg(count)?;
             let bl = blocklen(blocklength)?;
-            check_vector_size(n, bl, oldtype)?;
-            let ext = type_any(oldtype)?.extent();
-            let step = scaled(stride as isize, ext)?;
-            let t = build(oldtype, (0..n).map(|i| Ok((scaled(i as isize, step)?, bl))))?;
+            let t = UserDatatype::vector(n, bl, stride as isize, &type_any(oldtype)?.ty)?;
             // SAFETY: the caller's handle pointer.
-            unsafe { store(t, newtype) }
+            unsafe { store(t, false, newtype) }
         })
     }
 
@@ -651,10 +512,9 @@ mpi_fn! {
         api("MPI_Type_create_hvector", || {
             let n = count_arg(count)?;
             let bl = blocklen(blocklength)?;
-            check_vector_size(n, bl, oldtype)?;
-            let t = build(oldtype, (0..n).map(|i| Ok((scaled(i as isize, stride)?, bl))))?;
+            let t = UserDatatype::heterogeneous_vector(n, bl, stride, &type_any(oldtype)?.ty)?;
             // SAFETY: the caller's handle pointer.
-            unsafe { store(t, newtype) }
+            unsafe { store(t, false, newtype) }
         })
     }
 
@@ -670,10 +530,10 @@ mpi_fn! {
             let n = count_arg(count)?;
             // SAFETY: MPI's contract: `count` entries each.
             let (bls, ds) = unsafe { (array(blocklengths, n, "blocklengths")?, array(displacements, n, "displacements")?) };
-            let ext = type_any(oldtype)?.extent();
-            let t = build(oldtype, bls.iter().zip(ds).map(|(&b, &d)| Ok((scaled(d as isize, ext)?, blocklen(b)?))))?;
+            let old = type_any(oldtype)?;
+            let t = UserDatatype::indexed(&blocklens(bls)?, &element_displacements(ds), &old.ty)?;
             // SAFETY: the caller's handle pointer.
-            unsafe { store(t, newtype) }
+            unsafe { store(t, false, newtype) }
         })
     }
 
@@ -689,9 +549,10 @@ mpi_fn! {
             let n = count_arg(count)?;
             // SAFETY: MPI's contract: `count` entries each.
             let (bls, ds) = unsafe { (array(blocklengths, n, "blocklengths")?, array(displacements, n, "displacements")?) };
-            let t = build(oldtype, bls.iter().zip(ds).map(|(&b, &d)| Ok((d, blocklen(b)?))))?;
+            let old = type_any(oldtype)?;
+            let t = UserDatatype::heterogeneous_indexed(&blocklens(bls)?, ds, &old.ty)?;
             // SAFETY: the caller's handle pointer.
-            unsafe { store(t, newtype) }
+            unsafe { store(t, false, newtype) }
         })
     }
 
@@ -708,10 +569,9 @@ mpi_fn! {
             let bl = blocklen(blocklength)?;
             // SAFETY: MPI's contract: `count` entries.
             let ds = unsafe { array(displacements, n, "displacements") }?;
-            let ext = type_any(oldtype)?.extent();
-            let t = build(oldtype, ds.iter().map(|&d| Ok((scaled(d as isize, ext)?, bl))))?;
+            let t = UserDatatype::indexed_block(bl, &element_displacements(ds), &type_any(oldtype)?.ty)?;
             // SAFETY: the caller's handle pointer.
-            unsafe { store(t, newtype) }
+            unsafe { store(t, false, newtype) }
         })
     }
 
@@ -728,9 +588,9 @@ mpi_fn! {
             let bl = blocklen(blocklength)?;
             // SAFETY: MPI's contract: `count` entries.
             let ds = unsafe { array(displacements, n, "displacements") }?;
-            let t = build(oldtype, ds.iter().map(|&d| Ok((d, bl))))?;
+            let t = UserDatatype::heterogeneous_indexed_block(bl, ds, &type_any(oldtype)?.ty)?;
             // SAFETY: the caller's handle pointer.
-            unsafe { store(t, newtype) }
+            unsafe { store(t, false, newtype) }
         })
     }
 
@@ -753,13 +613,10 @@ mpi_fn! {
                     array(types, n, "types")?,
                 )
             };
-            let mut b = Builder::new();
-            for i in 0..n {
-                let t = type_any(ts[i])?;
-                b.add(ds[i], blocklen(bls[i])?, &t)?;
-            }
+            let types = ts.iter().map(|&t| Ok(type_any(t)?.ty.clone())).collect::<Res<Vec<_>>>()?;
+            let t = UserDatatype::structured(&blocklens(bls)?, ds, &types)?;
             // SAFETY: the caller's handle pointer.
-            unsafe { store(b.finish(true), newtype) }
+            unsafe { store(t, false, newtype) }
         })
     }
 
@@ -771,13 +628,9 @@ mpi_fn! {
         newtype: *mut Datatype,
     ) -> c_int {
         api("MPI_Type_create_resized", || {
-            let mut t = (*type_any(oldtype)?).clone();
-            t.lb = lb;
-            t.ub = lb.checked_add(extent).ok_or_else(overflow)?;
-            t.predefined = false;
-            t.committed = AtomicBool::new(false);
+            let t = UserDatatype::resized(&type_any(oldtype)?.ty, lb, extent)?;
             // SAFETY: the caller's handle pointer.
-            unsafe { store(t, newtype) }
+            unsafe { store(t, false, newtype) }
         })
     }
 
@@ -785,11 +638,8 @@ mpi_fn! {
     fn MPI_Type_dup / PMPI_Type_dup(oldtype: Datatype, newtype: *mut Datatype) -> c_int {
         api("MPI_Type_dup", || {
             let old = type_any(oldtype)?;
-            let mut t = (*old).clone();
-            t.predefined = false;
-            t.committed = AtomicBool::new(old.is_committed());
             // SAFETY: the caller's handle pointer.
-            unsafe { store(t, newtype) }
+            unsafe { store(UserDatatype::dup(&old.ty), old.is_committed(), newtype) }
         })
     }
 
@@ -1001,9 +851,13 @@ unsafe fn extent_count(
     api(func, || {
         let t = type_any(datatype)?;
         let (names, l, e) = if true_ {
-            (("true_lb", "true_extent"), t.true_lb, t.true_ub - t.true_lb)
+            (
+                ("true_lb", "true_extent"),
+                t.ty.true_lower_bound(),
+                t.ty.true_extent(),
+            )
         } else {
-            (("lb", "extent"), t.lb, t.extent())
+            (("lb", "extent"), t.ty.lower_bound(), t.extent())
         };
         out(extent, names.1)?;
         // SAFETY: the caller's pointers.
@@ -1040,12 +894,32 @@ mod tests {
     }
 
     #[test]
+    fn engine_types_agree_with_the_abi_tables() {
+        assert_eq!(PREDEFINED_KINDS.len(), abi::PREDEFINED_TYPES.len());
+        for &(h, name, size, align) in abi::PREDEFINED_TYPES {
+            let ti = t(h);
+            assert_eq!(ti.name(), name);
+            assert_eq!((ti.size, ti.ty.alignment()), (size, align), "{name}");
+            assert_eq!(ti.ty.handle(), Some(h), "{name}");
+            let (blocks, extent) = match abi::PAIR_TYPES.iter().find(|p| p.0 == h) {
+                Some(&(_, b, e)) => (b.to_vec(), e),
+                None => (vec![(0, size)], size as isize),
+            };
+            assert_eq!(
+                (ti.ty.blocks(), ti.extent()),
+                (&blocks[..], extent),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
     fn predefined_sizes_and_pairs() {
         assert_eq!(t(0x209).size, 4); // MPI_INT
         assert_eq!(t(0x214).extent(), 8); // MPI_DOUBLE
         assert_eq!(t(0x229).size, 12); // MPI_DOUBLE_INT
         assert_eq!(t(0x229).extent(), 16);
-        assert_eq!(t(0x22c).blocks, vec![(0, 2), (4, 4)]); // MPI_SHORT_INT
+        assert_eq!(t(0x22c).ty.blocks(), &[(0, 2), (4, 4)]); // MPI_SHORT_INT
         assert!(t(0x22c).dense_offset().is_none());
         assert_eq!(t(0x209).dense_offset(), Some(0));
         assert_eq!(
@@ -1055,16 +929,27 @@ mod tests {
         assert_eq!(type_any(Datatype(0x211)).unwrap_err().class, abi::ERR_TYPE);
     }
 
+    /// A derived type through the entry point, as C makes it.
+    fn make(f: impl FnOnce(*mut Datatype) -> c_int) -> TypeRef {
+        let mut h = abi::DATATYPE_NULL;
+        assert_eq!(f(&mut h), abi::SUCCESS);
+        t(h.0)
+    }
+
     #[test]
     fn vector_map_bounds_and_packing() {
-        let int = t(0x209);
-        let mut b = Builder::new();
-        for i in 0..3 {
-            b.add(i * 5 * 4, 2, &int).unwrap(); // vector(3, 2, 5, INT)
-        }
-        let v = b.finish(false);
-        assert_eq!(v.blocks, vec![(0, 8), (20, 8), (40, 8)]);
-        assert_eq!((v.size, v.lb, v.ub), (24, 0, 48));
+        // SAFETY: a valid handle pointer.
+        let v = make(|p| unsafe { MPI_Type_vector(3, 2, 5, Datatype(0x209), p) });
+        assert_eq!(v.ty.blocks(), &[(0, 8), (20, 8), (40, 8)]);
+        assert_eq!(
+            (v.size, v.ty.lower_bound(), v.ty.upper_bound()),
+            (24, 0, 48)
+        );
+        assert!(!v.is_committed());
+        assert_eq!(
+            v.ty.handle().map(|h| type_any(Datatype(h)).is_ok()),
+            Some(true)
+        );
         let src: Vec<i32> = (0..15).collect();
         let mut packed = vec![0u8; 24];
         // SAFETY: src holds the 12 ints of the type map's reach.
@@ -1085,25 +970,40 @@ mod tests {
 
     #[test]
     fn struct_extent_is_padded_and_negative_strides_work() {
-        let (int, dbl, ch) = (t(0x209), t(0x214), t(0x243));
-        let mut b = Builder::new();
-        b.add(0, 1, &int).unwrap();
-        b.add(8, 1, &dbl).unwrap();
-        b.add(16, 1, &ch).unwrap();
-        let s = b.finish(true);
-        assert_eq!((s.size, s.lb, s.ub), (13, 0, 24));
-        assert_eq!(s.blocks, vec![(0, 4), (8, 9)]);
+        let (bl, ds, ts) = (
+            [1, 1, 1],
+            [0isize, 8, 16],
+            [0x209, 0x214, 0x243].map(Datatype),
+        );
+        // SAFETY: three entries each; a valid handle pointer.
+        let s = make(|p| unsafe {
+            MPI_Type_create_struct(3, bl.as_ptr(), ds.as_ptr(), ts.as_ptr(), p)
+        });
+        assert_eq!(
+            (s.size, s.ty.lower_bound(), s.ty.upper_bound()),
+            (13, 0, 24)
+        );
+        assert_eq!(s.ty.blocks(), &[(0, 4), (8, 9)]);
         // hvector(2, 1, -8, DOUBLE): elements at 0 and -8.
-        let mut b = Builder::new();
-        b.add(0, 1, &dbl).unwrap();
-        b.add(-8, 1, &dbl).unwrap();
-        let h = b.finish(false);
-        assert_eq!((h.lb, h.ub, h.extent()), (-8, 8, 16));
-        assert_eq!(h.blocks, vec![(0, 8), (-8, 8)]);
+        // SAFETY: a valid handle pointer.
+        let h = make(|p| unsafe { MPI_Type_create_hvector(2, 1, -8, Datatype(0x214), p) });
+        assert_eq!(
+            (h.ty.lower_bound(), h.ty.upper_bound(), h.extent()),
+            (-8, 8, 16)
+        );
+        assert_eq!(h.ty.blocks(), &[(0, 8), (-8, 8)]);
         // Contiguous of a gapless type merges into one block.
-        let mut b = Builder::new();
-        b.add(0, 1000, &int).unwrap();
-        assert_eq!(b.finish(false).blocks, vec![(0, 4000)]);
+        // SAFETY: a valid handle pointer.
+        let c = make(|p| unsafe { MPI_Type_contiguous(1000, Datatype(0x209), p) });
+        assert_eq!(c.ty.blocks(), &[(0, 4000)]);
+        // A dup of a committed type is committed, a resized one is not.
+        // SAFETY: valid handle pointers.
+        let d = make(|p| unsafe { MPI_Type_dup(Datatype(0x209), p) });
+        assert!(d.is_committed() && !d.predefined);
+        // SAFETY: a valid handle pointer.
+        let r = make(|p| unsafe { MPI_Type_create_resized(Datatype(0x209), -4, 16, p) });
+        assert!(!r.is_committed());
+        assert_eq!((r.ty.lower_bound(), r.extent()), (-4, 16));
     }
 
     #[test]
@@ -1115,7 +1015,11 @@ mod tests {
         );
         assert!(int.check_buffer(std::ptr::null(), 0).is_ok());
         assert_eq!(int.bytes(usize::MAX / 2).unwrap_err().class, abi::ERR_COUNT);
-        let mut b = Builder::new();
-        assert!(b.add(isize::MAX - 2, 2, &int).is_err());
+        // (Through the entry points an error would call the error handler,
+        // fatal before MPI_Init; the classes come from the engine's errors.)
+        let e = UserDatatype::heterogeneous_vector(2, 2, isize::MAX - 2, &int.ty).unwrap_err();
+        assert_eq!(MpiError::from(e).class, abi::ERR_ARG);
+        let e = UserDatatype::vector(1 << 30, 1, 2, &t(0x22c).ty).unwrap_err();
+        assert_eq!(MpiError::from(e).class, abi::ERR_TYPE);
     }
 }

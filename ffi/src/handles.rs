@@ -45,6 +45,7 @@ pub const KIND_TYPE: usize = 3;
 pub const KIND_REQUEST: usize = 4;
 pub const KIND_ERRHANDLER: usize = 5;
 pub const KIND_MESSAGE: usize = 6;
+pub const KIND_OP: usize = 7;
 
 enum Slot<T> {
     Free,

@@ -15,6 +15,7 @@
 //! * [`env`](mod@env): init, finalize, clocks, versions, `MPI_Alloc_mem`;
 //! * [`comm`]: communicators and groups;
 //! * [`datatype`]: predefined and derived datatypes, packing;
+//! * [`op`]: reduction operations, `MPI_Reduce_local`;
 //! * [`p2p`]: sends, receives, probes;
 //! * [`request`]: waiting and testing;
 //! * [`opi`]: ownership passing (`OPI_*`, `include/opi.h`);
@@ -75,6 +76,7 @@ pub mod datatype;
 pub mod env;
 pub mod errors;
 pub mod handles;
+pub mod op;
 pub mod opi;
 pub mod p2p;
 pub mod request;

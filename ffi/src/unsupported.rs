@@ -786,10 +786,6 @@ refused! {
         sendcounts: *const Count, sdispls: *const Aint, sendtypes: *const Datatype,
         recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Aint,
         recvtypes: *const Datatype, comm: Comm, info: Info, request: *mut Request) => comm;
-    MPI_Op_commutative / PMPI_Op_commutative(op: Op, commute: *mut c_int) => world;
-    MPI_Op_create / PMPI_Op_create(user_fn: Callback, commute: c_int, op: *mut Op) => world;
-    MPI_Op_create_c / PMPI_Op_create_c(user_fn: Callback, commute: c_int, op: *mut Op) => world;
-    MPI_Op_free / PMPI_Op_free(op: *mut Op) => world;
     MPI_Open_port / PMPI_Open_port(info: Info, port_name: *mut c_char) => world;
     MPI_Pack_c / PMPI_Pack_c(inbuf: *const c_void, incount: Count, datatype: Datatype,
         outbuf: *mut c_void, outsize: Count, position: *mut Count, comm: Comm) => comm;
@@ -853,10 +849,6 @@ refused! {
     MPI_Reduce_init_c / PMPI_Reduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void,
         count: Count, datatype: Datatype, op: Op, root: c_int, comm: Comm, info: Info,
         request: *mut Request) => comm;
-    MPI_Reduce_local / PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int,
-        datatype: Datatype, op: Op) => world;
-    MPI_Reduce_local_c / PMPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void,
-        count: Count, datatype: Datatype, op: Op) => world;
     MPI_Reduce_scatter / PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void,
         recvcounts: *const c_int, datatype: Datatype, op: Op, comm: Comm) => comm;
     MPI_Reduce_scatter_c / PMPI_Reduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void,

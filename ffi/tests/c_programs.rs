@@ -25,6 +25,7 @@ const TESTS: &[(&str, fn())] = &[
         "derived_datatypes_pack_correctly",
         derived_datatypes_pack_correctly,
     ),
+    ("reduce_local_every_op", reduce_local_every_op),
     ("ownership_passing_in_c", ownership_passing_in_c),
     ("communicators_and_groups", communicators_and_groups),
     (
@@ -253,6 +254,10 @@ fn wildcards_status_and_requests() {
 
 fn derived_datatypes_pack_correctly() {
     build_and_run("tests/datatypes.c", "datatypes", 2);
+}
+
+fn reduce_local_every_op() {
+    build_and_run("tests/reduce_local.c", "reduce_local", 2);
 }
 
 fn ownership_passing_in_c() {

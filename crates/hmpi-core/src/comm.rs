@@ -55,7 +55,7 @@ use crate::group::Group;
 use crate::point_to_point::{AnyProcess, Process};
 use crate::raw::{self, Traffic};
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The world's context id.
 const WORLD_ID: u32 = 0;
@@ -69,6 +69,7 @@ const TAG_REDUCE: i32 = 1;
 const TAG_BCAST: i32 = 2;
 const TAG_GATHER: i32 = 3;
 const TAG_GATHER_BCAST: i32 = 4;
+const TAG_COLL_SETUP: i32 = 5;
 
 /// Context ids claimed by communicators this process belongs to (besides
 /// the world's and self's).
@@ -116,6 +117,9 @@ struct Inner {
     /// and its duplicates): ranks pass between the two unchanged, so the
     /// message path reads no table.
     identity: bool,
+    /// The shared state of its collectives, set up at the first one
+    /// (absent for a communicator of one).
+    coll: OnceLock<crate::collective::Coll>,
 }
 
 /// Whether every member's communicator rank is its world rank.
@@ -156,6 +160,7 @@ impl SimpleCommunicator {
                 group,
                 rank,
                 from_world: from_world.into(),
+                coll: OnceLock::new(),
             }),
         })
     }
@@ -190,6 +195,7 @@ impl SimpleCommunicator {
                 group: g,
                 rank: 0,
                 from_world: from_world.into(),
+                coll: OnceLock::new(),
             }),
         }
     }
@@ -299,11 +305,33 @@ impl SimpleCommunicator {
         }
     }
 
-    fn send_internal(&self, buf: &[u8], rank: i32, tag: i32) -> Result<()> {
+    /// The collective state of this communicator (`None` for a
+    /// communicator of one member, whose collectives are local copies),
+    /// set up at the first call: collective over the members, like every
+    /// collective.
+    pub fn coll(&self) -> Result<Option<&crate::collective::Coll>> {
+        if self.inner.group.size() <= 1 {
+            return Ok(None);
+        }
+        if let Some(c) = self.inner.coll.get() {
+            return Ok(Some(c));
+        }
+        let c = crate::collective::setup(self, TAG_COLL_SETUP)?;
+        // Collectives on one communicator are never concurrent (MPI's
+        // rule), so nobody else set it meanwhile.
+        let _ = self.inner.coll.set(c);
+        self.inner
+            .coll
+            .get()
+            .map(Some)
+            .ok_or_else(|| Error::Internal("collective state lost".into()))
+    }
+
+    pub(crate) fn send_internal(&self, buf: &[u8], rank: i32, tag: i32) -> Result<()> {
         raw::send_on(self, Traffic::Internal, buf, rank, tag)
     }
 
-    fn recv_internal(&self, buf: &mut [u8], rank: i32, tag: i32) -> Result<()> {
+    pub(crate) fn recv_internal(&self, buf: &mut [u8], rank: i32, tag: i32) -> Result<()> {
         let st = raw::recv_on(self, Traffic::Internal, buf, rank, tag)?.into_result()?;
         if st.count != buf.len() as u64 {
             return Err(Error::Internal(format!(
@@ -396,9 +424,9 @@ impl SimpleCommunicator {
         }
     }
 
-    /// A barrier over this communicator's members (internal context).
+    /// A barrier over this communicator's members (on the shared heap).
     fn barrier_impl(&self) -> Result<()> {
-        self.allreduce_u32(0, u32::max).map(drop)
+        crate::collective::raw::barrier(self, crate::collective::raw::Mode::Block).map(drop)
     }
 
     fn split_impl(&self, color: Option<u32>, key: i32) -> Result<Option<SimpleCommunicator>> {

@@ -33,6 +33,13 @@ pub enum Error {
         /// The size of the communicator or group.
         size: i32,
     },
+    /// `MPI_ERR_ROOT`: a collective's root outside the communicator.
+    Root {
+        /// The root given.
+        root: i32,
+        /// The size of the communicator.
+        size: i32,
+    },
     /// `MPI_ERR_TAG`: a tag outside `0..=TAG_UB` (or `ANY_TAG` on a send).
     Tag {
         /// The tag given.
@@ -74,6 +81,32 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// `MPI_ERR_ARG`: an argument is out of range (a negative length, a
+    /// displacement or size that overflows, a subarray outside its array).
+    Arg {
+        /// What is wrong.
+        reason: String,
+    },
+    /// `MPI_ERR_BUFFER`: a buffer does not hold what the datatype and count
+    /// reach.
+    Buffer {
+        /// What is wrong.
+        reason: String,
+    },
+    /// `MPI_ERR_OP`: the reduction operation cannot be applied (for
+    /// example, `max` on a complex type, or a freed user operation).
+    Op {
+        /// What is wrong.
+        reason: String,
+    },
+    /// `MPI_ERR_COUNT`: `count` elements of `element_size` bytes are more
+    /// bytes than an address can span.
+    TooLarge {
+        /// The count given.
+        count: u64,
+        /// The size of one element in bytes.
+        element_size: usize,
+    },
     /// `MPI_ERR_NO_MEM` and friends: the shared heap failed (not attached,
     /// exhausted, bad configuration).
     Heap(shmheap::Error),
@@ -98,6 +131,9 @@ impl fmt::Display for Error {
                 f,
                 "invalid rank {rank}: the communicator or group has {size} ranks"
             ),
+            Error::Root { root, size } => {
+                write!(f, "invalid root {root}: the communicator has {size} ranks")
+            }
             Error::Tag { tag } => write!(
                 f,
                 "invalid tag {tag}: tags are 0..={} (ANY_TAG only on receives)",
@@ -134,6 +170,13 @@ impl fmt::Display for Error {
             Error::Comm { reason } => write!(f, "invalid communicator: {reason}"),
             Error::Group { reason } => write!(f, "invalid group: {reason}"),
             Error::Type { reason } => write!(f, "invalid datatype: {reason}"),
+            Error::Arg { reason } => write!(f, "invalid argument: {reason}"),
+            Error::Buffer { reason } => write!(f, "invalid buffer: {reason}"),
+            Error::Op { reason } => write!(f, "invalid operation: {reason}"),
+            Error::TooLarge {
+                count,
+                element_size,
+            } => write!(f, "{count} elements of {element_size} bytes overflow"),
             Error::Heap(e) => write!(f, "shared heap: {e}"),
             Error::Engine(e) => write!(f, "engine: {e}"),
             Error::AlreadyInitialized => {

@@ -6,6 +6,8 @@
 //! * [`comm`]: communicators ([`SimpleCommunicator`], the [`traits::Communicator`]
 //!   trait): world, self, `duplicate`, `split`, `split_shared`;
 //! * [`group`]: [`Group`] and its set operations;
+//! * [`collective`]: every collective on the shared heap (rsmpi's
+//!   `CommunicatorCollectives` and `Root`), blocking and nonblocking;
 //! * [`point_to_point`]: typed sends and receives through
 //!   [`Process`](point_to_point::Process) and
 //!   [`AnyProcess`](point_to_point::AnyProcess), [`Status`];
@@ -13,7 +15,10 @@
 //! * [`raw`]: the same semantics on byte buffers and raw memory (argument
 //!   checks, routing, the engine's requests), which the typed API, ownership
 //!   passing and the C interface share;
-//! * [`datatype`]: which types travel ([`traits::Equivalence`]);
+//! * [`datatype`]: which types travel ([`traits::Equivalence`], and
+//!   `#[derive(Equivalence)]`), MPI datatypes ([`datatype::Datatype`],
+//!   [`datatype::UserDatatype`]) and packing;
+//! * [`op`]: reduction operations and [`op::reduce_local`];
 //! * [`error`]: [`Error`] (MPI's error classes) and [`Result`];
 //! * [`launch`]: the launcher as a library ([`launch::Launcher`]), used by
 //!   the `hmpirun` binary and by multi-process tests and benchmarks;
@@ -52,6 +57,7 @@
 
 #![warn(missing_docs)]
 
+pub mod collective;
 pub mod comm;
 pub mod datatype;
 pub mod env;
@@ -59,6 +65,7 @@ pub mod environment;
 pub mod error;
 pub mod group;
 pub mod launch;
+pub mod op;
 pub mod point_to_point;
 pub mod raw;
 pub mod request;
@@ -76,6 +83,7 @@ pub use vci::{ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB};
 /// The traits that carry the operations (rsmpi's `mpi::traits`): bring them
 /// into scope with `use hmpi_core::traits::*`.
 pub mod traits {
+    pub use crate::collective::{CommunicatorCollectives, Root};
     pub use crate::comm::Communicator;
     pub use crate::datatype::{Buffer, BufferMut, Equivalence};
     pub use crate::point_to_point::{Destination, Source};
@@ -92,6 +100,8 @@ pub mod prelude {
         TAG_UB,
     };
 
+    pub use crate::collective::{Partition, PartitionMut};
+    pub use crate::op::{SystemOperation, UserOperation};
     pub use crate::point_to_point::{
         send_receive, send_receive_into, send_receive_into_with_tags, send_receive_replace_into,
         send_receive_replace_into_with_tags, send_receive_with_tags, Message,

@@ -206,6 +206,11 @@ impl<'a> Process<'a> {
     pub fn rank(&self) -> i32 {
         self.rank
     }
+
+    /// The communicator it is a process of.
+    pub fn comm(&self) -> &'a SimpleCommunicator {
+        self.comm
+    }
 }
 
 /// Every process of a communicator, as the source of a receive

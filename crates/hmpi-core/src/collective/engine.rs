@@ -1,0 +1,1441 @@
+//! The collective algorithms on bytes, over one communicator's shared
+//! block (see [`super::shared`]).
+//!
+//! Every algorithm is flat: each member publishes what it contributes in
+//! its own slot (inline when it is small, else the address of its buffer
+//! in the node heap) and reads what it needs straight from the others'
+//! slots or buffers. So each byte is copied once, from where it is to
+//! where it is wanted, and a member waits only on words that one other
+//! member writes — no locks, no message queues.
+//!
+//! * Small contributions (up to [`INLINE`] bytes) are copied into the
+//!   slot, so the caller may return (and reuse its buffer) as soon as it
+//!   has read what it needs.
+//! * Larger ones are read in place: the owner waits, before it returns,
+//!   until every reader is `done`. A buffer outside the node heap (the
+//!   stack, a static, memory from before the heap) is first copied into a
+//!   staging buffer in the heap.
+//! * Reductions combine in rank order, whatever the size: every element
+//!   is `in_0 op (in_1 op (… op in_{n-1}))`, so results are the same on
+//!   every member and in every run, and non-commutative operations get
+//!   MPI's order. Large vectors are split into one slice per member; each
+//!   member reduces its slice straight from the others' buffers, then (for
+//!   allreduce) copies the others' slices from their results.
+//!
+//! Every algorithm is written once, as a future: its waits are the
+//! points where it cannot go on until another member has published
+//! something. A blocking call runs it to the end at once ([`block_on`],
+//! which sleeps on the word the algorithm waits for); a nonblocking call
+//! keeps it in its request and moves it on whenever the request is tested
+//! or waited for. The epoch is taken when the call is made, so nonblocking
+//! collectives keep the order in which they were started, whatever order
+//! they are completed in.
+//!
+//! Callers (the typed API, the C library) check arguments first; these
+//! functions trust them.
+
+use super::shared::{Block, SeqWord, INLINE};
+use crate::error::{Error, Result};
+use std::alloc::{GlobalAlloc, Layout};
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+/// How a reduction combines elements.
+pub trait Combine: Sync {
+    /// Bytes of one element (the slices given to [`Combine::apply`] hold
+    /// whole elements).
+    fn element_size(&self) -> usize;
+    /// `inout[i] = input[i] op inout[i]` for every element; `input` and
+    /// `inout` do not overlap.
+    fn apply(&self, input: &[u8], inout: &mut [u8]);
+}
+
+// ------------------------------------------------------------- waiting
+
+thread_local! {
+    /// The word (and epoch) the last poll of an algorithm stopped at, for
+    /// [`block_on`] to sleep on.
+    static PARKED: Cell<Option<(*const SeqWord, u32)>> = const { Cell::new(None) };
+}
+
+/// A wait for `word` to reach epoch `e`.
+struct Until<'a> {
+    word: &'a SeqWord,
+    e: u32,
+}
+
+impl Future for Until<'_> {
+    type Output = ();
+    #[inline]
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        if self.word.is_at(self.e) {
+            Poll::Ready(())
+        } else {
+            PARKED.with(|p| p.set(Some((self.word, self.e))));
+            Poll::Pending
+        }
+    }
+}
+
+#[inline]
+fn until(word: &SeqWord, e: u32) -> Until<'_> {
+    Until { word, e }
+}
+
+/// A wait for this process's own counter `word` to reach epoch `e` (an
+/// earlier collective in flight finishing): nothing to sleep on, the
+/// progress pass that polls the earlier one first moves it.
+struct LocalUntil<'a> {
+    word: &'a AtomicU32,
+    e: u32,
+}
+
+impl Future for LocalUntil<'_> {
+    type Output = ();
+    #[inline]
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        // Relaxed: the counter is this process's own (see `Coll::finish`).
+        if reached(self.word.load(Ordering::Relaxed), self.e) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// Whether epoch `v` is at or past `e` (wrapping, 31 bits).
+#[inline]
+fn reached(v: u32, e: u32) -> bool {
+    v.wrapping_sub(e) & EPOCHS < 1 << 30
+}
+
+/// Runs a collective to its end: polls it, and while it waits, waits on
+/// the word it stopped at (spin, yield, then sleep).
+pub fn block_on<F: Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        if let Some((w, e)) = PARKED.with(Cell::take) {
+            // SAFETY: the word belongs to a block the pending future holds
+            // (through its collective state), so it is live here.
+            unsafe { &*w }.wait(e);
+        }
+    }
+}
+
+/// Polls a collective once: `Some` when it has finished.
+pub fn poll_once<F: Future + ?Sized>(f: Pin<&mut F>) -> Option<F::Output> {
+    poll_parked(f).0
+}
+
+/// Polls once; when the future is still waiting, also says for what.
+fn poll_parked<F: Future + ?Sized>(
+    f: Pin<&mut F>,
+) -> (Option<F::Output>, Option<(*const SeqWord, u32)>) {
+    let mut cx = Context::from_waker(Waker::noop());
+    let r = f.poll(&mut cx);
+    let parked = PARKED.with(Cell::take);
+    match r {
+        Poll::Ready(v) => (Some(v), None),
+        Poll::Pending => (None, parked),
+    }
+}
+
+/// A collective that a nonblocking call started, kept by its
+/// communicator's state until it finishes.
+pub struct Op {
+    state: Mutex<OpState>,
+}
+
+enum OpState {
+    Running(Pin<Box<dyn Future<Output = Result<()>> + Send>>),
+    Finished(Option<Result<()>>),
+}
+
+impl std::fmt::Debug for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.is_finished() {
+            "Op(finished)"
+        } else {
+            "Op(running)"
+        })
+    }
+}
+
+impl Op {
+    fn lock(&self) -> std::sync::MutexGuard<'_, OpState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the collective has finished (its result may already have
+    /// been taken).
+    pub fn is_finished(&self) -> bool {
+        matches!(*self.lock(), OpState::Finished(_))
+    }
+
+    /// The result, once (later calls: `Ok`).
+    fn take_result(&self) -> Option<Result<()>> {
+        match &mut *self.lock() {
+            OpState::Finished(r) => Some(r.take().unwrap_or(Ok(()))),
+            OpState::Running(_) => None,
+        }
+    }
+}
+
+// ------------------------------------------------------------- staging
+
+/// A buffer in this rank's arena of the node heap, for contributions whose
+/// own memory the others cannot read.
+#[derive(Debug, Default)]
+struct Staging {
+    ptr: usize,
+    cap: usize,
+}
+
+const STAGING_ALIGN: usize = 64;
+
+impl Staging {
+    /// At least `len` bytes of heap memory (kept for the next call).
+    fn get(&mut self, len: usize) -> Result<usize> {
+        if len > self.cap {
+            self.release();
+            let cap = len.next_power_of_two().max(4096);
+            let l = Layout::from_size_align(cap, STAGING_ALIGN)
+                .map_err(|e| Error::Internal(e.to_string()))?;
+            self.ptr = shmheap::ShmHeap::new().try_alloc(l)?.as_ptr() as usize;
+            self.cap = cap;
+        }
+        Ok(self.ptr)
+    }
+
+    fn release(&mut self) {
+        if self.cap > 0 {
+            if let Ok(l) = Layout::from_size_align(self.cap, STAGING_ALIGN) {
+                // SAFETY: allocated by `ShmHeap` with this layout in `get`.
+                unsafe { shmheap::ShmHeap::new().dealloc(self.ptr as *mut u8, l) };
+            }
+            self.cap = 0;
+        }
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// Staging buffers borrowed from a [`Coll`] for one collective, returned
+/// when it ends (an overlapping nonblocking collective gets its own).
+struct Borrowed<'a> {
+    coll: &'a Coll,
+    bufs: [Staging; 2],
+}
+
+impl Drop for Borrowed<'_> {
+    fn drop(&mut self) {
+        let mut kept = self.coll.staging();
+        for (k, b) in kept.iter_mut().zip(&mut self.bufs) {
+            if b.cap > k.cap {
+                std::mem::swap(k, b);
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------- the state
+
+/// One member's state for one communicator's collectives.
+pub struct Coll {
+    /// Nonblocking collectives in flight, in the order they were started.
+    /// First field: dropped before the block and the staging buffers that
+    /// the futures borrow.
+    pending: Mutex<Vec<Arc<Op>>>,
+    /// `pending.len()`, readable without the lock (blocking collectives
+    /// take a shorter way when it is zero).
+    npending: AtomicUsize,
+    block: Block,
+    rank: u32,
+    size: u32,
+    /// The last epoch taken.
+    epoch: AtomicU32,
+    /// The latest epoch seen published by each member (a cache of their
+    /// `arrive` words, so that the check at the start of a collective
+    /// rarely reads them).
+    seen: Box<[AtomicU32]>,
+    /// The latest epoch seen finished by each member (a cache of their
+    /// `done` words).
+    seen_done: Box<[AtomicU32]>,
+    /// The last epoch this member finished (in order).
+    finished: AtomicU32,
+    /// Staging buffers kept between calls.
+    staging: Mutex<[Staging; 2]>,
+}
+
+impl std::fmt::Debug for Coll {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Coll")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("epoch", &self.epoch)
+            .field("in_flight", &self.npending)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The byte range of member `r`'s slice of `count` elements of `es` bytes.
+#[inline]
+fn slice_of(count: usize, es: usize, size: u32, r: u32) -> (usize, usize) {
+    let (n, r) = (size as usize, r as usize);
+    let lo = count * r / n;
+    let hi = count * (r + 1) / n;
+    (lo * es, hi * es)
+}
+
+/// Epochs are 31 bits (the top bit of a sequence word is its sleeper mark).
+const EPOCHS: u32 = 0x7fff_ffff;
+
+#[inline]
+fn at(a: usize) -> *mut u8 {
+    a as *mut u8
+}
+
+impl Coll {
+    /// The state of member `rank` over `block`.
+    pub(crate) fn new(block: Block, rank: u32, size: u32) -> Coll {
+        Coll {
+            pending: Mutex::new(Vec::new()),
+            npending: AtomicUsize::new(0),
+            block,
+            rank,
+            size,
+            epoch: AtomicU32::new(0),
+            seen: (0..size).map(|_| AtomicU32::new(0)).collect(),
+            seen_done: (0..size).map(|_| AtomicU32::new(0)).collect(),
+            finished: AtomicU32::new(0),
+            staging: Mutex::new([Staging::default(), Staging::default()]),
+        }
+    }
+
+    /// Starts `f` as a nonblocking collective: polls it once (so that it
+    /// publishes its contribution now if it can) and keeps it with the
+    /// others in flight, which every test, wait and later collective on
+    /// this communicator moves on.
+    ///
+    /// # Safety
+    /// Everything `f` borrows (buffers, count arrays, the operation) stays
+    /// valid until [`Coll::wait`] or [`Coll::test`] has reported it
+    /// finished — or until this state is dropped.
+    pub unsafe fn start<'a>(&'a self, f: impl Future<Output = Result<()>> + Send + 'a) -> Arc<Op> {
+        let b: Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>> = Box::pin(f);
+        // SAFETY: only the lifetime changes. The future lives in
+        // `self.pending` until it finishes (or `self` drops it first of
+        // its fields, while the block and staging it borrows from `self`
+        // are alive), and the caller keeps everything else it borrows.
+        let b: Pin<Box<dyn Future<Output = Result<()>> + Send + 'static>> =
+            unsafe { std::mem::transmute(b) };
+        let op = Arc::new(Op {
+            state: Mutex::new(OpState::Running(b)),
+        });
+        {
+            let mut list = self.pending_list();
+            list.push(op.clone());
+            // Relaxed: read by this process's own collective calls, which
+            // MPI orders.
+            self.npending.store(list.len(), Ordering::Relaxed);
+        }
+        self.progress();
+        op
+    }
+
+    fn pending_list(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Op>>> {
+        // A panic in a poll leaves the list as it was.
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Moves every collective in flight on, in the order they started;
+    /// says what the first unfinished one waits for.
+    fn progress(&self) -> Option<(*const SeqWord, u32)> {
+        let mut list = self.pending_list();
+        let mut park = None;
+        list.retain(|op| {
+            let mut st = op.lock();
+            let OpState::Running(f) = &mut *st else {
+                return false;
+            };
+            match poll_parked(f.as_mut()) {
+                (Some(r), _) => {
+                    *st = OpState::Finished(Some(r));
+                    false
+                }
+                (None, p) => {
+                    park = park.or(p);
+                    true
+                }
+            }
+        });
+        // Relaxed: as in `start`.
+        self.npending.store(list.len(), Ordering::Relaxed);
+        park
+    }
+
+    /// Whether `op` has finished (moving every collective in flight on):
+    /// its result the first time it says so.
+    pub fn test(&self, op: &Op) -> Option<Result<()>> {
+        if !op.is_finished() {
+            self.progress();
+        }
+        op.take_result()
+    }
+
+    /// Waits until `op` has finished, moving every collective in flight
+    /// on meanwhile.
+    pub fn wait(&self, op: &Op) -> Result<()> {
+        loop {
+            let park = if op.is_finished() {
+                None
+            } else {
+                self.progress()
+            };
+            if let Some(r) = op.take_result() {
+                return r;
+            }
+            if let Some((w, e)) = park {
+                // SAFETY: the word is in this state's block, alive here.
+                // Everything started before the op that waits on it has
+                // published, so only other members can move it.
+                unsafe { &*w }.wait(e);
+            }
+        }
+    }
+
+    /// Runs a blocking collective: at once when nothing is in flight,
+    /// else behind the collectives in flight.
+    pub(crate) fn run<'a>(&'a self, f: impl Future<Output = Result<()>> + Send + 'a) -> Result<()> {
+        // Relaxed: as in `start`.
+        if self.npending.load(Ordering::Relaxed) == 0 {
+            return block_on(f);
+        }
+        // SAFETY: `f` borrows only what this call's caller keeps until it
+        // returns, and `wait` returns only when `f` has finished.
+        let op = unsafe { self.start(f) };
+        self.wait(&op)
+    }
+
+    /// This member's rank and the number of members.
+    pub fn rank_and_size(&self) -> (u32, u32) {
+        (self.rank, self.size)
+    }
+
+    fn staging(&self) -> std::sync::MutexGuard<'_, [Staging; 2]> {
+        // A panic while staging leaves only a buffer behind: still usable.
+        self.staging.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn borrow_staging(&self) -> Borrowed<'_> {
+        let bufs = std::mem::take(&mut *self.staging());
+        Borrowed { coll: self, bufs }
+    }
+
+    /// Takes the next epoch (when the collective is called, so epochs
+    /// follow the calls' order).
+    fn next_epoch(&self) -> u32 {
+        // Relaxed: the counter is this process's own; collectives on one
+        // communicator are called in one order (MPI's rule), not
+        // concurrently.
+        let e = self.epoch.load(Ordering::Relaxed).wrapping_add(1) & EPOCHS;
+        self.epoch.store(e, Ordering::Relaxed);
+        e
+    }
+
+    /// Waits until every member, this one included, has finished the
+    /// epoch before the previous one (whose phase epoch `e` reuses).
+    async fn begin(&self, e: u32) {
+        let prev = e.wrapping_sub(2) & EPOCHS;
+        LocalUntil {
+            word: &self.finished,
+            e: prev,
+        }
+        .await;
+        for r in self.others() {
+            let seen = &self.seen_done[r as usize];
+            // Relaxed: a local cache of an epoch already acquired below.
+            if !reached(seen.load(Ordering::Relaxed), prev) {
+                let done = &self.block.slot(r).progress.done;
+                until(done, prev).await;
+                seen.store(done.epoch(), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Says that this member has finished reading what others published
+    /// for epoch `e` (and is done with theirs): in epoch order, so a `done`
+    /// word at `e` means every earlier epoch is finished too. Once per
+    /// epoch; a second call returns at once.
+    async fn finish(&self, e: u32) {
+        // Relaxed: this process's own counter (its threads see it under
+        // the pending list's lock or in one blocking call).
+        if reached(self.finished.load(Ordering::Relaxed), e) {
+            return;
+        }
+        LocalUntil {
+            word: &self.finished,
+            e: e.wrapping_sub(1) & EPOCHS,
+        }
+        .await;
+        self.block.slot(self.rank).progress.done.publish(e);
+        self.finished.store(e, Ordering::Relaxed);
+    }
+
+    /// The end of epoch `e`'s collective: finished, with success.
+    async fn end(&self, e: u32) -> Result<()> {
+        self.finish(e).await;
+        Ok(())
+    }
+
+    /// An error if a member among the first `upto` contributed other than
+    /// `len` bytes in epoch `e` (after they all arrived).
+    fn same_lengths(&self, e: u32, len: usize, upto: u32) -> Option<Error> {
+        let mut bad = None;
+        for r in (0..upto).filter(|&r| r != self.rank) {
+            self.expect(r, e, len, &mut bad);
+        }
+        bad
+    }
+
+    /// The end of epoch `e`'s collective: finished, with `bad` if a member's
+    /// contribution did not have the length this one expected.
+    async fn end_with(&self, e: u32, bad: Option<Error>) -> Result<()> {
+        self.finish(e).await;
+        bad.map_or(Ok(()), Err)
+    }
+
+    /// How many of the `want` bytes expected from member `r` in epoch `e`
+    /// to read; notes a mismatch in `bad` (counts or datatypes that do not
+    /// match across members: MPI leaves it undefined, here it is an error
+    /// and nothing is read past what the member published).
+    fn expect(&self, r: u32, e: u32, want: usize, bad: &mut Option<Error>) -> usize {
+        let got = self.len_of(r, e);
+        if got != want && bad.is_none() {
+            *bad = Some(Error::Arg {
+                reason: format!(
+                    "rank {r} contributed {got} bytes to a collective where this rank \
+                     expected {want} (counts or datatypes differ between ranks)"
+                ),
+            });
+        }
+        got.min(want)
+    }
+
+    fn others(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.size).filter(move |&r| r != self.rank)
+    }
+
+    /// Waits until member `r` has published epoch `e`.
+    #[inline]
+    async fn arrived(&self, r: u32, e: u32) {
+        let seen = &self.seen[r as usize];
+        // Relaxed: a local cache of an epoch already acquired below.
+        if reached(seen.load(Ordering::Relaxed), e) {
+            return;
+        }
+        until(&self.block.slot(r).phase[(e & 1) as usize].arrive, e).await;
+        seen.store(e, Ordering::Relaxed);
+    }
+
+    async fn all_arrived(&self, e: u32) {
+        for r in self.others() {
+            self.arrived(r, e).await;
+        }
+    }
+
+    /// Publishes this member's contribution for epoch `e`: `len` bytes at
+    /// `inline` copied into the slot (when given), two addresses, and the
+    /// contribution's length `total`.
+    ///
+    /// # Safety
+    /// `inline` holds `len <= INLINE` readable bytes.
+    unsafe fn publish(
+        &self,
+        e: u32,
+        inline: Option<(usize, usize)>,
+        ptr: usize,
+        ptr2: usize,
+        total: usize,
+    ) {
+        let me = self.rank;
+        if let Some((p, len)) = inline {
+            debug_assert!(len <= INLINE);
+            // SAFETY: the caller's guarantee for the source; the phase is
+            // ours to write: every member finished reading it (`begin`).
+            unsafe { std::ptr::copy_nonoverlapping(at(p), self.block.inline(me, e), len) };
+        }
+        let phase = &self.block.slot(me).phase[(e & 1) as usize];
+        // Relaxed: published by the Release in `arrive.publish`.
+        phase.ptr.store(ptr as u64, Ordering::Relaxed);
+        phase.ptr2.store(ptr2 as u64, Ordering::Relaxed);
+        phase.len.store(total as u64, Ordering::Relaxed);
+        phase.arrive.publish(e);
+    }
+
+    /// Member `r`'s data for epoch `e` (after `arrived(r, e)`): its inline
+    /// bytes when it published no address.
+    fn data_of(&self, r: u32, e: u32) -> usize {
+        let phase = &self.block.slot(r).phase[(e & 1) as usize];
+        // Relaxed: ordered by the Acquire in `arrived`.
+        match phase.ptr.load(Ordering::Relaxed) {
+            0 => self.block.inline(r, e) as usize,
+            p => p as usize,
+        }
+    }
+
+    /// The length member `r` published for epoch `e` (after `arrived`).
+    fn len_of(&self, r: u32, e: u32) -> usize {
+        let phase = &self.block.slot(r).phase[(e & 1) as usize];
+        // Relaxed: ordered by the Acquire in `arrived`.
+        phase.len.load(Ordering::Relaxed) as usize
+    }
+
+    /// Member `r`'s second address for epoch `e` (after `arrived(r, e)`).
+    fn second_of(&self, r: u32, e: u32) -> usize {
+        let phase = &self.block.slot(r).phase[(e & 1) as usize];
+        // Relaxed: ordered by the Acquire in `arrived`.
+        phase.ptr2.load(Ordering::Relaxed) as usize
+    }
+
+    /// Waits until every other member is done with epoch `e`.
+    async fn all_done(&self, e: u32) {
+        for r in self.others() {
+            until(&self.block.slot(r).progress.done, e).await;
+        }
+    }
+
+    /// `buf` if the others can read it, else a staged copy of its `len`
+    /// bytes (`copy`: copy them in).
+    ///
+    /// # Safety
+    /// `buf` holds `len` readable bytes.
+    unsafe fn readable(st: &mut Staging, buf: usize, len: usize, copy: bool) -> Result<usize> {
+        if len == 0 || shmheap::is_shared(at(buf)) {
+            return Ok(buf);
+        }
+        let s = st.get(len)?;
+        if copy {
+            // SAFETY: `buf` is readable (caller), `s` holds `len` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(at(buf), at(s), len) };
+        }
+        Ok(s)
+    }
+
+    // --------------------------------------------------------- barrier
+
+    /// Blocks until every member has called it.
+    pub fn barrier(&self) -> Result<()> {
+        self.run(self.ibarrier())
+    }
+
+    /// A barrier as a future (MPI_Ibarrier).
+    pub fn ibarrier(&self) -> impl Future<Output = Result<()>> + Send + '_ {
+        let e = self.next_epoch();
+        async move {
+            self.begin(e).await;
+            // SAFETY: no inline data.
+            unsafe { self.publish(e, None, 0, 0, 0) };
+            self.all_arrived(e).await;
+            self.end(e).await
+        }
+    }
+
+    // --------------------------------------------------------- bcast
+
+    /// Broadcasts `len` bytes at `buf` from `root`.
+    ///
+    /// # Safety
+    /// `buf` holds `len` bytes, readable at the root and writable
+    /// elsewhere, untouched by others during the call.
+    pub unsafe fn bcast(&self, buf: *mut u8, len: usize, root: u32) -> Result<()> {
+        // SAFETY: the caller's guarantee.
+        self.run(unsafe { self.ibcast(buf, len, root) })
+    }
+
+    /// [`Coll::bcast`] as a future.
+    ///
+    /// # Safety
+    /// As [`Coll::bcast`], until the future has finished or been dropped
+    /// (dropping a started collective leaves the others waiting).
+    pub unsafe fn ibcast(
+        &self,
+        buf: *mut u8,
+        len: usize,
+        root: u32,
+    ) -> impl Future<Output = Result<()>> + Send + '_ {
+        let e = self.next_epoch();
+        let buf = buf as usize;
+        async move {
+            self.begin(e).await;
+            if self.rank == root {
+                if len <= INLINE {
+                    // SAFETY: `buf` holds `len` bytes (caller).
+                    unsafe { self.publish(e, Some((buf, len)), 0, 0, len) };
+                    return self.end(e).await;
+                }
+                let mut st = self.borrow_staging();
+                // SAFETY: the caller's guarantee.
+                let src = unsafe { Self::readable(&mut st.bufs[0], buf, len, true)? };
+                // SAFETY: no inline data.
+                unsafe { self.publish(e, None, src, 0, len) };
+                self.all_done(e).await;
+                return self.end(e).await;
+            }
+            // SAFETY: no inline data.
+            unsafe { self.publish(e, None, 0, 0, 0) };
+            self.arrived(root, e).await;
+            let src = self.data_of(root, e);
+            let mut bad = None;
+            let n = self.expect(root, e, len, &mut bad);
+            // SAFETY: the root published `n` bytes there (its slot or a
+            // buffer it keeps until we are done); `buf` holds `len >= n`.
+            unsafe { std::ptr::copy_nonoverlapping(at(src), at(buf), n) };
+            self.end_with(e, bad).await
+        }
+    }
+
+    // --------------------------------------------------------- gather
+
+    /// Gathers at the root: member `r` contributes `len` bytes (its own
+    /// length), which the root places at `recv + displs[r]`; `counts[r]`
+    /// is member `r`'s length as the root expects it.
+    ///
+    /// # Safety
+    /// `send` holds `len` readable bytes; at the root `recv` is writable at
+    /// every `displs[r]` for `counts[r]` bytes (the root's own piece may be
+    /// `send` itself: in place), `counts`/`displs` have one entry per
+    /// member, and `counts[r]` is member `r`'s `len`.
+    pub unsafe fn gatherv(
+        &self,
+        send: *const u8,
+        len: usize,
+        recv: *mut u8,
+        counts: &[usize],
+        displs: &[usize],
+        root: u32,
+    ) -> Result<()> {
+        // SAFETY: the caller's guarantee.
+        self.run(unsafe { self.igatherv(send, len, recv, counts, displs, root) })
+    }
+
+    /// [`Coll::gatherv`] as a future.
+    ///
+    /// # Safety
+    /// As [`Coll::gatherv`], until the future has finished.
+    pub unsafe fn igatherv<'a>(
+        &'a self,
+        send: *const u8,
+        len: usize,
+        recv: *mut u8,
+        counts: &'a [usize],
+        displs: &'a [usize],
+        root: u32,
+    ) -> impl Future<Output = Result<()>> + Send + 'a {
+        let e = self.next_epoch();
+        let (send, recv) = (send as usize, recv as usize);
+        async move {
+            self.begin(e).await;
+            if self.rank != root {
+                if len <= INLINE {
+                    // SAFETY: `send` holds `len` bytes (caller).
+                    unsafe { self.publish(e, Some((send, len)), 0, 0, len) };
+                    return self.end(e).await;
+                }
+                let mut st = self.borrow_staging();
+                // SAFETY: the caller's guarantee.
+                let src = unsafe { Self::readable(&mut st.bufs[0], send, len, true)? };
+                // SAFETY: no inline data.
+                unsafe { self.publish(e, None, src, 0, len) };
+                until(&self.block.slot(root).progress.done, e).await;
+                return self.end(e).await;
+            }
+            // SAFETY: no inline data.
+            unsafe { self.publish(e, None, 0, 0, 0) };
+            let mut bad = None;
+            for r in 0..self.size {
+                let (n, dst) = (counts[r as usize], recv + displs[r as usize]);
+                if r == root {
+                    // SAFETY: our own piece; `copy` allows in place.
+                    unsafe { std::ptr::copy(at(send), at(dst), n.min(len)) };
+                    continue;
+                }
+                self.arrived(r, e).await;
+                let n = self.expect(r, e, n, &mut bad);
+                // SAFETY: member `r` published at least `n` bytes; `recv`
+                // holds `counts[r] >= n` at `displs[r]` (caller).
+                unsafe { std::ptr::copy_nonoverlapping(at(self.data_of(r, e)), at(dst), n) };
+            }
+            self.end_with(e, bad).await
+        }
+    }
+
+    // --------------------------------------------------------- scatter
+
+    /// Scatters from the root: member `r` receives the `counts[r]` bytes
+    /// at `send + displs[r]` of the root's buffer into `recv`, where it
+    /// expects `len` bytes. The root publishes where each piece is, so the
+    /// others need only their own length.
+    ///
+    /// # Safety
+    /// At the root `send` is readable at every `displs[r]` for `counts[r]`
+    /// bytes, `counts`/`displs` have one entry per member, and `recv`
+    /// holds `counts[root]` writable bytes (it may be `send +
+    /// displs[root]`: in place); elsewhere `recv` holds `len` writable
+    /// bytes and `counts`/`displs` are not read.
+    pub unsafe fn scatterv(
+        &self,
+        send: *const u8,
+        counts: &[usize],
+        displs: &[usize],
+        recv: *mut u8,
+        len: usize,
+        root: u32,
+    ) -> Result<()> {
+        // SAFETY: the caller's guarantee.
+        self.run(unsafe { self.iscatterv(send, counts, displs, recv, len, root) })
+    }
+
+    /// [`Coll::scatterv`] as a future.
+    ///
+    /// # Safety
+    /// As [`Coll::scatterv`], until the future has finished.
+    pub unsafe fn iscatterv<'a>(
+        &'a self,
+        send: *const u8,
+        counts: &'a [usize],
+        displs: &'a [usize],
+        recv: *mut u8,
+        len: usize,
+        root: u32,
+    ) -> impl Future<Output = Result<()>> + Send + 'a {
+        let e = self.next_epoch();
+        let (send, recv) = (send as usize, recv as usize);
+        async move {
+            self.begin(e).await;
+            let me = self.rank as usize;
+            if self.rank == root {
+                let end = counts
+                    .iter()
+                    .zip(displs)
+                    .map(|(&c, &d)| c + d)
+                    .max()
+                    .unwrap_or(0);
+                let mut st = self.borrow_staging();
+                let [s0, s1] = &mut st.bufs;
+                // SAFETY: the caller's guarantee: `send` readable to `end`.
+                let src = unsafe { Self::readable(s0, send, end, true)? };
+                // The table of pieces, (displacement, length) per member:
+                // inline, or staged for many members.
+                let table: Vec<u64> = displs
+                    .iter()
+                    .zip(counts)
+                    .flat_map(|(&d, &c)| [d as u64, c as u64])
+                    .collect();
+                let tbytes = table.len() * 8;
+                if tbytes <= INLINE {
+                    // SAFETY: `table` holds `tbytes` bytes.
+                    unsafe {
+                        self.publish(e, Some((table.as_ptr() as usize, tbytes)), src, 0, end)
+                    };
+                } else {
+                    let t = s1.get(tbytes)?;
+                    // SAFETY: `t` holds `tbytes` bytes of ours.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(table.as_ptr().cast::<u8>(), at(t), tbytes)
+                    };
+                    // SAFETY: no inline data.
+                    unsafe { self.publish(e, None, src, t, end) };
+                }
+                // SAFETY: our own piece, possibly in place.
+                unsafe { std::ptr::copy(at(send + displs[me]), at(recv), counts[me]) };
+                self.all_done(e).await;
+                return self.end(e).await;
+            }
+            // SAFETY: no inline data.
+            unsafe { self.publish(e, None, 0, 0, 0) };
+            self.arrived(root, e).await;
+            let t = self.second_of(root, e);
+            let tab = if t == 0 {
+                self.block.inline(root, e) as usize
+            } else {
+                t
+            };
+            // SAFETY: the root published one (displacement, length) pair per
+            // member (unaligned reads of ours).
+            let (d, c) = unsafe {
+                let p = at(tab).cast::<u64>().add(2 * me);
+                (
+                    p.read_unaligned() as usize,
+                    p.add(1).read_unaligned() as usize,
+                )
+            };
+            let bad = (c != len).then(|| Error::Arg {
+                reason: format!(
+                    "the root of a scatter sent this rank {c} bytes where it expected {len} \
+                     (counts or datatypes differ between ranks)"
+                ),
+            });
+            // SAFETY: the root's buffer holds its piece for us at `d`, `c`
+            // bytes, kept until we are done; `recv` holds `len` bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    at(self.data_of_ptr(root, e) + d),
+                    at(recv),
+                    c.min(len),
+                )
+            };
+            self.end_with(e, bad).await
+        }
+    }
+
+    // --------------------------------------------------------- allgather
+
+    /// Every member gathers every member's bytes: member `r`'s `counts[r]`
+    /// bytes go to `recv + displs[r]`; this member contributes `len`.
+    ///
+    /// # Safety
+    /// `send` holds `len` readable bytes (it may be `recv + displs[rank]`:
+    /// in place); `recv` is writable at every `displs[r]` for `counts[r]`
+    /// bytes; `counts[rank] == len`; the same arrays on every member.
+    pub unsafe fn allgatherv(
+        &self,
+        send: *const u8,
+        len: usize,
+        recv: *mut u8,
+        counts: &[usize],
+        displs: &[usize],
+    ) -> Result<()> {
+        // SAFETY: the caller's guarantee.
+        self.run(unsafe { self.iallgatherv(send, len, recv, counts, displs) })
+    }
+
+    /// [`Coll::allgatherv`] as a future.
+    ///
+    /// # Safety
+    /// As [`Coll::allgatherv`], until the future has finished.
+    pub unsafe fn iallgatherv<'a>(
+        &'a self,
+        send: *const u8,
+        len: usize,
+        recv: *mut u8,
+        counts: &'a [usize],
+        displs: &'a [usize],
+    ) -> impl Future<Output = Result<()>> + Send + 'a {
+        let e = self.next_epoch();
+        let (send, recv) = (send as usize, recv as usize);
+        async move {
+            self.begin(e).await;
+            let big = counts.iter().any(|&c| c > INLINE);
+            let mut st = self.borrow_staging();
+            if len > INLINE {
+                // SAFETY: the caller's guarantee.
+                let src = unsafe { Self::readable(&mut st.bufs[0], send, len, true)? };
+                // SAFETY: no inline data.
+                unsafe { self.publish(e, None, src, 0, len) };
+            } else {
+                // SAFETY: `send` holds `len` bytes.
+                unsafe { self.publish(e, Some((send, len)), 0, 0, len) };
+            }
+            let mut bad = None;
+            for r in 0..self.size {
+                let dst = recv + displs[r as usize];
+                if r == self.rank {
+                    // SAFETY: ours (possibly in place).
+                    unsafe { std::ptr::copy(at(send), at(dst), len) };
+                    continue;
+                }
+                self.arrived(r, e).await;
+                let n = self.expect(r, e, counts[r as usize], &mut bad);
+                // SAFETY: member `r` published at least `n` bytes; `recv`
+                // holds `counts[r] >= n` at `displs[r]`.
+                unsafe { std::ptr::copy_nonoverlapping(at(self.data_of(r, e)), at(dst), n) };
+            }
+            self.finish(e).await;
+            if big {
+                self.all_done(e).await;
+            }
+            self.end_with(e, bad).await
+        }
+    }
+
+    // --------------------------------------------------------- alltoall
+
+    /// All-to-all: this member receives, from every member `s`, the bytes
+    /// `s` keeps for it at `send_s + sdispls_s[rank]`, `rcounts[s]` of them,
+    /// into `recv + rdispls[s]`. Every member publishes its send
+    /// displacements so that the others find their pieces.
+    ///
+    /// # Safety
+    /// `send` is readable at every `sdispls[r]` for `scounts[r]` bytes,
+    /// `recv` writable at every `rdispls[s]` for `rcounts[s]` bytes, with
+    /// `rcounts[s]` equal to member `s`'s `scounts[rank]`; `send` and
+    /// `recv` do not overlap.
+    pub unsafe fn alltoallv(
+        &self,
+        send: *const u8,
+        scounts: &[usize],
+        sdispls: &[usize],
+        recv: *mut u8,
+        rcounts: &[usize],
+        rdispls: &[usize],
+    ) -> Result<()> {
+        // SAFETY: the caller's guarantee.
+        self.run(unsafe { self.ialltoallv(send, scounts, sdispls, recv, rcounts, rdispls) })
+    }
+
+    /// [`Coll::alltoallv`] as a future.
+    ///
+    /// # Safety
+    /// As [`Coll::alltoallv`], until the future has finished.
+    pub unsafe fn ialltoallv<'a>(
+        &'a self,
+        send: *const u8,
+        scounts: &'a [usize],
+        sdispls: &'a [usize],
+        recv: *mut u8,
+        rcounts: &'a [usize],
+        rdispls: &'a [usize],
+    ) -> impl Future<Output = Result<()>> + Send + 'a {
+        let e = self.next_epoch();
+        let (send, recv) = (send as usize, recv as usize);
+        async move {
+            self.begin(e).await;
+            let n = self.size as usize;
+            let end = scounts
+                .iter()
+                .zip(sdispls)
+                .map(|(&c, &d)| c + d)
+                .max()
+                .unwrap_or(0);
+            let mut st = self.borrow_staging();
+            let [s0, s1] = &mut st.bufs;
+            // SAFETY: the caller's guarantee: `send` readable to `end`.
+            let src = unsafe { Self::readable(s0, send, end, true)? };
+            // The displacements go inline (or, for many members, staged).
+            let table: Vec<u64> = sdispls.iter().map(|&d| d as u64).collect();
+            let tbytes = n * 8;
+            if tbytes <= INLINE {
+                // SAFETY: `table` holds `tbytes` bytes.
+                unsafe { self.publish(e, Some((table.as_ptr() as usize, tbytes)), src, 0, end) };
+            } else {
+                let t = s1.get(tbytes)?;
+                // SAFETY: `t` holds `tbytes` bytes of ours.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(table.as_ptr().cast::<u8>(), at(t), tbytes)
+                };
+                // SAFETY: no inline data.
+                unsafe { self.publish(e, None, src, t, end) };
+            }
+            let me = self.rank as usize;
+            let mut bad = None;
+            for s in 0..self.size {
+                let si = s as usize;
+                let dst = recv + rdispls[si];
+                if s == self.rank {
+                    // SAFETY: our own piece; send and recv do not overlap.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(at(send + sdispls[me]), at(dst), rcounts[si])
+                    };
+                    continue;
+                }
+                self.arrived(s, e).await;
+                let (buf, t) = (self.data_of_ptr(s, e), self.second_of(s, e));
+                let tab = if t == 0 {
+                    self.block.inline(s, e) as usize
+                } else {
+                    t
+                };
+                // SAFETY: member `s` published `n` displacements (an
+                // unaligned read of ours).
+                let d = unsafe { at(tab).cast::<u64>().add(me).read_unaligned() } as usize;
+                let got = self.len_of(s, e);
+                if d + rcounts[si] > got && bad.is_none() {
+                    bad = Some(Error::Arg {
+                        reason: format!(
+                            "rank {s} sent this rank {} bytes in an all-to-all where {} were \
+                             expected (counts or datatypes differ between ranks)",
+                            got.saturating_sub(d),
+                            rcounts[si]
+                        ),
+                    });
+                }
+                let n = rcounts[si].min(got.saturating_sub(d));
+                // SAFETY: member `s`'s buffer holds `got` bytes (our piece's
+                // first `n` at `d`) and is kept until we are done.
+                unsafe { std::ptr::copy_nonoverlapping(at(buf + d), at(dst), n) };
+            }
+            self.finish(e).await;
+            self.all_done(e).await;
+            self.end_with(e, bad).await
+        }
+    }
+
+    /// Member `r`'s published address for epoch `e` (after `arrived`).
+    fn data_of_ptr(&self, r: u32, e: u32) -> usize {
+        let phase = &self.block.slot(r).phase[(e & 1) as usize];
+        // Relaxed: ordered by the Acquire in `arrived`.
+        phase.ptr.load(Ordering::Relaxed) as usize
+    }
+
+    // --------------------------------------------------------- reductions
+
+    /// Reduces `count` elements of every member's `send` with `op`, in rank
+    /// order, into `recv` at `root` (every member's `recv` when `root` is
+    /// `None`: allreduce).
+    ///
+    /// # Safety
+    /// `send` holds `count` readable elements (at a root or in allreduce it
+    /// may equal `recv`: in place); `recv` holds `count` writable elements
+    /// where a result is wanted.
+    pub unsafe fn reduce(
+        &self,
+        send: *const u8,
+        recv: *mut u8,
+        count: usize,
+        op: &dyn Combine,
+        root: Option<u32>,
+    ) -> Result<()> {
+        // SAFETY: the caller's guarantee.
+        self.run(unsafe { self.ireduce(send, recv, count, op, root) })
+    }
+
+    /// [`Coll::reduce`] as a future.
+    ///
+    /// # Safety
+    /// As [`Coll::reduce`], until the future has finished.
+    pub unsafe fn ireduce<'a>(
+        &'a self,
+        send: *const u8,
+        recv: *mut u8,
+        count: usize,
+        op: &'a dyn Combine,
+        root: Option<u32>,
+    ) -> impl Future<Output = Result<()>> + Send + 'a {
+        let e = self.next_epoch();
+        let (send, recv) = (send as usize, recv as usize);
+        async move {
+            self.begin(e).await;
+            let es = op.element_size();
+            let len = count * es;
+            let wants = root.is_none_or(|r| r == self.rank);
+            if len <= INLINE {
+                // Every member that wants the result reduces the whole
+                // vector itself from the others' slots.
+                // SAFETY: `send` holds `len` bytes (caller).
+                unsafe { self.publish(e, Some((send, len)), 0, 0, len) };
+                if wants {
+                    self.all_arrived(e).await;
+                    let bad = self.same_lengths(e, len, self.size);
+                    if bad.is_some() {
+                        return self.end_with(e, bad).await;
+                    }
+                    let inputs: Vec<usize> = (0..self.size)
+                        .map(|r| self.block.inline(r, e) as usize)
+                        .collect();
+                    // SAFETY: every slot holds `len` inline bytes for `e`;
+                    // `recv` holds `len` writable bytes and is not a slot.
+                    unsafe { combine_into(&inputs, 0, len, recv, op) };
+                }
+                return self.end(e).await;
+            }
+            let mut st = self.borrow_staging();
+            let [s0, s1] = &mut st.bufs;
+            // A contribution in place is read by the others while results
+            // are written over it: stage it.
+            // SAFETY: the caller's guarantee.
+            let src = unsafe {
+                if send == recv {
+                    let s = s0.get(len)?;
+                    std::ptr::copy_nonoverlapping(at(send), at(s), len);
+                    s
+                } else {
+                    Self::readable(s0, send, len, true)?
+                }
+            };
+            // Where this member's result goes (if any): the others write
+            // (reduce) or read (allreduce) slices of it.
+            let res = if wants {
+                // SAFETY: the caller's guarantee for `recv`.
+                unsafe { Self::readable(s1, recv, len, false)? }
+            } else {
+                0
+            };
+            // SAFETY: no inline data.
+            unsafe { self.publish(e, None, src, res, len) };
+            self.all_arrived(e).await;
+            let bad = self.same_lengths(e, len, self.size);
+            // This member's slice, reduced from every member's buffer into
+            // the result's slice (the root's, or our own).
+            let (lo, hi) = slice_of(count, es, self.size, self.rank);
+            let target = match root {
+                Some(r) if r != self.rank => self.second_of(r, e),
+                _ => res,
+            };
+            if hi > lo && bad.is_none() {
+                let inputs: Vec<usize> = (0..self.size)
+                    .map(|r| {
+                        if r == self.rank {
+                            src
+                        } else {
+                            self.data_of(r, e)
+                        }
+                    })
+                    .collect();
+                // SAFETY: every input holds `len` bytes; this member alone
+                // writes this slice of the target.
+                unsafe { combine_into(&inputs, lo, hi, target + lo, op) };
+            }
+            if root.is_none() {
+                self.block.slot(self.rank).progress.mid.publish(e);
+                for r in self.others() {
+                    until(&self.block.slot(r).progress.mid, e).await;
+                    let (lo, hi) = slice_of(count, es, self.size, r);
+                    let theirs = self.second_of(r, e);
+                    // SAFETY: member `r` finished its slice of its result
+                    // (`mid`) and keeps it until we are done.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(at(theirs + lo), at(res + lo), hi - lo)
+                    };
+                }
+            }
+            self.finish(e).await;
+            self.all_done(e).await;
+            if wants && res != recv {
+                // SAFETY: the staged result holds `len` bytes; `recv` is ours.
+                unsafe { std::ptr::copy_nonoverlapping(at(res), at(recv), len) };
+            }
+            self.end_with(e, bad).await
+        }
+    }
+
+    /// Inclusive (with `exclusive`: exclusive) prefix reduction: member
+    /// `r` gets `in_0 op … op in_r` (`… op in_{r-1}`; member 0's `recv` is
+    /// left as it is in the exclusive form).
+    ///
+    /// # Safety
+    /// As [`Coll::reduce`] (in place allowed).
+    pub unsafe fn scan(
+        &self,
+        send: *const u8,
+        recv: *mut u8,
+        count: usize,
+        op: &dyn Combine,
+        exclusive: bool,
+    ) -> Result<()> {
+        // SAFETY: the caller's guarantee.
+        self.run(unsafe { self.iscan(send, recv, count, op, exclusive) })
+    }
+
+    /// [`Coll::scan`] as a future.
+    ///
+    /// # Safety
+    /// As [`Coll::scan`], until the future has finished.
+    pub unsafe fn iscan<'a>(
+        &'a self,
+        send: *const u8,
+        recv: *mut u8,
+        count: usize,
+        op: &'a dyn Combine,
+        exclusive: bool,
+    ) -> impl Future<Output = Result<()>> + Send + 'a {
+        let e = self.next_epoch();
+        let (send, recv) = (send as usize, recv as usize);
+        async move {
+            self.begin(e).await;
+            let len = count * op.element_size();
+            let big = len > INLINE;
+            let mut st = self.borrow_staging();
+            if big {
+                // Staged always: the others read it while we write `recv`,
+                // which may be the same memory.
+                let s = st.bufs[0].get(len)?;
+                // SAFETY: `send` holds `len` bytes, `s` is ours.
+                unsafe { std::ptr::copy_nonoverlapping(at(send), at(s), len) };
+                // SAFETY: no inline data.
+                unsafe { self.publish(e, None, s, 0, len) };
+            } else {
+                // SAFETY: `send` holds `len` bytes.
+                unsafe { self.publish(e, Some((send, len)), 0, 0, len) };
+            }
+            let last = if exclusive { self.rank } else { self.rank + 1 };
+            for r in 0..last {
+                if r != self.rank {
+                    self.arrived(r, e).await;
+                }
+            }
+            let bad = self.same_lengths(e, len, last);
+            if last > 0 && len > 0 && bad.is_none() {
+                let inputs: Vec<usize> = (0..last).map(|r| self.data_of(r, e)).collect();
+                // SAFETY: each input holds `len` bytes for `e` (our own is
+                // the published copy); `recv` is ours.
+                unsafe { combine_into(&inputs, 0, len, recv, op) };
+            }
+            self.finish(e).await;
+            if big {
+                self.all_done(e).await;
+            }
+            self.end_with(e, bad).await
+        }
+    }
+
+    /// Reduce-scatter: member `r` gets the reduction of every member's
+    /// block `r` (`counts[r]` elements, blocks back to back in `send`).
+    ///
+    /// # Safety
+    /// `send` holds the sum of `counts` elements; `recv` holds
+    /// `counts[rank]` writable elements and does not overlap `send` unless
+    /// it is `send` itself (in place: the result goes to the start).
+    pub unsafe fn reduce_scatter(
+        &self,
+        send: *const u8,
+        recv: *mut u8,
+        counts: &[usize],
+        op: &dyn Combine,
+    ) -> Result<()> {
+        // SAFETY: the caller's guarantee.
+        self.run(unsafe { self.ireduce_scatter(send, recv, counts, op) })
+    }
+
+    /// [`Coll::reduce_scatter`] as a future.
+    ///
+    /// # Safety
+    /// As [`Coll::reduce_scatter`], until the future has finished.
+    pub unsafe fn ireduce_scatter<'a>(
+        &'a self,
+        send: *const u8,
+        recv: *mut u8,
+        counts: &'a [usize],
+        op: &'a dyn Combine,
+    ) -> impl Future<Output = Result<()>> + Send + 'a {
+        let e = self.next_epoch();
+        let (send, recv) = (send as usize, recv as usize);
+        async move {
+            self.begin(e).await;
+            let es = op.element_size();
+            let total: usize = counts.iter().sum::<usize>() * es;
+            let mut st = self.borrow_staging();
+            // SAFETY: the caller's guarantee.
+            let src = unsafe {
+                if send == recv {
+                    let s = st.bufs[0].get(total)?;
+                    std::ptr::copy_nonoverlapping(at(send), at(s), total);
+                    s
+                } else {
+                    Self::readable(&mut st.bufs[0], send, total, true)?
+                }
+            };
+            let big = total > INLINE;
+            if big {
+                // SAFETY: no inline data.
+                unsafe { self.publish(e, None, src, 0, total) };
+            } else {
+                // SAFETY: `src` holds `total` bytes.
+                unsafe { self.publish(e, Some((src, total)), 0, 0, total) };
+            }
+            self.all_arrived(e).await;
+            let me = self.rank as usize;
+            let lo = counts[..me].iter().sum::<usize>() * es;
+            let hi = lo + counts[me] * es;
+            let inputs: Vec<usize> = (0..self.size)
+                .map(|r| {
+                    if r == self.rank && big {
+                        src
+                    } else {
+                        self.data_of(r, e)
+                    }
+                })
+                .collect();
+            let bad = self.same_lengths(e, total, self.size);
+            if hi > lo && bad.is_none() {
+                // SAFETY: each input holds `total` bytes; `recv` holds our
+                // block and nobody reads it (staged when in place).
+                unsafe { combine_into(&inputs, lo, hi, recv, op) };
+            }
+            self.finish(e).await;
+            if big {
+                self.all_done(e).await;
+            }
+            self.end_with(e, bad).await
+        }
+    }
+}
+
+/// `out = in_0 op (in_1 op (… op in_{n-1}))` over bytes `lo..hi` of the
+/// inputs (addresses), written to `out` (which holds `hi - lo` bytes).
+///
+/// # Safety
+/// Every input holds at least `hi` readable bytes; `out` holds `hi - lo`
+/// writable bytes and overlaps no input.
+unsafe fn combine_into(inputs: &[usize], lo: usize, hi: usize, out: usize, op: &dyn Combine) {
+    let n = hi - lo;
+    let Some((&last, rest)) = inputs.split_last() else {
+        return;
+    };
+    // SAFETY: the caller's guarantees.
+    unsafe {
+        std::ptr::copy_nonoverlapping(at(last + lo), at(out), n);
+        let acc = std::slice::from_raw_parts_mut(at(out), n);
+        for &p in rest.iter().rev() {
+            op.apply(std::slice::from_raw_parts(at(p + lo), n), acc);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_cover_the_vector_at_element_boundaries() {
+        for size in 1..8u32 {
+            for count in [0usize, 1, 7, 100, 1001] {
+                let mut end = 0;
+                for r in 0..size {
+                    let (lo, hi) = slice_of(count, 8, size, r);
+                    assert_eq!(lo, end);
+                    assert!(hi >= lo && hi % 8 == 0);
+                    end = hi;
+                }
+                assert_eq!(end, count * 8);
+            }
+        }
+    }
+
+    struct Digits;
+    impl Combine for Digits {
+        fn element_size(&self) -> usize {
+            1
+        }
+        // A non-commutative operation on digits: out = in * 10 + out
+        // (mod 256), which shows the order of combination.
+        fn apply(&self, input: &[u8], inout: &mut [u8]) {
+            for (o, &i) in inout.iter_mut().zip(input) {
+                *o = i.wrapping_mul(10).wrapping_add(*o);
+            }
+        }
+    }
+
+    #[test]
+    fn combination_is_in_rank_order() {
+        let ins = [[1u8], [2], [3]];
+        let ptrs: Vec<usize> = ins.iter().map(|a| a.as_ptr() as usize).collect();
+        let mut out = [0u8];
+        // SAFETY: one byte in each input and in `out`.
+        unsafe { combine_into(&ptrs, 0, 1, out.as_mut_ptr() as usize, &Digits) };
+        // 1 op (2 op 3) = 1*10 + (2*10 + 3) = 33
+        assert_eq!(out, [33]);
+    }
+}

@@ -1,0 +1,60 @@
+//! Collective operations on the shared heap.
+//!
+//! Every member of a communicator can read every other member's heap
+//! buffers at the same address, so a collective moves each byte once:
+//! members publish their contributions in per-member slots of a block in
+//! the node heap (small ones inline, large ones by address) and read what
+//! they need straight from the others, waiting only on single-writer
+//! sequence words ([`shared`](self) describes the block, `engine` the
+//! algorithms). No message queue and no lock is on the way.
+//!
+//! The block is set up at a communicator's first collective (its rank 0
+//! allocates it and sends its address to the others on the
+//! communicator's internal context) and freed when the last member drops
+//! the communicator.
+//!
+//! [`Coll`] is the raw tier: collectives on bytes, for the typed API and
+//! the C library, which check their arguments first.
+
+mod engine;
+pub mod raw;
+mod shared;
+mod typed;
+
+pub use crate::op::{Operation, SystemOperation, UserOperation};
+pub use engine::{block_on, poll_once, Coll, Combine, Op};
+pub use raw::CollRequest;
+pub use typed::{CommunicatorCollectives, Partition, PartitionMut, Root};
+
+use crate::comm::SimpleCommunicator;
+use crate::error::{Error, Result};
+
+/// Sets up the collective state of `comm` (collective over its members):
+/// rank 0 creates the block and sends its address to the others (0 if it
+/// could not, so that nobody waits for a block that does not exist).
+pub(crate) fn setup(comm: &SimpleCommunicator, tag: i32) -> Result<Coll> {
+    use crate::traits::Communicator;
+    let (rank, size) = (comm.rank() as u32, comm.size() as u32);
+    let block = if rank == 0 {
+        let made = shared::Block::create(size);
+        let addr = made.as_ref().map_or(0, |b| b.addr());
+        for r in 1..size {
+            comm.send_internal(&addr.to_ne_bytes(), r as i32, tag)?;
+        }
+        made?
+    } else {
+        let mut b = [0u8; 8];
+        comm.recv_internal(&mut b, 0, tag)?;
+        match u64::from_ne_bytes(b) {
+            0 => {
+                return Err(Error::Comm {
+                    reason: "rank 0 could not allocate the collective state in its arena".into(),
+                })
+            }
+            // SAFETY: rank 0 created this block for this communicator and
+            // sent its address once to each member.
+            addr => unsafe { shared::Block::attach(addr, size)? },
+        }
+    };
+    Ok(Coll::new(block, rank, size))
+}

@@ -1,0 +1,1200 @@
+//! The raw tier of the collectives: buffers as (address, count, datatype),
+//! the form the C library marshals its arguments into and the typed API
+//! builds from slices.
+//!
+//! Each function checks its arguments (root, counts, datatypes, the
+//! operation against the datatype), turns the buffers into bytes (a dense
+//! datatype's bytes in place, any other datatype packed into a
+//! contiguous copy and unpacked on arrival), and hands the bytes to the
+//! engine. [`Mode`] says whether the call runs the collective to its end
+//! or starts it and returns its [`CollRequest`]. A communicator of one
+//! member needs no engine: its collectives are local copies.
+//!
+//! `send: None` is `MPI_IN_PLACE` where MPI allows it.
+
+use super::{Coll, Combine, Op};
+use crate::comm::SimpleCommunicator;
+use crate::datatype::Datatype;
+use crate::error::{Error, Result};
+use crate::op::{reduce_local_raw, Operation};
+use crate::traits::Communicator;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+/// Whether a call runs its collective to the end or starts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Blocking: return when this member's part is complete.
+    Block,
+    /// Nonblocking: return a request at once.
+    Start,
+}
+
+/// A nonblocking collective (`MPI_I…`): test or wait for it. Dropping it
+/// unfinished waits for it (the others depend on this member's part).
+#[derive(Debug)]
+pub struct CollRequest {
+    comm: SimpleCommunicator,
+    state: ReqState,
+}
+
+#[derive(Debug)]
+enum ReqState {
+    Running(Arc<Op>),
+    Done(Option<Result<()>>),
+}
+
+impl CollRequest {
+    fn done(comm: &SimpleCommunicator, r: Result<()>) -> CollRequest {
+        CollRequest {
+            comm: comm.clone(),
+            state: ReqState::Done(Some(r)),
+        }
+    }
+
+    /// Waits until the collective is complete here.
+    pub fn wait(mut self) -> Result<()> {
+        self.wait_mut()
+    }
+
+    /// [`CollRequest::wait`] without consuming the request (later calls
+    /// return `Ok`).
+    pub fn wait_mut(&mut self) -> Result<()> {
+        let r = match &self.state {
+            ReqState::Running(op) => match self.comm.coll()? {
+                Some(c) => c.wait(op),
+                None => Ok(()),
+            },
+            ReqState::Done(_) => Ok(()),
+        };
+        match std::mem::replace(&mut self.state, ReqState::Done(None)) {
+            ReqState::Done(Some(prev)) => prev,
+            _ => r,
+        }
+    }
+
+    /// Whether the collective is complete here: its result the first time.
+    pub fn test(&mut self) -> Option<Result<()>> {
+        match &mut self.state {
+            ReqState::Done(r) => Some(r.take().unwrap_or(Ok(()))),
+            ReqState::Running(op) => {
+                let r = match self.comm.coll() {
+                    Ok(Some(c)) => c.test(op)?,
+                    Ok(None) => Ok(()),
+                    Err(e) => Err(e),
+                };
+                self.state = ReqState::Done(None);
+                Some(r)
+            }
+        }
+    }
+
+    /// Whether it has finished (without moving anything on).
+    pub fn is_finished(&self) -> bool {
+        match &self.state {
+            ReqState::Done(_) => true,
+            ReqState::Running(op) => op.is_finished(),
+        }
+    }
+}
+
+impl Drop for CollRequest {
+    fn drop(&mut self) {
+        if let ReqState::Running(_) = self.state {
+            let _ = self.wait_mut();
+        }
+    }
+}
+
+/// Runs or starts `f` on `coll` as `mode` says.
+///
+/// # Safety
+/// With [`Mode::Start`], what `f` borrows stays valid until the request
+/// reports the collective finished.
+unsafe fn exec<'a>(
+    comm: &SimpleCommunicator,
+    coll: &'a Coll,
+    mode: Mode,
+    f: impl Future<Output = Result<()>> + Send + 'a,
+) -> Result<Option<CollRequest>> {
+    match mode {
+        Mode::Block => coll.run(f).map(|()| None),
+        Mode::Start => {
+            // SAFETY: the caller's guarantee.
+            let op = unsafe { coll.start(f) };
+            Ok(Some(CollRequest {
+                comm: comm.clone(),
+                state: ReqState::Running(op),
+            }))
+        }
+    }
+}
+
+/// The outcome of a call that completed without the engine, as `mode`
+/// wants it.
+fn local(comm: &SimpleCommunicator, mode: Mode, r: Result<()>) -> Result<Option<CollRequest>> {
+    match mode {
+        Mode::Block => r.map(|()| None),
+        Mode::Start => Ok(Some(CollRequest::done(comm, r))),
+    }
+}
+
+fn check_root(comm: &SimpleCommunicator, root: i32) -> Result<u32> {
+    if (0..comm.size()).contains(&root) {
+        Ok(root as u32)
+    } else {
+        Err(Error::Root {
+            root,
+            size: comm.size(),
+        })
+    }
+}
+
+// ---------------------------------------------------------------- bytes
+
+/// A contribution as bytes: in place for a dense datatype, else packed.
+struct Out {
+    addr: usize,
+    len: usize,
+    _packed: Option<Vec<u8>>,
+}
+
+/// The bytes of `count` elements of `dt` at `ptr`.
+///
+/// # Safety
+/// `ptr` holds `count` elements of `dt`.
+unsafe fn out_bytes(ptr: *const u8, count: usize, dt: &Datatype) -> Result<Out> {
+    let len = dt.packed_size(count)?;
+    if len == 0 {
+        return Ok(Out {
+            addr: ptr as usize,
+            len,
+            _packed: None,
+        });
+    }
+    if let Some(off) = dt.dense_offset() {
+        return Ok(Out {
+            addr: ptr.wrapping_offset(off) as usize,
+            len,
+            _packed: None,
+        });
+    }
+    let mut v = vec![0u8; len];
+    // SAFETY: the caller's guarantee.
+    unsafe { dt.pack_raw(ptr, count, &mut v)? };
+    Ok(Out {
+        addr: v.as_ptr() as usize,
+        len,
+        _packed: Some(v),
+    })
+}
+
+/// Where received bytes land: in place for a dense datatype, else a
+/// buffer unpacked by [`In::finish`].
+struct In {
+    addr: usize,
+    len: usize,
+    unpack: Option<(Vec<u8>, usize, usize, Datatype)>,
+}
+
+/// The landing place of `count` elements of `dt` at `ptr`.
+///
+/// # Safety
+/// `ptr` holds `count` writable elements of `dt`.
+unsafe fn in_bytes(ptr: *mut u8, count: usize, dt: &Datatype) -> Result<In> {
+    let len = dt.packed_size(count)?;
+    if let Some(off) = dt.dense_offset().filter(|_| len > 0) {
+        return Ok(In {
+            addr: ptr.wrapping_offset(off) as usize,
+            len,
+            unpack: None,
+        });
+    }
+    let v = vec![0u8; len];
+    Ok(In {
+        addr: v.as_ptr() as usize,
+        len,
+        unpack: Some((v, ptr as usize, count, dt.clone())),
+    })
+}
+
+impl In {
+    /// Unpacks what landed, if it was not in place.
+    ///
+    /// # Safety
+    /// As [`in_bytes`]: the buffer is still there.
+    unsafe fn finish(self) -> Result<()> {
+        if let Some((v, dst, count, dt)) = self.unpack {
+            // SAFETY: the caller's guarantee.
+            unsafe { dt.unpack_raw(&v, dst as *mut u8, count)? };
+        }
+        Ok(())
+    }
+}
+
+/// Byte displacements of pieces of `counts[r]` elements of `dt` at
+/// element displacements `displs[r]` of a buffer at `ptr`: in place for
+/// a dense type; for another, packed back to back in a landing buffer
+/// (returned) whose pieces are unpacked by [`unpack_pieces`].
+struct Pieces {
+    base: usize,
+    counts: Vec<usize>,
+    displs: Vec<usize>,
+    staged: Option<Vec<u8>>,
+}
+
+/// # Safety
+/// `ptr` holds, at every `displs[r]` elements of `dt`, `counts[r]`
+/// elements (readable, and writable if the pieces are received).
+unsafe fn pieces(
+    ptr: *const u8,
+    counts: &[usize],
+    displs: &[usize],
+    dt: &Datatype,
+    fill: bool,
+) -> Result<Pieces> {
+    let bytes: Vec<usize> = counts
+        .iter()
+        .map(|&c| dt.packed_size(c))
+        .collect::<Result<_>>()?;
+    if let Some(off) = dt.dense_offset() {
+        let ext = dt.extent();
+        let d = displs
+            .iter()
+            .map(|&d| {
+                isize::try_from(d)
+                    .ok()
+                    .and_then(|d| d.checked_mul(ext))
+                    .and_then(|d| d.checked_add(off))
+                    .and_then(|d| usize::try_from(d).ok())
+                    .ok_or_else(|| Error::Arg {
+                        reason: format!("displacement {d} overflows"),
+                    })
+            })
+            .collect::<Result<_>>()?;
+        return Ok(Pieces {
+            base: ptr as usize,
+            counts: bytes,
+            displs: d,
+            staged: None,
+        });
+    }
+    let total: usize = bytes.iter().sum();
+    let mut v = vec![0u8; total];
+    let mut at = 0;
+    let mut d = Vec::with_capacity(counts.len());
+    for (r, &b) in bytes.iter().enumerate() {
+        if fill && b > 0 {
+            let p = ptr.wrapping_offset(displs[r] as isize * dt.extent());
+            // SAFETY: the caller's guarantee for piece `r`.
+            unsafe { dt.pack_raw(p, counts[r], &mut v[at..at + b])? };
+        }
+        d.push(at);
+        at += b;
+    }
+    Ok(Pieces {
+        base: v.as_ptr() as usize,
+        counts: bytes,
+        displs: d,
+        staged: Some(v),
+    })
+}
+
+/// Unpacks staged pieces (`pieces` of a non-dense type) into the buffer.
+///
+/// # Safety
+/// As [`pieces`].
+unsafe fn unpack_pieces(
+    p: &Pieces,
+    ptr: *mut u8,
+    counts: &[usize],
+    displs: &[usize],
+    dt: &Datatype,
+) -> Result<()> {
+    if let Some(v) = &p.staged {
+        for r in 0..counts.len() {
+            let dst = ptr.wrapping_offset(displs[r] as isize * dt.extent());
+            let at = p.displs[r];
+            // SAFETY: the caller's guarantee for piece `r`.
+            unsafe { dt.unpack_raw(&v[at..at + p.counts[r]], dst, counts[r])? };
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- ops
+
+/// A reduction operation on a dense datatype, for the engine.
+struct Reduction {
+    dt: Datatype,
+    /// The offset of the datatype's bytes from its origin.
+    shift: isize,
+    op: Operation,
+    err: Mutex<Option<Error>>,
+}
+
+impl Combine for Reduction {
+    fn element_size(&self) -> usize {
+        self.dt.size()
+    }
+
+    fn apply(&self, input: &[u8], inout: &mut [u8]) {
+        let n = input.len() / self.dt.size().max(1);
+        // SAFETY: both slices hold `n` whole elements of the dense
+        // datatype, whose origin is `shift` bytes before them; they do not
+        // overlap (the engine's contract).
+        let r = unsafe {
+            reduce_local_raw(
+                input.as_ptr().wrapping_offset(-self.shift),
+                inout.as_mut_ptr().wrapping_offset(-self.shift),
+                n,
+                &self.dt,
+                &self.op,
+            )
+        };
+        if let Err(e) = r {
+            let mut slot = self.err.lock().unwrap_or_else(|p| p.into_inner());
+            slot.get_or_insert(e);
+        }
+    }
+}
+
+impl Reduction {
+    fn error(&self) -> Option<Error> {
+        self.err.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+/// How a reduction of `dt` runs: the datatype the engine's bytes hold
+/// (itself when dense, its basic type when packed) and whether buffers
+/// must be packed. Checks the operation against the datatype first.
+fn reduction(dt: &Datatype, op: &Operation) -> Result<(Reduction, bool)> {
+    let (edt, packed) = match dt.dense_offset() {
+        Some(_) => (dt.clone(), false),
+        None => match (op, dt.basic_type()) {
+            (Operation::System(_), Some(b)) => (Datatype::basic(b), true),
+            _ => {
+                return Err(Error::Op {
+                    reason: "a reduction over a non-contiguous datatype needs a predefined \
+                             operation and elements of one predefined type"
+                        .into(),
+                })
+            }
+        },
+    };
+    let shift = edt.dense_offset().unwrap_or(0);
+    if let Operation::System(_) = op {
+        // Applicability, checked on one zero element (no user code runs).
+        let mut z = vec![0u8; 2 * edt.size().max(1)];
+        let (a, b) = z.split_at_mut(edt.size().max(1));
+        // SAFETY: one dense element in each half, origin `shift` before.
+        unsafe {
+            reduce_local_raw(
+                a.as_ptr().wrapping_offset(-shift),
+                b.as_mut_ptr().wrapping_offset(-shift),
+                usize::from(edt.size() > 0),
+                &edt,
+                op,
+            )?
+        };
+    }
+    Ok((
+        Reduction {
+            dt: edt,
+            shift,
+            op: op.clone(),
+            err: Mutex::new(None),
+        },
+        packed,
+    ))
+}
+
+// ---------------------------------------------------------------- barrier
+
+/// `MPI_Barrier` / `MPI_Ibarrier`.
+pub fn barrier(comm: &SimpleCommunicator, mode: Mode) -> Result<Option<CollRequest>> {
+    match comm.coll()? {
+        None => local(comm, mode, Ok(())),
+        // SAFETY: a barrier borrows nothing but the state.
+        Some(c) => unsafe { exec(comm, c, mode, c.ibarrier()) },
+    }
+}
+
+// ---------------------------------------------------------------- bcast
+
+/// `MPI_Bcast` / `MPI_Ibcast`.
+///
+/// # Safety
+/// `buf` holds `count` elements of `dt` (readable at the root, writable
+/// elsewhere) and, with [`Mode::Start`], stays so until the request
+/// finishes.
+pub unsafe fn bcast(
+    comm: &SimpleCommunicator,
+    buf: *mut u8,
+    count: usize,
+    dt: &Datatype,
+    root: i32,
+    mode: Mode,
+) -> Result<Option<CollRequest>> {
+    let root = check_root(comm, root)?;
+    let Some(c) = comm.coll()? else {
+        return local(comm, mode, Ok(()));
+    };
+    if comm.rank() as u32 == root {
+        // SAFETY: the caller's guarantee.
+        let out = unsafe { out_bytes(buf, count, dt)? };
+        let f = {
+            // SAFETY: `out` is moved into the future below and outlives it.
+            let inner = unsafe { c.ibcast(out.addr as *mut u8, out.len, root) };
+            async move {
+                let _keep = out;
+                inner.await
+            }
+        };
+        // SAFETY: the caller's guarantee; the packed copy is owned.
+        return unsafe { exec(comm, c, mode, f) };
+    }
+    // SAFETY: the caller's guarantee.
+    let land = unsafe { in_bytes(buf, count, dt)? };
+    // SAFETY: `land`'s buffer is moved into the future and outlives it.
+    let inner = unsafe { c.ibcast(land.addr as *mut u8, land.len, root) };
+    let f = async move {
+        inner.await?;
+        // SAFETY: the caller's guarantee.
+        unsafe { land.finish() }
+    };
+    // SAFETY: as above.
+    unsafe { exec(comm, c, mode, f) }
+}
+
+// ---------------------------------------------------------------- reduce
+
+/// `MPI_Reduce` (`root: Some`) and `MPI_Allreduce` (`None`), blocking or
+/// started. `send: None` is `MPI_IN_PLACE` (the input is in `recv`; at a
+/// reduce's root only).
+///
+/// # Safety
+/// `send` (or `recv` in place) holds `count` elements of `dt`; `recv`
+/// holds `count` writable elements where a result is wanted (everywhere
+/// for an allreduce, at the root for a reduce); with [`Mode::Start`] all
+/// stay valid until the request finishes.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn reduce(
+    comm: &SimpleCommunicator,
+    send: Option<*const u8>,
+    recv: *mut u8,
+    count: usize,
+    dt: &Datatype,
+    op: &Operation,
+    root: Option<i32>,
+    mode: Mode,
+) -> Result<Option<CollRequest>> {
+    let root = root.map(|r| check_root(comm, r)).transpose()?;
+    let me = comm.rank() as u32;
+    let wants = root.is_none_or(|r| r == me);
+    if send.is_none() && !wants {
+        return Err(Error::Arg {
+            reason: "MPI_IN_PLACE is only for the root of a reduce".into(),
+        });
+    }
+    let (red, packed) = reduction(dt, op)?;
+    let input = send.unwrap_or(recv.cast_const());
+    let Some(c) = comm.coll()? else {
+        // One member: the result is its input.
+        if let Some(s) = send {
+            let n = dt.packed_size(count)?;
+            let mut v = vec![0u8; n];
+            // SAFETY: the caller's guarantee for both buffers.
+            unsafe {
+                dt.pack_raw(s, count, &mut v)?;
+                dt.unpack_raw(&v, recv, count)?;
+            }
+        }
+        return local(comm, mode, Ok(()));
+    };
+    // The engine's bytes: in place for a dense type, packed otherwise.
+    let (ecount, out, land) = if packed {
+        let b = dt
+            .basic_type()
+            .map(|b| Datatype::basic(b).size())
+            .unwrap_or(1);
+        let n = dt.packed_size(count)?;
+        // SAFETY: the caller's guarantee.
+        let out = unsafe { out_bytes(input, count, dt)? };
+        let land = if wants {
+            // SAFETY: the caller's guarantee.
+            Some(unsafe { in_bytes(recv, count, dt)? })
+        } else {
+            None
+        };
+        (n / b.max(1), out, land)
+    } else {
+        let shift = red.shift;
+        let out = Out {
+            addr: input.wrapping_offset(shift) as usize,
+            len: dt.packed_size(count)?,
+            _packed: None,
+        };
+        let land = wants.then(|| In {
+            addr: recv.wrapping_offset(shift) as usize,
+            len: out.len,
+            unpack: None,
+        });
+        (count, out, land)
+    };
+    let recv_addr = land.as_ref().map_or(0, |l| l.addr);
+    // In place, a dense input is the result buffer itself (the engine
+    // stages it); a packed one is a copy.
+    let send_addr = out.addr;
+    let red = Box::new(red);
+    // SAFETY: the boxed reduction and the packed buffers are moved into
+    // the future, which outlives the engine's use of them (the heap
+    // contents do not move with the box); the caller keeps the rest.
+    let f = unsafe {
+        let rp: *const Reduction = &*red;
+        let r: &Reduction = &*rp;
+        let inner = c.ireduce(
+            send_addr as *const u8,
+            recv_addr as *mut u8,
+            ecount,
+            r,
+            root,
+        );
+        async move {
+            let _keep = out;
+            let res = inner.await;
+            let err = red.error();
+            res?;
+            if let Some(e) = err {
+                return Err(e);
+            }
+            match land {
+                Some(l) => l.finish(),
+                None => Ok(()),
+            }
+        }
+    };
+    // SAFETY: the caller's guarantee.
+    unsafe { exec(comm, c, mode, f) }
+}
+
+/// A boxed slice's contents, borrowed for as long as the box lives
+/// (its heap buffer does not move when the box is moved).
+///
+/// # Safety
+/// The returned slice is used only while `b` is alive.
+unsafe fn detach<'x, T>(b: &[T]) -> &'x [T] {
+    // SAFETY: the caller's guarantee.
+    unsafe { &*std::ptr::from_ref::<[T]>(b) }
+}
+
+/// A buffer argument as MPI passes it: address, element count, datatype.
+#[derive(Debug, Clone, Copy)]
+pub struct Buf<'d> {
+    /// The buffer's address.
+    pub ptr: *const u8,
+    /// Elements of `dt` (per member, where the collective says so).
+    pub count: usize,
+    /// Their datatype.
+    pub dt: &'d Datatype,
+}
+
+// ---------------------------------------------------------------- gather
+
+/// `MPI_Gatherv` / `MPI_Igatherv` (and `MPI_Gather`, with equal counts
+/// and displacements `r × count`). `send: None` is `MPI_IN_PLACE` at the
+/// root (its piece is already in `recv`). `recv`, `counts` and `displs`
+/// (in elements of `rdt`) are read at the root only.
+///
+/// # Safety
+/// `send` holds its elements; at the root `recv` holds `counts[r]`
+/// writable elements of `rdt` at every displacement `displs[r]`; with
+/// [`Mode::Start`] all stay valid until the request finishes.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gatherv(
+    comm: &SimpleCommunicator,
+    send: Option<Buf<'_>>,
+    recv: *mut u8,
+    counts: &[usize],
+    displs: &[usize],
+    rdt: &Datatype,
+    root: i32,
+    mode: Mode,
+) -> Result<Option<CollRequest>> {
+    let root = check_root(comm, root)?;
+    let me = comm.rank() as u32;
+    let n = comm.size() as usize;
+    if me == root && (counts.len() != n || displs.len() != n) {
+        return Err(Error::Arg {
+            reason: format!(
+                "gather: {} counts, {} displacements for {n} ranks",
+                counts.len(),
+                displs.len()
+            ),
+        });
+    }
+    if send.is_none() && me != root {
+        return Err(Error::Arg {
+            reason: "MPI_IN_PLACE is only for the root of a gather".into(),
+        });
+    }
+    let coll = comm.coll()?;
+    if me != root {
+        let (Some(s), Some(c)) = (send, coll) else {
+            return local(comm, mode, Ok(()));
+        };
+        // SAFETY: the caller's guarantee.
+        let out = unsafe { out_bytes(s.ptr, s.count, s.dt)? };
+        // SAFETY: `out` moves into the future with its packed copy.
+        let inner = unsafe {
+            c.igatherv(
+                out.addr as *const u8,
+                out.len,
+                std::ptr::null_mut(),
+                &[],
+                &[],
+                root,
+            )
+        };
+        let f = async move {
+            let _keep = out;
+            inner.await
+        };
+        // SAFETY: the caller's guarantee.
+        return unsafe { exec(comm, c, mode, f) };
+    }
+    // The root: its pieces as bytes, its own piece in place or copied in.
+    // SAFETY: the caller's guarantee.
+    let p = unsafe { pieces(recv, counts, displs, rdt, send.is_none())? };
+    let own = match send {
+        None => None,
+        // SAFETY: the caller's guarantee.
+        Some(s) => Some(unsafe { out_bytes(s.ptr, s.count, s.dt)? }),
+    };
+    let mine = p.counts[me as usize];
+    let (own_addr, own_len) = match &own {
+        Some(o) => (o.addr, o.len),
+        None => (p.base + p.displs[me as usize], mine),
+    };
+    if own_len != mine {
+        return Err(Error::Arg {
+            reason: format!("gather: the root sends {own_len} bytes to itself but expects {mine}"),
+        });
+    }
+    let Some(c) = coll else {
+        // SAFETY: the caller's guarantee; both hold `mine` bytes.
+        unsafe {
+            std::ptr::copy(
+                own_addr as *const u8,
+                (p.base + p.displs[0]) as *mut u8,
+                mine,
+            )
+        };
+        // SAFETY: as above.
+        let r = unsafe { unpack_pieces(&p, recv, counts, displs, rdt) };
+        return local(comm, mode, r);
+    };
+    let bc: Box<[usize]> = p.counts.clone().into();
+    let bd: Box<[usize]> = p.displs.clone().into();
+    let (counts_v, displs_v) = (counts.to_vec(), displs.to_vec());
+    let rdt = rdt.clone();
+    let recv_addr = recv as usize;
+    // SAFETY: the boxed arrays and buffers move into the future; the heap
+    // contents the engine borrows stay put while they live.
+    let f = unsafe {
+        let inner = c.igatherv(
+            own_addr as *const u8,
+            own_len,
+            p.base as *mut u8,
+            detach(&bc),
+            detach(&bd),
+            root,
+        );
+        async move {
+            let _keep = (own, bc, bd);
+            inner.await?;
+            unpack_pieces(&p, recv_addr as *mut u8, &counts_v, &displs_v, &rdt)
+        }
+    };
+    // SAFETY: the caller's guarantee.
+    unsafe { exec(comm, c, mode, f) }
+}
+
+// ---------------------------------------------------------------- scatter
+
+/// `MPI_Scatterv` / `MPI_Iscatterv` (and `MPI_Scatter`). `send`,
+/// `counts` and `displs` (elements of `sdt`) are read at the root only;
+/// `recv: None` is `MPI_IN_PLACE` at the root.
+///
+/// # Safety
+/// At the root `send` holds `counts[r]` elements of `sdt` at every
+/// `displs[r]`; `recv` holds its elements; with [`Mode::Start`] all stay
+/// valid until the request finishes.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn scatterv(
+    comm: &SimpleCommunicator,
+    send: *const u8,
+    counts: &[usize],
+    displs: &[usize],
+    sdt: &Datatype,
+    recv: Option<Buf<'_>>,
+    root: i32,
+    mode: Mode,
+) -> Result<Option<CollRequest>> {
+    let root = check_root(comm, root)?;
+    let me = comm.rank() as u32;
+    let n = comm.size() as usize;
+    if me == root && (counts.len() != n || displs.len() != n) {
+        return Err(Error::Arg {
+            reason: format!(
+                "scatter: {} counts, {} displacements for {n} ranks",
+                counts.len(),
+                displs.len()
+            ),
+        });
+    }
+    if recv.is_none() && me != root {
+        return Err(Error::Arg {
+            reason: "MPI_IN_PLACE is only for the root of a scatter".into(),
+        });
+    }
+    let coll = comm.coll()?;
+    if me != root {
+        let (Some(r), Some(c)) = (recv, coll) else {
+            return local(comm, mode, Ok(()));
+        };
+        // SAFETY: the caller's guarantee.
+        let land = unsafe { in_bytes(r.ptr.cast_mut(), r.count, r.dt)? };
+        // SAFETY: `land` moves into the future with its buffer.
+        let inner = unsafe {
+            c.iscatterv(
+                std::ptr::null(),
+                &[],
+                &[],
+                land.addr as *mut u8,
+                land.len,
+                root,
+            )
+        };
+        let f = async move {
+            inner.await?;
+            // SAFETY: the caller's guarantee.
+            unsafe { land.finish() }
+        };
+        // SAFETY: the caller's guarantee.
+        return unsafe { exec(comm, c, mode, f) };
+    }
+    // SAFETY: the caller's guarantee.
+    let p = unsafe { pieces(send, counts, displs, sdt, true)? };
+    let mine = p.counts[me as usize];
+    let land = match recv {
+        // SAFETY: the caller's guarantee.
+        Some(r) => Some(unsafe { in_bytes(r.ptr.cast_mut(), r.count, r.dt)? }),
+        None => None,
+    };
+    let (dst, dst_len) = match &land {
+        Some(l) => (l.addr, l.len),
+        None => (p.base + p.displs[me as usize], mine),
+    };
+    if dst_len != mine {
+        return Err(Error::Arg {
+            reason: format!("scatter: the root sends {mine} bytes to itself but expects {dst_len}"),
+        });
+    }
+    let Some(c) = coll else {
+        // SAFETY: both hold `mine` bytes.
+        unsafe { std::ptr::copy((p.base + p.displs[0]) as *const u8, dst as *mut u8, mine) };
+        // SAFETY: the caller's guarantee.
+        let r = land.map_or(Ok(()), |l| unsafe { l.finish() });
+        return local(comm, mode, r);
+    };
+    let bc: Box<[usize]> = p.counts.clone().into();
+    let bd: Box<[usize]> = p.displs.clone().into();
+    // SAFETY: as in `gatherv`.
+    let f = unsafe {
+        let inner = c.iscatterv(
+            p.base as *const u8,
+            detach(&bc),
+            detach(&bd),
+            dst as *mut u8,
+            dst_len,
+            root,
+        );
+        async move {
+            let _keep = (p, bc, bd);
+            inner.await?;
+            land.map_or(Ok(()), |l| l.finish())
+        }
+    };
+    // SAFETY: the caller's guarantee.
+    unsafe { exec(comm, c, mode, f) }
+}
+
+// ---------------------------------------------------------------- allgather
+
+/// `MPI_Allgatherv` / `MPI_Iallgatherv` (and `MPI_Allgather`). `send:
+/// None` is `MPI_IN_PLACE` (this member's piece is already in `recv`).
+///
+/// # Safety
+/// `send` holds its elements; `recv` holds `counts[r]` writable elements
+/// of `rdt` at every `displs[r]`; with [`Mode::Start`] all stay valid
+/// until the request finishes.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn allgatherv(
+    comm: &SimpleCommunicator,
+    send: Option<Buf<'_>>,
+    recv: *mut u8,
+    counts: &[usize],
+    displs: &[usize],
+    rdt: &Datatype,
+    mode: Mode,
+) -> Result<Option<CollRequest>> {
+    let me = comm.rank() as usize;
+    let n = comm.size() as usize;
+    if counts.len() != n || displs.len() != n {
+        return Err(Error::Arg {
+            reason: format!(
+                "allgather: {} counts, {} displacements for {n} ranks",
+                counts.len(),
+                displs.len()
+            ),
+        });
+    }
+    // SAFETY: the caller's guarantee.
+    let p = unsafe { pieces(recv, counts, displs, rdt, send.is_none())? };
+    let own = match send {
+        None => None,
+        // SAFETY: the caller's guarantee.
+        Some(s) => Some(unsafe { out_bytes(s.ptr, s.count, s.dt)? }),
+    };
+    let (own_addr, own_len) = match &own {
+        Some(o) => (o.addr, o.len),
+        None => (p.base + p.displs[me], p.counts[me]),
+    };
+    if own_len != p.counts[me] {
+        return Err(Error::Arg {
+            reason: format!(
+                "allgather: this rank sends {own_len} bytes but expects {} from itself",
+                p.counts[me]
+            ),
+        });
+    }
+    let recv_addr = recv as usize;
+    let Some(c) = comm.coll()? else {
+        // SAFETY: both hold `own_len` bytes.
+        unsafe {
+            std::ptr::copy(
+                own_addr as *const u8,
+                (p.base + p.displs[0]) as *mut u8,
+                own_len,
+            )
+        };
+        // SAFETY: the caller's guarantee.
+        let r = unsafe { unpack_pieces(&p, recv, counts, displs, rdt) };
+        return local(comm, mode, r);
+    };
+    let bc: Box<[usize]> = p.counts.clone().into();
+    let bd: Box<[usize]> = p.displs.clone().into();
+    let (counts_v, displs_v, rdt) = (counts.to_vec(), displs.to_vec(), rdt.clone());
+    // SAFETY: as in `gatherv`.
+    let f = unsafe {
+        let inner = c.iallgatherv(
+            own_addr as *const u8,
+            own_len,
+            p.base as *mut u8,
+            detach(&bc),
+            detach(&bd),
+        );
+        async move {
+            let _keep = (own, bc, bd);
+            inner.await?;
+            unpack_pieces(&p, recv_addr as *mut u8, &counts_v, &displs_v, &rdt)
+        }
+    };
+    // SAFETY: the caller's guarantee.
+    unsafe { exec(comm, c, mode, f) }
+}
+
+// ---------------------------------------------------------------- alltoall
+
+/// `MPI_Alltoallw` / `MPI_Ialltoallw`, and through it `MPI_Alltoall(v)`:
+/// to member `r` this member sends `scounts[r]` elements of `sdts[r]` at
+/// byte displacement `sdispls[r]`, and from member `s` it receives
+/// `rcounts[s]` elements of `rdts[s]` at byte displacement `rdispls[s]`.
+/// `send: None` is `MPI_IN_PLACE` (the data to send is in `recv`, laid
+/// out as the receive arguments say).
+///
+/// # Safety
+/// The buffers hold what the arguments describe; with [`Mode::Start`]
+/// they stay valid until the request finishes.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn alltoallw(
+    comm: &SimpleCommunicator,
+    send: Option<*const u8>,
+    scounts: &[usize],
+    sdispls: &[isize],
+    sdts: &[&Datatype],
+    recv: *mut u8,
+    rcounts: &[usize],
+    rdispls: &[isize],
+    rdts: &[&Datatype],
+    mode: Mode,
+) -> Result<Option<CollRequest>> {
+    let n = comm.size() as usize;
+    let (send, scounts, sdispls, sdts) = match send {
+        Some(s) => (s, scounts, sdispls, sdts),
+        None => (recv.cast_const(), rcounts, rdispls, rdts),
+    };
+    for (what, len) in [
+        ("send counts", scounts.len()),
+        ("send displacements", sdispls.len()),
+        ("send datatypes", sdts.len()),
+        ("receive counts", rcounts.len()),
+        ("receive displacements", rdispls.len()),
+        ("receive datatypes", rdts.len()),
+    ] {
+        if len != n {
+            return Err(Error::Arg {
+                reason: format!("all-to-all: {len} {what} for {n} ranks"),
+            });
+        }
+    }
+    // Everything to send, packed back to back (one copy: the pieces are
+    // read by their receivers straight from it).
+    let mut sb = Vec::with_capacity(n);
+    let mut so = Vec::with_capacity(n);
+    let mut total = 0usize;
+    for r in 0..n {
+        let b = sdts[r].packed_size(scounts[r])?;
+        so.push(total);
+        sb.push(b);
+        total = total.checked_add(b).ok_or_else(|| Error::Arg {
+            reason: "all-to-all too large".into(),
+        })?;
+    }
+    let mut packed = vec![0u8; total];
+    for r in 0..n {
+        if sb[r] > 0 {
+            // SAFETY: the caller's guarantee for piece `r`.
+            unsafe {
+                sdts[r].pack_raw(
+                    send.wrapping_offset(sdispls[r]),
+                    scounts[r],
+                    &mut packed[so[r]..so[r] + sb[r]],
+                )?
+            };
+        }
+    }
+    let mut rb = Vec::with_capacity(n);
+    let mut ro = Vec::with_capacity(n);
+    let mut rtotal = 0usize;
+    for s in 0..n {
+        let b = rdts[s].packed_size(rcounts[s])?;
+        ro.push(rtotal);
+        rb.push(b);
+        rtotal = rtotal.checked_add(b).ok_or_else(|| Error::Arg {
+            reason: "all-to-all too large".into(),
+        })?;
+    }
+    let landing = vec![0u8; rtotal];
+    let rdts: Vec<Datatype> = rdts.iter().map(|d| (*d).clone()).collect();
+    let (rcounts_v, rdispls_v) = (rcounts.to_vec(), rdispls.to_vec());
+    let recv_addr = recv as usize;
+    let unpack = move |landing: &[u8], ro: &[usize], rb: &[usize]| -> Result<()> {
+        for s in 0..rb.len() {
+            if rb[s] > 0 {
+                // SAFETY: the caller's guarantee for piece `s`.
+                unsafe {
+                    rdts[s].unpack_raw(
+                        &landing[ro[s]..ro[s] + rb[s]],
+                        (recv_addr as *mut u8).wrapping_offset(rdispls_v[s]),
+                        rcounts_v[s],
+                    )?
+                };
+            }
+        }
+        Ok(())
+    };
+    let Some(c) = comm.coll()? else {
+        let me = comm.rank() as usize;
+        if sb[me] != rb[me] {
+            return Err(Error::Arg {
+                reason: format!(
+                    "all-to-all: this rank sends itself {} bytes but expects {}",
+                    sb[me], rb[me]
+                ),
+            });
+        }
+        let mut landing = landing;
+        landing[ro[me]..ro[me] + rb[me]].copy_from_slice(&packed[so[me]..so[me] + sb[me]]);
+        return local(comm, mode, unpack(&landing, &ro, &rb));
+    };
+    let (packed, landing): (Box<[u8]>, Box<[u8]>) = (packed.into(), landing.into());
+    let [sb, so, rb, ro] = [sb, so, rb, ro].map(Vec::into_boxed_slice);
+    // SAFETY: the boxed buffers and arrays move into the future; their heap
+    // contents stay put while they live.
+    let f = unsafe {
+        let inner = c.ialltoallv(
+            packed.as_ptr(),
+            detach(&sb),
+            detach(&so),
+            landing.as_ptr().cast_mut(),
+            detach(&rb),
+            detach(&ro),
+        );
+        async move {
+            let _keep = (packed, sb, so);
+            inner.await?;
+            unpack(&landing, &ro, &rb)
+        }
+    };
+    // SAFETY: the caller's guarantee.
+    unsafe { exec(comm, c, mode, f) }
+}
+
+// ---------------------------------------------------------------- scans
+
+/// `MPI_Scan` / `MPI_Exscan` (`exclusive`) and their nonblocking forms.
+/// `send: None` is `MPI_IN_PLACE`.
+///
+/// # Safety
+/// As [`reduce`] for an allreduce.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn scan(
+    comm: &SimpleCommunicator,
+    send: Option<*const u8>,
+    recv: *mut u8,
+    count: usize,
+    dt: &Datatype,
+    op: &Operation,
+    exclusive: bool,
+    mode: Mode,
+) -> Result<Option<CollRequest>> {
+    let (red, packed) = reduction(dt, op)?;
+    let input = send.unwrap_or(recv.cast_const());
+    let Some(c) = comm.coll()? else {
+        if !exclusive {
+            if let Some(s) = send {
+                let n = dt.packed_size(count)?;
+                let mut v = vec![0u8; n];
+                // SAFETY: the caller's guarantee for both buffers.
+                unsafe {
+                    dt.pack_raw(s, count, &mut v)?;
+                    dt.unpack_raw(&v, recv, count)?;
+                }
+            }
+        }
+        return local(comm, mode, Ok(()));
+    };
+    // SAFETY: the caller's guarantee.
+    let out = unsafe { out_bytes(input, count, dt)? };
+    // SAFETY: the caller's guarantee.
+    let land = unsafe { in_bytes(recv, count, dt)? };
+    let ecount = out.len / red.dt.size().max(1);
+    let _ = packed;
+    let red = Box::new(red);
+    // SAFETY: as in `reduce`.
+    let f = unsafe {
+        let rp: *const Reduction = &*red;
+        let inner = c.iscan(
+            out.addr as *const u8,
+            land.addr as *mut u8,
+            ecount,
+            &*rp,
+            exclusive,
+        );
+        async move {
+            let _keep = out;
+            let res = inner.await;
+            let err = red.error();
+            res?;
+            if let Some(e) = err {
+                return Err(e);
+            }
+            land.finish()
+        }
+    };
+    // SAFETY: the caller's guarantee.
+    unsafe { exec(comm, c, mode, f) }
+}
+
+/// `MPI_Reduce_scatter` / `MPI_Ireduce_scatter` (and `_block`, with equal
+/// counts): member `r` receives the reduction of every member's block
+/// `r` of `counts[r]` elements. `send: None` is `MPI_IN_PLACE` (the input
+/// is in `recv`, which then holds every block).
+///
+/// # Safety
+/// `send` (or `recv` in place) holds the sum of `counts` elements; `recv`
+/// holds `counts[rank]` writable elements; with [`Mode::Start`] all stay
+/// valid until the request finishes.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn reduce_scatter(
+    comm: &SimpleCommunicator,
+    send: Option<*const u8>,
+    recv: *mut u8,
+    counts: &[usize],
+    dt: &Datatype,
+    op: &Operation,
+    mode: Mode,
+) -> Result<Option<CollRequest>> {
+    let n = comm.size() as usize;
+    if counts.len() != n {
+        return Err(Error::Arg {
+            reason: format!("reduce_scatter: {} counts for {n} ranks", counts.len()),
+        });
+    }
+    let (red, _) = reduction(dt, op)?;
+    let me = comm.rank() as usize;
+    let total: usize = counts.iter().sum();
+    let input = send.unwrap_or(recv.cast_const());
+    // SAFETY: the caller's guarantee.
+    let out = unsafe { out_bytes(input, total, dt)? };
+    // SAFETY: the caller's guarantee.
+    let land = unsafe { in_bytes(recv, counts[me], dt)? };
+    // Counts in the engine's elements (the basic type's when packed).
+    let per = dt.size() / red.dt.size().max(1);
+    let ecounts: Box<[usize]> = counts.iter().map(|&c| c * per).collect();
+    let Some(c) = comm.coll()? else {
+        // SAFETY: our block is the whole input; `land` holds it.
+        unsafe { std::ptr::copy(out.addr as *const u8, land.addr as *mut u8, land.len) };
+        // SAFETY: the caller's guarantee.
+        return local(comm, mode, unsafe { land.finish() });
+    };
+    // In place, the result goes to the start of the buffer that holds the
+    // input: the engine reads a copy.
+    let out = if send.is_none() && out._packed.is_none() {
+        let mut v = vec![0u8; out.len];
+        // SAFETY: `out` holds `out.len` bytes.
+        v.copy_from_slice(unsafe { std::slice::from_raw_parts(out.addr as *const u8, out.len) });
+        Out {
+            addr: v.as_ptr() as usize,
+            len: v.len(),
+            _packed: Some(v),
+        }
+    } else {
+        out
+    };
+    let red = Box::new(red);
+    // SAFETY: as in `reduce`.
+    let f = unsafe {
+        let rp: *const Reduction = &*red;
+        let inner = c.ireduce_scatter(
+            out.addr as *const u8,
+            land.addr as *mut u8,
+            detach(&ecounts),
+            &*rp,
+        );
+        async move {
+            let _keep = (out, ecounts);
+            let res = inner.await;
+            let err = red.error();
+            res?;
+            if let Some(e) = err {
+                return Err(e);
+            }
+            land.finish()
+        }
+    };
+    // SAFETY: the caller's guarantee.
+    unsafe { exec(comm, c, mode, f) }
+}

@@ -1,0 +1,775 @@
+//! The collectives for Rust programs, with rsmpi's names:
+//! [`CommunicatorCollectives`] on every communicator and [`Root`] on the
+//! process that roots a collective (`world.process_at_rank(0)`).
+//!
+//! Buffers are values, slices or `Vec`s of [`Equivalence`] types, whose
+//! datatypes the collectives take from the element type; counts come
+//! from the buffers' lengths (per member, the receive buffer holds one
+//! piece per member). Variable counts go through [`Partition`] /
+//! [`PartitionMut`]. Errors are values: a bad root, buffers whose lengths
+//! do not fit the communicator, an operation that does not apply to the
+//! element type.
+//!
+//! # Example
+//! ```
+//! use hmpi_core::prelude::*;
+//! use hmpi_core::collective::SystemOperation;
+//!
+//! let universe = hmpi_core::init().unwrap();
+//! let world = universe.world();
+//! let mut sum = 0u64;
+//! world.all_reduce_into(&(world.rank() as u64 + 1), &mut sum, SystemOperation::sum()).unwrap();
+//! let n = world.size() as u64;
+//! assert_eq!(sum, n * (n + 1) / 2);
+//!
+//! let mut v = [0i32; 4];
+//! let root = world.process_at_rank(0);
+//! if world.rank() == 0 {
+//!     v = [1, 2, 3, 4];
+//! }
+//! root.broadcast_into(&mut v[..]).unwrap();
+//! assert_eq!(v, [1, 2, 3, 4]);
+//! ```
+//!
+//! [`Equivalence`]: crate::datatype::Equivalence
+
+use super::raw::{self, Buf, Mode};
+use crate::comm::Communicator;
+use crate::datatype::{Buffer, BufferMut, Datatype};
+use crate::error::{Error, Result};
+use crate::op::Operation;
+use crate::point_to_point::Process;
+use std::borrow::Borrow;
+
+/// A buffer of pieces of different lengths, one per member (rsmpi's
+/// `Partition`): `counts[r]` elements at element displacement
+/// `displs[r]`.
+#[derive(Debug)]
+pub struct Partition<'b, B: ?Sized, C, D> {
+    buf: &'b B,
+    counts: C,
+    displs: D,
+}
+
+impl<'b, B: ?Sized + Buffer, C: Borrow<[i32]>, D: Borrow<[i32]>> Partition<'b, B, C, D> {
+    /// Pieces of `buf`.
+    pub fn new(buf: &'b B, counts: C, displs: D) -> Self {
+        Partition {
+            buf,
+            counts,
+            displs,
+        }
+    }
+}
+
+/// A mutable buffer of pieces of different lengths (rsmpi's
+/// `PartitionMut`).
+#[derive(Debug)]
+pub struct PartitionMut<'b, B: ?Sized, C, D> {
+    buf: &'b mut B,
+    counts: C,
+    displs: D,
+}
+
+impl<'b, B: ?Sized + BufferMut, C: Borrow<[i32]>, D: Borrow<[i32]>> PartitionMut<'b, B, C, D> {
+    /// Pieces of `buf`.
+    pub fn new(buf: &'b mut B, counts: C, displs: D) -> Self {
+        PartitionMut {
+            buf,
+            counts,
+            displs,
+        }
+    }
+}
+
+/// Counts and displacements as elements, checked against a buffer of
+/// `len` elements.
+fn layout(counts: &[i32], displs: &[i32], len: usize) -> Result<(Vec<usize>, Vec<usize>)> {
+    let conv = |v: &[i32], what: &str| -> Result<Vec<usize>> {
+        v.iter()
+            .map(|&x| {
+                usize::try_from(x).map_err(|_| Error::Arg {
+                    reason: format!("negative {what} {x}"),
+                })
+            })
+            .collect()
+    };
+    let (c, d) = (conv(counts, "count")?, conv(displs, "displacement")?);
+    if c.len() != d.len() {
+        return Err(Error::Arg {
+            reason: format!("{} counts but {} displacements", c.len(), d.len()),
+        });
+    }
+    if let Some(r) = (0..c.len()).find(|&r| c[r] + d[r] > len) {
+        return Err(Error::Buffer {
+            reason: format!(
+                "piece {r} ({} elements at {}) reaches past a buffer of {len}",
+                c[r], d[r]
+            ),
+        });
+    }
+    Ok((c, d))
+}
+
+fn elements<B: ?Sized + Buffer>(b: &B) -> usize {
+    b.as_bytes().len() / b.element_size().max(1)
+}
+
+fn elements_mut<B: ?Sized + BufferMut>(b: &mut B) -> usize {
+    let es = b.element_size().max(1);
+    b.as_bytes_mut().len() / es
+}
+
+fn send_buf<'d, B: ?Sized + Buffer>(b: &B, dt: &'d Datatype) -> Buf<'d> {
+    Buf {
+        ptr: b.as_bytes().as_ptr(),
+        count: elements(b),
+        dt,
+    }
+}
+
+/// Even pieces: a receive buffer of `total` elements split over `n`
+/// members.
+fn even(total: usize, n: usize, what: &str) -> Result<(Vec<usize>, Vec<usize>)> {
+    if n == 0 || total % n != 0 {
+        return Err(Error::Buffer {
+            reason: format!("{what}: a buffer of {total} elements does not split over {n} ranks"),
+        });
+    }
+    let per = total / n;
+    Ok((vec![per; n], (0..n).map(|r| r * per).collect()))
+}
+
+/// The collectives every communicator has (rsmpi's
+/// `CommunicatorCollectives`; `barrier` is on [`Communicator`]).
+pub trait CommunicatorCollectives: Communicator {
+    /// Every member's `sendbuf`, in rank order, into every member's
+    /// `recvbuf` (`MPI_Allgather`).
+    fn all_gather_into<S, R>(&self, sendbuf: &S, recvbuf: &mut R) -> Result<()>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+    {
+        let comm = self.as_simple();
+        let sdt = sendbuf.element_datatype();
+        let rdt = recvbuf.element_datatype();
+        let total = elements_mut(recvbuf);
+        let (c, d) = even(total, comm.size() as usize, "all_gather_into")?;
+        let recv = recvbuf.as_bytes_mut().as_mut_ptr();
+        // SAFETY: both buffers are borrowed for the call; `recv` holds
+        // `total` elements, `size` pieces of `c[r]` each.
+        unsafe {
+            raw::allgatherv(
+                comm,
+                Some(send_buf(sendbuf, &sdt)),
+                recv,
+                &c,
+                &d,
+                &rdt,
+                Mode::Block,
+            )
+        }
+        .map(drop)
+    }
+
+    /// Pieces of different lengths into every member's `recvbuf`
+    /// (`MPI_Allgatherv`).
+    fn all_gather_varcount_into<S, R, C, D>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut PartitionMut<'_, R, C, D>,
+    ) -> Result<()>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C: Borrow<[i32]>,
+        D: Borrow<[i32]>,
+    {
+        let comm = self.as_simple();
+        let sdt = sendbuf.element_datatype();
+        let rdt = recvbuf.buf.element_datatype();
+        let total = elements_mut(recvbuf.buf);
+        let (c, d) = layout(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
+        let recv = recvbuf.buf.as_bytes_mut().as_mut_ptr();
+        // SAFETY: as in `all_gather_into`, the pieces checked against the
+        // buffer.
+        unsafe {
+            raw::allgatherv(
+                comm,
+                Some(send_buf(sendbuf, &sdt)),
+                recv,
+                &c,
+                &d,
+                &rdt,
+                Mode::Block,
+            )
+        }
+        .map(drop)
+    }
+
+    /// Piece `r` of this member's `sendbuf` to member `r`, whose piece
+    /// from this member lands at place `rank` of its `recvbuf`
+    /// (`MPI_Alltoall`).
+    fn all_to_all_into<S, R>(&self, sendbuf: &S, recvbuf: &mut R) -> Result<()>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+    {
+        let comm = self.as_simple();
+        let n = comm.size() as usize;
+        let (sc, sd) = even(elements(sendbuf), n, "all_to_all_into")?;
+        let (rc, rd) = even(elements_mut(recvbuf), n, "all_to_all_into")?;
+        let sdt = sendbuf.element_datatype();
+        let rdt = recvbuf.element_datatype();
+        all_to_all(comm, sendbuf, &sc, &sd, &sdt, recvbuf, &rc, &rd, &rdt)
+    }
+
+    /// [`CommunicatorCollectives::all_to_all_into`] with pieces of
+    /// different lengths (`MPI_Alltoallv`).
+    fn all_to_all_varcount_into<S, R, C1, D1, C2, D2>(
+        &self,
+        sendbuf: &Partition<'_, S, C1, D1>,
+        recvbuf: &mut PartitionMut<'_, R, C2, D2>,
+    ) -> Result<()>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C1: Borrow<[i32]>,
+        D1: Borrow<[i32]>,
+        C2: Borrow<[i32]>,
+        D2: Borrow<[i32]>,
+    {
+        let comm = self.as_simple();
+        let (sc, sd) = layout(
+            sendbuf.counts.borrow(),
+            sendbuf.displs.borrow(),
+            elements(sendbuf.buf),
+        )?;
+        let total = elements_mut(recvbuf.buf);
+        let (rc, rd) = layout(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
+        let sdt = sendbuf.buf.element_datatype();
+        let rdt = recvbuf.buf.element_datatype();
+        all_to_all(
+            comm,
+            sendbuf.buf,
+            &sc,
+            &sd,
+            &sdt,
+            recvbuf.buf,
+            &rc,
+            &rd,
+            &rdt,
+        )
+    }
+
+    /// The reduction of every member's `sendbuf` with `op`, in rank
+    /// order, into every member's `recvbuf` (`MPI_Allreduce`).
+    fn all_reduce_into<S, R, O>(&self, sendbuf: &S, recvbuf: &mut R, op: O) -> Result<()>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        O: Into<Operation>,
+    {
+        reduce_typed(self.as_simple(), sendbuf, Some(recvbuf), op.into(), None)
+    }
+
+    /// Block `r` of the reduction of every member's `sendbuf` into member
+    /// `r`'s `recvbuf` (`MPI_Reduce_scatter_block`).
+    fn reduce_scatter_block_into<S, R, O>(&self, sendbuf: &S, recvbuf: &mut R, op: O) -> Result<()>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        O: Into<Operation>,
+    {
+        let comm = self.as_simple();
+        let n = comm.size() as usize;
+        let per = elements_mut(recvbuf);
+        if elements(sendbuf) != per * n {
+            return Err(Error::Buffer {
+                reason: format!(
+                    "reduce_scatter_block_into: {} elements to send, {per} per rank for {n} ranks",
+                    elements(sendbuf)
+                ),
+            });
+        }
+        let dt = sendbuf.element_datatype();
+        let op = op.into();
+        let recv = recvbuf.as_bytes_mut().as_mut_ptr();
+        // SAFETY: `sendbuf` holds `n × per` elements, `recvbuf` `per`.
+        unsafe {
+            raw::reduce_scatter(
+                comm,
+                Some(sendbuf.as_bytes().as_ptr()),
+                recv,
+                &vec![per; n],
+                &dt,
+                &op,
+                Mode::Block,
+            )
+        }
+        .map(drop)
+    }
+
+    /// The inclusive prefix reduction (`MPI_Scan`): member `r` gets the
+    /// reduction of members `0..=r`.
+    fn scan_into<S, R, O>(&self, sendbuf: &S, recvbuf: &mut R, op: O) -> Result<()>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        O: Into<Operation>,
+    {
+        scan_typed(self.as_simple(), sendbuf, recvbuf, op.into(), false)
+    }
+
+    /// The exclusive prefix reduction (`MPI_Exscan`): member `r > 0` gets
+    /// the reduction of members `0..r`; member 0's `recvbuf` is left as it
+    /// is.
+    fn exclusive_scan_into<S, R, O>(&self, sendbuf: &S, recvbuf: &mut R, op: O) -> Result<()>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        O: Into<Operation>,
+    {
+        scan_typed(self.as_simple(), sendbuf, recvbuf, op.into(), true)
+    }
+}
+
+impl<C: Communicator + ?Sized> CommunicatorCollectives for C {}
+
+#[allow(clippy::too_many_arguments)]
+fn all_to_all<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+    comm: &crate::SimpleCommunicator,
+    sendbuf: &S,
+    sc: &[usize],
+    sd: &[usize],
+    sdt: &Datatype,
+    recvbuf: &mut R,
+    rc: &[usize],
+    rd: &[usize],
+    rdt: &Datatype,
+) -> Result<()> {
+    let n = comm.size() as usize;
+    if sc.len() != n || rc.len() != n {
+        return Err(Error::Arg {
+            reason: format!(
+                "all-to-all: {} send and {} receive pieces for {n} ranks",
+                sc.len(),
+                rc.len()
+            ),
+        });
+    }
+    let bytes = |d: &[usize], t: &Datatype| -> Vec<isize> {
+        d.iter().map(|&x| x as isize * t.extent()).collect()
+    };
+    let (sdb, rdb) = (bytes(sd, sdt), bytes(rd, rdt));
+    let sdts = vec![sdt; n];
+    let rdts = vec![rdt; n];
+    let recv = recvbuf.as_bytes_mut().as_mut_ptr();
+    // SAFETY: the pieces were checked against both buffers, borrowed for
+    // the call.
+    unsafe {
+        raw::alltoallw(
+            comm,
+            Some(sendbuf.as_bytes().as_ptr()),
+            sc,
+            &sdb,
+            &sdts,
+            recv,
+            rc,
+            &rdb,
+            &rdts,
+            Mode::Block,
+        )
+    }
+    .map(drop)
+}
+
+fn reduce_typed<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+    comm: &crate::SimpleCommunicator,
+    sendbuf: &S,
+    recvbuf: Option<&mut R>,
+    op: Operation,
+    root: Option<i32>,
+) -> Result<()> {
+    let dt = sendbuf.element_datatype();
+    let count = elements(sendbuf);
+    let recv = match recvbuf {
+        Some(r) => {
+            if elements_mut(r) != count {
+                return Err(Error::Buffer {
+                    reason: format!(
+                        "a reduction of {count} elements into a buffer of {}",
+                        elements_mut(r)
+                    ),
+                });
+            }
+            r.as_bytes_mut().as_mut_ptr()
+        }
+        None => std::ptr::null_mut(),
+    };
+    // SAFETY: `sendbuf` holds `count` elements; `recv` as many where a
+    // result is wanted (checked), both borrowed for the call.
+    unsafe {
+        raw::reduce(
+            comm,
+            Some(sendbuf.as_bytes().as_ptr()),
+            recv,
+            count,
+            &dt,
+            &op,
+            root,
+            Mode::Block,
+        )
+    }
+    .map(drop)
+}
+
+fn scan_typed<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+    comm: &crate::SimpleCommunicator,
+    sendbuf: &S,
+    recvbuf: &mut R,
+    op: Operation,
+    exclusive: bool,
+) -> Result<()> {
+    let dt = sendbuf.element_datatype();
+    let count = elements(sendbuf);
+    if elements_mut(recvbuf) != count {
+        return Err(Error::Buffer {
+            reason: format!(
+                "a scan of {count} elements into a buffer of {}",
+                elements_mut(recvbuf)
+            ),
+        });
+    }
+    let recv = recvbuf.as_bytes_mut().as_mut_ptr();
+    // SAFETY: both hold `count` elements, borrowed for the call.
+    unsafe {
+        raw::scan(
+            comm,
+            Some(sendbuf.as_bytes().as_ptr()),
+            recv,
+            count,
+            &dt,
+            &op,
+            exclusive,
+            Mode::Block,
+        )
+    }
+    .map(drop)
+}
+
+/// The collectives rooted at a process (rsmpi's `Root`), called on
+/// `comm.process_at_rank(root)` by every member.
+pub trait Root {
+    /// The root's `buffer` into every member's (`MPI_Bcast`).
+    fn broadcast_into<B: ?Sized + BufferMut>(&self, buffer: &mut B) -> Result<()>;
+    /// This member's `sendbuf` to the root (`MPI_Gather`, members other
+    /// than the root).
+    fn gather_into<S: ?Sized + Buffer>(&self, sendbuf: &S) -> Result<()>;
+    /// Every member's `sendbuf`, in rank order, into `recvbuf` (`MPI_Gather`
+    /// at the root).
+    fn gather_into_root<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+    ) -> Result<()>;
+    /// This member's `sendbuf` to the root (`MPI_Gatherv`, members other
+    /// than the root).
+    fn gather_varcount_into<S: ?Sized + Buffer>(&self, sendbuf: &S) -> Result<()>;
+    /// Pieces of different lengths into `recvbuf` (`MPI_Gatherv` at the
+    /// root).
+    fn gather_varcount_into_root<S, R, C, D>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut PartitionMut<'_, R, C, D>,
+    ) -> Result<()>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C: Borrow<[i32]>,
+        D: Borrow<[i32]>;
+    /// This member's piece of the root's buffer (`MPI_Scatter`, members
+    /// other than the root).
+    fn scatter_into<R: ?Sized + BufferMut>(&self, recvbuf: &mut R) -> Result<()>;
+    /// Piece `r` of `sendbuf` to member `r` (`MPI_Scatter` at the root).
+    fn scatter_into_root<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+    ) -> Result<()>;
+    /// This member's piece (`MPI_Scatterv`, members other than the root).
+    fn scatter_varcount_into<R: ?Sized + BufferMut>(&self, recvbuf: &mut R) -> Result<()>;
+    /// Pieces of different lengths (`MPI_Scatterv` at the root).
+    fn scatter_varcount_into_root<S, R, C, D>(
+        &self,
+        sendbuf: &Partition<'_, S, C, D>,
+        recvbuf: &mut R,
+    ) -> Result<()>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C: Borrow<[i32]>,
+        D: Borrow<[i32]>;
+    /// This member's `sendbuf` into the reduction at the root
+    /// (`MPI_Reduce`, members other than the root).
+    fn reduce_into<S: ?Sized + Buffer, O: Into<Operation>>(&self, sendbuf: &S, op: O)
+        -> Result<()>;
+    /// The reduction of every member's `sendbuf`, in rank order, into
+    /// `recvbuf` (`MPI_Reduce` at the root).
+    fn reduce_into_root<S: ?Sized + Buffer, R: ?Sized + BufferMut, O: Into<Operation>>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+        op: O,
+    ) -> Result<()>;
+}
+
+impl Root for Process<'_> {
+    fn broadcast_into<B: ?Sized + BufferMut>(&self, buffer: &mut B) -> Result<()> {
+        let dt = buffer.element_datatype();
+        let count = elements_mut(buffer);
+        let p = buffer.as_bytes_mut().as_mut_ptr();
+        // SAFETY: `buffer` holds `count` elements, borrowed for the call.
+        unsafe { raw::bcast(self.comm(), p, count, &dt, self.rank(), Mode::Block) }.map(drop)
+    }
+
+    fn gather_into<S: ?Sized + Buffer>(&self, sendbuf: &S) -> Result<()> {
+        self.not_root("gather_into")?;
+        let dt = sendbuf.element_datatype();
+        // SAFETY: `sendbuf` is borrowed for the call; no receive buffer
+        // away from the root.
+        unsafe {
+            raw::gatherv(
+                self.comm(),
+                Some(send_buf(sendbuf, &dt)),
+                std::ptr::null_mut(),
+                &[],
+                &[],
+                &dt,
+                self.rank(),
+                Mode::Block,
+            )
+        }
+        .map(drop)
+    }
+
+    fn gather_into_root<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+    ) -> Result<()> {
+        self.is_root("gather_into_root")?;
+        let n = self.comm().size() as usize;
+        let (c, d) = even(elements_mut(recvbuf), n, "gather_into_root")?;
+        let sdt = sendbuf.element_datatype();
+        let rdt = recvbuf.element_datatype();
+        let recv = recvbuf.as_bytes_mut().as_mut_ptr();
+        // SAFETY: `recvbuf` holds `n` pieces of `c[r]` elements.
+        unsafe {
+            raw::gatherv(
+                self.comm(),
+                Some(send_buf(sendbuf, &sdt)),
+                recv,
+                &c,
+                &d,
+                &rdt,
+                self.rank(),
+                Mode::Block,
+            )
+        }
+        .map(drop)
+    }
+
+    fn gather_varcount_into<S: ?Sized + Buffer>(&self, sendbuf: &S) -> Result<()> {
+        self.gather_into(sendbuf)
+    }
+
+    fn gather_varcount_into_root<S, R, C, D>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut PartitionMut<'_, R, C, D>,
+    ) -> Result<()>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C: Borrow<[i32]>,
+        D: Borrow<[i32]>,
+    {
+        self.is_root("gather_varcount_into_root")?;
+        let total = elements_mut(recvbuf.buf);
+        let (c, d) = layout(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
+        let sdt = sendbuf.element_datatype();
+        let rdt = recvbuf.buf.element_datatype();
+        let recv = recvbuf.buf.as_bytes_mut().as_mut_ptr();
+        // SAFETY: the pieces were checked against the buffer.
+        unsafe {
+            raw::gatherv(
+                self.comm(),
+                Some(send_buf(sendbuf, &sdt)),
+                recv,
+                &c,
+                &d,
+                &rdt,
+                self.rank(),
+                Mode::Block,
+            )
+        }
+        .map(drop)
+    }
+
+    fn scatter_into<R: ?Sized + BufferMut>(&self, recvbuf: &mut R) -> Result<()> {
+        self.not_root("scatter_into")?;
+        let dt = recvbuf.element_datatype();
+        let count = elements_mut(recvbuf);
+        let p = recvbuf.as_bytes_mut().as_ptr();
+        // SAFETY: `recvbuf` holds `count` elements, borrowed for the call.
+        unsafe {
+            raw::scatterv(
+                self.comm(),
+                std::ptr::null(),
+                &[],
+                &[],
+                &dt,
+                Some(Buf {
+                    ptr: p,
+                    count,
+                    dt: &dt,
+                }),
+                self.rank(),
+                Mode::Block,
+            )
+        }
+        .map(drop)
+    }
+
+    fn scatter_into_root<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+    ) -> Result<()> {
+        self.is_root("scatter_into_root")?;
+        let n = self.comm().size() as usize;
+        let (c, d) = even(elements(sendbuf), n, "scatter_into_root")?;
+        let sdt = sendbuf.element_datatype();
+        let rdt = recvbuf.element_datatype();
+        let count = elements_mut(recvbuf);
+        let p = recvbuf.as_bytes_mut().as_ptr();
+        // SAFETY: `sendbuf` holds `n` pieces of `c[r]` elements.
+        unsafe {
+            raw::scatterv(
+                self.comm(),
+                sendbuf.as_bytes().as_ptr(),
+                &c,
+                &d,
+                &sdt,
+                Some(Buf {
+                    ptr: p,
+                    count,
+                    dt: &rdt,
+                }),
+                self.rank(),
+                Mode::Block,
+            )
+        }
+        .map(drop)
+    }
+
+    fn scatter_varcount_into<R: ?Sized + BufferMut>(&self, recvbuf: &mut R) -> Result<()> {
+        self.scatter_into(recvbuf)
+    }
+
+    fn scatter_varcount_into_root<S, R, C, D>(
+        &self,
+        sendbuf: &Partition<'_, S, C, D>,
+        recvbuf: &mut R,
+    ) -> Result<()>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C: Borrow<[i32]>,
+        D: Borrow<[i32]>,
+    {
+        self.is_root("scatter_varcount_into_root")?;
+        let (c, d) = layout(
+            sendbuf.counts.borrow(),
+            sendbuf.displs.borrow(),
+            elements(sendbuf.buf),
+        )?;
+        let sdt = sendbuf.buf.element_datatype();
+        let rdt = recvbuf.element_datatype();
+        let count = elements_mut(recvbuf);
+        let p = recvbuf.as_bytes_mut().as_ptr();
+        // SAFETY: the pieces were checked against the buffer.
+        unsafe {
+            raw::scatterv(
+                self.comm(),
+                sendbuf.buf.as_bytes().as_ptr(),
+                &c,
+                &d,
+                &sdt,
+                Some(Buf {
+                    ptr: p,
+                    count,
+                    dt: &rdt,
+                }),
+                self.rank(),
+                Mode::Block,
+            )
+        }
+        .map(drop)
+    }
+
+    fn reduce_into<S: ?Sized + Buffer, O: Into<Operation>>(
+        &self,
+        sendbuf: &S,
+        op: O,
+    ) -> Result<()> {
+        self.not_root("reduce_into")?;
+        reduce_typed::<S, [u8]>(self.comm(), sendbuf, None, op.into(), Some(self.rank()))
+    }
+
+    fn reduce_into_root<S: ?Sized + Buffer, R: ?Sized + BufferMut, O: Into<Operation>>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+        op: O,
+    ) -> Result<()> {
+        self.is_root("reduce_into_root")?;
+        reduce_typed(
+            self.comm(),
+            sendbuf,
+            Some(recvbuf),
+            op.into(),
+            Some(self.rank()),
+        )
+    }
+}
+
+impl Process<'_> {
+    fn is_root(&self, what: &str) -> Result<()> {
+        if self.comm().rank() == self.rank() {
+            Ok(())
+        } else {
+            Err(Error::Arg {
+                reason: format!(
+                    "{what} is for the root (rank {}); this is rank {}",
+                    self.rank(),
+                    self.comm().rank()
+                ),
+            })
+        }
+    }
+
+    fn not_root(&self, what: &str) -> Result<()> {
+        if self.comm().rank() != self.rank() {
+            Ok(())
+        } else {
+            Err(Error::Arg {
+                reason: format!(
+                    "{what} is for ranks other than the root (rank {}); use the _root form there",
+                    self.rank()
+                ),
+            })
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! The typed collectives across real ranks (1 to 7, more ranks than
+//! cores), on the world, a duplicate and a split communicator: every
+//! collective with several element types (one a derived struct), every
+//! root, counts from 0 to 1 MiB, against a serial computation.
+
+#![allow(clippy::needless_range_loop)] // index loops mirror the serial definitions
+
+use hmpi_core::datatype::Equivalence;
+use hmpi_core::launch::rank_tests;
+use hmpi_core::prelude::*;
+use shmheap::ShmHeap;
+
+#[global_allocator]
+static ALLOC: ShmHeap = ShmHeap::new();
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Equivalence)]
+#[equivalence(crate = "hmpi_core")]
+#[repr(C)]
+struct Pair {
+    a: i32,
+    b: f32,
+}
+
+/// Element `i` of rank `r`'s contribution (exact in f64 sums).
+fn v(r: usize, i: usize) -> f64 {
+    ((r * 131 + i * 7) % 97) as f64 + r as f64 * 0.5
+}
+
+const COUNTS: &[usize] = &[0, 1, 7, 1000, 1 << 17];
+
+fn check_comm(c: &SimpleCommunicator) {
+    let (me, n) = (c.rank() as usize, c.size() as usize);
+    for &count in COUNTS {
+        let mine: Vec<f64> = (0..count).map(|i| v(me, i)).collect();
+        // allreduce: sum in rank order, max, min
+        let mut out = vec![0.0; count];
+        c.all_reduce_into(&mine[..], &mut out[..], SystemOperation::sum())
+            .unwrap();
+        for i in 0..count {
+            let mut acc = v(n - 1, i);
+            for r in (0..n - 1).rev() {
+                acc += v(r, i);
+            }
+            assert_eq!(out[i], acc, "allreduce sum n={n} count={count} i={i}");
+        }
+        c.all_reduce_into(&mine[..], &mut out[..], SystemOperation::max())
+            .unwrap();
+        assert!((0..count).all(|i| out[i] == (0..n).map(|r| v(r, i)).fold(f64::MIN, f64::max)));
+        // integer ops
+        let ints: Vec<i64> = (0..count).map(|i| (me * 3 + i) as i64).collect();
+        let mut io = vec![0i64; count];
+        c.all_reduce_into(&ints[..], &mut io[..], SystemOperation::bitwise_xor())
+            .unwrap();
+        assert!((0..count).all(|i| io[i] == (0..n).fold(0i64, |a, r| a ^ (r * 3 + i) as i64)));
+        c.all_reduce_into(&ints[..], &mut io[..], SystemOperation::product())
+            .unwrap();
+        assert!((0..count)
+            .all(|i| io[i] == (0..n).fold(1i64, |a, r| a.wrapping_mul((r * 3 + i) as i64))));
+        // reduce, bcast, gather, scatter at every root
+        for root in 0..n {
+            let rp = c.process_at_rank(root as i32);
+            if me == root {
+                let mut res = vec![0.0; count];
+                rp.reduce_into_root(&mine[..], &mut res[..], SystemOperation::min())
+                    .unwrap();
+                assert!(
+                    (0..count).all(|i| res[i] == (0..n).map(|r| v(r, i)).fold(f64::MAX, f64::min))
+                );
+            } else {
+                rp.reduce_into(&mine[..], SystemOperation::min()).unwrap();
+            }
+            let mut b: Vec<f64> = if me == root {
+                mine.clone()
+            } else {
+                vec![-1.0; count]
+            };
+            rp.broadcast_into(&mut b[..]).unwrap();
+            assert!((0..count).all(|i| b[i] == v(root, i)), "bcast");
+            if count <= 1000 {
+                if me == root {
+                    let mut all = vec![0.0; count * n];
+                    rp.gather_into_root(&mine[..], &mut all[..]).unwrap();
+                    assert!(
+                        (0..n * count).all(|k| all[k] == v(k / count.max(1), k % count.max(1))),
+                        "gather"
+                    );
+                    let src: Vec<f64> = (0..n * count).map(|k| k as f64).collect();
+                    let mut piece = vec![0.0; count];
+                    rp.scatter_into_root(&src[..], &mut piece[..]).unwrap();
+                    assert!((0..count).all(|i| piece[i] == (me * count + i) as f64));
+                } else {
+                    rp.gather_into(&mine[..]).unwrap();
+                    let mut piece = vec![0.0; count];
+                    rp.scatter_into(&mut piece[..]).unwrap();
+                    assert!(
+                        (0..count).all(|i| piece[i] == (me * count + i) as f64),
+                        "scatter"
+                    );
+                }
+            }
+        }
+        if count <= 1000 {
+            // allgather, alltoall
+            let mut all = vec![0.0; count * n];
+            c.all_gather_into(&mine[..], &mut all[..]).unwrap();
+            assert!(
+                (0..n * count).all(|k| all[k] == v(k / count.max(1), k % count.max(1))),
+                "allgather"
+            );
+            let src: Vec<f64> = (0..n * count).map(|k| (me * 100_000 + k) as f64).collect();
+            let mut dst = vec![0.0; n * count];
+            c.all_to_all_into(&src[..], &mut dst[..]).unwrap();
+            for s in 0..n {
+                for i in 0..count {
+                    assert_eq!(
+                        dst[s * count + i],
+                        (s * 100_000 + me * count + i) as f64,
+                        "alltoall"
+                    );
+                }
+            }
+            // reduce_scatter_block, scan, exscan
+            let big: Vec<f64> = (0..n * count).map(|k| v(me, k)).collect();
+            let mut blk = vec![0.0; count];
+            c.reduce_scatter_block_into(&big[..], &mut blk[..], SystemOperation::sum())
+                .unwrap();
+            for i in 0..count {
+                let k = me * count + i;
+                let mut acc = v(n - 1, k);
+                for r in (0..n - 1).rev() {
+                    acc += v(r, k);
+                }
+                assert_eq!(blk[i], acc, "reduce_scatter_block");
+            }
+            let mut sc = vec![0.0; count];
+            c.scan_into(&mine[..], &mut sc[..], SystemOperation::sum())
+                .unwrap();
+            for i in 0..count {
+                let mut acc = v(me, i);
+                for r in (0..me).rev() {
+                    acc += v(r, i);
+                }
+                assert_eq!(sc[i], acc, "scan");
+            }
+            let mut ex = vec![-7.0; count];
+            c.exclusive_scan_into(&mine[..], &mut ex[..], SystemOperation::sum())
+                .unwrap();
+            for i in 0..count {
+                if me == 0 {
+                    assert_eq!(ex[i], -7.0, "exscan leaves rank 0's buffer");
+                } else {
+                    let mut acc = v(me - 1, i);
+                    for r in (0..me - 1).rev() {
+                        acc += v(r, i);
+                    }
+                    assert_eq!(ex[i], acc, "exscan");
+                }
+            }
+        }
+    }
+    // Variable counts: rank r contributes r + 1 elements.
+    let mine: Vec<i32> = (0..=me).map(|i| (me * 10 + i) as i32).collect();
+    let counts: Vec<i32> = (0..n).map(|r| r as i32 + 1).collect();
+    let displs: Vec<i32> = (0..n).map(|r| (r * (r + 1) / 2) as i32).collect();
+    let total = n * (n + 1) / 2;
+    let expect: Vec<i32> = (0..n)
+        .flat_map(|r| (0..=r).map(move |i| (r * 10 + i) as i32))
+        .collect();
+    let mut all = vec![0i32; total];
+    c.all_gather_varcount_into(
+        &mine[..],
+        &mut PartitionMut::new(&mut all[..], &counts[..], &displs[..]),
+    )
+    .unwrap();
+    assert_eq!(all, expect, "allgatherv");
+    for root in 0..n {
+        let rp = c.process_at_rank(root as i32);
+        if me == root {
+            let mut all = vec![0i32; total];
+            rp.gather_varcount_into_root(
+                &mine[..],
+                &mut PartitionMut::new(&mut all[..], &counts[..], &displs[..]),
+            )
+            .unwrap();
+            assert_eq!(all, expect, "gatherv");
+            let mut piece = vec![0i32; me + 1];
+            rp.scatter_varcount_into_root(
+                &Partition::new(&expect[..], &counts[..], &displs[..]),
+                &mut piece[..],
+            )
+            .unwrap();
+            assert_eq!(piece, mine, "scatterv root");
+        } else {
+            rp.gather_varcount_into(&mine[..]).unwrap();
+            let mut piece = vec![0i32; me + 1];
+            rp.scatter_varcount_into(&mut piece[..]).unwrap();
+            assert_eq!(piece, mine, "scatterv");
+        }
+    }
+    // A derived struct type through the collectives.
+    let p = Pair {
+        a: me as i32,
+        b: me as f32 * 0.25,
+    };
+    let mut ps = vec![Pair::default(); n];
+    c.all_gather_into(&p, &mut ps[..]).unwrap();
+    assert!(ps.iter().enumerate().all(|(r, q)| *q
+        == Pair {
+            a: r as i32,
+            b: r as f32 * 0.25
+        }));
+    assert_eq!(Pair::equivalent_datatype().size(), 8);
+    // Errors, not panics, and nothing left half done.
+    let mut small = [0.0f64; 1];
+    assert!(c
+        .all_reduce_into(&[1.0f64, 2.0][..], &mut small[..], SystemOperation::sum())
+        .is_err());
+    let mut x = 0.0f64;
+    assert!(c
+        .all_reduce_into(&1.0f64, &mut x, SystemOperation::bitwise_and())
+        .is_err());
+    assert!(matches!(
+        c.process_at_rank(n as i32).broadcast_into(&mut x),
+        Err(Error::Root { .. })
+    ));
+    c.barrier().unwrap();
+}
+
+fn typed_rank(u: Universe) {
+    let world = u.world();
+    check_comm(&world);
+    let dup = world.duplicate().unwrap();
+    check_comm(&dup);
+    let half = world
+        .split(Some(world.rank() as u32 % 2), -world.rank())
+        .unwrap()
+        .unwrap();
+    check_comm(&half);
+    // Collectives on different communicators interleaved.
+    let mut a = 0u64;
+    let mut b = 0u64;
+    dup.all_reduce_into(&1u64, &mut a, SystemOperation::sum())
+        .unwrap();
+    half.all_reduce_into(&1u64, &mut b, SystemOperation::sum())
+        .unwrap();
+    assert_eq!((a, b), (world.size() as u64, half.size() as u64));
+}
+
+/// The same inputs give the same bits in every run and on every rank.
+fn determinism_rank(u: Universe) {
+    let world = u.world();
+    let me = world.rank() as usize;
+    let xs: Vec<f64> = (0..5000)
+        .map(|i| 1.0 / ((me * 5000 + i + 1) as f64))
+        .collect();
+    let mut sum = vec![0.0f64; 5000];
+    world
+        .all_reduce_into(&xs[..], &mut sum[..], SystemOperation::sum())
+        .unwrap();
+    let mut all = vec![0.0f64; 5000 * world.size() as usize];
+    world.all_gather_into(&sum[..], &mut all[..]).unwrap();
+    for chunk in all.chunks(5000) {
+        assert!(
+            chunk
+                .iter()
+                .zip(&sum)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "same bits everywhere"
+        );
+    }
+    let h = sum.iter().fold(0u64, |h, x| h.rotate_left(7) ^ x.to_bits());
+    println!("digest {h:016x}");
+}
+
+fn main() {
+    rank_tests::main(
+        |role| {
+            let u = hmpi_core::init().expect("init");
+            match role {
+                "typed" => typed_rank(u),
+                "determinism" => determinism_rank(u),
+                _ => return None,
+            }
+            Some(())
+        },
+        &[
+            ("every_collective_on_one_to_seven_ranks", || {
+                for n in [1, 2, 3, 4, 7] {
+                    let r = rank_tests::launch("typed", n, &[]);
+                    rank_tests::assert_ran(&r, "typed");
+                }
+            }),
+            (
+                "allreduce_results_are_bit_identical_across_ranks_and_runs",
+                || {
+                    let digest = |n| {
+                        let r = rank_tests::launch("determinism", n, &[]);
+                        rank_tests::assert_ran(&r, "determinism");
+                        let out = String::from_utf8_lossy(&r.ranks[0].stdout).to_string();
+                        out.lines()
+                            .find(|l| l.starts_with("digest"))
+                            .map(str::to_owned)
+                            .expect("digest")
+                    };
+                    for n in [3, 4] {
+                        assert_eq!(digest(n), digest(n), "two runs of {n} ranks");
+                    }
+                },
+            ),
+        ],
+    );
+}
