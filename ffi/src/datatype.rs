@@ -52,6 +52,12 @@ pub struct TypeInfo {
     /// Bytes of data in one element (`ty.size()`, kept at hand for the
     /// message path).
     pub size: usize,
+    /// Lower and upper bound, true bounds, alignment (`ty`'s, at hand).
+    pub lb: isize,
+    pub ub: isize,
+    pub true_lb: isize,
+    pub true_ub: isize,
+    pub align: usize,
     /// The type.
     pub ty: CoreType,
     /// A predefined handle (never freed or renamed).
@@ -64,6 +70,11 @@ impl TypeInfo {
     fn new(ty: CoreType, predefined: bool, committed: bool, name: &str) -> Self {
         TypeInfo {
             size: ty.size(),
+            lb: ty.lower_bound(),
+            ub: ty.upper_bound(),
+            true_lb: ty.true_lower_bound(),
+            true_ub: ty.true_upper_bound(),
+            align: ty.alignment(),
             ty,
             predefined,
             committed: AtomicBool::new(committed),
@@ -102,7 +113,7 @@ impl TypeInfo {
         if buf.is_null()
             && count > 0
             && self.size > 0
-            && (self.predefined || self.ty.true_lower_bound() < LOWEST_ADDRESS)
+            && (self.predefined || self.true_lb < LOWEST_ADDRESS)
         {
             return err(abi::ERR_BUFFER, format!("null buffer for {count} elements"));
         }

@@ -135,7 +135,10 @@ static void refused(void) {
     FAILS(MPI_ERR_OP, MPI_Reduce_local(&x, &y, 1, MPI_INT, MPI_OP_NULL));
     FAILS(MPI_ERR_COUNT, MPI_Reduce_local(&x, &y, -1, MPI_INT, MPI_SUM));
     FAILS(MPI_ERR_TYPE, MPI_Reduce_local(&x, &y, 1, MPI_DATATYPE_NULL, MPI_SUM));
-    CHECK(y == 2 && cacc == 2 && dacc == 2.0);
+    int same[2] = {1, 2};
+    FAILS(MPI_ERR_BUFFER, MPI_Reduce_local(same, same, 2, MPI_INT, MPI_SUM));
+    FAILS(MPI_ERR_BUFFER, MPI_Reduce_local(same, same + 1, 2, MPI_INT, MPI_SUM));
+    CHECK(y == 2 && cacc == 2 && dacc == 2.0 && same[0] == 1 && same[1] == 2);
     /* A struct of an int and a double mixes basic types. */
     MPI_Datatype mixed;
     int bl[2] = {1, 1};

@@ -414,7 +414,8 @@ pub fn reduce_local_into<T: Equivalence>(
 ///
 /// # Safety
 /// The type map of `count` elements of `datatype` is readable at `input`
-/// and readable and writable at `inout`, and the two do not overlap.
+/// and readable and writable at `inout`, and the two do not overlap (for
+/// a dense type an overlap is refused with [`Error::Buffer`]).
 pub unsafe fn reduce_local_raw(
     input: *const u8,
     inout: *mut u8,
@@ -508,9 +509,19 @@ unsafe fn on_data(
         return Ok(());
     }
     if let Some(off) = datatype.dense_offset() {
+        let (a, o) = (
+            input.wrapping_offset(off) as usize,
+            inout.wrapping_offset(off) as usize,
+        );
+        if a < o.wrapping_add(bytes) && o < a.wrapping_add(bytes) {
+            // Erroneous in MPI too; refused here rather than aliased.
+            return Err(Error::Buffer {
+                reason: "the input and the accumulator overlap".into(),
+            });
+        }
         // SAFETY: a dense type's `count` elements are the `bytes` bytes
         // from `off` (the caller's guarantee that they are there), and the
-        // buffers do not overlap.
+        // two runs do not overlap (checked above).
         let (a, o) = unsafe {
             (
                 std::slice::from_raw_parts(input.wrapping_offset(off), bytes),
@@ -906,6 +917,17 @@ mod tests {
             ),
             Err(Error::Buffer { .. })
         ));
+    }
+
+    #[test]
+    fn overlapping_buffers_are_refused() {
+        let mut v = [1i32, 2, 3];
+        let p = v.as_mut_ptr().cast::<u8>();
+        let int = Datatype::basic(BasicType::I32);
+        // SAFETY: both runs of two ints are inside `v`.
+        let r = unsafe { reduce_local_raw(p, p.add(4), 2, &int, &sys(SystemOperation::Sum)) };
+        assert!(matches!(r, Err(Error::Buffer { .. })));
+        assert_eq!(v, [1, 2, 3]);
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! bytes make a value, so the generated code refuses to compile, through
 //! constant assertions, a struct with padding (its size must be the sum of
 //! its fields' sizes). `equivalent_datatype()` builds a struct datatype
-//! from each field's offset (`core::mem::offset_of!`) and datatype.
+//! from each field's offset (`core::mem::offset_of!`) and datatype, with
+//! the struct's size as its extent (`#[repr(C, packed)]` included).
 //!
 //! Paths in the generated code start at `::hmpi` (the facade), so that a
 //! crate depending only on `hmpi` can use the derive; another path is
@@ -150,7 +151,12 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
                 let types: [#krate::datatype::Datatype; #n] = [
                     #(<#types as #eq>::equivalent_datatype()),*
                 ];
-                match #krate::datatype::UserDatatype::structured(&lengths, &offsets, &types) {
+                // The extent is the struct's size (what a struct type pads
+                // to, unless the struct is packed): the stride of arrays.
+                let size = ::core::mem::size_of::<#name>() as isize;
+                let ty = #krate::datatype::UserDatatype::structured(&lengths, &offsets, &types)
+                    .and_then(|t| #krate::datatype::UserDatatype::resized(&t, 0, size));
+                match ty {
                     ::core::result::Result::Ok(t) => t.into(),
                     // Fields of a value in memory cannot overflow a type
                     // map; should it fail, the bytes describe it too.

@@ -349,6 +349,38 @@ mod tests {
         x: [u32; 2],
     }
 
+    #[derive(Clone, Copy, Equivalence)]
+    #[equivalence(crate = "crate")]
+    #[repr(C, packed)]
+    struct Packed(u8, u32, [u16; 3]);
+
+    #[derive(Clone, Copy, Equivalence)]
+    #[equivalence(crate = "crate")]
+    #[repr(C)]
+    struct Unit;
+
+    #[test]
+    fn packed_tuple_and_unit_structs() {
+        let p = Packed::equivalent_datatype();
+        assert_eq!((p.size(), p.extent()), (11, 11));
+        assert_eq!(p.blocks(), &[(0, 11)]);
+        let v = [Packed(1, 0x0203_0405, [6, 7, 8]); 3];
+        let mut out = [0u8; 33];
+        p.pack(v[..].as_bytes(), 3, &mut out).unwrap();
+        assert_eq!(&out[..], v[..].as_bytes());
+        let u = Unit::equivalent_datatype();
+        assert_eq!((u.size(), u.extent(), u.blocks().len()), (0, 0, 0));
+    }
+
+    #[test]
+    fn datatypes_and_operations_cross_threads() {
+        fn shared<T: Send + Sync + Clone>() {}
+        shared::<Datatype>();
+        shared::<UserDatatype>();
+        shared::<crate::op::Operation>();
+        shared::<crate::op::UserOperation>();
+    }
+
     #[test]
     fn derived_structs_get_struct_datatypes() {
         let t = Mixed::equivalent_datatype();

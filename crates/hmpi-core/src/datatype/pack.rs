@@ -43,7 +43,7 @@ impl Datatype {
     /// The bytes `count` elements reach, relative to the origin of the
     /// first: `[lo, hi)`, or `None` if they hold no data.
     pub fn reach(&self, count: usize) -> Result<Option<(isize, isize)>> {
-        if count == 0 || self.blocks().is_empty() {
+        if count == 0 || self.block_count() == 0 {
             return Ok(None);
         }
         let overflow = || Error::Arg {
@@ -115,17 +115,16 @@ impl Datatype {
         let mut at = 0;
         for i in 0..count {
             let elem = base.wrapping_offset((i as isize).wrapping_mul(ext));
-            for &(off, len) in self.blocks() {
-                // SAFETY: the caller's guarantee for the source; `out` has
-                // room for every block of every element (checked above).
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        elem.wrapping_offset(off),
-                        out.as_mut_ptr().add(at),
-                        len,
-                    )
-                };
-                at += len;
+            for r in self.runs() {
+                let mut src = elem.wrapping_offset(r.off);
+                for _ in 0..r.count {
+                    // SAFETY: the caller's guarantee for the source; `out`
+                    // has room for every block of every element (checked
+                    // above).
+                    unsafe { std::ptr::copy_nonoverlapping(src, out.as_mut_ptr().add(at), r.len) };
+                    at += r.len;
+                    src = src.wrapping_offset(r.stride);
+                }
             }
         }
         Ok(bytes)
@@ -152,20 +151,18 @@ impl Datatype {
         let mut at = 0;
         'all: for i in 0..count {
             let elem = base.wrapping_offset((i as isize).wrapping_mul(ext));
-            for &(off, len) in self.blocks() {
-                let n = len.min(data.len() - at);
-                // SAFETY: the caller's guarantee for the destination; `n`
-                // bytes remain in `data`.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        data.as_ptr().add(at),
-                        elem.wrapping_offset(off),
-                        n,
-                    )
-                };
-                at += n;
-                if at == data.len() {
-                    break 'all;
+            for r in self.runs() {
+                let mut dst = elem.wrapping_offset(r.off);
+                for _ in 0..r.count {
+                    let n = r.len.min(data.len() - at);
+                    // SAFETY: the caller's guarantee for the destination;
+                    // `n` bytes remain in `data`.
+                    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().add(at), dst, n) };
+                    at += n;
+                    if at == data.len() {
+                        break 'all;
+                    }
+                    dst = dst.wrapping_offset(r.stride);
                 }
             }
         }

@@ -7,7 +7,9 @@
 //! `(offset, length)` byte blocks of one element, in the order MPI packs
 //! them, with neighbouring blocks merged, plus its size, lower and upper
 //! bound (extent = ub − lb), true bounds and alignment. `count` elements
-//! of a type sit at `buf + i × extent`.
+//! of a type sit at `buf + i × extent`. The list is held as *strided
+//! runs*: `count` blocks of one length, `stride` bytes apart, so that a
+//! vector of any count of blocks is one entry.
 //!
 //! * A *dense* type (one block whose length is the extent, or no block)
 //!   travels straight from and into the program's buffer.
@@ -17,18 +19,21 @@
 //!   [`Error::Type`] rather than exhausting memory; displacements and
 //!   sizes that overflow are [`Error::Arg`].
 //!
-//! Building costs time and memory proportional to the blocks of the
-//! resulting type map (at most [`MAX_BLOCKS`]) plus the description given:
-//! blocks of zero elements, types without data and strides that close the
-//! gaps (a vector that is one run) are handled without walking the
-//! elements. The type map itself is flat, not a tree of the constructors:
-//! a vector of `n` separate blocks holds `n` blocks.
+//! Building costs time and memory proportional to the description given
+//! and to the runs of the result: a contiguous, vector or hvector type of
+//! a type that is one run (any predefined type, a vector of one, …) is
+//! one run whatever its count; blocks of zero elements and types without
+//! data cost nothing. Copies of a type of several runs (a struct, an
+//! indexed type, a vector of vectors) are walked: `n` of them hold `n`
+//! times its runs. Blocks are still counted as MPI lays them out: a map
+//! of more than [`MAX_BLOCKS`] blocks is refused, whatever its runs.
 
 use crate::{Error, Result};
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-/// The most blocks a type map may have (16 Mi: 256 MiB of map).
+/// The most blocks a type map may have (16 Mi; the limit of the engine's
+/// flat maps, kept as MPI-visible behaviour).
 pub const MAX_BLOCKS: usize = 1 << 24;
 
 /// One run of bytes of an element: offset from the element's start, length.
@@ -254,8 +259,12 @@ pub(crate) struct TypeMap {
     pub(crate) true_lb: isize,
     pub(crate) true_ub: isize,
     pub(crate) align: usize,
-    /// The type map, in packing order.
-    pub(crate) blocks: Vec<Block>,
+    /// The type map, in packing order, as strided runs.
+    pub(crate) runs: Vec<Run>,
+    /// Blocks of the type map (the runs' counts added up).
+    nblocks: usize,
+    /// The type map as a list of blocks, made when first asked for.
+    flat: OnceLock<Vec<Block>>,
     elements: Elements,
     predefined: Option<BasicType>,
     handle: Option<usize>,
@@ -286,7 +295,7 @@ impl fmt::Debug for Datatype {
         d.field("size", &m.size)
             .field("lb", &m.lb)
             .field("ub", &m.ub)
-            .field("blocks", &m.blocks.len())
+            .field("blocks", &m.nblocks)
             .finish()
     }
 }
@@ -314,7 +323,12 @@ impl Datatype {
                         true_lb: blocks.first().map_or(0, |b| b.0),
                         true_ub: blocks.last().map_or(0, |b| b.0 + b.1 as isize),
                         align,
-                        blocks: blocks.to_vec(),
+                        runs: blocks
+                            .iter()
+                            .map(|&(off, len)| Run::one(off, len))
+                            .collect(),
+                        nblocks: blocks.len(),
+                        flat: OnceLock::new(),
                         elements: Elements::One(b),
                         predefined: Some(b),
                         handle: None,
@@ -374,17 +388,40 @@ impl Datatype {
     }
 
     /// The type map: `(offset, length)` blocks of one element, in packing
-    /// order, neighbours merged.
-    #[inline]
+    /// order, neighbours merged. Listed when first asked for (one pair per
+    /// block; [`Datatype::block_count`] counts them without listing).
     pub fn blocks(&self) -> &[Block] {
-        &self.0.blocks
+        self.0.flat.get_or_init(|| {
+            let mut v = Vec::with_capacity(self.0.nblocks);
+            for r in &self.0.runs {
+                for k in 0..r.count {
+                    v.push((
+                        r.off.wrapping_add((k as isize).wrapping_mul(r.stride)),
+                        r.len,
+                    ));
+                }
+            }
+            v
+        })
+    }
+
+    /// The number of blocks of the type map.
+    #[inline]
+    pub fn block_count(&self) -> usize {
+        self.0.nblocks
+    }
+
+    /// The type map as strided runs, in packing order.
+    #[inline]
+    pub(crate) fn runs(&self) -> &[Run] {
+        &self.0.runs
     }
 
     /// If `count` elements are one run of bytes: its offset from the buffer.
     #[inline]
     pub fn dense_offset(&self) -> Option<isize> {
-        match self.0.blocks.as_slice() {
-            [(off, len)] if *len as isize == self.extent() => Some(*off),
+        match self.0.runs.as_slice() {
+            [r] if r.count == 1 && r.len as isize == self.extent() => Some(r.off),
             [] => Some(0),
             _ => None,
         }
@@ -464,9 +501,57 @@ fn signed(n: usize) -> Result<isize> {
     isize::try_from(n).map_err(|_| overflow())
 }
 
+/// `count` blocks of `len` bytes, the first at `off`, each `stride` bytes
+/// after the one before (a run of one block has stride 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Run {
+    pub(crate) off: isize,
+    pub(crate) len: usize,
+    pub(crate) count: usize,
+    pub(crate) stride: isize,
+}
+
+impl Run {
+    fn one(off: isize, len: usize) -> Run {
+        Run {
+            off,
+            len,
+            count: 1,
+            stride: 0,
+        }
+    }
+
+    /// The offset of the last block (checked when the run was made).
+    fn last(&self) -> isize {
+        self.off
+            .wrapping_add((self.count as isize - 1).wrapping_mul(self.stride))
+    }
+
+    /// A run of `count` blocks (at least one), its first and last offsets
+    /// and ends checked for overflow; blocks that touch are one block.
+    fn checked(off: isize, len: usize, count: usize, stride: isize) -> Result<Run> {
+        let span = mul(signed(count)? - 1, stride)?;
+        let len_i = signed(len)?;
+        add(add(off, span)?, len_i)?;
+        add(off, len_i)?;
+        if count > 1 && stride == len_i {
+            let total = len.checked_mul(count).ok_or_else(overflow)?;
+            add(off, signed(total)?)?;
+            return Ok(Run::one(off, total));
+        }
+        Ok(Run {
+            off,
+            len,
+            count,
+            stride: if count > 1 { stride } else { 0 },
+        })
+    }
+}
+
 /// Accumulates a type map.
 pub(crate) struct Builder {
-    blocks: Vec<Block>,
+    runs: Vec<Run>,
+    nblocks: usize,
     size: usize,
     bounds: Option<(isize, isize, isize, isize)>, // lb, ub, true_lb, true_ub
     align: usize,
@@ -476,7 +561,8 @@ pub(crate) struct Builder {
 impl Builder {
     pub(crate) fn new() -> Self {
         Builder {
-            blocks: Vec::new(),
+            runs: Vec::new(),
+            nblocks: 0,
             size: 0,
             bounds: None,
             align: 1,
@@ -484,32 +570,90 @@ impl Builder {
         }
     }
 
-    fn push_block(&mut self, off: isize, len: usize) -> Result<()> {
-        if len == 0 {
+    /// Appends the blocks of `r` (checked, `len > 0`) as a flat list of
+    /// blocks would take them one by one: a block that starts where the
+    /// list's last block ends merges into it.
+    fn push_run(&mut self, r: Run) -> Result<()> {
+        if r.len == 0 || r.count == 0 {
             return Ok(());
         }
-        if let Some(last) = self.blocks.last_mut() {
-            if last.0.checked_add(last.1 as isize) == Some(off) {
-                last.1 += len;
+        let mut rest = r;
+        if let Some(last) = self.runs.last_mut() {
+            let end = last.last().checked_add(last.len as isize);
+            if end == Some(r.off) {
+                // The first block of `r` extends the last block.
+                let merged = Run::one(last.last(), last.len + r.len);
+                if last.count == 1 {
+                    *last = merged;
+                } else {
+                    last.count -= 1;
+                    if last.count == 1 {
+                        last.stride = 0;
+                    }
+                    self.runs.push(merged);
+                }
+                if r.count == 1 {
+                    return Ok(());
+                }
+                // The others do not touch it (touching blocks are one).
+                rest = Run {
+                    off: r.off + r.stride,
+                    count: r.count - 1,
+                    ..r
+                };
+                if rest.count == 1 {
+                    rest.stride = 0;
+                }
+                // `rest` starts a new entry (the merged block is longer).
+                if self.nblocks.saturating_add(rest.count) > MAX_BLOCKS {
+                    return Err(too_many_blocks());
+                }
+                self.nblocks += rest.count;
+                self.runs.push(rest);
                 return Ok(());
             }
         }
-        if self.blocks.len() >= MAX_BLOCKS {
+        if self.nblocks.saturating_add(rest.count) > MAX_BLOCKS {
             return Err(too_many_blocks());
         }
-        self.blocks.push((off, len));
+        self.nblocks += rest.count;
+        if let Some(last) = self.runs.last_mut() {
+            if last.len == rest.len {
+                // Continue the last run when `rest` keeps its stride.
+                let step = match (last.count, rest.count) {
+                    (1, 1) => rest.off.checked_sub(last.off),
+                    (1, _) => Some(rest.stride),
+                    _ => Some(last.stride),
+                };
+                if let Some(step) = step {
+                    let next = last.last().checked_add(step);
+                    if next == Some(rest.off) && (rest.count == 1 || rest.stride == step) {
+                        last.stride = step;
+                        last.count += rest.count;
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        self.runs.push(rest);
         Ok(())
     }
 
     /// Adds `n` elements of `t`, the first at byte `disp`, the others one
     /// extent apart.
     pub(crate) fn add(&mut self, disp: isize, n: usize, t: &Datatype) -> Result<()> {
+        self.add_strided(disp, n, t, t.extent())
+    }
+
+    /// Adds `n` elements of `t`, the first at byte `disp`, the others
+    /// `step` bytes apart.
+    fn add_strided(&mut self, disp: isize, n: usize, t: &Datatype, step: isize) -> Result<()> {
         if n == 0 {
             return Ok(());
         }
         let m = &*t.0;
         let ext = t.extent();
-        let span = mul(signed(n)? - 1, ext)?;
+        let span = mul(signed(n)? - 1, step)?;
         let (lo, hi) = (span.min(0), span.max(0));
         let b = (
             add(add(disp, m.lb)?, lo)?,
@@ -528,32 +672,43 @@ impl Builder {
             .ok_or_else(overflow)?;
         self.align = self.align.max(m.align);
         self.elements = self.elements.join(m.elements);
-        if m.blocks.is_empty() {
+        if m.runs.is_empty() {
             // No data: only the bounds count, and they are set above.
             return Ok(());
         }
-        match t.dense_offset() {
-            // A gapless element type: the n elements are one run.
-            Some(off) if m.size as isize == ext && m.size > 0 => {
-                self.push_block(add(disp, off)?, m.size * n)?;
+        match (t.dense_offset(), m.runs.as_slice()) {
+            // A gapless element type, elements one extent apart: the n
+            // elements are one block.
+            (Some(off), _) if m.size as isize == ext && m.size > 0 && step == ext => {
+                let len = m.size.checked_mul(n).ok_or_else(overflow)?;
+                self.push_run(Run::checked(add(disp, off)?, len, 1, 0)?)
+            }
+            // One block per element: one run.
+            (_, [r]) if r.count == 1 => {
+                self.push_run(Run::checked(add(disp, r.off)?, r.len, n, step)?)
+            }
+            // One run per element, continued by the next element's.
+            (_, [r])
+                if Some(step) == signed(r.count).ok().and_then(|c| c.checked_mul(r.stride)) =>
+            {
+                let count = r.count.checked_mul(n).ok_or_else(overflow)?;
+                self.push_run(Run::checked(add(disp, r.off)?, r.len, count, r.stride)?)
             }
             _ => {
-                if n.saturating_mul(m.blocks.len())
-                    .saturating_add(self.blocks.len())
-                    > MAX_BLOCKS
-                    && m.blocks.len() > 1
+                if n.saturating_mul(m.nblocks).saturating_add(self.nblocks) > MAX_BLOCKS
+                    && m.nblocks > 1
                 {
                     return Err(too_many_blocks());
                 }
                 for i in 0..n {
-                    let base = add(disp, mul(i as isize, ext)?)?;
-                    for &(off, len) in &m.blocks {
-                        self.push_block(add(base, off)?, len)?;
+                    let base = add(disp, mul(i as isize, step)?)?;
+                    for r in &m.runs {
+                        self.push_run(Run::checked(add(base, r.off)?, r.len, r.count, r.stride)?)?;
                     }
                 }
+                Ok(())
             }
         }
-        Ok(())
     }
 
     pub(crate) fn finish(self, pad_to_align: bool) -> Result<Datatype> {
@@ -571,7 +726,9 @@ impl Builder {
             true_lb,
             true_ub,
             align: self.align,
-            blocks: self.blocks,
+            runs: self.runs,
+            nblocks: self.nblocks,
+            flat: OnceLock::new(),
             elements: self.elements,
             predefined: None,
             handle: None,
@@ -637,10 +794,12 @@ fn same_len(a: usize, b: usize, what: &str) -> Result<()> {
 /// Refuses up front a vector of `count` blocks of `bl` elements of `old`
 /// whose type map would exceed [`MAX_BLOCKS`] (instead of building it).
 fn check_vector_size(count: usize, bl: usize, old: &Datatype) -> Result<()> {
-    let per_block = if old.is_dense() {
+    let per_block = if old.block_count() == 0 {
+        0
+    } else if old.is_dense() {
         1
     } else {
-        bl.saturating_mul(old.blocks().len())
+        bl.saturating_mul(old.block_count())
     };
     if bl > 0 && count.saturating_mul(per_block) > MAX_BLOCKS {
         return Err(Error::Type {
@@ -701,18 +860,14 @@ impl UserDatatype {
             b.add(0, n, oldtype)?;
             return Ok(UserDatatype(b.finish(false)?));
         }
-        let last = mul(signed(count)? - 1, stride)?;
-        if oldtype.blocks().is_empty() {
-            // No data: the bounds of the first and the last block (they
-            // are affine in the block's index) are the bounds of all.
-            b.add(0, blocklength, oldtype)?;
-            b.add(last, blocklength, oldtype)?;
-            return Ok(UserDatatype(b.finish(false)?));
-        }
         check_vector_size(count, blocklength, oldtype)?;
-        for i in 0..count {
-            b.add(mul(i as isize, stride)?, blocklength, oldtype)?;
-        }
+        // One block of the vector, then `count` of them `stride` apart (its
+        // bounds are affine in the block's index; a block that is one run
+        // makes one run of the vector).
+        let mut block = Builder::new();
+        block.add(0, blocklength, oldtype)?;
+        let block = block.finish(false)?;
+        b.add_strided(0, count, &block, stride)?;
         Ok(UserDatatype(b.finish(false)?))
     }
 
@@ -974,6 +1129,201 @@ mod tests {
         assert_eq!(v.extent(), (i32::MAX as isize - 1) * 8 + 4);
         let c = UserDatatype::contiguous(usize::MAX / 16, &empty).unwrap();
         assert_eq!(c.extent(), (usize::MAX / 16) as isize * 4);
+    }
+
+    /// A type description, for building both through the engine and
+    /// through a plain list of blocks (the flat engine's algorithm).
+    #[derive(Debug, Clone)]
+    enum Desc {
+        Base(u8),
+        Hvector(usize, usize, isize, Box<Desc>),
+        Hindexed(Vec<(usize, isize)>, Box<Desc>),
+        Struct(Vec<(usize, isize, Desc)>),
+    }
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+        fn int(&mut self, lo: i64, hi: i64) -> isize {
+            (lo + self.next((hi - lo + 1) as u64) as i64) as isize
+        }
+    }
+
+    fn gen(r: &mut Rng, depth: u32) -> Desc {
+        if depth == 0 || r.next(4) == 0 {
+            return Desc::Base(r.next(5) as u8);
+        }
+        match r.next(3) {
+            0 => Desc::Hvector(
+                r.next(5) as usize,
+                r.next(4) as usize,
+                r.int(-40, 40),
+                Box::new(gen(r, depth - 1)),
+            ),
+            1 => Desc::Hindexed(
+                (0..r.next(4))
+                    .map(|_| (r.next(3) as usize, r.int(-24, 48)))
+                    .collect(),
+                Box::new(gen(r, depth - 1)),
+            ),
+            _ => Desc::Struct(
+                (0..1 + r.next(3))
+                    .map(|_| (r.next(3) as usize, r.int(-16, 64), gen(r, depth - 1)))
+                    .collect(),
+            ),
+        }
+    }
+
+    fn base(k: u8) -> Datatype {
+        let int = int();
+        match k {
+            0 => int,
+            1 => Datatype::basic(BasicType::F64),
+            2 => Datatype::basic(BasicType::ShortInt),
+            3 => UserDatatype::resized(&int, 0, 8).unwrap().into(),
+            _ => UserDatatype::resized(&int, -4, 12).unwrap().into(),
+        }
+    }
+
+    fn build(d: &Desc) -> Datatype {
+        match d {
+            Desc::Base(k) => base(*k),
+            Desc::Hvector(n, bl, st, t) => {
+                UserDatatype::heterogeneous_vector(*n, *bl, *st, &build(t))
+                    .unwrap()
+                    .into()
+            }
+            Desc::Hindexed(parts, t) => {
+                let (bl, ds): (Vec<usize>, Vec<isize>) = parts.iter().copied().unzip();
+                UserDatatype::heterogeneous_indexed(&bl, &ds, &build(t))
+                    .unwrap()
+                    .into()
+            }
+            Desc::Struct(parts) => {
+                let bl: Vec<usize> = parts.iter().map(|p| p.0).collect();
+                let ds: Vec<isize> = parts.iter().map(|p| p.1).collect();
+                let ts: Vec<Datatype> = parts.iter().map(|p| build(&p.2)).collect();
+                UserDatatype::structured(&bl, &ds, &ts).unwrap().into()
+            }
+        }
+    }
+
+    /// The flat list of blocks, built block by block with merging.
+    fn flat(d: &Desc) -> Vec<Block> {
+        fn push(v: &mut Vec<Block>, off: isize, len: usize) {
+            if len == 0 {
+                return;
+            }
+            if let Some(last) = v.last_mut() {
+                if last.0 + last.1 as isize == off {
+                    last.1 += len;
+                    return;
+                }
+            }
+            v.push((off, len));
+        }
+        fn copies(v: &mut Vec<Block>, disp: isize, n: usize, t: &Desc) {
+            let (blocks, ext) = (flat(t), build(t).extent());
+            for i in 0..n as isize {
+                for &(off, len) in &blocks {
+                    push(v, disp + i * ext + off, len);
+                }
+            }
+        }
+        let mut v = Vec::new();
+        match d {
+            Desc::Base(k) => return base(*k).blocks().to_vec(),
+            Desc::Hvector(n, bl, st, t) => {
+                for i in 0..*n as isize {
+                    copies(&mut v, i * st, *bl, t);
+                }
+            }
+            Desc::Hindexed(parts, t) => {
+                for &(bl, d) in parts {
+                    copies(&mut v, d, bl, t);
+                }
+            }
+            Desc::Struct(parts) => {
+                for (bl, d, t) in parts {
+                    copies(&mut v, *d, *bl, t);
+                }
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn runs_list_the_blocks_a_flat_map_would() {
+        let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut compressed = 0;
+        for _ in 0..1000 {
+            let d = gen(&mut r, 3);
+            let t = build(&d);
+            let want = flat(&d);
+            compressed += usize::from(t.runs().len() < t.block_count());
+            assert_eq!(t.blocks(), &want[..], "{d:?}");
+            assert_eq!(t.block_count(), want.len(), "{d:?}");
+            assert_eq!(t.size(), want.iter().map(|b| b.1).sum::<usize>(), "{d:?}");
+            // Packing walks the runs: the same bytes as the listed blocks.
+            let count = 3;
+            let Some((lo, hi)) = t.reach(count).unwrap() else {
+                continue;
+            };
+            let mem: Vec<u8> = (0..(hi - lo) as usize).map(|i| (i * 7 + 1) as u8).collect();
+            let origin = (-lo) as usize;
+            let mut out = vec![0u8; t.packed_size(count).unwrap()];
+            // SAFETY: `mem` holds every byte the elements reach, from the
+            // origin at `origin`.
+            unsafe { t.pack_raw(mem.as_ptr().add(origin), count, &mut out) }.unwrap();
+            let mut expect = Vec::new();
+            for i in 0..count as isize {
+                for &(off, len) in t.blocks() {
+                    let at = (origin as isize + i * t.extent() + off) as usize;
+                    expect.extend_from_slice(&mem[at..at + len]);
+                }
+            }
+            assert_eq!(out, expect, "{d:?}");
+            // Unpacking a prefix writes the same bytes back.
+            let mut back = vec![0u8; mem.len()];
+            let part = out.len() * 2 / 3;
+            // SAFETY: as above, for writing.
+            unsafe { t.unpack_raw(&out[..part], back.as_mut_ptr().add(origin), count) }.unwrap();
+            let mut again = vec![0u8; out.len()];
+            // SAFETY: as above.
+            unsafe { t.pack_raw(back.as_ptr().add(origin), count, &mut again) }.unwrap();
+            assert_eq!(again[..part], out[..part], "{d:?}");
+        }
+        // Enough of them are runs of several blocks to exercise the runs.
+        assert!(compressed > 100, "{compressed}");
+    }
+
+    #[test]
+    fn vectors_are_one_run_whatever_their_count() {
+        let v = UserDatatype::vector(MAX_BLOCKS, 1, 2, &int()).unwrap();
+        assert_eq!((v.block_count(), v.runs().len()), (MAX_BLOCKS, 1));
+        let dbl = Datatype::basic(BasicType::F64);
+        let h = UserDatatype::heterogeneous_vector(1 << 20, 3, -64, &dbl).unwrap();
+        assert_eq!((h.block_count(), h.runs().len()), (1 << 20, 1));
+        // A vector of a vector whose blocks continue its stride.
+        let inner = UserDatatype::vector(4, 1, 2, &int()).unwrap();
+        let r = UserDatatype::resized(&inner, 0, 32).unwrap();
+        let outer = UserDatatype::contiguous(1 << 20, &r).unwrap();
+        assert_eq!((outer.block_count(), outer.runs().len()), (1 << 22, 1));
+        // A 2-d subarray is one run.
+        let s = UserDatatype::subarray(
+            &[1 << 12, 1 << 12],
+            &[1 << 11, 8],
+            &[5, 9],
+            Order::C,
+            &int(),
+        )
+        .unwrap();
+        assert_eq!((s.block_count(), s.runs().len()), (1 << 11, 1));
     }
 
     #[test]
