@@ -300,7 +300,7 @@ impl LaneState {
 /// A spin lock released by a plain store: its holder only numbers a
 /// message and writes a slot or links an envelope, so waiting is short,
 /// and the release costs no locked instruction (which would stall until the
-/// slot's cache line arrived). In solo mode (see [`crate::solo`]) the
+/// slot's cache line arrived). In solo mode (see `solo`) the
 /// owner thread takes it without any locked instruction at all.
 #[repr(C, align(64))]
 #[derive(Debug)]

@@ -56,19 +56,32 @@
 
 #![warn(missing_docs)]
 
-pub mod cma;
 pub mod config;
+mod deliver;
+mod doorbell;
 pub mod endpoint;
 pub mod envelope;
 pub mod error;
 pub mod fastbox;
+mod immediate;
+pub mod kernel_assisted;
 mod matching;
 pub mod message;
 pub mod owned;
+mod post;
+mod progress;
 pub mod request;
+mod single_copy;
 pub mod slots;
 mod solo;
+mod stats;
+mod synergistic;
+mod two_copy;
 pub mod vci;
+mod wait;
+
+/// [`kernel_assisted`] under its former name.
+pub use kernel_assisted as cma;
 
 pub use config::Config;
 pub use endpoint::{Endpoint, Start};
