@@ -31,19 +31,16 @@ pub(crate) struct Doorbell {
 impl Doorbell {
     /// Wakes the owner's sleeping waiters, if any, after the caller made
     /// an event they may wait for (a queued envelope, a filled fast-box
-    /// slot, a completion store). While nobody sleeps this is one load: no
-    /// write, so a stream of messages does not bounce this line between
-    /// senders, and no fence, so a sender's stores to the slots it fills
-    /// stay in flight together.
+    /// slot, a completion store). While nobody sleeps this is one load,
+    /// with no write and no fence (see docs/performance.md, "Waiting").
     ///
     /// Without a fence our event (a store) may still be on its way when
     /// this load runs, so a waiter that announces itself at that moment
     /// could be missed here while it also misses the event. The waiter
     /// covers that window: after announcing itself it keeps looking for
     /// [`LINGER`] before it sleeps — far longer than a store takes to
-    /// become visible (a core's store buffer drains in well under a
-    /// microsecond, and before the core is descheduled) — and it never
-    /// sleeps longer than [`MAX_SLEEP`] at a time.
+    /// become visible (which it does before the core is descheduled) — and
+    /// it never sleeps longer than [`MAX_SLEEP`] at a time.
     pub(crate) fn ring(&self) {
         // Relaxed: see above; the waiter's fence orders its side.
         if self.sleepers.load(Ordering::Relaxed) != 0 {

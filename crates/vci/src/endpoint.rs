@@ -307,9 +307,8 @@ impl Endpoint {
     /// Numbers `env` and queues it for VCI `v` of rank `dest` in this
     /// process's send order, then rings `dest`'s doorbell. The message is
     /// counted (sent with `protocol`, synchronous if `sync`) under the
-    /// lane lock, as fast-box sends are: an atomic add here would be a
-    /// locked instruction on every send, waiting for the queue link just
-    /// stored to reach the receiver's cache line.
+    /// lane lock, as fast-box sends are (not with an atomic add: see
+    /// docs/performance.md, "Locked instructions").
     ///
     /// # Safety
     ///
@@ -479,10 +478,8 @@ impl Endpoint {
     /// nothing more of `buf` once started returns its status and leaves no
     /// request behind; one the receiver will read `buf` for asks `place`
     /// for a slot first (before anything is sent) and writes its request
-    /// there, where it stays. A request returned by value and then moved
-    /// into a table is read back in pieces wider than the ones it was
-    /// written in, which store forwarding cannot serve; one written in
-    /// place is never copied.
+    /// there, where it stays: it is never copied (see docs/performance.md,
+    /// "Store forwarding").
     ///
     /// If `place` has no slot, nothing is sent: [`Start::NoPlace`].
     ///
@@ -676,10 +673,9 @@ impl Endpoint {
     /// table of its own (the C library's request handles): a receive that
     /// matches at once returns its status and leaves no request behind;
     /// one that must wait asks `place` for a slot first (under the VCI
-    /// lock, before it is posted) and writes its request there. Built
-    /// from its parts where it stays, the request is never copied (a copy
-    /// of a just-returned request is read back in pieces wider than the
-    /// ones it was written in, which store forwarding cannot serve).
+    /// lock, before it is posted) and writes its request there, where it
+    /// stays: it is never copied (see docs/performance.md, "Store
+    /// forwarding").
     ///
     /// If `place` has no slot, nothing starts: [`Start::NoPlace`].
     ///
@@ -779,11 +775,9 @@ impl Endpoint {
     /// nothing was received (invalid arguments).
     ///
     /// For callers that mostly ignore the status, as C programs passing
-    /// `MPI_STATUS_IGNORE` do: a status returned by value is copied with
-    /// wide loads right after the receive wrote it field by field, and such
-    /// a load cannot take its bytes from the pending stores, so it waits
-    /// until they reach the cache, behind the stores that released the
-    /// sender's slot. Reading `status.error` alone does not wait.
+    /// `MPI_STATUS_IGNORE` do: they read the fields they need (usually
+    /// only `status.error`) instead of copying the whole status (see
+    /// docs/performance.md, "Store forwarding").
     #[inline]
     pub fn recv_with_status(
         &self,

@@ -81,7 +81,8 @@ impl Vci {
     /// [`Vci::deliver`]).
     ///
     /// A plain payload into a buffer (what a small receive is) is copied
-    /// here, inline in the receive; the other cases are out of line.
+    /// here; the other cases are out of line (see docs/performance.md,
+    /// "Fast-box slots").
     #[inline(always)]
     pub(crate) unsafe fn deliver_slot(
         &self,

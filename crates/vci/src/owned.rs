@@ -380,10 +380,8 @@ impl Endpoint {
 
     /// [`Endpoint::recv_owned`] into `out` (`None` for `PROC_NULL` and on
     /// error): the block stays where the engine wrote it, so a caller that
-    /// reads a few of its fields copies nothing. (Moved out inside a
-    /// `Result`, the 72-byte block was copied in pieces narrower than the
-    /// loads that read it back, which store forwarding cannot serve: a
-    /// stall on every take.)
+    /// reads a few of its fields copies nothing (see docs/performance.md,
+    /// "Store forwarding").
     #[inline(always)]
     pub fn recv_owned_into(
         &self,
@@ -521,8 +519,7 @@ impl Vci {
         target: Target,
         locked: bool,
     ) -> Status {
-        // The block's first line is most likely in the giver's cache: start
-        // fetching it now, for whoever touches the data next.
+        // See docs/performance.md, "Fast-box slots" (given blocks).
         prefetch_for_write(g.addr);
         let count = |shared: &AtomicU64, slot: &AtomicU64| {
             if locked {

@@ -104,11 +104,8 @@ impl Vci {
     /// One attempt of a blocking receive (under the lock): delivers the
     /// earliest message matching `key` that has arrived to `target`,
     /// writes its status to `out` and returns `true`; `false` (and `out`
-    /// as it was) if none has arrived. The status is written in place
-    /// because a status returned through `Option` and the waiting loop
-    /// was written field by field, then read back wide: store forwarding
-    /// cannot serve that, and the load waited just when the message had
-    /// arrived.
+    /// as it was) if none has arrived (in place: see docs/performance.md,
+    /// "Store forwarding").
     ///
     /// A blocking receive is not posted: between its attempts, messages
     /// that other threads' progress takes go to their posted receives

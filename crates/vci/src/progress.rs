@@ -29,11 +29,7 @@ impl Vci {
     ///
     /// Fast-box messages that no posted receive waits for stay in their
     /// slots, where a later receive takes them directly
-    /// ([`Vci::post_recv`]). Moving them to the unexpected list as they
-    /// arrive costs a second copy each, and a receiver that drains a stream
-    /// keeps pace with its sender, reading every slot as it is written:
-    /// each message then costs a cache-line round trip instead of a read
-    /// of a line that arrived while earlier ones were handled. A sender
+    /// ([`Vci::post_recv`]; why: docs/performance.md, "Progress"). A sender
     /// whose fast box is full queues envelopes instead, and an envelope
     /// brings its sender's earlier fast-box messages along
     /// ([`Vci::catch_up`]), so nothing waits there unseen for long.
@@ -108,8 +104,7 @@ impl Vci {
     /// last held the lock and saw the events count `seen`: another thread
     /// progressed (the count moved), an envelope is queued, or a sender's
     /// next fast-box message is in its slot. Reads no lock and writes
-    /// nothing, so a waiter can ask in a tight loop while the lines it
-    /// reads stay in its cache until a sender writes them.
+    /// nothing, so a waiter may ask in a tight loop.
     ///
     /// A hint: it may say yes for nothing (a message another thread is
     /// taking right now), and it may miss a message only while another

@@ -113,8 +113,9 @@ pub(crate) struct Counters {
 
 /// Counters of messages delivered straight from their fast-box slot
 /// ([`Vci::deliver_slot`]), which runs only under the VCI lock: one writer
-/// at a time, ordered by the lock, so a plain increment counts exactly and
-/// costs no locked instruction on the tiny-message path. Every other
+/// at a time, ordered by the lock, so a plain increment counts exactly
+/// (why not an atomic add: docs/performance.md, "Locked instructions").
+/// Every other
 /// writer of the same statistics uses [`Counters`]' own fields (some run
 /// without the lock); [`Vci::stats`] adds the two.
 #[derive(Debug, Default)]

@@ -30,16 +30,13 @@ impl VciShared {
         mut attempt: impl FnMut(bool) -> Option<R>,
         mut sweep: impl FnMut(),
     ) -> R {
-        /// How long to poll back to back before yielding: long enough for
-        /// a peer on another core to answer, short enough not to hold a
-        /// core that a peer needs when ranks outnumber cores.
+        /// How long to poll back to back before yielding (see
+        /// docs/performance.md, "Waiting").
         const SPIN: Duration = Duration::from_micros(20);
         /// Yields before sleeping.
         const YIELDS: u32 = 16;
         /// Attempts made back to back before the spinning slows down with
-        /// `pause` (which takes tens of nanoseconds on some processors, as
-        /// long as a whole attempt: spinning without it first answers a
-        /// quick peer sooner).
+        /// `pause` (see docs/performance.md, "Waiting").
         const HOT: u32 = 256;
         let bell = &self.bell;
         let mut empty = 0u32;

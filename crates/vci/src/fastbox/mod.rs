@@ -7,12 +7,12 @@
 //! allocated or freed, and the receiver polls a line that stays in its
 //! cache until a sender writes it — the technique MPI libraries'
 //! shared-memory transports use for small messages (MPICH's "fast
-//! boxes").
+//! boxes"). Why the slots are laid out and written as they are:
+//! docs/performance.md, "Fast-box slots".
 //!
 //! **Slots.** A slot is [`FB_LINES`] cache lines: the first holds the
 //! sequence word, the header (tag, context, length, kind) and the first 40
-//! payload bytes, so a message of up to 40 bytes costs the receiver one
-//! line; the others hold the rest of the payload. A *plain* slot carries
+//! payload bytes; the others hold the rest of the payload. A *plain* slot carries
 //! the payload; an *owned* slot carries the address, layout and metadata of
 //! a block the sender gave (see [`crate::owned`]), whatever its size.
 //!
@@ -96,9 +96,7 @@ mod sync {
     }
 }
 
-/// Slots in one pair's ring: enough for the 64-message windows of the
-/// OSU bandwidth loops, and the sender reads the receiver's credit line
-/// (a cache miss) only once per half ring.
+/// Slots in one pair's ring (see docs/performance.md, "Fast-box slots").
 pub const FB_SLOTS: usize = 64;
 
 /// The record an owned slot carries: the given block and what travels
@@ -122,8 +120,7 @@ impl OwnedSlot {
     /// the array): the block's address, its size and the first three
     /// metadata words fill the slot's first line, the alignment goes into
     /// the kind bits, and the metadata's last word, unless it is zero,
-    /// into the second line. So a given block usually costs the receiver
-    /// one line, as a tiny message does.
+    /// into the second line.
     #[inline(always)]
     pub(crate) fn encode(&self) -> (u32, [u64; OWNED_RECORD / 8], usize) {
         let m = self.info.meta;
@@ -182,11 +179,10 @@ const _: () = assert!(FB_HEAD % 8 == 0);
 /// A sender's lane to one destination VCI: its lock orders the messages
 /// to that VCI (fast box or queue) and guards the sequence numbers.
 ///
-/// A spin lock released by a plain store: its holder only numbers a
-/// message and writes a slot or links an envelope, so waiting is short,
-/// and the release costs no locked instruction (which would stall until the
-/// slot's cache line arrived). In solo mode (see `solo`) the
-/// owner thread takes it without any locked instruction at all.
+/// A spin lock released by a plain store (`lane_lock.rs`; why: see
+/// docs/performance.md, "Locked instructions"); its holder only numbers a
+/// message and writes a slot or links an envelope. In solo mode (see
+/// `solo`) the owner thread takes it without touching the spin lock.
 #[repr(C, align(64))]
 #[derive(Debug)]
 pub(crate) struct Lane {

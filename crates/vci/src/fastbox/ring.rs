@@ -11,7 +11,7 @@ use super::sync::{AtomicU64, Ordering, UnsafeCell};
 use super::FB_SLOTS;
 
 /// Slots past the one being taken whose first line the receiver asks
-/// for in advance.
+/// for in advance (see docs/performance.md, "Fast-box slots").
 const FB_READ_AHEAD: u64 = 2;
 /// Cache lines per slot.
 pub const FB_LINES: usize = 5;
@@ -66,11 +66,9 @@ pub(crate) const OWNED_RECORD: usize = 48;
 pub(crate) enum SlotData<'a> {
     /// A plain payload, copied from the sender's buffer.
     Bytes(&'a [u8]),
-    /// An owned record ([`OwnedSlot::encode`]): its first `n` words, each
-    /// stored as it is. (Copied through a byte buffer, the record was
-    /// read back with wide loads right after narrow stores had filled the
-    /// buffer, which store forwarding cannot serve: a stall on every give,
-    /// just before the message is published.)
+    /// An owned record ([`super::OwnedSlot::encode`]): its first `n`
+    /// words, each stored as it is (see docs/performance.md, "Store
+    /// forwarding").
     Words(&'a [u64; OWNED_RECORD / 8], usize),
 }
 
@@ -213,9 +211,8 @@ impl FbPair {
     /// Writes message `lane.next` — header `head`, then `data` (a payload
     /// of at most [`FB_PAYLOAD`] bytes, or an owned record) — into its slot
     /// if the receiver has consumed the slot's previous tenant; returns
-    /// whether it did (and then advances `lane.next`). Inlined, so that
-    /// the caller's header and record go from registers into the slot
-    /// rather than through memory the copy reads back wide.
+    /// whether it did (and then advances `lane.next`).
+    // Always inlined: see docs/performance.md, "Store forwarding".
     #[inline(always)]
     pub(crate) fn try_send(&self, lane: &mut LaneState, head: FbHead, data: SlotData<'_>) -> bool {
         let seq = lane.next;
@@ -241,10 +238,8 @@ impl FbPair {
                 // them.
                 //
                 // The first line (header, payload head, then `seq` below) is
-                // written last, its stores back to back: the receiver polls that
-                // line, and a store to it early on lets the receiver take the line
-                // back before `seq` is stored, which then waits for the line once
-                // more. (The C ping-pong at 128 B: 0.133-0.142 -> 0.111-0.126 us.)
+                // written last, its stores back to back: see
+                // docs/performance.md, "Fast-box slots".
                 unsafe {
                     let dst = dst.cast::<u8>();
                     match data {
@@ -311,15 +306,12 @@ impl FbPair {
         // SAFETY: the sender published `seq` (Acquire above) and will not
         // write the slot again before we publish our credit.
         let head = slot.head.with(|at| unsafe { at.read() });
-        // The next messages' first lines, which a stream of messages has
-        // most likely filled already: their transfers overlap this one's
-        // handling instead of each waiting for the next look.
+        // The next messages' first lines, and this one's payload lines past
+        // the first: see docs/performance.md, "Fast-box slots" (reading
+        // ahead).
         for ahead in 1..=FB_READ_AHEAD {
             prefetch_for_read((self.slot(seq + ahead) as *const FbSlot).cast::<u8>());
         }
-        // The payload's lines past the first (which we just read) are in
-        // the sender's cache: ask for them all now, so that they travel
-        // together rather than one after another as the copy reaches them.
         let n = Small::bytes(&head);
         if n > FB_FIRST_LINE {
             let base = (slot as *const FbSlot).cast::<u8>();
@@ -386,13 +378,11 @@ impl FbPair {
 }
 
 /// Copies `n` bytes out of a slot's payload (`src`, which starts
-/// [`FB_HEAD`] bytes into the slot's first line):
-/// inline moves up to 64 bytes past the first line's part (where a call to
-/// `memcpy` would cost more than the copy), `memcpy` beyond. A payload that
-/// runs from the first line into the second is copied in two parts, so
-/// that no move straddles the two lines (a straddling move needs both
-/// lines at once, and the second is the one still on its way from the
-/// other core).
+/// [`FB_HEAD`] bytes into the slot's first line): inline moves up to 64
+/// bytes past the first line's part, `memcpy` beyond; a payload that runs
+/// from the first line into the second is copied in two parts, so that no
+/// move straddles the two lines (see docs/performance.md, "Fast-box
+/// slots").
 ///
 /// # Safety
 ///
@@ -435,8 +425,8 @@ fn prefetch_for_read(p: *const u8) {
 }
 
 /// Copies `n <= 64` bytes from `src` to `dst` with a few unaligned moves
-/// (two that may overlap cover any length in a power-of-two range), where
-/// a call to `memcpy` would cost more than the copy itself.
+/// (two that may overlap cover any length in a power-of-two range) rather
+/// than a call to `memcpy`.
 ///
 /// # Safety
 ///
