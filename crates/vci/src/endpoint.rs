@@ -160,7 +160,7 @@ impl Endpoint {
             }
         }
         if config.cma && size > 1 {
-            crate::cma::allow_job_to_read();
+            crate::kernel_assisted::allow_job_to_read();
         }
         // The CMA table: one byte per rank, all CMA_UNKNOWN (zero).
         let too_many = || Error::Config {
@@ -219,7 +219,11 @@ impl Endpoint {
         for r in 0..size {
             let peer = peers[r as usize * nv];
             let yes = config.cma
-                && crate::cma::can_read(peer.pid(), peer.magic_addr(), &VCI_MAGIC.to_ne_bytes());
+                && crate::kernel_assisted::can_read(
+                    peer.pid(),
+                    peer.magic_addr(),
+                    &VCI_MAGIC.to_ne_bytes(),
+                );
             shared.set_can_read(r, yes);
         }
         // Every table is filled before anyone sends.
@@ -396,7 +400,7 @@ impl Endpoint {
     /// once by the receiver (the request completes when it has; large ones
     /// synergistically, see [`crate::envelope`]); larger ones elsewhere are
     /// read by the receiver with `process_vm_readv` when it can read this
-    /// process (kernel assisted, see [`crate::cma`]; the request completes
+    /// process (kernel assisted, see [`crate::kernel_assisted`]; the request completes
     /// when it has), else first copied into a heap bounce buffer (complete
     /// at once).
     ///
