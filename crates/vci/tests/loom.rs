@@ -30,10 +30,31 @@ mod fastbox {
     pub const FB_SLOTS: usize = 2;
 
     pub mod sync {
-        pub use loom::cell::UnsafeCell;
         pub use loom::hint::spin_loop;
         pub use loom::sync::atomic::{AtomicU64, Ordering};
         pub use loom::thread::yield_now;
+
+        /// Loom's `UnsafeCell` behind the standard one's API (the ring
+        /// takes raw pointers with `get`, as its production code does).
+        ///
+        /// `get` records an access at the moment the pointer is taken, as
+        /// a write (stricter than a read: two unordered reads would be
+        /// reported too, and the ring has none). The ring's accesses
+        /// through a pointer end before its next atomic operation, which
+        /// is the next point where loom may switch threads, so for the
+        /// model they happen at that moment.
+        #[derive(Debug)]
+        pub struct UnsafeCell<T>(loom::cell::UnsafeCell<T>);
+
+        impl<T> UnsafeCell<T> {
+            pub fn new(value: T) -> Self {
+                UnsafeCell(loom::cell::UnsafeCell::new(value))
+            }
+
+            pub fn get(&self) -> *mut T {
+                self.0.with_mut(|p| p)
+            }
+        }
 
         /// Loom's `AtomicBool`, except that a swap that changes nothing
         /// stores nothing.

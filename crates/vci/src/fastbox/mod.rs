@@ -62,38 +62,14 @@ pub use ring::{FbPair, FbSlot, FB_FIRST_LINE, FB_LINES, FB_PAYLOAD};
 use ring::{ALIGN_SHIFT, FB_HEAD, KIND_MASK, OWNED_META3};
 
 /// What the ring (`ring.rs`) and the lane's spin lock (`lane_lock.rs`)
-/// synchronise with: the standard atomics, hints and a cell with loom's
-/// access API. The loom models (`tests/loom.rs`) compile those two files
-/// again inside a stand-in whose `sync` is loom's.
+/// synchronise with: the standard atomics, hints and cell. The loom models
+/// (`tests/loom.rs`) compile those two files again inside a stand-in whose
+/// `sync` is loom's.
 mod sync {
+    pub(crate) use std::cell::UnsafeCell;
     pub(crate) use std::hint::spin_loop;
     pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     pub(crate) use std::thread::yield_now;
-
-    /// `std::cell::UnsafeCell` with the access API of loom's: the pointer
-    /// lives only inside a closure, which marks the extent of each access
-    /// for the models (here the closures inline to plain pointer use).
-    #[repr(transparent)]
-    #[derive(Debug)]
-    pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
-
-    impl<T> UnsafeCell<T> {
-        pub(crate) const fn new(value: T) -> Self {
-            UnsafeCell(std::cell::UnsafeCell::new(value))
-        }
-
-        /// Runs `f` with a pointer for reading the value.
-        #[inline(always)]
-        pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
-            f(self.0.get())
-        }
-
-        /// Runs `f` with a pointer for writing the value.
-        #[inline(always)]
-        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
-            f(self.0.get())
-        }
-    }
 }
 
 /// Slots in one pair's ring (see docs/performance.md, "Fast-box slots").
@@ -272,24 +248,22 @@ impl FbPair {
     /// its record, and the slot goes back to the sender.
     pub(crate) fn take_owned(&self, seq: u64, head: FbHead) -> OwnedSlot {
         debug_assert!(head.is_owned());
+        let src = self.slot(seq).data.get().cast::<u8>();
         let n = Small::bytes(&head) / 8;
         // The record's words, straight from the slot (the last one only if
         // the sender wrote it).
-        let rec = self.slot(seq).data.with(|src| {
-            let src = src.cast::<u8>();
-            OwnedSlot::from_words(
-                head.kind,
-                std::array::from_fn(|i| {
-                    if i < n {
-                        // SAFETY: as in `head` (the caller saw `seq` there); word
-                        // `i < n <= OWNED_RECORD / 8` lies in the slot's payload.
-                        unsafe { src.add(8 * i).cast::<u64>().read_unaligned() }
-                    } else {
-                        0
-                    }
-                }),
-            )
-        });
+        let rec = OwnedSlot::from_words(
+            head.kind,
+            std::array::from_fn(|i| {
+                if i < n {
+                    // SAFETY: as in `head` (the caller saw `seq` there); word
+                    // `i < n <= OWNED_RECORD / 8` lies in the slot's payload.
+                    unsafe { src.add(8 * i).cast::<u64>().read_unaligned() }
+                } else {
+                    0
+                }
+            }),
+        );
         // The reads above come before the slot goes back (a Release store).
         self.consumed(seq);
         rec

@@ -226,57 +226,52 @@ impl FbPair {
             }
         }
         let slot = self.slot(seq);
-        slot.data.with_mut(|dst| {
-            slot.head.with_mut(|at| {
-                // SAFETY: we hold the lane lock (the only writer for this pair) and
-                // have credit: the receiver finished reading this slot and will not
-                // read it again before we publish `seq` below. The payload is not
-                // the slot, and fits it (at most FB_PAYLOAD bytes; a record is at
-                // most OWNED_RECORD <= FB_PAYLOAD); the payload starts FB_HEAD = 24
-                // bytes into a 64-aligned slot, so its words are aligned. Payload
-                // bytes past what we write keep whatever they held: nobody reads
-                // them.
-                //
-                // The first line (header, payload head, then `seq` below) is
-                // written last, its stores back to back: see
-                // docs/performance.md, "Fast-box slots".
-                unsafe {
-                    let dst = dst.cast::<u8>();
-                    match data {
-                        SlotData::Bytes(bytes) => {
-                            debug_assert!(bytes.len() <= FB_PAYLOAD);
-                            let n = bytes.len().min(FB_PAYLOAD);
-                            if n > FB_FIRST_LINE {
-                                let (src, to) =
-                                    (bytes.as_ptr().add(FB_FIRST_LINE), dst.add(FB_FIRST_LINE));
-                                match n - FB_FIRST_LINE {
-                                    rest @ ..=64 => copy_small(src, to, rest),
-                                    rest => std::ptr::copy_nonoverlapping(src, to, rest),
-                                }
-                            }
-                            at.write(head);
-                            copy_small(bytes.as_ptr(), dst, n.min(FB_FIRST_LINE));
-                        }
-                        SlotData::Words(w, n) => {
-                            debug_assert!(n == OWNED_RECORD / 8 - 1 || n == OWNED_RECORD / 8);
-                            // One store a word, written out: a loop over `n`
-                            // becomes a call to memcpy, which reads the words
-                            // back wide. Word 5 is the one in the second line.
-                            let dst = dst.cast::<u64>();
-                            if n > 5 {
-                                dst.add(5).write(w[5]);
-                            }
-                            at.write(head);
-                            dst.write(w[0]);
-                            dst.add(1).write(w[1]);
-                            dst.add(2).write(w[2]);
-                            dst.add(3).write(w[3]);
-                            dst.add(4).write(w[4]);
+        // SAFETY: we hold the lane lock (the only writer for this pair) and
+        // have credit: the receiver finished reading this slot and will not
+        // read it again before we publish `seq` below. The payload is not
+        // the slot, and fits it (at most FB_PAYLOAD bytes; a record is at
+        // most OWNED_RECORD <= FB_PAYLOAD); the payload starts FB_HEAD = 24
+        // bytes into a 64-aligned slot, so its words are aligned. Payload
+        // bytes past what we write keep whatever they held: nobody reads
+        // them.
+        //
+        // The first line (header, payload head, then `seq` below) is
+        // written last, its stores back to back: see
+        // docs/performance.md, "Fast-box slots".
+        unsafe {
+            let dst = slot.data.get().cast::<u8>();
+            match data {
+                SlotData::Bytes(bytes) => {
+                    debug_assert!(bytes.len() <= FB_PAYLOAD);
+                    let n = bytes.len().min(FB_PAYLOAD);
+                    if n > FB_FIRST_LINE {
+                        let (src, to) = (bytes.as_ptr().add(FB_FIRST_LINE), dst.add(FB_FIRST_LINE));
+                        match n - FB_FIRST_LINE {
+                            rest @ ..=64 => copy_small(src, to, rest),
+                            rest => std::ptr::copy_nonoverlapping(src, to, rest),
                         }
                     }
+                    slot.head.get().write(head);
+                    copy_small(bytes.as_ptr(), dst, n.min(FB_FIRST_LINE));
                 }
-            })
-        });
+                SlotData::Words(w, n) => {
+                    debug_assert!(n == OWNED_RECORD / 8 - 1 || n == OWNED_RECORD / 8);
+                    // One store a word, written out: a loop over `n`
+                    // becomes a call to memcpy, which reads the words
+                    // back wide. Word 5 is the one in the second line.
+                    let dst = dst.cast::<u64>();
+                    if n > 5 {
+                        dst.add(5).write(w[5]);
+                    }
+                    slot.head.get().write(head);
+                    dst.write(w[0]);
+                    dst.add(1).write(w[1]);
+                    dst.add(2).write(w[2]);
+                    dst.add(3).write(w[3]);
+                    dst.add(4).write(w[4]);
+                }
+            }
+        }
         // SYNC POINT: Release pairs with the receiver's Acquire load in
         // `head`/`take`: the header and payload are visible when the
         // sequence number is.
@@ -305,7 +300,7 @@ impl FbPair {
         }
         // SAFETY: the sender published `seq` (Acquire above) and will not
         // write the slot again before we publish our credit.
-        let head = slot.head.with(|at| unsafe { at.read() });
+        let head = unsafe { slot.head.get().read() };
         // The next messages' first lines, and this one's payload lines past
         // the first: see docs/performance.md, "Fast-box slots" (reading
         // ahead).
@@ -325,20 +320,18 @@ impl FbPair {
     /// Takes message `seq`, whose header [`FbPair::head`] returned: copies
     /// it out of the slot and hands the slot back to the sender.
     pub(crate) fn take(&self, seq: u64, head: FbHead) -> Small {
-        let data = self.slot(seq).data.with(|src| {
-            let src = src.cast::<u8>();
-            let n = Small::bytes(&head);
-            if n <= SMALL_INLINE {
-                let mut b = [0u8; SMALL_INLINE];
-                // SAFETY: as in `head` (the caller saw `seq` there); `n` fits
-                // both; the copy is distinct from the slot.
-                unsafe { copy_slot_payload(src, b.as_mut_ptr(), n) };
-                SmallData::Inline(b)
-            } else {
-                // SAFETY: as above; `n <= FB_PAYLOAD` (`Small::bytes`).
-                SmallData::Heap(unsafe { std::slice::from_raw_parts(src, n) }.into())
-            }
-        });
+        let src = self.slot(seq).data.get().cast::<u8>();
+        let n = Small::bytes(&head);
+        let data = if n <= SMALL_INLINE {
+            let mut b = [0u8; SMALL_INLINE];
+            // SAFETY: as in `head` (the caller saw `seq` there); `n` fits
+            // both; the copy is distinct from the slot.
+            unsafe { copy_slot_payload(src, b.as_mut_ptr(), n) };
+            SmallData::Inline(b)
+        } else {
+            // SAFETY: as above; `n <= FB_PAYLOAD` (`Small::bytes`).
+            SmallData::Heap(unsafe { std::slice::from_raw_parts(src, n) }.into())
+        };
         self.consumed(seq);
         Small { head, data }
     }
@@ -356,8 +349,7 @@ impl FbPair {
         let slot = self.slot(seq);
         // SAFETY: as in `head` for the slot; `n <= len <= FB_PAYLOAD`, and
         // `buf` holds `n` bytes (caller's contract).
-        slot.data
-            .with(|src| unsafe { copy_slot_payload(src.cast::<u8>(), buf, n.min(FB_PAYLOAD)) });
+        unsafe { copy_slot_payload(slot.data.get().cast::<u8>(), buf, n.min(FB_PAYLOAD)) };
         self.consumed(seq);
     }
 
