@@ -101,13 +101,13 @@ enum Begun<P, E> {
 #[derive(Debug)]
 pub struct Endpoint {
     pub(crate) rank: u32,
-    pub(crate) size: u32,
+    size: u32,
     pub(crate) config: Config,
-    pub(crate) seg: Segment,
+    seg: Segment,
     /// This process's VCIs, by number.
     pub(crate) vcis: Vec<Vci>,
     /// Every rank's VCIs: entry `r * vcis + v` is VCI `v` of rank `r`.
-    pub(crate) peers: Vec<&'static VciShared>,
+    peers: Vec<&'static VciShared>,
     /// Send lanes: entry `r * vcis + v` orders this process's messages to
     /// VCI `v` of rank `r` (see [`crate::fastbox`]).
     pub(crate) lanes: Vec<Lane>,

@@ -113,7 +113,7 @@ impl Vci {
     ///
     /// As for [`Vci::deliver_slot`].
     #[inline(never)]
-    pub(crate) unsafe fn deliver_slot_other(
+    unsafe fn deliver_slot_other(
         &self,
         fb: &FbPair,
         seq: u64,
@@ -196,14 +196,7 @@ impl Endpoint {
     /// Tries to send `buf` through `dest`'s fast box of VCI `v`; returns
     /// whether it did.
     #[inline(always)]
-    pub(crate) fn try_fastbox(
-        &self,
-        dest: u32,
-        v: usize,
-        tag: i32,
-        context: u32,
-        buf: &[u8],
-    ) -> bool {
+    fn try_fastbox(&self, dest: u32, v: usize, tag: i32, context: u32, buf: &[u8]) -> bool {
         let head = FbHead {
             tag,
             context,

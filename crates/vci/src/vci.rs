@@ -69,11 +69,11 @@ pub const VCI_MAGIC: u32 = 0x5643_4931;
 pub struct VciShared {
     pub(crate) incoming: MpscQueue,
     pub(crate) bell: Doorbell,
-    pub(crate) magic: u32,
-    pub(crate) owner: u32,
-    pub(crate) index: u32,
+    magic: u32,
+    owner: u32,
+    index: u32,
     /// The owner's process id (kernel-assisted copies read from it).
-    pub(crate) pid: u32,
+    pid: u32,
     /// Heap address of `ranks` bytes in the owner's arena: entry `s` is
     /// `CMA_YES` if the owner can read rank `s`'s memory with
     /// `process_vm_readv`, `CMA_NO` if not, 0 before it tried
@@ -83,9 +83,9 @@ pub struct VciShared {
     pub(crate) ranks: u32,
     /// Heap address of `ranks` [`FbPair`]s in the owner's arena: entry `s`
     /// is the fast-box ring of sender `s` (0 if there is none).
-    pub(crate) fastbox: u64,
+    fastbox: u64,
     /// How many VCIs the owner has (the same in every rank).
-    pub(crate) vcis: u32,
+    vcis: u32,
 }
 
 impl VciShared {
@@ -278,7 +278,7 @@ pub struct Vci {
     /// given block can be handed to the receiver as it is.
     pub(crate) keep_given: bool,
     /// The number of ranks (senders).
-    pub(crate) ranks: u32,
+    ranks: u32,
     /// Synergistic block size (bytes).
     pub(crate) syn_block: u64,
 }

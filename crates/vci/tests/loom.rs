@@ -2,10 +2,10 @@
 //!
 //! The *same source files* as the crate's (`src/fastbox/ring.rs`,
 //! `src/fastbox/lane_lock.rs`) are compiled here a second time, inside a
-//! stand-in for the crate's `fastbox` module whose `sync` re-exports loom's
-//! atomics, hints and `UnsafeCell`, and whose `FB_SLOTS` makes the ring two
-//! slots long, so that a few messages already wrap around it and run out of
-//! credit. The two files reach atomics, cells and the ring size only
+//! stand-in for the crate's `fastbox` module whose `sync` gives loom's
+//! atomics, hints and cell (two of them wrapped, see there), and whose
+//! `FB_SLOTS` makes the ring two slots long, so that a few messages already
+//! wrap around it and run out of credit. The two files reach atomics, cells and the ring size only
 //! through `super`, which makes this possible without a `--cfg loom` build:
 //! the models run in the ordinary `cargo test`, as those of `shmheap`'s
 //! queue and MCS lock do.
