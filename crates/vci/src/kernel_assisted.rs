@@ -30,6 +30,8 @@
 //! // SAFETY: `y` is a valid 4-byte buffer; the source is this process's `x`.
 //! unsafe { vci::kernel_assisted::read(me, &x as *const u32 as u64, y.as_mut_ptr(), 4) }.unwrap();
 //! assert_eq!(u32::from_ne_bytes(y), x);
+//! // The former name still works.
+//! assert!(vci::cma::can_read(me, &x as *const u32 as u64, &x.to_ne_bytes()));
 //! ```
 
 use crate::endpoint::Endpoint;
