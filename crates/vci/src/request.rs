@@ -4,7 +4,7 @@
 //! borrow checker keeps the buffer alive and untouched while the engine may
 //! read or write it. Dropping a pending request waits for it. Waiting drives
 //! the VCI's progress (whoever waits makes everybody's messages move), and
-//! spins, then yields, then sleeps on the VCI's doorbell.
+//! spins, then yields, then sleeps on the rank's doorbell (see `wait.rs`).
 //!
 //! Known hole: a request that is leaked (`std::mem::forget`) instead of
 //! dropped leaves a pending receive registered with the VCI, which may
