@@ -26,14 +26,10 @@
 //!   thread that creates the endpoint, which then takes them without
 //!   locked instructions until another thread communicates (see
 //!   `solo.rs`, "solo mode"); `0` makes every lock real from the start.
-//!   On by default: on the 2-vCPU machine it takes 10–30 ns off a
-//!   one-way give/take and leaves `hmpi-bench latency` as it was
-//!   (`docs/architecture.md`).
 //!
-//! The synergistic threshold and block size are starting points, not
-//! measured optima: the papers report per-machine values (4 KiB blocks from
-//! 8 KiB and 12 KiB blocks above 24 KiB on Sandy Bridge; 16 and 64 KiB on
-//! Blue Gene/Q). Tune both by measurement on the target machine.
+//! The synergistic threshold and block size are starting points: tune both
+//! by measurement on the target machine (see docs/performance.md,
+//! "Synergistic copy", for what the defaults rest on).
 //!
 //! # Example
 //! ```
@@ -59,11 +55,8 @@ pub const SYNERGISTIC_MIN_VAR: &str = "HMPI_SYNERGISTIC_MIN";
 pub const DEFAULT_SYNERGISTIC_MIN: usize = 64 << 10;
 /// Variable holding the synergistic copy's block size.
 pub const SYNERGISTIC_BLOCK_VAR: &str = "HMPI_SYNERGISTIC_BLOCK";
-/// Default synergistic block size (to be tuned).
-/// Measured on the 2-vCPU machine (`hmpi-bench bw`, 64 KiB – 4 MiB, runs
-/// of the block sizes interleaved): 16, 32 and 64 KiB blocks gave 21–32,
-/// 28–47 and 33–58 GB/s in one state of the machine, 16 and 64 KiB 36–55
-/// and 42–80 GB/s in a faster one (see `docs/architecture.md`).
+/// Default synergistic block size (see docs/performance.md, "Synergistic
+/// copy").
 pub const DEFAULT_SYNERGISTIC_BLOCK: usize = 64 << 10;
 /// Longest copy that [`synergistic_block`] cuts in halves.
 pub const SYNERGISTIC_HALVES_MAX: u64 = 2 << 20;
@@ -72,14 +65,8 @@ pub const SYNERGISTIC_HALVES_MAX: u64 = 2 << 20;
 /// configured block size (`HMPI_SYNERGISTIC_BLOCK`). Up to
 /// [`SYNERGISTIC_HALVES_MAX`], half the copy (page-rounded), so that the
 /// receiver and a helping sender each stream one contiguous half; longer
-/// copies in blocks of `min`, which is also the least block size.
-///
-/// Measured with `hmpi-bench bw` (64 messages in flight) on the 2-vCPU
-/// machine, 2026-11-24, against 64 KiB blocks throughout: 256 KiB – 1 MiB
-/// 67–87 GB/s instead of 50–59, 2 MiB 51–64 instead of 45–53. Blocks of a
-/// third or a quarter of the message were slower than halves, and halves
-/// (or 512 KiB – 1 MiB blocks) of 4 MiB messages slower than 64 KiB
-/// blocks (20–35 GB/s against 33–41).
+/// copies in blocks of `min`, which is also the least block size (why:
+/// docs/performance.md, "Synergistic copy").
 ///
 /// ```
 /// use vci::config::synergistic_block;

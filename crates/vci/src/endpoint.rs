@@ -39,14 +39,15 @@
 //! ```
 
 use crate::config::Config;
-use crate::envelope::{alloc_bounce, free_bounce, Envelope, Header, Protocol, FLAG_SYN, FLAG_SYNC};
+use crate::envelope::{Envelope, Header, Protocol, FLAG_SYN, FLAG_SYNC};
 use crate::error::{Error, Result};
-use crate::fastbox::{FbHead, FbPair, Lane, SlotData, FB_PAYLOAD, KIND_PLAIN};
+use crate::fastbox::{FbPair, Lane, FB_PAYLOAD};
 use crate::matching::{Arrival, Key, Target};
 use crate::message::Message;
 use crate::request::{Request, Status};
 use crate::slots;
-use crate::vci::{Posted, Stats, Vci, VciShared, VCI_MAGIC};
+use crate::two_copy::{alloc_bounce, free_bounce};
+use crate::vci::{Posted, Vci, VciShared, VCI_MAGIC};
 use crate::{ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB};
 use shmheap::{Segment, ShmHeap};
 use std::alloc::Layout;
@@ -99,20 +100,20 @@ enum Begun<P, E> {
 /// and every peer's VCIs. `Sync`: any thread may use it.
 #[derive(Debug)]
 pub struct Endpoint {
-    rank: u32,
+    pub(crate) rank: u32,
     size: u32,
-    config: Config,
+    pub(crate) config: Config,
     seg: Segment,
     /// This process's VCIs, by number.
-    vcis: Vec<Vci>,
+    pub(crate) vcis: Vec<Vci>,
     /// Every rank's VCIs: entry `r * vcis + v` is VCI `v` of rank `r`.
     peers: Vec<&'static VciShared>,
     /// Send lanes: entry `r * vcis + v` orders this process's messages to
     /// VCI `v` of rank `r` (see [`crate::fastbox`]).
-    lanes: Vec<Lane>,
+    pub(crate) lanes: Vec<Lane>,
     /// Messages shorter than this may go through a fast box (0: fast
     /// boxes are off).
-    fastbox_below: usize,
+    pub(crate) fastbox_below: usize,
 }
 
 impl Endpoint {
@@ -159,7 +160,7 @@ impl Endpoint {
             }
         }
         if config.cma && size > 1 {
-            crate::cma::allow_job_to_read();
+            crate::kernel_assisted::allow_job_to_read();
         }
         // The CMA table: one byte per rank, all CMA_UNKNOWN (zero).
         let too_many = || Error::Config {
@@ -218,7 +219,11 @@ impl Endpoint {
         for r in 0..size {
             let peer = peers[r as usize * nv];
             let yes = config.cma
-                && crate::cma::can_read(peer.pid(), peer.magic_addr(), &VCI_MAGIC.to_ne_bytes());
+                && crate::kernel_assisted::can_read(
+                    peer.pid(),
+                    peer.magic_addr(),
+                    &VCI_MAGIC.to_ne_bytes(),
+                );
             shared.set_can_read(r, yes);
         }
         // Every table is filled before anyone sends.
@@ -298,53 +303,16 @@ impl Endpoint {
         &self.vcis[v]
     }
 
-    /// The per-protocol counters of this process, summed over its VCIs.
-    pub fn stats(&self) -> Stats {
-        let mut s = self
-            .vcis
-            .iter()
-            .fold(Stats::default(), |a, v| a.merged(&v.stats()));
-        // Sends are counted under the lane locks (no atomic add on the
-        // send paths).
-        for lane in self.lanes.iter() {
-            let l = lane.lock();
-            s.sent_fastbox += l.fastbox_sent;
-            s.sent_immediate += l.fastbox_sent + l.queued[0];
-            s.sent_single_copy += l.queued[1];
-            s.sent_two_copy += l.queued[2];
-            s.sent_kernel_assisted += l.queued[3];
-            s.sent_owned += l.owned_sent + l.queued[4];
-            s.sent_synchronous += l.synchronous;
-        }
-        s
-    }
-
     /// This rank's doorbell (in its VCI 0).
     pub(crate) fn bell(&self) -> &'static VciShared {
         self.vcis[0].shared()
     }
 
-    /// Waits until `attempt` returns a value (see
-    /// [`VciShared::wait_until`]); a waiter on VCI `v` sweeps the others.
-    pub(crate) fn wait_on<R>(&self, v: usize, attempt: impl FnMut(bool) -> Option<R>) -> R {
-        self.bell().wait_until(attempt, || self.sweep(v))
-    }
-
-    /// Progresses every VCI but `except` whose lock is free.
-    pub(crate) fn sweep(&self, except: usize) {
-        for (i, v) in self.vcis.iter().enumerate() {
-            if i != except {
-                v.try_progress();
-            }
-        }
-    }
-
     /// Numbers `env` and queues it for VCI `v` of rank `dest` in this
     /// process's send order, then rings `dest`'s doorbell. The message is
     /// counted (sent with `protocol`, synchronous if `sync`) under the
-    /// lane lock, as fast-box sends are: an atomic add here would be a
-    /// locked instruction on every send, waiting for the queue link just
-    /// stored to reach the receiver's cache line.
+    /// lane lock, as fast-box sends are (not with an atomic add: see
+    /// docs/performance.md, "Locked instructions").
     ///
     /// # Safety
     ///
@@ -373,81 +341,8 @@ impl Endpoint {
     }
 
     /// The index of VCI `v` of rank `dest` in `peers` and `lanes`.
-    fn lane_index(&self, dest: u32, v: usize) -> usize {
+    pub(crate) fn lane_index(&self, dest: u32, v: usize) -> usize {
         dest as usize * self.vcis.len() + v
-    }
-
-    /// The fast-box path of a standard send: if `buf` is small enough, the
-    /// tag a sendable one and `dest` a rank, tries `dest`'s fast box and
-    /// returns the VCI the message went through. `None`: the general path
-    /// ([`Endpoint::start_send`]) is the one to take (it also reports a bad
-    /// tag and handles `PROC_NULL`).
-    #[inline(always)]
-    fn send_through_fastbox(
-        &self,
-        buf: &[u8],
-        dest: i32,
-        tag: i32,
-        context: u32,
-    ) -> Result<Option<usize>> {
-        if buf.len() < self.fastbox_below && (0..=TAG_UB).contains(&tag) && dest != PROC_NULL {
-            let d = self.check_rank(dest)?;
-            let v = self.vci_of(context);
-            if self.try_fastbox(d, v, tag, context, buf) {
-                return Ok(Some(v));
-            }
-        }
-        Ok(None)
-    }
-
-    /// Tries to send `buf` through `dest`'s fast box of VCI `v`; returns
-    /// whether it did.
-    #[inline(always)]
-    fn try_fastbox(&self, dest: u32, v: usize, tag: i32, context: u32, buf: &[u8]) -> bool {
-        let head = FbHead {
-            tag,
-            context,
-            len: buf.len() as u32,
-            kind: KIND_PLAIN,
-        };
-        self.try_slot(dest, v, head, SlotData::Bytes(buf))
-    }
-
-    /// Tries to put a message (header `head`, then `data`) into `dest`'s
-    /// fast box of VCI `v`; returns whether it did.
-    #[inline(always)]
-    pub(crate) fn try_slot(&self, dest: u32, v: usize, head: FbHead, data: SlotData<'_>) -> bool {
-        let lane = &self.lanes[self.lane_index(dest, v)];
-        let Some(fb) = lane.ring() else {
-            return false;
-        };
-        let sent = {
-            let mut l = lane.lock();
-            let sent = fb.try_send(&mut l, head, data);
-            if sent {
-                if head.is_owned() {
-                    l.owned_sent += 1;
-                } else {
-                    l.fastbox_sent += 1;
-                }
-            }
-            sent
-        };
-        if sent {
-            self.peer0(dest).ring();
-        }
-        sent
-    }
-
-    /// Whether a send of a private buffer (outside the node heap, above
-    /// `eager_max`) to `dest` uses the kernel-assisted single copy: CMA is
-    /// on here and `dest` found at start-up that it can read this process.
-    /// `false` for an invalid rank.
-    pub fn kernel_assisted_to(&self, dest: i32) -> bool {
-        self.config.cma
-            && self
-                .check_rank(dest)
-                .is_ok_and(|d| self.peer0(d).can_read_rank(self.rank))
     }
 
     /// The node barrier. It does **not** drive progress: complete the
@@ -468,7 +363,7 @@ impl Endpoint {
     }
 
     /// The shared part of `dest`'s VCI 0 (its doorbell and CMA table).
-    fn peer0(&self, dest: u32) -> &'static VciShared {
+    pub(crate) fn peer0(&self, dest: u32) -> &'static VciShared {
         self.peers[self.lane_index(dest, 0)]
     }
 
@@ -505,7 +400,7 @@ impl Endpoint {
     /// once by the receiver (the request completes when it has; large ones
     /// synergistically, see [`crate::envelope`]); larger ones elsewhere are
     /// read by the receiver with `process_vm_readv` when it can read this
-    /// process (kernel assisted, see [`crate::cma`]; the request completes
+    /// process (kernel assisted, see [`crate::kernel_assisted`]; the request completes
     /// when it has), else first copied into a heap bounce buffer (complete
     /// at once).
     ///
@@ -587,10 +482,8 @@ impl Endpoint {
     /// nothing more of `buf` once started returns its status and leaves no
     /// request behind; one the receiver will read `buf` for asks `place`
     /// for a slot first (before anything is sent) and writes its request
-    /// there, where it stays. A request returned by value and then moved
-    /// into a table is read back in pieces wider than the ones it was
-    /// written in, which store forwarding cannot serve; one written in
-    /// place is never copied.
+    /// there, where it stays: it is never copied (see docs/performance.md,
+    /// "Store forwarding").
     ///
     /// If `place` has no slot, nothing is sent: [`Start::NoPlace`].
     ///
@@ -784,10 +677,9 @@ impl Endpoint {
     /// table of its own (the C library's request handles): a receive that
     /// matches at once returns its status and leaves no request behind;
     /// one that must wait asks `place` for a slot first (under the VCI
-    /// lock, before it is posted) and writes its request there. Built
-    /// from its parts where it stays, the request is never copied (a copy
-    /// of a just-returned request is read back in pieces wider than the
-    /// ones it was written in, which store forwarding cannot serve).
+    /// lock, before it is posted) and writes its request there, where it
+    /// stays: it is never copied (see docs/performance.md, "Store
+    /// forwarding").
     ///
     /// If `place` has no slot, nothing starts: [`Start::NoPlace`].
     ///
@@ -887,11 +779,9 @@ impl Endpoint {
     /// nothing was received (invalid arguments).
     ///
     /// For callers that mostly ignore the status, as C programs passing
-    /// `MPI_STATUS_IGNORE` do: a status returned by value is copied with
-    /// wide loads right after the receive wrote it field by field, and such
-    /// a load cannot take its bytes from the pending stores, so it waits
-    /// until they reach the cache, behind the stores that released the
-    /// sender's slot. Reading `status.error` alone does not wait.
+    /// `MPI_STATUS_IGNORE` do: they read the fields they need (usually
+    /// only `status.error`) instead of copying the whole status (see
+    /// docs/performance.md, "Store forwarding").
     #[inline]
     pub fn recv_with_status(
         &self,

@@ -36,16 +36,8 @@
 //! ```
 //!
 //! **Synergistic copy.** A single-copy envelope carries a second cache line,
-//! `SynCopy`: the receive buffer's heap address, the length to copy, the
-//! block size, a "help wanted" flag, a claim counter (byte offset) and a
-//! finished-bytes counter. A receiver that copies synergistically fills it
-//! in, raises the flag (Release) and claims blocks with `fetch_add` on the
-//! claim counter; a sender inside the library (testing or waiting on the
-//! send) that sees the flag (Acquire) claims blocks too. After each block
-//! the copier adds its bytes to the finished counter (Release); the
-//! receiver waits until it reaches the length (Acquire), so every block is
-//! in its buffer before it completes the envelope. The receiver alone can
-//! always finish: it claims blocks until none is left.
+//! `SynCopy` (see `synergistic`), through which receiver and
+//! sender copy the payload together.
 //!
 //! **Ownership passing.** An owned envelope's `data` is a node-heap block
 //! that the sender gave up; its layout and 32 bytes of metadata follow the
@@ -69,11 +61,13 @@
 //! assert_eq!(Protocol::from_u32(Protocol::SingleCopy as u32), Some(Protocol::SingleCopy));
 //! ```
 
+use crate::synergistic::SynCopy;
+use crate::two_copy::bounce_layout;
 use shmheap::sync::mpsc::MpscLink;
 use shmheap::ShmHeap;
 use std::alloc::{GlobalAlloc, Layout};
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Bytes of the envelope header; the inline payload starts here.
 pub const HEADER_LEN: usize = 64;
@@ -331,120 +325,6 @@ impl Envelope {
     }
 }
 
-/// The synergistic-copy line of a single-copy envelope (see the module
-/// docs). All-zero is the initial state: nobody asked for help.
-#[repr(C, align(64))]
-#[derive(Debug)]
-pub(crate) struct SynCopy {
-    /// 1 once the receiver asks for help (the other fields are set).
-    help: AtomicU32,
-    _pad: u32,
-    /// Heap address of the receive buffer.
-    dst: AtomicU64,
-    /// Bytes to copy (the message, or the receive buffer if shorter).
-    len: AtomicU64,
-    /// Block size.
-    block: AtomicU64,
-    /// Claim counter: byte offset of the next unclaimed block.
-    next: AtomicU64,
-    /// Bytes copied so far, by anyone.
-    done: AtomicU64,
-}
-
-const _: () = assert!(std::mem::size_of::<SynCopy>() == LINE);
-
-impl SynCopy {
-    const fn new() -> Self {
-        SynCopy {
-            help: AtomicU32::new(0),
-            _pad: 0,
-            dst: AtomicU64::new(0),
-            len: AtomicU64::new(0),
-            block: AtomicU64::new(0),
-            next: AtomicU64::new(0),
-            done: AtomicU64::new(0),
-        }
-    }
-
-    /// The receiver asks for help copying `len` bytes into `dst` (a heap
-    /// address) in blocks of `block` bytes.
-    pub(crate) fn ask_for_help(&self, dst: *mut u8, len: u64, block: u64) {
-        // Relaxed (three stores): published by the Release store of `help`.
-        self.dst.store(dst as u64, Ordering::Relaxed);
-        self.len.store(len, Ordering::Relaxed);
-        self.block.store(block.max(1), Ordering::Relaxed);
-        // SYNC POINT: Release pairs with the Acquire load in `copy_blocks`:
-        // a helper that sees the flag sees the destination, length and
-        // block size.
-        self.help.store(1, Ordering::Release);
-    }
-
-    /// If help is wanted, claims and copies blocks from `src` (the sender's
-    /// buffer, `len` bytes) until none is left. Returns the blocks copied.
-    ///
-    /// # Safety
-    ///
-    /// `src` is the message's payload (valid for the message's length, not
-    /// written while the envelope is pending); the envelope is not
-    /// completed yet (the receiver completes it only after every claimed
-    /// block is finished, and keeps its buffer alive until then).
-    pub(crate) unsafe fn copy_blocks(&self, src: *const u8) -> u64 {
-        // SYNC POINT: Acquire pairs with the Release store in
-        // `ask_for_help` (see there).
-        if self.help.load(Ordering::Acquire) == 0 {
-            return 0;
-        }
-        // Relaxed (three loads): ordered after the Acquire above.
-        let dst = self.dst.load(Ordering::Relaxed) as *mut u8;
-        let len = self.len.load(Ordering::Relaxed);
-        let block = self.block.load(Ordering::Relaxed);
-        let mut blocks = 0;
-        loop {
-            // Relaxed: a hint; a waiting sender polls here often, and a
-            // plain load keeps it from bouncing the line with RMWs once
-            // every block is claimed.
-            if self.next.load(Ordering::Relaxed) >= len {
-                return blocks;
-            }
-            // Relaxed: the claim counter only hands out disjoint ranges
-            // (atomicity of the RMW); the copied bytes are published by the
-            // Release add on `done`. Overshoot past `len` is bounded by
-            // (copiers x block), far from overflow.
-            let off = self.next.fetch_add(block, Ordering::Relaxed);
-            if off >= len {
-                return blocks;
-            }
-            let n = block.min(len - off);
-            // SAFETY: `[off, off + n)` is inside both buffers and claimed
-            // by us alone; `src` is valid (caller's contract) and `dst` is
-            // the receive buffer, kept alive by the receiver until `done`
-            // reaches `len`; the buffers are distinct.
-            unsafe {
-                ptr::copy_nonoverlapping(src.add(off as usize), dst.add(off as usize), n as usize)
-            };
-            // SYNC POINT: Release pairs with the Acquire load in
-            // `wait_finished`: this block's bytes are in the receive
-            // buffer before the receiver sees them counted.
-            self.done.fetch_add(n, Ordering::Release);
-            blocks += 1;
-        }
-    }
-
-    /// Waits until every byte is copied (the receiver, after its own
-    /// `copy_blocks` found nothing left to claim).
-    pub(crate) fn wait_finished(&self) {
-        // Relaxed: set by `ask_for_help`, earlier in this thread.
-        let len = self.len.load(Ordering::Relaxed);
-        let mut backoff = shmheap::sync::futex::Backoff::new();
-        // SYNC POINT: Acquire pairs with the helpers' Release adds: every
-        // block counted is in the receive buffer.
-        while self.done.load(Ordering::Acquire) < len {
-            // A helper is in the middle of one block: spin, then yield.
-            backoff.snooze();
-        }
-    }
-}
-
 /// The inline record of an owned envelope: the given block's allocation
 /// layout and the metadata that travels with it.
 #[repr(C)]
@@ -497,28 +377,6 @@ impl OwnedInfo {
     }
 }
 
-fn bounce_layout(len: usize) -> Layout {
-    Layout::from_size_align(len, LINE).expect("a slice's length fits a layout")
-}
-
-/// A heap copy of `buf` for the two-copy protocol (`buf` is not empty).
-pub(crate) fn alloc_bounce(buf: &[u8]) -> shmheap::Result<NonNull<u8>> {
-    let p = ShmHeap.try_alloc(bounce_layout(buf.len()))?;
-    // SAFETY: fresh block of `buf.len()` bytes, distinct from `buf`.
-    unsafe { ptr::copy_nonoverlapping(buf.as_ptr(), p.as_ptr(), buf.len()) };
-    Ok(p)
-}
-
-/// Frees a bounce buffer that never made it into an envelope.
-///
-/// # Safety
-///
-/// `p` came from `alloc_bounce` for `len` bytes and is not used afterwards.
-pub(crate) unsafe fn free_bounce(p: NonNull<u8>, len: usize) {
-    // SAFETY: allocated with this layout (caller's contract).
-    unsafe { ShmHeap.dealloc(p.as_ptr(), bounce_layout(len)) };
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -547,31 +405,5 @@ mod tests {
             assert_eq!(Protocol::from_u32(p as u32), Some(p));
         }
         assert_eq!(Protocol::from_u32(0), None);
-    }
-
-    #[test]
-    fn synergistic_blocks_are_claimed_once() {
-        let len = (1 << 20) + 123;
-        let src: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
-        let mut dst = vec![0u8; len];
-        let syn = SynCopy::new();
-        let (s, d) = (src.as_ptr() as usize, dst.as_mut_ptr() as usize);
-        // SAFETY: nobody asked for help yet: nothing is copied.
-        assert_eq!(unsafe { syn.copy_blocks(s as *const u8) }, 0);
-        syn.ask_for_help(d as *mut u8, len as u64, 4096);
-        let blocks: u64 = std::thread::scope(|sc| {
-            let hs: Vec<_> = (0..3)
-                .map(|_| {
-                    let syn = &syn;
-                    // SAFETY: `src` and `dst` outlive the scope; the blocks
-                    // are disjoint claims.
-                    sc.spawn(move || unsafe { syn.copy_blocks(s as *const u8) })
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap()).sum()
-        });
-        syn.wait_finished();
-        assert_eq!(blocks, (len as u64).div_ceil(4096));
-        assert_eq!(dst, src);
     }
 }

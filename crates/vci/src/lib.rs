@@ -16,7 +16,8 @@
 //!    messages into a heap buffer a *synergistic* copy, in blocks claimed by
 //!    the receiver and by the sender if it is waiting), or one
 //!    `process_vm_readv` from a private sender buffer (kernel assisted, see
-//!    [`cma`]), or from a heap bounce buffer when neither works (two copy);
+//!    [`kernel_assisted`]), or from a heap bounce buffer when neither works
+//!    (two copy);
 //! 3. for single copy, kernel assisted and every synchronous send
 //!    ([`Endpoint::issend`], [`Endpoint::ssend`]) the receiver publishes
 //!    completion (Release) after matching and copying, and rings the
@@ -30,6 +31,18 @@
 //! probe ([`Endpoint::mprobe`], [`Endpoint::improbe`]) takes a message off
 //! the matching lists as a [`Message`] that only its holder can receive.
 //! Ownership passing ([`owned`]) moves a heap block with its message.
+//!
+//! Where each concept lives: [`endpoint`] (the process's handle, the send
+//! paths and the choice of protocol), [`envelope`], [`fastbox`] (the ring in
+//! `fastbox/ring.rs`, the lane lock in `fastbox/lane_lock.rs`), [`vci`] (a
+//! VCI's shared and private parts, its lock), `progress.rs` (draining the
+//! queue and the fast boxes, matching passes, the sweep of other VCIs),
+//! `post.rs` (posting receives, blocking attempts, probes), `deliver.rs`
+//! (moving a matched message's data), one file per protocol —
+//! `immediate.rs`, `single_copy.rs`, `synergistic.rs`,
+//! [`kernel_assisted`], `two_copy.rs`, [`owned`] — and `wait.rs`,
+//! `doorbell.rs`, `stats.rs`, [`request`], [`message`], `matching.rs`,
+//! `solo.rs`. Why some of it is written as it is: `docs/performance.md`.
 //!
 //! Matching keys are (source, tag, context); [`ANY_SOURCE`] and [`ANY_TAG`]
 //! exist only on receives; [`PROC_NULL`] operations complete at once.
@@ -56,19 +69,32 @@
 
 #![warn(missing_docs)]
 
-pub mod cma;
 pub mod config;
+mod deliver;
+mod doorbell;
 pub mod endpoint;
 pub mod envelope;
 pub mod error;
 pub mod fastbox;
+mod immediate;
+pub mod kernel_assisted;
 mod matching;
 pub mod message;
 pub mod owned;
+mod post;
+mod progress;
 pub mod request;
+mod single_copy;
 pub mod slots;
 mod solo;
+mod stats;
+mod synergistic;
+mod two_copy;
 pub mod vci;
+mod wait;
+
+/// [`kernel_assisted`] under its former name.
+pub use kernel_assisted as cma;
 
 pub use config::Config;
 pub use endpoint::{Endpoint, Start};

@@ -34,18 +34,21 @@
 //! assert_eq!(v, [1, 2, 3]);
 //! ```
 
+use crate::deliver::delivered;
 use crate::endpoint::Endpoint;
 use crate::envelope::{Envelope, Header, OwnedInfo, Protocol};
 use crate::error::{Error, Result};
 use crate::fastbox::{FbHead, OwnedSlot, SlotData};
-use crate::matching::Target;
+use crate::matching::{Key, Target};
 use crate::message::Message;
-use crate::request::{Request, Status};
-use crate::vci::VciShared;
+use crate::request::{Request, Status, StatusError};
+use crate::stats::{bump, bump_locked};
+use crate::vci::{Vci, VciShared};
 use crate::{PROC_NULL, TAG_UB};
 use shmheap::ShmHeap;
 use std::alloc::{GlobalAlloc, Layout};
 use std::ptr::{self, NonNull};
+use std::sync::atomic::AtomicU64;
 
 /// A heap block whose ownership travels with a message.
 ///
@@ -377,10 +380,8 @@ impl Endpoint {
 
     /// [`Endpoint::recv_owned`] into `out` (`None` for `PROC_NULL` and on
     /// error): the block stays where the engine wrote it, so a caller that
-    /// reads a few of its fields copies nothing. (Moved out inside a
-    /// `Result`, the 72-byte block was copied in pieces narrower than the
-    /// loads that read it back, which store forwarding cannot serve: a
-    /// stall on every take.)
+    /// reads a few of its fields copies nothing (see docs/performance.md,
+    /// "Store forwarding").
     #[inline(always)]
     pub fn recv_owned_into(
         &self,
@@ -424,5 +425,159 @@ impl Message<'_> {
         let st = unsafe { self.deliver_to(target) };
         let st = st.into_result()?;
         Ok((out.unwrap_or_else(|| empty_block(align)), st))
+    }
+}
+
+/// A given block as a receive finds it: in an owned envelope or fast-box
+/// slot.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Given {
+    /// The block's address in the node heap.
+    pub(crate) addr: *mut u8,
+    /// Its layout and metadata.
+    pub(crate) info: OwnedInfo,
+    /// The payload's length.
+    pub(crate) len: usize,
+}
+
+impl Given {
+    /// Takes the block out of an owned envelope and frees the envelope.
+    ///
+    /// # Safety
+    ///
+    /// `env` is an owned envelope this VCI popped and has not let go of.
+    pub(crate) unsafe fn from_envelope(env: NonNull<Envelope>) -> Given {
+        // SAFETY: valid until destroyed below (caller's contract).
+        let (addr, len) = unsafe { (env.as_ref().data() as *mut u8, env.as_ref().len() as usize) };
+        // SAFETY: an owned envelope (caller's contract).
+        let info = unsafe { OwnedInfo::read(env) };
+        // SAFETY: an owned envelope is the receiver's to free (never
+        // synchronous); `destroy` frees the envelope, not the block.
+        unsafe { Envelope::destroy(env) };
+        Given { addr, info, len }
+    }
+}
+
+/// Starts moving the cache line at `p` into this core's cache, ready to be
+/// written (a hint: it never faults, whatever `p` is).
+#[inline(always)]
+fn prefetch_for_write(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `prefetchw` changes no register, flag or memory and never
+    // faults, whatever the address; processors without it execute its
+    // encoding (0F 0D /1) as a no-op.
+    unsafe {
+        std::arch::asm!("prefetchw [{0}]", in(reg) p, options(nostack, preserves_flags, readonly));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+impl Vci {
+    /// A fresh block of `len` bytes aligned to `align` filled by `fill`
+    /// (which returns the delivery's status), or, if there is no memory,
+    /// `fill` with an empty buffer (to discard the message) and an
+    /// allocation error.
+    pub(crate) fn fresh_block(
+        &self,
+        len: usize,
+        align: usize,
+        meta: [u64; 4],
+        given: bool,
+        fill: impl FnOnce(*mut u8) -> Status,
+    ) -> (Option<OwnedBlock>, Status) {
+        match OwnedBlock::fresh(len, align, meta, given) {
+            Some(block) => {
+                bump(&self.stats.owned_copied);
+                (Some(block), fill(block.ptr.as_ptr()))
+            }
+            None => {
+                let mut st = fill(NonNull::dangling().as_ptr());
+                st.count = 0;
+                st.error = Some(StatusError::Alloc { bytes: len as u64 });
+                (None, st)
+            }
+        }
+    }
+
+    /// Delivers a given block (from an owned envelope or fast-box slot): an
+    /// ownership receive keeps it as it is when this process's allocator
+    /// can free it and it is aligned enough, else gets a copy in a fresh
+    /// block; a plain receive gets a copy of its payload. A block not kept
+    /// is freed.
+    ///
+    /// # Safety
+    ///
+    /// The given block is ours (the sender gave it up); the target is
+    /// valid (see [`Vci::deliver`]); with `locked`, the caller holds the
+    /// VCI lock (the statistics go to [`SlotCounters`]).
+    #[inline(always)]
+    pub(crate) unsafe fn deliver_given(
+        &self,
+        key: Key,
+        g: Given,
+        target: Target,
+        locked: bool,
+    ) -> Status {
+        // See docs/performance.md, "Fast-box slots" (given blocks).
+        prefetch_for_write(g.addr);
+        let count = |shared: &AtomicU64, slot: &AtomicU64| {
+            if locked {
+                bump_locked(slot);
+            } else {
+                bump(shared);
+            }
+        };
+        count(
+            &self.stats.received[Protocol::Owned as usize - 1],
+            &self.stats.slot.owned,
+        );
+        let layout = g.info.layout();
+        let free_block = || {
+            if layout.size() > 0 {
+                // SAFETY: the given block is ours (caller's contract), in the
+                // node heap, and `ShmHeap` frees any rank's block there.
+                unsafe { ShmHeap.dealloc(g.addr, layout) };
+            }
+        };
+        let copy = |buf: *mut u8, cap: usize| {
+            let n = g.len.min(cap);
+            if n > 0 {
+                // SAFETY: the block holds `len >= n` bytes; `buf` is valid
+                // for `cap >= n` bytes and is not the block.
+                unsafe { ptr::copy_nonoverlapping(g.addr.cast_const(), buf, n) };
+            }
+            delivered(key, g.len, n)
+        };
+        match target {
+            Target::Buffer { buf, cap } => {
+                let st = copy(buf, cap);
+                free_block();
+                st
+            }
+            Target::Owned { out, align } => {
+                let (block, st) = if layout.size() > 0
+                    && self.keep_given
+                    && g.addr as usize & (align - 1) == 0
+                {
+                    count(&self.stats.owned_in_place, &self.stats.slot.owned_in_place);
+                    let block = OwnedBlock {
+                        ptr: NonNull::new(g.addr).expect("a given block of size > 0 is not null"),
+                        layout,
+                        len: g.len,
+                        meta: g.info.meta,
+                        given: true,
+                    };
+                    (Some(block), delivered(key, g.len, g.len))
+                } else {
+                    let r = self.fresh_block(g.len, align, g.info.meta, true, |b| copy(b, g.len));
+                    free_block();
+                    r
+                };
+                // SAFETY: `out` is valid for a write (caller's contract).
+                unsafe { out.write(block) };
+                st
+            }
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! borrow checker keeps the buffer alive and untouched while the engine may
 //! read or write it. Dropping a pending request waits for it. Waiting drives
 //! the VCI's progress (whoever waits makes everybody's messages move), and
-//! spins, then yields, then sleeps on the VCI's doorbell.
+//! spins, then yields, then sleeps on the rank's doorbell (see `wait.rs`).
 //!
 //! Known hole: a request that is leaked (`std::mem::forget`) instead of
 //! dropped leaves a pending receive registered with the VCI, which may
@@ -273,17 +273,15 @@ impl<'a> Request<'a> {
 
     /// Waits until the request has finished and returns its status where
     /// the request keeps it, a truncation or failed delivery included (in
-    /// `error`). For callers that often ignore the status: fields read
-    /// through the reference come straight from the completion's stores,
-    /// where a status returned by value is copied with wide loads that
-    /// wait for those stores to reach the cache (see
-    /// `Endpoint::recv_with_status`).
+    /// `error`). For callers that often ignore the status: they read the
+    /// fields they need through the reference instead of copying the whole
+    /// status (see docs/performance.md, "Store forwarding").
     pub fn wait_in_place(&mut self) -> &Status {
         if !self.is_complete() {
             let (ep, v) = (self.ep, self.vci);
             // The loop carries only "done"; the status stays in the state
-            // the attempt completed (see `Vci::recv_now` on why a status
-            // is not returned through the loop).
+            // the attempt completed (see docs/performance.md, "Store
+            // forwarding").
             ep.wait_on(v, |full| self.attempt(full).map(drop));
         }
         match &self.state {

@@ -7,12 +7,9 @@
 //! has left the core: the path of a tiny message (receive, then send the
 //! reply) takes three of them.
 //!
-//! On by default (`HMPI_SOLO=0` turns it off, see [`crate::config`]). On
-//! the 2-vCPU AMD machine a one-way give/take costs 10–30 ns less with it,
-//! and `hmpi-bench latency` measures the same either way
-//! (`docs/architecture.md`). A locked instruction waits until every store
-//! before it has left the core, and a give's path stores more than a
-//! small send's.
+//! On by default (`HMPI_SOLO=0` turns it off, see [`crate::config`]); what
+//! it gains was measured as described in docs/performance.md, "Locked
+//! instructions".
 //!
 //! So the locks are *biased* towards the thread that created the endpoint,
 //! the owner (the technique of biased locking in virtual machines, made
@@ -197,9 +194,8 @@ impl Solo {
 /// harmless: it takes no locks any more).
 ///
 /// On x86-64 Linux it is the thread pointer, the first word of the
-/// thread's control block (one load through `fs`, also in a shared
-/// library, where a thread-local variable would cost a call to
-/// `__tls_get_addr`); elsewhere the address of a thread-local byte.
+/// thread's control block (see docs/performance.md, "Locked
+/// instructions"); elsewhere the address of a thread-local byte.
 #[inline(always)]
 fn token() -> usize {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]

@@ -1,10 +1,10 @@
 //! Waiting on a 32-bit word in shared memory: spin, then yield, then sleep.
 //!
 //! Ranks may outnumber cores (CI machines have two), so a waiter must not
-//! burn the core its peer needs. [`Backoff`] spins briefly (the peer is
-//! probably running on another core and will answer within a few hundred
-//! nanoseconds), then yields the core, then sleeps in the kernel on a
-//! process-shared futex until the word changes or a short timeout passes.
+//! burn the core its peer needs. [`Backoff`] spins briefly (see
+//! docs/performance.md, "Waiting"), then yields the core, then sleeps in
+//! the kernel on a process-shared futex until the word changes or a short
+//! timeout passes.
 //!
 //! The futexes here are *not* `FUTEX_PRIVATE_FLAG`: the word lives in the
 //! node's shared segment and the waker is usually another process. The
