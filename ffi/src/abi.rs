@@ -194,6 +194,7 @@ pub const ERR_TAG: c_int = 4;
 pub const ERR_COMM: c_int = 5;
 pub const ERR_RANK: c_int = 6;
 pub const ERR_REQUEST: c_int = 7;
+pub const ERR_ROOT: c_int = 8;
 pub const ERR_GROUP: c_int = 9;
 pub const ERR_OP: c_int = 10;
 pub const ERR_ARG: c_int = 13;

@@ -490,15 +490,6 @@ mpi_fn! {
         })
     }
 
-    /// Blocks until every process of `comm` has called it.
-    fn MPI_Barrier / PMPI_Barrier(comm: Comm) -> c_int {
-        api_comm("MPI_Barrier", comm, |c| {
-            crate::request::poll_detached();
-            c.comm.barrier()?;
-            Ok(())
-        })
-    }
-
     /// The number of processes of a group.
     fn MPI_Group_size / PMPI_Group_size(group: GroupH, size: *mut c_int) -> c_int {
         api("MPI_Group_size", || {

@@ -85,6 +85,7 @@ pub fn class_of(e: &hmpi_core::Error) -> c_int {
     use hmpi_core::Error as E;
     match e {
         E::Rank { .. } => abi::ERR_RANK,
+        E::Root { .. } => abi::ERR_ROOT,
         E::Tag { .. } => abi::ERR_TAG,
         E::Count { .. } => abi::ERR_COUNT,
         E::Truncate { .. } => abi::ERR_TRUNCATE,

@@ -29,7 +29,7 @@ use std::sync::{Mutex, MutexGuard};
 /// The first index value of created handles (below: predefined handles).
 pub const FIRST: usize = 0x1000;
 /// Bits of a handle below its kind tag.
-const KIND_SHIFT: u32 = 24;
+pub const KIND_SHIFT: u32 = 24;
 const INDEX_MASK: usize = (1 << KIND_SHIFT) - 1;
 
 /// A handle of `kind` that no table creates (its index is below
@@ -46,6 +46,7 @@ pub const KIND_REQUEST: usize = 4;
 pub const KIND_ERRHANDLER: usize = 5;
 pub const KIND_MESSAGE: usize = 6;
 pub const KIND_OP: usize = 7;
+pub const KIND_COLL: usize = 8;
 
 enum Slot<T> {
     Free,

@@ -71,6 +71,7 @@ macro_rules! mpi_fn {
 
 pub mod abi;
 pub mod alloc;
+pub mod coll;
 pub mod comm;
 pub mod datatype;
 pub mod env;

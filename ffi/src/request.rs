@@ -25,6 +25,7 @@
 //! ```
 
 use crate::abi::{self, MpiStatus, Request};
+use crate::coll;
 use crate::comm::CommRef;
 use crate::datatype::TypeRef;
 use crate::errors::{api, err, out, put, MpiError, Res};
@@ -815,6 +816,10 @@ mpi_fn! {
                 }
                 return Ok(());
             }
+            if coll::is_coll(h) {
+                // SAFETY: the caller's pointers.
+                return unsafe { coll::complete(p, status, true) }.map(drop);
+            }
             // The request is waited for where it is, its slot marked busy
             // (no lock is held meanwhile), and its status read there (see
             // `raw::Request::wait_in_place`); waiting frees the slot
@@ -864,6 +869,13 @@ mpi_fn! {
                 }
                 return Ok(());
             }
+            if coll::is_coll(h) {
+                // SAFETY: the caller's pointers.
+                let done = unsafe { coll::complete(p, status, false) }?;
+                // SAFETY: checked non-null.
+                unsafe { flag.write(c_int::from(done)) };
+                return Ok(());
+            }
             poll_detached();
             let ReqEntry { mut req, rest } = REQUESTS.checkout(h.0).map_err(|m| miss(m, h))?;
             let st = match req.0.test() {
@@ -894,6 +906,10 @@ mpi_fn! {
         api("MPI_Waitall", || {
             // SAFETY: `requests` holds `count` handles (MPI's contract).
             let hs = unsafe { handles(count, requests) }?;
+            if hs.iter().any(|&h| coll::is_coll(h)) {
+                // SAFETY: MPI's contract for the arrays.
+                return unsafe { coll::mixed(hs, statuses, coll::Set::All, true) }.map(drop);
+            }
             poll_detached();
             // Most windows of small messages finished as they started: no
             // request has a table entry, and each handle holds its status.
@@ -988,7 +1004,15 @@ mpi_fn! {
         api("MPI_Waitany", || {
             out(index, "index")?;
             // SAFETY: `requests` holds `count` handles (MPI's contract).
-            let mut set = Set::checkout(unsafe { handles(count, requests) }?)?;
+            let hs = unsafe { handles(count, requests) }?;
+            if hs.iter().any(|&h| coll::is_coll(h)) {
+                // SAFETY: MPI's contract for the arrays.
+                let (_, first) = unsafe { coll::mixed(hs, status, coll::Set::Any, true) }?;
+                // SAFETY: checked non-null.
+                unsafe { index.write(first.map_or(abi::UNDEFINED, |i| i as c_int)) };
+                return Ok(());
+            }
+            let mut set = Set::checkout(hs)?;
             let Some((i, st)) = raw::wait_any(&mut set.reqs) else {
                 // SAFETY: the caller's pointers.
                 unsafe {
@@ -1020,7 +1044,12 @@ mpi_fn! {
         api("MPI_Waitsome", || {
             out(outcount, "outcount")?;
             // SAFETY: `requests` holds `incount` handles (MPI's contract).
-            let mut set = Set::checkout(unsafe { handles(incount, requests) }?)?;
+            let hs = unsafe { handles(incount, requests) }?;
+            if hs.iter().any(|&h| coll::is_coll(h)) {
+                // SAFETY: MPI's contract for the arrays.
+                return unsafe { coll::some(hs, outcount, indices, statuses, true) };
+            }
+            let mut set = Set::checkout(hs)?;
             if set.all_null() {
                 // SAFETY: checked non-null.
                 unsafe { outcount.write(abi::UNDEFINED) };
@@ -1037,7 +1066,15 @@ mpi_fn! {
         api("MPI_Testall", || {
             out(flag, "flag")?;
             // SAFETY: `requests` holds `count` handles (MPI's contract).
-            let mut set = Set::checkout(unsafe { handles(count, requests) }?)?;
+            let hs = unsafe { handles(count, requests) }?;
+            if hs.iter().any(|&h| coll::is_coll(h)) {
+                // SAFETY: MPI's contract for the arrays.
+                let (all, _) = unsafe { coll::mixed(hs, statuses, coll::Set::All, false) }?;
+                // SAFETY: checked non-null.
+                unsafe { flag.write(c_int::from(all)) };
+                return Ok(());
+            }
+            let mut set = Set::checkout(hs)?;
             let sts = match raw::test_all(&mut set.reqs) {
                 Ok(None) => {
                     // SAFETY: checked non-null.
@@ -1078,7 +1115,18 @@ mpi_fn! {
             out(index, "index")?;
             out(flag, "flag")?;
             // SAFETY: `requests` holds `count` handles (MPI's contract).
-            let mut set = Set::checkout(unsafe { handles(count, requests) }?)?;
+            let hs = unsafe { handles(count, requests) }?;
+            if hs.iter().any(|&h| coll::is_coll(h)) {
+                // SAFETY: MPI's contract for the arrays.
+                let (done, first) = unsafe { coll::mixed(hs, status, coll::Set::Any, false) }?;
+                // SAFETY: checked non-null.
+                unsafe {
+                    index.write(first.map_or(abi::UNDEFINED, |i| i as c_int));
+                    flag.write(c_int::from(done));
+                }
+                return Ok(());
+            }
+            let mut set = Set::checkout(hs)?;
             let all_null = set.all_null();
             let Some((i, st)) = raw::test_any(&mut set.reqs) else {
                 // SAFETY: the caller's pointers.
@@ -1117,7 +1165,12 @@ mpi_fn! {
         api("MPI_Testsome", || {
             out(outcount, "outcount")?;
             // SAFETY: `requests` holds `incount` handles (MPI's contract).
-            let mut set = Set::checkout(unsafe { handles(incount, requests) }?)?;
+            let hs = unsafe { handles(incount, requests) }?;
+            if hs.iter().any(|&h| coll::is_coll(h)) {
+                // SAFETY: MPI's contract for the arrays.
+                return unsafe { coll::some(hs, outcount, indices, statuses, false) };
+            }
+            let mut set = Set::checkout(hs)?;
             if set.all_null() {
                 // SAFETY: checked non-null.
                 unsafe { outcount.write(abi::UNDEFINED) };
@@ -1138,6 +1191,17 @@ mpi_fn! {
                 unsafe {
                     flag.write(1);
                     store_status(status, null_status());
+                }
+                return Ok(());
+            }
+            if coll::is_coll(request) {
+                let done = coll::is_done(request)?;
+                // SAFETY: the caller's pointers.
+                unsafe {
+                    flag.write(c_int::from(done));
+                    if done {
+                        store_status(status, null_status());
+                    }
                 }
                 return Ok(());
             }
@@ -1169,6 +1233,9 @@ mpi_fn! {
             let p = out(request, "request")?;
             // SAFETY: checked non-null; the caller's handle.
             let h = unsafe { p.read() };
+            if coll::is_coll(h) {
+                return err(abi::ERR_REQUEST, "a collective's request cannot be cancelled");
+            }
             let ReqEntry { mut req, rest } = checkout(h)?;
             req.0.cancel();
             REQUESTS.checkin(h.0, ReqEntry { req, rest });
@@ -1182,6 +1249,10 @@ mpi_fn! {
             let p = out(request, "request")?;
             // SAFETY: checked non-null; the caller's handle.
             let h = unsafe { p.read() };
+            if coll::is_coll(h) {
+                // SAFETY: checked non-null; the caller's handle.
+                return unsafe { coll::free(p) };
+            }
             let mut e = checkout(h)?;
             REQUESTS.release(h.0);
             // SAFETY: as above.

@@ -134,74 +134,38 @@ refused! {
     MPI_Add_error_class / PMPI_Add_error_class(errorclass: *mut c_int) => world;
     MPI_Add_error_code / PMPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) => world;
     MPI_Add_error_string / PMPI_Add_error_string(errorcode: c_int, string: *const c_char) => world;
-    MPI_Allgather / PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, comm: Comm) => comm;
     MPI_Allgather_c / PMPI_Allgather_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
         recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm) => comm;
-    MPI_Allgather_init / PMPI_Allgather_init(sendbuf: *const c_void, sendcount: c_int,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, comm: Comm,
-        info: Info, request: *mut Request) => comm;
     MPI_Allgather_init_c / PMPI_Allgather_init_c(sendbuf: *const c_void, sendcount: Count,
         sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm,
         info: Info, request: *mut Request) => comm;
-    MPI_Allgatherv / PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Datatype,
-        comm: Comm) => comm;
     MPI_Allgatherv_c / PMPI_Allgatherv_c(sendbuf: *const c_void, sendcount: Count,
         sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Aint,
         recvtype: Datatype, comm: Comm) => comm;
-    MPI_Allgatherv_init / PMPI_Allgatherv_init(sendbuf: *const c_void, sendcount: c_int,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int,
-        recvtype: Datatype, comm: Comm, info: Info, request: *mut Request) => comm;
     MPI_Allgatherv_init_c / PMPI_Allgatherv_init_c(sendbuf: *const c_void, sendcount: Count,
         sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Aint,
         recvtype: Datatype, comm: Comm, info: Info, request: *mut Request) => comm;
-    MPI_Allreduce / PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int,
-        datatype: Datatype, op: Op, comm: Comm) => comm;
     MPI_Allreduce_c / PMPI_Allreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
         datatype: Datatype, op: Op, comm: Comm) => comm;
-    MPI_Allreduce_init / PMPI_Allreduce_init(sendbuf: *const c_void, recvbuf: *mut c_void,
-        count: c_int, datatype: Datatype, op: Op, comm: Comm, info: Info, request: *mut Request
-    ) => comm;
     MPI_Allreduce_init_c / PMPI_Allreduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void,
         count: Count, datatype: Datatype, op: Op, comm: Comm, info: Info, request: *mut Request
     ) => comm;
-    MPI_Alltoall / PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, comm: Comm) => comm;
     MPI_Alltoall_c / PMPI_Alltoall_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
         recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm) => comm;
-    MPI_Alltoall_init / PMPI_Alltoall_init(sendbuf: *const c_void, sendcount: c_int,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, comm: Comm,
-        info: Info, request: *mut Request) => comm;
     MPI_Alltoall_init_c / PMPI_Alltoall_init_c(sendbuf: *const c_void, sendcount: Count,
         sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm,
         info: Info, request: *mut Request) => comm;
-    MPI_Alltoallv / PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int,
-        sdispls: *const c_int, sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const c_int,
-        rdispls: *const c_int, recvtype: Datatype, comm: Comm) => comm;
     MPI_Alltoallv_c / PMPI_Alltoallv_c(sendbuf: *const c_void, sendcounts: *const Count,
         sdispls: *const Aint, sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count,
         rdispls: *const Aint, recvtype: Datatype, comm: Comm) => comm;
-    MPI_Alltoallv_init / PMPI_Alltoallv_init(sendbuf: *const c_void, sendcounts: *const c_int,
-        sdispls: *const c_int, sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const c_int,
-        rdispls: *const c_int, recvtype: Datatype, comm: Comm, info: Info, request: *mut Request
-    ) => comm;
     MPI_Alltoallv_init_c / PMPI_Alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const Count,
         sdispls: *const Aint, sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count,
         rdispls: *const Aint, recvtype: Datatype, comm: Comm, info: Info, request: *mut Request
-    ) => comm;
-    MPI_Alltoallw / PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int,
-        sdispls: *const c_int, sendtypes: *const Datatype, recvbuf: *mut c_void,
-        recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Datatype, comm: Comm
     ) => comm;
     MPI_Alltoallw_c / PMPI_Alltoallw_c(sendbuf: *const c_void, sendcounts: *const Count,
         sdispls: *const Aint, sendtypes: *const Datatype, recvbuf: *mut c_void,
         recvcounts: *const Count, rdispls: *const Aint, recvtypes: *const Datatype, comm: Comm
     ) => comm;
-    MPI_Alltoallw_init / PMPI_Alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int,
-        sdispls: *const c_int, sendtypes: *const Datatype, recvbuf: *mut c_void,
-        recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Datatype, comm: Comm,
-        info: Info, request: *mut Request) => comm;
     MPI_Alltoallw_init_c / PMPI_Alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const Count,
         sdispls: *const Aint, sendtypes: *const Datatype, recvbuf: *mut c_void,
         recvcounts: *const Count, rdispls: *const Aint, recvtypes: *const Datatype, comm: Comm,
@@ -210,13 +174,8 @@ refused! {
     MPI_Attr_get / PMPI_Attr_get(comm: Comm, keyval: c_int, attribute_val: *mut c_void,
         flag: *mut c_int) => comm;
     MPI_Attr_put / PMPI_Attr_put(comm: Comm, keyval: c_int, attribute_val: *mut c_void) => comm;
-    MPI_Barrier_init / PMPI_Barrier_init(comm: Comm, info: Info, request: *mut Request) => comm;
-    MPI_Bcast / PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: Datatype, root: c_int,
-        comm: Comm) => comm;
     MPI_Bcast_c / PMPI_Bcast_c(buffer: *mut c_void, count: Count, datatype: Datatype, root: c_int,
         comm: Comm) => comm;
-    MPI_Bcast_init / PMPI_Bcast_init(buffer: *mut c_void, count: c_int, datatype: Datatype,
-        root: c_int, comm: Comm, info: Info, request: *mut Request) => comm;
     MPI_Bcast_init_c / PMPI_Bcast_init_c(buffer: *mut c_void, count: Count, datatype: Datatype,
         root: c_int, comm: Comm, info: Info, request: *mut Request) => comm;
     MPI_Bsend / PMPI_Bsend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int,
@@ -308,12 +267,8 @@ refused! {
         destinations: *mut c_int, destweights: *mut c_int) => comm;
     MPI_Dist_graph_neighbors_count / PMPI_Dist_graph_neighbors_count(comm: Comm,
         indegree: *mut c_int, outdegree: *mut c_int, weighted: *mut c_int) => comm;
-    MPI_Exscan / PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int,
-        datatype: Datatype, op: Op, comm: Comm) => comm;
     MPI_Exscan_c / PMPI_Exscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
         datatype: Datatype, op: Op, comm: Comm) => comm;
-    MPI_Exscan_init / PMPI_Exscan_init(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int,
-        datatype: Datatype, op: Op, comm: Comm, info: Info, request: *mut Request) => comm;
     MPI_Exscan_init_c / PMPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void,
         count: Count, datatype: Datatype, op: Op, comm: Comm, info: Info, request: *mut Request
     ) => comm;
@@ -478,27 +433,15 @@ refused! {
         datatype: Datatype, status: *mut MpiStatus) => world;
     MPI_File_write_shared_c / PMPI_File_write_shared_c(fh: File, buf: *const c_void, count: Count,
         datatype: Datatype, status: *mut MpiStatus) => world;
-    MPI_Gather / PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, root: c_int, comm: Comm
-    ) => comm;
     MPI_Gather_c / PMPI_Gather_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
         recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, root: c_int, comm: Comm
     ) => comm;
-    MPI_Gather_init / PMPI_Gather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, root: c_int, comm: Comm,
-        info: Info, request: *mut Request) => comm;
     MPI_Gather_init_c / PMPI_Gather_init_c(sendbuf: *const c_void, sendcount: Count,
         sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, root: c_int,
         comm: Comm, info: Info, request: *mut Request) => comm;
-    MPI_Gatherv / PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Datatype,
-        root: c_int, comm: Comm) => comm;
     MPI_Gatherv_c / PMPI_Gatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
         recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Aint, recvtype: Datatype,
         root: c_int, comm: Comm) => comm;
-    MPI_Gatherv_init / PMPI_Gatherv_init(sendbuf: *const c_void, sendcount: c_int,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int,
-        recvtype: Datatype, root: c_int, comm: Comm, info: Info, request: *mut Request) => comm;
     MPI_Gatherv_init_c / PMPI_Gatherv_init_c(sendbuf: *const c_void, sendcount: Count,
         sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Aint,
         recvtype: Datatype, root: c_int, comm: Comm, info: Info, request: *mut Request) => comm;
@@ -540,64 +483,35 @@ refused! {
         cancel_fn: Callback, extra_state: *mut c_void, request: *mut Request) => world;
     MPI_Group_from_session_pset / PMPI_Group_from_session_pset(session: Session,
         pset_name: *const c_char, newgroup: *mut Group) => world;
-    MPI_Iallgather / PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, comm: Comm,
-        request: *mut Request) => comm;
     MPI_Iallgather_c / PMPI_Iallgather_c(sendbuf: *const c_void, sendcount: Count,
         sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm,
         request: *mut Request) => comm;
-    MPI_Iallgatherv / PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Datatype,
-        comm: Comm, request: *mut Request) => comm;
     MPI_Iallgatherv_c / PMPI_Iallgatherv_c(sendbuf: *const c_void, sendcount: Count,
         sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Aint,
         recvtype: Datatype, comm: Comm, request: *mut Request) => comm;
-    MPI_Iallreduce / PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int,
-        datatype: Datatype, op: Op, comm: Comm, request: *mut Request) => comm;
     MPI_Iallreduce_c / PMPI_Iallreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
         datatype: Datatype, op: Op, comm: Comm, request: *mut Request) => comm;
-    MPI_Ialltoall / PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, comm: Comm,
-        request: *mut Request) => comm;
     MPI_Ialltoall_c / PMPI_Ialltoall_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
         recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm,
         request: *mut Request) => comm;
-    MPI_Ialltoallv / PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int,
-        sdispls: *const c_int, sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const c_int,
-        rdispls: *const c_int, recvtype: Datatype, comm: Comm, request: *mut Request) => comm;
     MPI_Ialltoallv_c / PMPI_Ialltoallv_c(sendbuf: *const c_void, sendcounts: *const Count,
         sdispls: *const Aint, sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count,
         rdispls: *const Aint, recvtype: Datatype, comm: Comm, request: *mut Request) => comm;
-    MPI_Ialltoallw / PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int,
-        sdispls: *const c_int, sendtypes: *const Datatype, recvbuf: *mut c_void,
-        recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Datatype, comm: Comm,
-        request: *mut Request) => comm;
     MPI_Ialltoallw_c / PMPI_Ialltoallw_c(sendbuf: *const c_void, sendcounts: *const Count,
         sdispls: *const Aint, sendtypes: *const Datatype, recvbuf: *mut c_void,
         recvcounts: *const Count, rdispls: *const Aint, recvtypes: *const Datatype, comm: Comm,
         request: *mut Request) => comm;
-    MPI_Ibarrier / PMPI_Ibarrier(comm: Comm, request: *mut Request) => comm;
-    MPI_Ibcast / PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: Datatype, root: c_int,
-        comm: Comm, request: *mut Request) => comm;
     MPI_Ibcast_c / PMPI_Ibcast_c(buffer: *mut c_void, count: Count, datatype: Datatype, root: c_int,
         comm: Comm, request: *mut Request) => comm;
     MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int,
         tag: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Ibsend_c / PMPI_Ibsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
         tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Iexscan / PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int,
-        datatype: Datatype, op: Op, comm: Comm, request: *mut Request) => comm;
     MPI_Iexscan_c / PMPI_Iexscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
         datatype: Datatype, op: Op, comm: Comm, request: *mut Request) => comm;
-    MPI_Igather / PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, root: c_int, comm: Comm,
-        request: *mut Request) => comm;
     MPI_Igather_c / PMPI_Igather_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
         recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, root: c_int, comm: Comm,
         request: *mut Request) => comm;
-    MPI_Igatherv / PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Datatype,
-        root: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Igatherv_c / PMPI_Igatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
         recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Aint, recvtype: Datatype,
         root: c_int, comm: Comm, request: *mut Request) => comm;
@@ -661,37 +575,21 @@ refused! {
     ) => intercomm;
     MPI_Irecv_c / PMPI_Irecv_c(buf: *mut c_void, count: Count, datatype: Datatype, source: c_int,
         tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Ireduce / PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int,
-        datatype: Datatype, op: Op, root: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Ireduce_c / PMPI_Ireduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
         datatype: Datatype, op: Op, root: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Ireduce_scatter / PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void,
-        recvcounts: *const c_int, datatype: Datatype, op: Op, comm: Comm, request: *mut Request
-    ) => comm;
     MPI_Ireduce_scatter_c / PMPI_Ireduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void,
         recvcounts: *const Count, datatype: Datatype, op: Op, comm: Comm, request: *mut Request
     ) => comm;
-    MPI_Ireduce_scatter_block / PMPI_Ireduce_scatter_block(sendbuf: *const c_void,
-        recvbuf: *mut c_void, recvcount: c_int, datatype: Datatype, op: Op, comm: Comm,
-        request: *mut Request) => comm;
     MPI_Ireduce_scatter_block_c / PMPI_Ireduce_scatter_block_c(sendbuf: *const c_void,
         recvbuf: *mut c_void, recvcount: Count, datatype: Datatype, op: Op, comm: Comm,
         request: *mut Request) => comm;
     MPI_Irsend_c / PMPI_Irsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
         tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Iscan / PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int,
-        datatype: Datatype, op: Op, comm: Comm, request: *mut Request) => comm;
     MPI_Iscan_c / PMPI_Iscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
         datatype: Datatype, op: Op, comm: Comm, request: *mut Request) => comm;
-    MPI_Iscatter / PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, root: c_int, comm: Comm,
-        request: *mut Request) => comm;
     MPI_Iscatter_c / PMPI_Iscatter_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
         recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, root: c_int, comm: Comm,
         request: *mut Request) => comm;
-    MPI_Iscatterv / PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int,
-        displs: *const c_int, sendtype: Datatype, recvbuf: *mut c_void, recvcount: c_int,
-        recvtype: Datatype, root: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Iscatterv_c / PMPI_Iscatterv_c(sendbuf: *const c_void, sendcounts: *const Count,
         displs: *const Aint, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count,
         recvtype: Datatype, root: c_int, comm: Comm, request: *mut Request) => comm;
@@ -839,32 +737,17 @@ refused! {
         source: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Recv_init_c / PMPI_Recv_init_c(buf: *mut c_void, count: Count, datatype: Datatype,
         source: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Reduce / PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int,
-        datatype: Datatype, op: Op, root: c_int, comm: Comm) => comm;
     MPI_Reduce_c / PMPI_Reduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
         datatype: Datatype, op: Op, root: c_int, comm: Comm) => comm;
-    MPI_Reduce_init / PMPI_Reduce_init(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int,
-        datatype: Datatype, op: Op, root: c_int, comm: Comm, info: Info, request: *mut Request
-    ) => comm;
     MPI_Reduce_init_c / PMPI_Reduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void,
         count: Count, datatype: Datatype, op: Op, root: c_int, comm: Comm, info: Info,
         request: *mut Request) => comm;
-    MPI_Reduce_scatter / PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void,
-        recvcounts: *const c_int, datatype: Datatype, op: Op, comm: Comm) => comm;
     MPI_Reduce_scatter_c / PMPI_Reduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void,
         recvcounts: *const Count, datatype: Datatype, op: Op, comm: Comm) => comm;
-    MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(sendbuf: *const c_void,
-        recvbuf: *mut c_void, recvcount: c_int, datatype: Datatype, op: Op, comm: Comm) => comm;
     MPI_Reduce_scatter_block_c / PMPI_Reduce_scatter_block_c(sendbuf: *const c_void,
         recvbuf: *mut c_void, recvcount: Count, datatype: Datatype, op: Op, comm: Comm) => comm;
-    MPI_Reduce_scatter_block_init / PMPI_Reduce_scatter_block_init(sendbuf: *const c_void,
-        recvbuf: *mut c_void, recvcount: c_int, datatype: Datatype, op: Op, comm: Comm, info: Info,
-        request: *mut Request) => comm;
     MPI_Reduce_scatter_block_init_c / PMPI_Reduce_scatter_block_init_c(sendbuf: *const c_void,
         recvbuf: *mut c_void, recvcount: Count, datatype: Datatype, op: Op, comm: Comm, info: Info,
-        request: *mut Request) => comm;
-    MPI_Reduce_scatter_init / PMPI_Reduce_scatter_init(sendbuf: *const c_void, recvbuf: *mut c_void,
-        recvcounts: *const c_int, datatype: Datatype, op: Op, comm: Comm, info: Info,
         request: *mut Request) => comm;
     MPI_Reduce_scatter_init_c / PMPI_Reduce_scatter_init_c(sendbuf: *const c_void,
         recvbuf: *mut c_void, recvcounts: *const Count, datatype: Datatype, op: Op, comm: Comm,
@@ -913,35 +796,19 @@ refused! {
         dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Rsend_init_c / PMPI_Rsend_init_c(buf: *const c_void, count: Count, datatype: Datatype,
         dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Scan / PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int,
-        datatype: Datatype, op: Op, comm: Comm) => comm;
     MPI_Scan_c / PMPI_Scan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
         datatype: Datatype, op: Op, comm: Comm) => comm;
-    MPI_Scan_init / PMPI_Scan_init(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int,
-        datatype: Datatype, op: Op, comm: Comm, info: Info, request: *mut Request) => comm;
     MPI_Scan_init_c / PMPI_Scan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
         datatype: Datatype, op: Op, comm: Comm, info: Info, request: *mut Request) => comm;
-    MPI_Scatter / PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, root: c_int, comm: Comm
-    ) => comm;
     MPI_Scatter_c / PMPI_Scatter_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
         recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, root: c_int, comm: Comm
     ) => comm;
-    MPI_Scatter_init / PMPI_Scatter_init(sendbuf: *const c_void, sendcount: c_int,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, root: c_int,
-        comm: Comm, info: Info, request: *mut Request) => comm;
     MPI_Scatter_init_c / PMPI_Scatter_init_c(sendbuf: *const c_void, sendcount: Count,
         sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, root: c_int,
         comm: Comm, info: Info, request: *mut Request) => comm;
-    MPI_Scatterv / PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int,
-        displs: *const c_int, sendtype: Datatype, recvbuf: *mut c_void, recvcount: c_int,
-        recvtype: Datatype, root: c_int, comm: Comm) => comm;
     MPI_Scatterv_c / PMPI_Scatterv_c(sendbuf: *const c_void, sendcounts: *const Count,
         displs: *const Aint, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count,
         recvtype: Datatype, root: c_int, comm: Comm) => comm;
-    MPI_Scatterv_init / PMPI_Scatterv_init(sendbuf: *const c_void, sendcounts: *const c_int,
-        displs: *const c_int, sendtype: Datatype, recvbuf: *mut c_void, recvcount: c_int,
-        recvtype: Datatype, root: c_int, comm: Comm, info: Info, request: *mut Request) => comm;
     MPI_Scatterv_init_c / PMPI_Scatterv_init_c(sendbuf: *const c_void, sendcounts: *const Count,
         displs: *const Aint, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count,
         recvtype: Datatype, root: c_int, comm: Comm, info: Info, request: *mut Request) => comm;
@@ -992,8 +859,6 @@ refused! {
         dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Ssend_init_c / PMPI_Ssend_init_c(buf: *const c_void, count: Count, datatype: Datatype,
         dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Start / PMPI_Start(request: *mut Request) => world;
-    MPI_Startall / PMPI_Startall(count: c_int, array_of_requests: *mut Request) => world;
     MPI_Status_set_elements / PMPI_Status_set_elements(status: *mut MpiStatus, datatype: Datatype,
         count: c_int) => world;
     MPI_Status_set_elements_c / PMPI_Status_set_elements_c(status: *mut MpiStatus,

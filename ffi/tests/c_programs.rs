@@ -26,6 +26,10 @@ const TESTS: &[(&str, fn())] = &[
         derived_datatypes_pack_correctly,
     ),
     ("reduce_local_every_op", reduce_local_every_op),
+    (
+        "collectives_blocking_nonblocking_persistent",
+        collectives_blocking_nonblocking_persistent,
+    ),
     ("ownership_passing_in_c", ownership_passing_in_c),
     ("communicators_and_groups", communicators_and_groups),
     (
@@ -258,6 +262,12 @@ fn derived_datatypes_pack_correctly() {
 
 fn reduce_local_every_op() {
     build_and_run("tests/reduce_local.c", "reduce_local", 2);
+}
+
+fn collectives_blocking_nonblocking_persistent() {
+    for ranks in [1, 2, 3, 5] {
+        build_and_run("tests/collectives.c", "collectives", ranks);
+    }
 }
 
 fn ownership_passing_in_c() {

@@ -596,7 +596,9 @@ fn threads_rank(u: Universe) {
                     assert_eq!(inb, out);
                     done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
-                comm.context_id()
+                // Kept alive until every thread is done: ids are distinct
+                // among live communicators (a freed one's id is reused).
+                comm
             }));
         }
         handles
@@ -610,7 +612,7 @@ fn threads_rank(u: Universe) {
     );
     println!("threads: {} round trips", 4 * 2 * ITERS);
     let mut all: Vec<u32> = comms.iter().map(|c| c.context_id()).collect();
-    all.extend(&ids);
+    all.extend(ids.iter().map(|c| c.context_id()));
     all.extend([world.context_id(), shared.context_id()]);
     let n = all.len();
     all.sort_unstable();

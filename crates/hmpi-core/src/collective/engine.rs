@@ -362,7 +362,7 @@ impl Coll {
 
     /// Moves every collective in flight on, in the order they started;
     /// says what the first unfinished one waits for.
-    fn progress(&self) -> Option<(*const SeqWord, u32)> {
+    pub(crate) fn progress(&self) -> Option<(*const SeqWord, u32)> {
         let mut list = self.pending_list();
         let mut park = None;
         list.retain(|op| {

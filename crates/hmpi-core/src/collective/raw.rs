@@ -89,6 +89,20 @@ impl CollRequest {
         }
     }
 
+    /// Moves the collectives in flight on its communicator on, and says
+    /// whether this one has finished (its result stays for
+    /// [`CollRequest::test`] or [`CollRequest::wait`]).
+    pub fn poll(&mut self) -> bool {
+        if let ReqState::Running(op) = &self.state {
+            if !op.is_finished() {
+                if let Ok(Some(c)) = self.comm.coll() {
+                    c.progress();
+                }
+            }
+        }
+        self.is_finished()
+    }
+
     /// Whether it has finished (without moving anything on).
     pub fn is_finished(&self) -> bool {
         match &self.state {

@@ -1,0 +1,995 @@
+//! Collectives of the C interface: blocking (`MPI_Bcast` … `MPI_Exscan`),
+//! nonblocking (`MPI_I…`) and persistent (`MPI_…_init`, started with
+//! `MPI_Start`), all through `hmpi_core::collective::raw`.
+//!
+//! Each routine converts its C arguments (handles, `MPI_IN_PLACE`, count
+//! arrays) into a *plan*: a closure that runs or starts the collective on
+//! the runtime. A blocking call runs it at once; a nonblocking call starts
+//! it and stores its request under an `MPI_Request` handle of this
+//! module's own kind; a persistent call stores the plan, and each
+//! `MPI_Start` starts it again. `MPI_Wait`, `MPI_Test` and their array
+//! forms, `MPI_Request_get_status` and `MPI_Request_free` recognise these
+//! handles and come here.
+//!
+//! A nonblocking collective publishes its contribution when it starts (so
+//! the other ranks can go on), and moves on whenever one of its requests
+//! is tested or waited for, or another collective runs on its
+//! communicator.
+//!
+//! In C:
+//! ```c
+//! double local = 1.0, sum;
+//! MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+//! MPI_Request r;
+//! MPI_Ibcast(buf, n, MPI_INT, 0, MPI_COMM_WORLD, &r);
+//! MPI_Wait(&r, MPI_STATUS_IGNORE);
+//! ```
+
+use crate::abi::{self, Comm, Datatype, Info, MpiStatus, Op, Request};
+use crate::comm::CommRef;
+use crate::datatype::type_ref;
+use crate::errors::{api_comm, err, out, MpiError, Res};
+use crate::handles::{Table, KIND_COLL};
+use crate::op::op_ref;
+use crate::request::{null_status, store_status};
+use hmpi_core::collective::raw::{self as craw, Buf, CollRequest, Mode};
+use hmpi_core::datatype::Datatype as CoreType;
+use hmpi_core::op::Operation;
+use hmpi_core::traits::Communicator;
+use hmpi_core::SimpleCommunicator;
+use std::ffi::{c_int, c_void};
+use std::sync::{Arc, Mutex};
+
+/// `MPI_IN_PLACE`.
+const IN_PLACE: usize = 1;
+
+type Outcome = hmpi_core::Result<Option<CollRequest>>;
+
+/// How a persistent collective starts again.
+type Plan = Box<dyn Fn(Mode) -> Outcome + Send>;
+
+/// A nonblocking or persistent collective behind an `MPI_Request`.
+struct Entry {
+    comm: CommRef,
+    /// Persistent: how to start it.
+    plan: Option<Plan>,
+    /// The collective in flight (none: inactive, or finished).
+    active: Option<CollRequest>,
+}
+
+static COLLS: Table<Arc<Mutex<Entry>>> = Table::new(KIND_COLL);
+
+fn lock(e: &Mutex<Entry>) -> std::sync::MutexGuard<'_, Entry> {
+    e.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Whether `h` is a collective's request (of this module's kind).
+#[inline]
+pub fn is_coll(h: Request) -> bool {
+    h.0 >> crate::handles::KIND_SHIFT == KIND_COLL
+}
+
+fn entry(h: Request) -> Res<Arc<Mutex<Entry>>> {
+    COLLS.get(h.0).map_err(|_| {
+        MpiError::new(
+            abi::ERR_REQUEST,
+            format!(
+                "{:#x} is not a request (freed, or another kind of handle)",
+                h.0
+            ),
+        )
+    })
+}
+
+/// How a routine runs its plan.
+#[derive(Clone, Copy)]
+enum How {
+    Block,
+    Start(*mut Request),
+    Init(*mut Request),
+}
+
+fn run<F>(c: &CommRef, how: How, plan: F) -> Res
+where
+    F: Fn(Mode) -> Outcome + Send + 'static,
+{
+    match how {
+        How::Block => {
+            crate::request::poll_detached();
+            plan(Mode::Block)?;
+            Ok(())
+        }
+        How::Start(req) => {
+            let p = out(req, "request")?;
+            let active = plan(Mode::Start)?;
+            store(p, c, None, active)
+        }
+        How::Init(req) => {
+            let p = out(req, "request")?;
+            store(p, c, Some(Box::new(plan)), None)
+        }
+    }
+}
+
+fn store(p: *mut Request, c: &CommRef, plan: Option<Plan>, active: Option<CollRequest>) -> Res {
+    let e = Arc::new(Mutex::new(Entry {
+        comm: c.clone(),
+        plan,
+        active,
+    }));
+    let h = COLLS
+        .insert(e)
+        .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many collective requests"))?;
+    // SAFETY: checked non-null; the caller's request variable.
+    unsafe { p.write(Request(h)) };
+    Ok(())
+}
+
+/// Starts a persistent collective (`MPI_Start` on one of these handles).
+pub fn start(h: Request) -> Res {
+    let e = entry(h)?;
+    let mut e = lock(&e);
+    let Some(plan) = &e.plan else {
+        return err(
+            abi::ERR_REQUEST,
+            "MPI_Start on a request that is not persistent",
+        );
+    };
+    if e.active.is_some() {
+        return err(
+            abi::ERR_REQUEST,
+            "MPI_Start on a persistent request that is still active",
+        );
+    }
+    let comm = e.comm.clone();
+    e.active = plan(Mode::Start).map_err(|x| MpiError::from(x).on(&comm))?;
+    Ok(())
+}
+
+/// Completes `*p` (waiting if `wait`, else only if it has finished):
+/// `Ok(true)` when it has, with the status written and the handle freed
+/// (a persistent one stays, inactive).
+///
+/// # Safety
+/// `p` and `status` are the caller's valid pointers (`status` may be
+/// `MPI_STATUS_IGNORE`).
+pub unsafe fn complete(p: *mut Request, status: *mut MpiStatus, wait: bool) -> Res<bool> {
+    // SAFETY: the caller's pointer.
+    let h = unsafe { p.read() };
+    let e = entry(h)?;
+    let mut g = lock(&e);
+    let comm = g.comm.clone();
+    let r = match g.active.as_mut() {
+        None => Ok(()),
+        Some(req) if wait => req.wait_mut(),
+        Some(req) => match req.test() {
+            None => return Ok(false),
+            Some(r) => r,
+        },
+    };
+    g.active = None;
+    let persistent = g.plan.is_some();
+    drop(g);
+    if !persistent {
+        let _ = COLLS.remove(h.0);
+        // SAFETY: the caller's pointer.
+        unsafe { p.write(abi::REQUEST_NULL) };
+    }
+    // SAFETY: the caller's status pointer.
+    unsafe { store_status(status, null_status()) };
+    r.map_err(|x| MpiError::from(x).on(&comm))?;
+    Ok(true)
+}
+
+/// Whether the collective of `h` has finished, without completing it
+/// (`MPI_Request_get_status`).
+pub fn is_done(h: Request) -> Res<bool> {
+    let e = entry(h)?;
+    let mut g = lock(&e);
+    Ok(match g.active.as_mut() {
+        None => true,
+        Some(req) => req.poll(),
+    })
+}
+
+/// `MPI_Request_free` on a collective's request: an active one is
+/// completed first (the other ranks depend on this one's part).
+///
+/// # Safety
+/// `p` is the caller's valid handle pointer.
+pub unsafe fn free(p: *mut Request) -> Res {
+    // SAFETY: the caller's pointer, checked non-null by the caller.
+    let h = unsafe { p.read() };
+    let e = entry(h)?;
+    let active = lock(&e).active.take();
+    if let Some(mut req) = active {
+        let _ = req.wait_mut();
+    }
+    let _ = COLLS.remove(h.0);
+    // SAFETY: as above.
+    unsafe { p.write(abi::REQUEST_NULL) };
+    Ok(())
+}
+
+// ---------------------------------------------------------------- arguments
+
+fn dtype(t: Datatype) -> Res<CoreType> {
+    Ok(type_ref(t)?.ty.clone())
+}
+
+fn count(c: c_int, what: &str) -> Res<usize> {
+    usize::try_from(c).map_err(|_| MpiError::new(abi::ERR_COUNT, format!("negative {what} {c}")))
+}
+
+/// `n` ints at `p` (a count or displacement array), checked.
+///
+/// # Safety
+/// `p` holds `n` ints (MPI's contract) or is null (an error).
+unsafe fn ints(p: *const c_int, n: usize, what: &str) -> Res<Vec<c_int>> {
+    if p.is_null() {
+        return err(abi::ERR_ARG, format!("{what} is a null pointer"));
+    }
+    // SAFETY: the caller's guarantee.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) }.to_vec())
+}
+
+/// # Safety
+/// As [`ints`].
+unsafe fn counts(p: *const c_int, n: usize, what: &str) -> Res<Vec<usize>> {
+    // SAFETY: the caller's guarantee.
+    unsafe { ints(p, n, what) }?
+        .into_iter()
+        .map(|c| count(c, what))
+        .collect()
+}
+
+/// # Safety
+/// As [`ints`].
+unsafe fn displs(p: *const c_int, n: usize, what: &str) -> Res<Vec<usize>> {
+    // SAFETY: the caller's guarantee.
+    unsafe { ints(p, n, what) }?
+        .into_iter()
+        .map(|d| {
+            usize::try_from(d).map_err(|_| {
+                MpiError::new(abi::ERR_ARG, format!("negative {what} {d} (not supported)"))
+            })
+        })
+        .collect()
+}
+
+fn size_of(comm: &SimpleCommunicator) -> usize {
+    comm.size() as usize
+}
+
+fn is_root(comm: &SimpleCommunicator, root: c_int) -> bool {
+    comm.rank() == root
+}
+
+// ---------------------------------------------------------------- families
+
+fn barrier(c: &CommRef, how: How) -> Res {
+    let comm = c.comm.clone();
+    run(c, how, move |m| craw::barrier(&comm, m))
+}
+
+fn bcast(c: &CommRef, buf: *mut c_void, n: c_int, t: Datatype, root: c_int, how: How) -> Res {
+    let (comm, dt, n, buf) = (c.comm.clone(), dtype(t)?, count(n, "count")?, buf as usize);
+    run(c, how, move |m| {
+        // SAFETY: MPI's contract for the buffer, until completion.
+        unsafe { craw::bcast(&comm, buf as *mut u8, n, &dt, root, m) }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn reduce(
+    c: &CommRef,
+    send: *const c_void,
+    recv: *mut c_void,
+    n: c_int,
+    t: Datatype,
+    op: Op,
+    root: Option<c_int>,
+    how: How,
+) -> Res {
+    let (comm, dt, n) = (c.comm.clone(), dtype(t)?, count(n, "count")?);
+    let op: Operation = op_ref(op)?;
+    let (send, recv) = (send as usize, recv as usize);
+    run(c, how, move |m| {
+        let s = (send != IN_PLACE).then_some(send as *const u8);
+        // SAFETY: MPI's contract for the buffers, until completion.
+        unsafe { craw::reduce(&comm, s, recv as *mut u8, n, &dt, &op, root, m) }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn scan(
+    c: &CommRef,
+    send: *const c_void,
+    recv: *mut c_void,
+    n: c_int,
+    t: Datatype,
+    op: Op,
+    exclusive: bool,
+    how: How,
+) -> Res {
+    let (comm, dt, n) = (c.comm.clone(), dtype(t)?, count(n, "count")?);
+    let op: Operation = op_ref(op)?;
+    let (send, recv) = (send as usize, recv as usize);
+    run(c, how, move |m| {
+        let s = (send != IN_PLACE).then_some(send as *const u8);
+        // SAFETY: MPI's contract for the buffers, until completion.
+        unsafe { craw::scan(&comm, s, recv as *mut u8, n, &dt, &op, exclusive, m) }
+    })
+}
+
+/// The receive side of a gather or allgather, read where it is significant.
+struct Pieces {
+    counts: Vec<usize>,
+    displs: Vec<usize>,
+    dt: CoreType,
+}
+
+fn even(n: usize, per: c_int, t: Datatype) -> Res<Pieces> {
+    let per = count(per, "receive count")?;
+    Ok(Pieces {
+        counts: vec![per; n],
+        displs: (0..n).map(|r| r * per).collect(),
+        dt: dtype(t)?,
+    })
+}
+
+/// # Safety
+/// `counts`/`displs` hold one int per rank.
+unsafe fn varying(n: usize, c: *const c_int, d: *const c_int, t: Datatype) -> Res<Pieces> {
+    Ok(Pieces {
+        // SAFETY: the caller's guarantee.
+        counts: unsafe { counts(c, n, "receive counts") }?,
+        // SAFETY: as above.
+        displs: unsafe { displs(d, n, "displacements") }?,
+        dt: dtype(t)?,
+    })
+}
+
+/// A send side: `None` for `MPI_IN_PLACE`.
+fn send_side(send: *const c_void, n: c_int, t: Datatype) -> Res<Option<(usize, usize, CoreType)>> {
+    if send as usize == IN_PLACE {
+        return Ok(None);
+    }
+    Ok(Some((send as usize, count(n, "send count")?, dtype(t)?)))
+}
+
+fn gather(
+    c: &CommRef,
+    send: Option<(usize, usize, CoreType)>,
+    recv: *mut c_void,
+    p: Option<Pieces>,
+    root: c_int,
+    how: How,
+) -> Res {
+    let (comm, recv) = (c.comm.clone(), recv as usize);
+    let p = p.unwrap_or(Pieces {
+        counts: Vec::new(),
+        displs: Vec::new(),
+        dt: CoreType::basic(hmpi_core::datatype::BasicType::Byte),
+    });
+    run(c, how, move |m| {
+        let s = send.as_ref().map(|(a, n, t)| Buf {
+            ptr: *a as *const u8,
+            count: *n,
+            dt: t,
+        });
+        // SAFETY: MPI's contract for the buffers, until completion.
+        unsafe {
+            craw::gatherv(
+                &comm,
+                s,
+                recv as *mut u8,
+                &p.counts,
+                &p.displs,
+                &p.dt,
+                root,
+                m,
+            )
+        }
+    })
+}
+
+fn scatter(
+    c: &CommRef,
+    send: *const c_void,
+    p: Option<Pieces>,
+    recv: Option<(usize, usize, CoreType)>,
+    root: c_int,
+    how: How,
+) -> Res {
+    let (comm, send) = (c.comm.clone(), send as usize);
+    let p = p.unwrap_or(Pieces {
+        counts: Vec::new(),
+        displs: Vec::new(),
+        dt: CoreType::basic(hmpi_core::datatype::BasicType::Byte),
+    });
+    run(c, how, move |m| {
+        let r = recv.as_ref().map(|(a, n, t)| Buf {
+            ptr: *a as *const u8,
+            count: *n,
+            dt: t,
+        });
+        // SAFETY: MPI's contract for the buffers, until completion.
+        unsafe {
+            craw::scatterv(
+                &comm,
+                send as *const u8,
+                &p.counts,
+                &p.displs,
+                &p.dt,
+                r,
+                root,
+                m,
+            )
+        }
+    })
+}
+
+fn allgather(
+    c: &CommRef,
+    send: Option<(usize, usize, CoreType)>,
+    recv: *mut c_void,
+    p: Pieces,
+    how: How,
+) -> Res {
+    let (comm, recv) = (c.comm.clone(), recv as usize);
+    run(c, how, move |m| {
+        let s = send.as_ref().map(|(a, n, t)| Buf {
+            ptr: *a as *const u8,
+            count: *n,
+            dt: t,
+        });
+        // SAFETY: MPI's contract for the buffers, until completion.
+        unsafe { craw::allgatherv(&comm, s, recv as *mut u8, &p.counts, &p.displs, &p.dt, m) }
+    })
+}
+
+/// One side of an all-to-all: counts, byte displacements, datatypes.
+struct Side {
+    counts: Vec<usize>,
+    displs: Vec<isize>,
+    dts: Vec<CoreType>,
+}
+
+fn side_even(n: usize, per: c_int, t: Datatype) -> Res<Side> {
+    let per = count(per, "count")?;
+    let dt = dtype(t)?;
+    let ext = dt.extent();
+    Ok(Side {
+        counts: vec![per; n],
+        displs: (0..n).map(|r| (r * per) as isize * ext).collect(),
+        dts: vec![dt; n],
+    })
+}
+
+/// # Safety
+/// `c`/`d` hold one int per rank.
+unsafe fn side_v(n: usize, c: *const c_int, d: *const c_int, t: Datatype) -> Res<Side> {
+    let dt = dtype(t)?;
+    let ext = dt.extent();
+    Ok(Side {
+        // SAFETY: the caller's guarantee.
+        counts: unsafe { counts(c, n, "counts") }?,
+        // SAFETY: as above.
+        displs: unsafe { ints(d, n, "displacements") }?
+            .into_iter()
+            .map(|x| x as isize * ext)
+            .collect(),
+        dts: vec![dt; n],
+    })
+}
+
+/// # Safety
+/// `c`/`d`/`t` hold one entry per rank.
+unsafe fn side_w(n: usize, c: *const c_int, d: *const c_int, t: *const Datatype) -> Res<Side> {
+    if t.is_null() {
+        return err(abi::ERR_ARG, "datatypes is a null pointer");
+    }
+    // SAFETY: the caller's guarantee.
+    let ts = unsafe { std::slice::from_raw_parts(t, n) };
+    Ok(Side {
+        // SAFETY: the caller's guarantee.
+        counts: unsafe { counts(c, n, "counts") }?,
+        // SAFETY: as above.
+        displs: unsafe { ints(d, n, "displacements") }?
+            .into_iter()
+            .map(|x| x as isize)
+            .collect(),
+        dts: ts.iter().map(|&t| dtype(t)).collect::<Res<_>>()?,
+    })
+}
+
+fn alltoall(
+    c: &CommRef,
+    send: *const c_void,
+    s: Option<Side>,
+    recv: *mut c_void,
+    r: Side,
+    how: How,
+) -> Res {
+    let (comm, send, recv) = (c.comm.clone(), send as usize, recv as usize);
+    let s = s.unwrap_or(Side {
+        counts: Vec::new(),
+        displs: Vec::new(),
+        dts: Vec::new(),
+    });
+    run(c, how, move |m| {
+        let sd: Vec<&CoreType> = s.dts.iter().collect();
+        let rd: Vec<&CoreType> = r.dts.iter().collect();
+        let sp = (send != IN_PLACE).then_some(send as *const u8);
+        let (sc, sdi, sdt) = if sp.is_some() {
+            (&s.counts[..], &s.displs[..], &sd[..])
+        } else {
+            (&r.counts[..], &r.displs[..], &rd[..])
+        };
+        // SAFETY: MPI's contract for the buffers, until completion.
+        unsafe {
+            craw::alltoallw(
+                &comm,
+                sp,
+                sc,
+                sdi,
+                sdt,
+                recv as *mut u8,
+                &r.counts,
+                &r.displs,
+                &rd,
+                m,
+            )
+        }
+    })
+}
+
+fn reduce_scatter(
+    c: &CommRef,
+    send: *const c_void,
+    recv: *mut c_void,
+    counts: Vec<usize>,
+    t: Datatype,
+    op: Op,
+    how: How,
+) -> Res {
+    let (comm, dt) = (c.comm.clone(), dtype(t)?);
+    let op: Operation = op_ref(op)?;
+    let (send, recv) = (send as usize, recv as usize);
+    run(c, how, move |m| {
+        let s = (send != IN_PLACE).then_some(send as *const u8);
+        // SAFETY: MPI's contract for the buffers, until completion.
+        unsafe { craw::reduce_scatter(&comm, s, recv as *mut u8, &counts, &dt, &op, m) }
+    })
+}
+
+// ---------------------------------------------------------------- routines
+
+/// Defines the blocking, nonblocking and persistent C routines of one
+/// collective from one body: `$how` is `How::Block`, `How::Start(request)`
+/// or `How::Init(request)`.
+macro_rules! collective {
+    (
+        $(#[doc = $doc:expr])*
+        $name:ident / $pname:ident, $iname:ident / $piname:ident, $init:ident / $pinit:ident,
+        ( $($arg:ident : $ty:ty),* ), $comm:ident, |$c:ident, $how:ident| $body:expr
+    ) => {
+        mpi_fn! {
+            $(#[doc = $doc])*
+            fn $name / $pname($($arg: $ty),*) -> c_int {
+                api_comm(stringify!($name), $comm, |$c| {
+                    let $how = How::Block;
+                    $body
+                })
+            }
+
+            $(#[doc = $doc])*
+            /// Nonblocking: `request` completes it.
+            fn $iname / $piname($($arg: $ty,)* request: *mut Request) -> c_int {
+                api_comm(stringify!($iname), $comm, |$c| {
+                    let $how = How::Start(request);
+                    $body
+                })
+            }
+
+            $(#[doc = $doc])*
+            /// Persistent: `MPI_Start` starts it, `request` completes each start.
+            fn $init / $pinit($($arg: $ty,)* _info: Info, request: *mut Request) -> c_int {
+                api_comm(stringify!($init), $comm, |$c| {
+                    let $how = How::Init(request);
+                    $body
+                })
+            }
+        }
+    };
+}
+
+collective! {
+    /// Blocks until every process of `comm` has called it.
+    MPI_Barrier / PMPI_Barrier, MPI_Ibarrier / PMPI_Ibarrier, MPI_Barrier_init / PMPI_Barrier_init,
+    (comm: Comm), comm, |c, how| barrier(c, how)
+}
+
+collective! {
+    /// The root's buffer to every process.
+    MPI_Bcast / PMPI_Bcast, MPI_Ibcast / PMPI_Ibcast, MPI_Bcast_init / PMPI_Bcast_init,
+    (buffer: *mut c_void, count: c_int, datatype: Datatype, root: c_int, comm: Comm), comm,
+    |c, how| bcast(c, buffer, count, datatype, root, how)
+}
+
+collective! {
+    /// The reduction of every process's buffer, in rank order, at the root.
+    MPI_Reduce / PMPI_Reduce, MPI_Ireduce / PMPI_Ireduce, MPI_Reduce_init / PMPI_Reduce_init,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Datatype, op: Op, root: c_int, comm: Comm),
+    comm, |c, how| reduce(c, sendbuf, recvbuf, count, datatype, op, Some(root), how)
+}
+
+collective! {
+    /// The reduction of every process's buffer, in rank order, everywhere.
+    MPI_Allreduce / PMPI_Allreduce, MPI_Iallreduce / PMPI_Iallreduce, MPI_Allreduce_init / PMPI_Allreduce_init,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Datatype, op: Op, comm: Comm),
+    comm, |c, how| reduce(c, sendbuf, recvbuf, count, datatype, op, None, how)
+}
+
+collective! {
+    /// The inclusive prefix reduction.
+    MPI_Scan / PMPI_Scan, MPI_Iscan / PMPI_Iscan, MPI_Scan_init / PMPI_Scan_init,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Datatype, op: Op, comm: Comm),
+    comm, |c, how| scan(c, sendbuf, recvbuf, count, datatype, op, false, how)
+}
+
+collective! {
+    /// The exclusive prefix reduction (rank 0's buffer is left as it is).
+    MPI_Exscan / PMPI_Exscan, MPI_Iexscan / PMPI_Iexscan, MPI_Exscan_init / PMPI_Exscan_init,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Datatype, op: Op, comm: Comm),
+    comm, |c, how| scan(c, sendbuf, recvbuf, count, datatype, op, true, how)
+}
+
+collective! {
+    /// Every process's buffer, in rank order, at the root.
+    MPI_Gather / PMPI_Gather, MPI_Igather / PMPI_Igather, MPI_Gather_init / PMPI_Gather_init,
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype, recvbuf: *mut c_void,
+     recvcount: c_int, recvtype: Datatype, root: c_int, comm: Comm),
+    comm, |c, how| {
+        let root_here = is_root(&c.comm, root);
+        let send = send_side(sendbuf, sendcount, sendtype)?;
+        let p = if root_here { Some(even(size_of(&c.comm), recvcount, recvtype)?) } else { None };
+        gather(c, send, recvbuf, p, root, how)
+    }
+}
+
+collective! {
+    /// Pieces of different lengths at the root.
+    MPI_Gatherv / PMPI_Gatherv, MPI_Igatherv / PMPI_Igatherv, MPI_Gatherv_init / PMPI_Gatherv_init,
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype, recvbuf: *mut c_void,
+     recvcounts: *const c_int, displs: *const c_int, recvtype: Datatype, root: c_int, comm: Comm),
+    comm, |c, how| {
+        let root_here = is_root(&c.comm, root);
+        let send = send_side(sendbuf, sendcount, sendtype)?;
+        // SAFETY: at the root the arrays hold one entry per rank (MPI's contract).
+        let p = if root_here { Some(unsafe { varying(size_of(&c.comm), recvcounts, displs, recvtype) }?) } else { None };
+        gather(c, send, recvbuf, p, root, how)
+    }
+}
+
+collective! {
+    /// Piece `r` of the root's buffer to process `r`.
+    MPI_Scatter / PMPI_Scatter, MPI_Iscatter / PMPI_Iscatter, MPI_Scatter_init / PMPI_Scatter_init,
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype, recvbuf: *mut c_void,
+     recvcount: c_int, recvtype: Datatype, root: c_int, comm: Comm),
+    comm, |c, how| {
+        let root_here = is_root(&c.comm, root);
+        let p = if root_here { Some(even(size_of(&c.comm), sendcount, sendtype)?) } else { None };
+        let recv = send_side(recvbuf, recvcount, recvtype)?;
+        scatter(c, sendbuf, p, recv, root, how)
+    }
+}
+
+collective! {
+    /// Pieces of different lengths from the root.
+    MPI_Scatterv / PMPI_Scatterv, MPI_Iscatterv / PMPI_Iscatterv, MPI_Scatterv_init / PMPI_Scatterv_init,
+    (sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Datatype,
+     recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, root: c_int, comm: Comm),
+    comm, |c, how| {
+        let root_here = is_root(&c.comm, root);
+        // SAFETY: at the root the arrays hold one entry per rank (MPI's contract).
+        let p = if root_here { Some(unsafe { varying(size_of(&c.comm), sendcounts, displs, sendtype) }?) } else { None };
+        let recv = send_side(recvbuf, recvcount, recvtype)?;
+        scatter(c, sendbuf, p, recv, root, how)
+    }
+}
+
+collective! {
+    /// Every process's buffer, in rank order, everywhere.
+    MPI_Allgather / PMPI_Allgather, MPI_Iallgather / PMPI_Iallgather, MPI_Allgather_init / PMPI_Allgather_init,
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype, recvbuf: *mut c_void,
+     recvcount: c_int, recvtype: Datatype, comm: Comm),
+    comm, |c, how| {
+        let send = send_side(sendbuf, sendcount, sendtype)?;
+        let p = even(size_of(&c.comm), recvcount, recvtype)?;
+        allgather(c, send, recvbuf, p, how)
+    }
+}
+
+collective! {
+    /// Pieces of different lengths everywhere.
+    MPI_Allgatherv / PMPI_Allgatherv, MPI_Iallgatherv / PMPI_Iallgatherv, MPI_Allgatherv_init / PMPI_Allgatherv_init,
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype, recvbuf: *mut c_void,
+     recvcounts: *const c_int, displs: *const c_int, recvtype: Datatype, comm: Comm),
+    comm, |c, how| {
+        let send = send_side(sendbuf, sendcount, sendtype)?;
+        // SAFETY: the arrays hold one entry per rank (MPI's contract).
+        let p = unsafe { varying(size_of(&c.comm), recvcounts, displs, recvtype) }?;
+        allgather(c, send, recvbuf, p, how)
+    }
+}
+
+collective! {
+    /// Piece `r` of every buffer to process `r`.
+    MPI_Alltoall / PMPI_Alltoall, MPI_Ialltoall / PMPI_Ialltoall, MPI_Alltoall_init / PMPI_Alltoall_init,
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype, recvbuf: *mut c_void,
+     recvcount: c_int, recvtype: Datatype, comm: Comm),
+    comm, |c, how| {
+        let n = size_of(&c.comm);
+        let s = if sendbuf as usize == IN_PLACE { None } else { Some(side_even(n, sendcount, sendtype)?) };
+        let r = side_even(n, recvcount, recvtype)?;
+        alltoall(c, sendbuf, s, recvbuf, r, how)
+    }
+}
+
+collective! {
+    /// Pieces of different lengths from every process to every process.
+    MPI_Alltoallv / PMPI_Alltoallv, MPI_Ialltoallv / PMPI_Ialltoallv, MPI_Alltoallv_init / PMPI_Alltoallv_init,
+    (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Datatype,
+     recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Datatype, comm: Comm),
+    comm, |c, how| {
+        let n = size_of(&c.comm);
+        // SAFETY: the arrays hold one entry per rank (MPI's contract).
+        let s = if sendbuf as usize == IN_PLACE { None } else { Some(unsafe { side_v(n, sendcounts, sdispls, sendtype) }?) };
+        // SAFETY: as above.
+        let r = unsafe { side_v(n, recvcounts, rdispls, recvtype) }?;
+        alltoall(c, sendbuf, s, recvbuf, r, how)
+    }
+}
+
+collective! {
+    /// Pieces of different lengths and datatypes (byte displacements).
+    MPI_Alltoallw / PMPI_Alltoallw, MPI_Ialltoallw / PMPI_Ialltoallw, MPI_Alltoallw_init / PMPI_Alltoallw_init,
+    (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Datatype,
+     recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Datatype, comm: Comm),
+    comm, |c, how| {
+        let n = size_of(&c.comm);
+        // SAFETY: the arrays hold one entry per rank (MPI's contract).
+        let s = if sendbuf as usize == IN_PLACE { None } else { Some(unsafe { side_w(n, sendcounts, sdispls, sendtypes) }?) };
+        // SAFETY: as above.
+        let r = unsafe { side_w(n, recvcounts, rdispls, recvtypes) }?;
+        alltoall(c, sendbuf, s, recvbuf, r, how)
+    }
+}
+
+collective! {
+    /// Block `r` of the reduction to process `r` (`recvcounts[r]` elements).
+    MPI_Reduce_scatter / PMPI_Reduce_scatter, MPI_Ireduce_scatter / PMPI_Ireduce_scatter,
+    MPI_Reduce_scatter_init / PMPI_Reduce_scatter_init,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Datatype, op: Op, comm: Comm),
+    comm, |c, how| {
+        // SAFETY: the array holds one count per rank (MPI's contract).
+        let n = unsafe { counts(recvcounts, size_of(&c.comm), "receive counts") }?;
+        reduce_scatter(c, sendbuf, recvbuf, n, datatype, op, how)
+    }
+}
+
+collective! {
+    /// Block `r` of the reduction to process `r` (`recvcount` elements each).
+    MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block, MPI_Ireduce_scatter_block / PMPI_Ireduce_scatter_block,
+    MPI_Reduce_scatter_block_init / PMPI_Reduce_scatter_block_init,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Datatype, op: Op, comm: Comm),
+    comm, |c, how| {
+        let n = vec![count(recvcount, "receive count")?; size_of(&c.comm)];
+        reduce_scatter(c, sendbuf, recvbuf, n, datatype, op, how)
+    }
+}
+
+mpi_fn! {
+    /// Starts a persistent request (those of the persistent collectives).
+    fn MPI_Start / PMPI_Start(request: *mut Request) -> c_int {
+        crate::errors::api("MPI_Start", || {
+            let p = out(request, "request")?;
+            // SAFETY: checked non-null; the caller's handle.
+            start_one(unsafe { p.read() })
+        })
+    }
+
+    /// Starts every request of the array (in order).
+    fn MPI_Startall / PMPI_Startall(count: c_int, array_of_requests: *mut Request) -> c_int {
+        crate::errors::api("MPI_Startall", || {
+            let n = usize::try_from(count)
+                .map_err(|_| MpiError::new(abi::ERR_COUNT, format!("negative count {count}")))?;
+            if n == 0 {
+                return Ok(());
+            }
+            let p = out(array_of_requests, "array_of_requests")?;
+            // SAFETY: the caller's array of `count` handles (MPI's contract).
+            let hs = unsafe { std::slice::from_raw_parts(p, n) };
+            hs.iter().try_for_each(|&h| start_one(h))
+        })
+    }
+}
+
+fn start_one(h: Request) -> Res {
+    if is_coll(h) {
+        return start(h);
+    }
+    err(
+        abi::ERR_REQUEST,
+        format!(
+            "{:#x} is not a persistent request (persistent point-to-point requests are not \
+             supported yet; persistent collectives are)",
+            h.0
+        ),
+    )
+}
+
+// ---------------------------------------------------------------- request arrays
+
+/// What an array completion waits for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Set {
+    /// Every request (`MPI_Waitall`, `MPI_Testall`).
+    All,
+    /// One request (`MPI_Waitany`, `MPI_Testany`).
+    Any,
+}
+
+/// Completes `*p` if it has finished (or waits, with `wait`): a
+/// collective's request here, any other through the point-to-point
+/// routines. A null handle has finished.
+///
+/// # Safety
+/// `p` is the caller's handle; `status` a status or `MPI_STATUS_IGNORE`.
+unsafe fn complete_any(p: *mut Request, status: *mut MpiStatus, wait: bool) -> Res<bool> {
+    // SAFETY: the caller's pointer.
+    let h = unsafe { p.read() };
+    if h == abi::REQUEST_NULL {
+        // SAFETY: the caller's status pointer.
+        unsafe { store_status(status, null_status()) };
+        return Ok(true);
+    }
+    if is_coll(h) {
+        // SAFETY: the caller's pointers.
+        return unsafe { complete(p, status, wait) };
+    }
+    let mut flag: c_int = 1;
+    let code = if wait {
+        // SAFETY: the caller's pointers.
+        unsafe { crate::request::PMPI_Wait(p, status) }
+    } else {
+        // SAFETY: the caller's pointers; `flag` is ours.
+        unsafe { crate::request::PMPI_Test(p, &mut flag, status) }
+    };
+    if code != abi::SUCCESS {
+        return err(code, "a request of the array failed (see its status)");
+    }
+    Ok(flag != 0)
+}
+
+/// Whether `h` has finished, without completing it.
+fn finished(h: Request) -> Res<bool> {
+    if h == abi::REQUEST_NULL {
+        return Ok(true);
+    }
+    if is_coll(h) {
+        return is_done(h);
+    }
+    let mut flag: c_int = 0;
+    // SAFETY: `flag` is ours; a null status is MPI_STATUS_IGNORE.
+    let code =
+        unsafe { crate::request::PMPI_Request_get_status(h, &mut flag, std::ptr::null_mut()) };
+    if code != abi::SUCCESS {
+        return err(code, "a request of the array failed");
+    }
+    Ok(flag != 0)
+}
+
+/// `MPI_Waitall`/`Testall` (`Set::All`) and `MPI_Waitany`/`Testany`
+/// (`Set::Any`) over an array that holds collectives' requests: whether
+/// the set is complete, and for `Any` the index that completed. With
+/// `All`, `status` is the array of statuses (or null); with `Any`, the
+/// one status.
+///
+/// # Safety
+/// MPI's contract for the arrays.
+pub unsafe fn mixed(
+    hs: &mut [Request],
+    status: *mut MpiStatus,
+    set: Set,
+    wait: bool,
+) -> Res<(bool, Option<usize>)> {
+    let at = |i: usize| match set {
+        Set::All if !status.is_null() => status.wrapping_add(i),
+        Set::All => std::ptr::null_mut(),
+        Set::Any => status,
+    };
+    if set == Set::All {
+        if !wait
+            && !hs
+                .iter()
+                .try_fold(true, |all, &h| Ok::<_, MpiError>(all && finished(h)?))?
+        {
+            return Ok((false, None));
+        }
+        for (i, h) in hs.iter_mut().enumerate() {
+            // SAFETY: the caller's arrays.
+            unsafe { complete_any(h, at(i), true) }?;
+        }
+        return Ok((true, None));
+    }
+    let mut backoff = shmheap::sync::futex::Backoff::new();
+    loop {
+        let mut all_null = true;
+        for (i, h) in hs.iter_mut().enumerate() {
+            if *h == abi::REQUEST_NULL {
+                continue;
+            }
+            all_null = false;
+            // SAFETY: the caller's arrays.
+            if unsafe { complete_any(h, at(i), false) }? {
+                return Ok((true, Some(i)));
+            }
+        }
+        if all_null {
+            // SAFETY: the caller's status pointer.
+            unsafe { store_status(status, null_status()) };
+            return Ok((true, None));
+        }
+        if !wait {
+            return Ok((false, None));
+        }
+        backoff.snooze();
+    }
+}
+
+/// `MPI_Waitsome` / `MPI_Testsome` over an array that holds collectives'
+/// requests.
+///
+/// # Safety
+/// MPI's contract for the arrays.
+pub unsafe fn some(
+    hs: &mut [Request],
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MpiStatus,
+    wait: bool,
+) -> Res {
+    let mut backoff = shmheap::sync::futex::Backoff::new();
+    loop {
+        let (mut all_null, mut n) = (true, 0usize);
+        for (i, h) in hs.iter_mut().enumerate() {
+            if *h == abi::REQUEST_NULL {
+                continue;
+            }
+            all_null = false;
+            let st = if statuses.is_null() {
+                statuses
+            } else {
+                statuses.wrapping_add(n)
+            };
+            // SAFETY: the caller's arrays.
+            if unsafe { complete_any(h, st, false) }? {
+                out(indices, "indices")?;
+                // SAFETY: `indices` holds room for every request (MPI's
+                // contract).
+                unsafe { indices.add(n).write(i as c_int) };
+                n += 1;
+            }
+        }
+        if all_null || n > 0 || !wait {
+            let v = if all_null { abi::UNDEFINED } else { n as c_int };
+            // SAFETY: checked non-null by the caller.
+            unsafe { outcount.write(v) };
+            return Ok(());
+        }
+        backoff.snooze();
+    }
+}
