@@ -505,13 +505,13 @@ fn unsupported_routine_is_fatal_by_default() {
     let report = launch(&exe, 2, &[("HMPI_TEST_FATAL", "1")]);
     let d = rank_tests::describe(&report);
     assert!(!report.success() && !report.timed_out, "{d}");
-    // Rank 1 called MPI_Allreduce: the default handler named it and ended
+    // Rank 1 called MPI_Allreduce_c: the default handler named it and ended
     // the job with MPI_ERR_UNSUPPORTED_OPERATION's class.
     assert_eq!(report.first_failure, Some(1), "{d}");
     assert_eq!(report.ranks[1].status, RankStatus::Exited(55), "{d}");
     let err = String::from_utf8_lossy(&report.ranks[1].stderr);
     assert!(
-        err.contains("MPI_Allreduce: not supported by libhmpi")
+        err.contains("MPI_Allreduce_c: not supported by libhmpi")
             && err.contains("MPI_ERR_UNSUPPORTED_OPERATION"),
         "{d}"
     );

@@ -6,7 +6,7 @@
  * MPI_T_ERR_NOT_SUPPORTED without an error handler; MPI_Pcontrol does
  * nothing and succeeds.
  *
- * With HMPI_TEST_FATAL set, rank 1 calls MPI_Allreduce under the default
+ * With HMPI_TEST_FATAL set, rank 1 calls MPI_Allreduce_c under the default
  * handler (MPI_ERRORS_ARE_FATAL), which must end the job; rank 0 waits for
  * a message that never comes. */
 #include "check.h"
@@ -33,6 +33,7 @@ static void record(MPI_Comm *comm, int *code, ...) {
 
 int main(int argc, char **argv) {
     int rank, size, x = 1, y = 0, flag = -1;
+    MPI_Request req = MPI_REQUEST_NULL;
     /* Tool routines never call an error handler, not even the initial
      * MPI_ERRORS_ARE_FATAL before MPI_Init. */
     CHECK(MPI_T_init_thread(MPI_THREAD_SINGLE, &flag) == MPI_T_ERR_NOT_SUPPORTED);
@@ -45,7 +46,7 @@ int main(int argc, char **argv) {
 
     if (getenv("HMPI_TEST_FATAL")) {
         if (rank == 1) {
-            MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+            MPI_Allreduce_c(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
             printf("rank 1: still running after a refused call\n");
             return 0;
         }
@@ -64,21 +65,21 @@ int main(int argc, char **argv) {
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 
     /* With a communicator argument: its handler. */
-    REFUSED(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
-    REFUSED(PMPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    REFUSED(MPI_Allreduce_c(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    REFUSED(PMPI_Allreduce_c(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
     CHECK(y == 0);
     MPI_Comm dup;
     MPI_Errhandler eh;
     OK(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
     OK(MPI_Comm_create_errhandler(record, &eh));
     OK(MPI_Comm_set_errhandler(dup, eh));
-    REFUSED(MPI_Bcast(&x, 1, MPI_INT, 0, dup));
+    REFUSED(MPI_Ibcast_c(&x, 1, MPI_INT, 0, dup, &req));
     CHECK(handled_code == MPI_ERR_UNSUPPORTED_OPERATION && handled_comm == dup);
     handled_code = 0;
     REFUSED(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &y, &flag));
     CHECK(handled_code == 0);
     /* An invalid communicator: MPI_COMM_WORLD's handler. */
-    REFUSED(MPI_Barrier_init(MPI_COMM_NULL, MPI_INFO_NULL, NULL));
+    REFUSED(MPI_Comm_idup(MPI_COMM_NULL, NULL, NULL));
     CHECK(handled_code == 0);
 
     /* Large-count variants. A refused send sends nothing. */
