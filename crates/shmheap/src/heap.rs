@@ -101,7 +101,7 @@ pub fn attach_from_env() -> Result<Segment> {
         None => {
             let spec = SegmentSpec::from_env(1)?;
             let file = SegmentFile::create(&spec, &format!("solo{}", std::process::id()))?;
-            attach(file.path(), 0, 1) // the file is unlinked on attach and on drop
+            attach(file.path(), 0, 1) // the file has no name; the mapping keeps it
         }
     }
 }
