@@ -288,6 +288,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // Miri has no signal handlers (sigaction, raise)
     fn registration_wakes_on_signal_and_times_out() {
         let wake = Registration::new().unwrap();
         let t = Instant::now();
