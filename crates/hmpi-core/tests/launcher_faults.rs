@@ -1,6 +1,7 @@
 //! The launcher against ranks that leave early: a rank that exits with
 //! status 0 without finalizing ends the job (its peers would wait for it
-//! forever), and a rank that exits after finalizing does not.
+//! forever), and a rank that exits after finalizing does not. Also: the
+//! segment's inherited descriptor does not reach programs a rank starts.
 //!
 //! Real ranks of this binary (`harness = false`, see
 //! [`hmpi_core::launch::rank_tests`]), run through the library and through
@@ -75,6 +76,26 @@ fn finalize_then_linger_rank() {
     }
 }
 
+/// After init, the inherited descriptor of the segment is close-on-exec:
+/// a program this rank starts cannot attach as the same rank through it.
+fn descriptor_kept_rank() {
+    let universe = hmpi_core::init().expect("init");
+    let path = std::env::var("HMPI_SHM_NAME").unwrap();
+    let n: i32 = path
+        .strip_prefix("/proc/self/fd/")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("HMPI_SHM_NAME={path}"));
+    // SAFETY: F_GETFD only reads the descriptor's flags.
+    let flags = unsafe { libc::fcntl(n, libc::F_GETFD) };
+    assert!(flags >= 0 && flags & libc::FD_CLOEXEC != 0, "flags {flags}");
+    let status = Command::new("/bin/sh")
+        .args(["-c", r#"exec 2>/dev/null; ! test -e "$HMPI_SHM_NAME""#])
+        .status()
+        .unwrap();
+    assert!(status.success(), "a child could open {path}");
+    drop(universe);
+}
+
 /// The `left-at` time rank 1 printed.
 fn left_at(stdout: &[u8]) -> f64 {
     String::from_utf8_lossy(stdout)
@@ -139,6 +160,11 @@ fn early_exit_ends_the_job_under_hmpirun_with_a_message() {
     dir.assert_empty();
 }
 
+fn a_ranks_children_do_not_inherit_the_segment() {
+    let report = rank_tests::launch("descriptor-kept", 2, &[]);
+    rank_tests::assert_ran(&report, "descriptor-kept");
+}
+
 fn exiting_after_finalize_is_normal() {
     let report = rank_tests::launch("finalize-then-linger", 3, &[]);
     rank_tests::assert_ran(&report, "finalize-then-linger");
@@ -150,6 +176,7 @@ fn main() {
             let body: fn() = match role {
                 "early-exit" => early_exit_rank,
                 "finalize-then-linger" => finalize_then_linger_rank,
+                "descriptor-kept" => descriptor_kept_rank,
                 _ => return None,
             };
             body();
@@ -167,6 +194,10 @@ fn main() {
             (
                 "exiting_after_finalize_is_normal",
                 exiting_after_finalize_is_normal,
+            ),
+            (
+                "a_ranks_children_do_not_inherit_the_segment",
+                a_ranks_children_do_not_inherit_the_segment,
             ),
         ],
     );
