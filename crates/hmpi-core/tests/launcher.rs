@@ -647,3 +647,34 @@ fn killing_the_launcher_in_its_first_50_ms_leaves_nothing() {
         );
     }
 }
+
+#[test]
+fn a_ranks_children_die_with_the_job() {
+    let dir = ShmDir::new("strays");
+    // Each rank leaves a child behind and exits at once.
+    let t = Instant::now();
+    let report = sh(&dir, 2, r#"sleep 30 & echo "pid $!"; echo "pid $$""#)
+        .capture_output(true)
+        .run()
+        .unwrap();
+    assert!(report.success(), "{report:?}");
+    // The children were killed, not waited for.
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    let pids: Vec<String> = report
+        .ranks
+        .iter()
+        .flat_map(|r| values(&r.stdout, "pid"))
+        .collect();
+    assert_eq!(pids.len(), 4, "{report:?}");
+    // An orphaned child is reaped by its new parent, not by the launcher:
+    // a zombie counts as gone.
+    let t = Instant::now();
+    while !pids.iter().all(|p| dead(p)) {
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "{pids:?} outlived the job"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    dir.assert_empty();
+}
