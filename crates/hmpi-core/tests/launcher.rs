@@ -610,8 +610,14 @@ fn killing_the_launcher_in_its_first_50_ms_leaves_nothing() {
     let dir = ShmDir::new("kill9");
     // Each rank starts a child of its own that would outlive it.
     let script = "sleep 30 & exec sleep 30";
+    // Trials in which the launcher had children (guard, ranks) when it was
+    // killed: how much of the start the test reached.
+    let mut with_job = 0;
     for trial in 0..30 {
-        let delay = Duration::from_micros(rng.next() % 50_000);
+        // Half the trials in the first 5 ms, where the launcher creates
+        // the segment, forks the guard and spawns the ranks.
+        let window = if trial % 2 == 0 { 5_000 } else { 50_000 };
+        let delay = Duration::from_micros(rng.next() % window);
         let tag = format!("{}-{trial}", std::process::id());
         let marker = format!("HMPI_KILL_TRIAL={tag}");
         let mut child = Command::new(HMPIRUN)
@@ -626,7 +632,11 @@ fn killing_the_launcher_in_its_first_50_ms_leaves_nothing() {
             .spawn()
             .unwrap();
         std::thread::sleep(delay);
+        // One cheap read, so as not to delay the kill much.
+        let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
+            .unwrap_or_default();
         child.kill().unwrap(); // SIGKILL: no cleanup by the launcher
+        with_job += usize::from(!children.trim().is_empty());
         child.wait().unwrap();
         let t = Instant::now();
         loop {
@@ -646,6 +656,7 @@ fn killing_the_launcher_in_its_first_50_ms_leaves_nothing() {
             "trial {trial} (seed {seed}, killed after {delay:?}): {left:?} left behind"
         );
     }
+    println!("{with_job} of 30 trials killed the launcher after it had forked");
 }
 
 #[test]
