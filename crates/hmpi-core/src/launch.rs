@@ -734,8 +734,9 @@ impl JobReport {
     }
 
     /// The launcher's exit code: 0 on success; the first failing rank's
-    /// status (128 + signal if a signal killed it); 124 on timeout; 128 +
-    /// signal if the launcher was interrupted.
+    /// status (128 + signal if a signal killed it, 1 if it exited with
+    /// status 0 without finalizing); 124 on timeout; 128 + signal if the
+    /// launcher was interrupted.
     pub fn exit_code(&self) -> i32 {
         if let Some(sig) = self.interrupted {
             128 + sig
@@ -862,6 +863,11 @@ mod tests {
         assert!(!failed.success());
         assert_eq!(failed.exit_code(), 137);
 
+        let mut left = report(&[RankStatus::Killed, RankStatus::NotFinalized]);
+        left.first_failure = Some(1);
+        assert!(!left.success());
+        assert_eq!(left.exit_code(), 1);
+
         let mut timed_out = report(&[RankStatus::Killed]);
         timed_out.timed_out = true;
         assert_eq!(timed_out.exit_code(), 124);
@@ -874,6 +880,10 @@ mod tests {
     #[test]
     fn messages() {
         assert_eq!(RankStatus::Exited(3).to_string(), "exited with status 3");
+        assert_eq!(
+            RankStatus::NotFinalized.to_string(),
+            "exited with status 0 without finalizing"
+        );
         assert_eq!(
             RankStatus::Signaled(9).to_string(),
             "was killed by signal 9 (SIGKILL)"
