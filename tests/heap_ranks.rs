@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use shmheap::segment::{SegmentFile, SegmentSpec};
 use shmheap::{Error, Limit, ShmHeap};
 use std::alloc::{GlobalAlloc, Layout};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[global_allocator]
 static ALLOC: ShmHeap = ShmHeap::new();
@@ -312,6 +312,20 @@ fn segment_path_of(report: &JobReport) -> PathBuf {
         .unwrap_or_else(|| panic!("no segment line:\n{}", rank_tests::describe(report)))
 }
 
+/// Checks that ranks got the launcher's descriptor (the segment never has
+/// a name) and that no file of the job is in the segment directory.
+fn assert_no_segment_file(report: &JobReport) {
+    let path = segment_path_of(report);
+    assert!(path.starts_with("/proc/self/fd/"), "{path:?}");
+    let dir = std::env::var_os(shmheap::env::SHM_DIR).unwrap_or_else(|| "/dev/shm".into());
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.contains(&report.job))
+        .collect();
+    assert!(left.is_empty(), "segment files left behind: {left:?}");
+}
+
 fn segment_unlinked_rank() {
     let path = std::env::var(shmheap::env::SHM_NAME).unwrap();
     let seg = shmheap::attach_from_env().unwrap();
@@ -319,23 +333,22 @@ fn segment_unlinked_rank() {
     seg.barrier();
     assert!(seg.is_unlinked());
     assert!(
-        !Path::new(&path).exists(),
-        "unlinked once every rank attached"
+        path.starts_with("/proc/self/fd/"),
+        "the inherited descriptor, not a name: {path}"
     );
 }
 
 fn segment_is_unlinked_once_all_attached_and_gone_after_the_job() {
     let report = rank_tests::launch("segment-unlinked", 3, &[]);
     assert_success(&report);
-    assert!(!segment_path_of(&report).exists());
+    assert_no_segment_file(&report);
 }
 
 fn rank_killed_rank() {
     let path = std::env::var(shmheap::env::SHM_NAME).unwrap();
     println!("segment={path}");
     if std::env::var("HMPI_RANK").unwrap() == "1" {
-        // Die before attaching: the file is still linked, only the
-        // launcher can remove it.
+        // Die before attaching.
         // SAFETY: raising a signal at ourselves.
         unsafe { libc::raise(libc::SIGKILL) };
     }
@@ -345,12 +358,8 @@ fn rank_killed_rank() {
 
 fn segment_is_removed_when_a_rank_is_killed() {
     let report = rank_tests::launch("rank-killed", 2, &[]);
-    assert!(!report.success());
-    assert!(
-        !segment_path_of(&report).exists(),
-        "segment removed:\n{}",
-        rank_tests::describe(&report)
-    );
+    assert!(!report.success(), "{}", rank_tests::describe(&report));
+    assert_no_segment_file(&report);
 }
 
 fn exhausted_arena_rank() {

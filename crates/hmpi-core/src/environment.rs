@@ -124,6 +124,8 @@ pub fn init() -> Result<Universe> {
         ACTIVE_ENDPOINT.store(std::ptr::from_ref(ep).cast_mut(), Ordering::Release);
     }
     let world = SimpleCommunicator::world()?;
+    // For the launcher: a rank that exits now has not finalized.
+    mark(shmheap::segment::RankState::Running);
     Ok(Universe { world })
 }
 
@@ -173,7 +175,15 @@ impl Universe {
     }
 }
 
+/// Records where this rank's runtime is in the node segment's header.
+fn mark(state: shmheap::segment::RankState) {
+    if let Some(seg) = shmheap::segment::Segment::current() {
+        seg.set_rank_state(state);
+    }
+}
+
 fn finish() {
+    mark(shmheap::segment::RankState::Finalized);
     // Release: as below; `endpoint` answers from STATE from now on.
     ACTIVE_ENDPOINT.store(std::ptr::null_mut(), Ordering::Release);
     // Release: orders this thread's earlier operations before the state

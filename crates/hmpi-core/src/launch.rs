@@ -6,20 +6,28 @@
 //! A run goes like this:
 //!
 //! 1. the node segment is created ([`SegmentFile::create`]) under a fresh job
-//!    id `<launcher pid>-<random hex>`;
-//! 2. every rank is spawned in its own process group, optionally bound to
-//!    one CPU, with `PR_SET_PDEATHSIG` so that it dies with the launcher,
-//!    and with the job's variables ([`crate::env`]);
-//! 3. the launcher sleeps in `poll(2)` on a self-pipe that `SIGCHLD`,
+//!    id `<launcher pid>-<random hex>`, as a file without a name: ranks
+//!    inherit its descriptor and open it as `/proc/self/fd/N`
+//!    (`HMPI_SHM_NAME`), so nothing is left in `/dev/shm` on any path,
+//!    `kill -9` of the launcher included;
+//! 2. a guard process is forked (`guard`): it leads the job's process
+//!    group and kills the group when the launcher closes its pipe or dies;
+//! 3. every rank is spawned into the guard's process group, optionally
+//!    bound to one CPU, with `PR_SET_PDEATHSIG` so that it dies with the
+//!    launcher even before it joins the group, and with the job's variables
+//!    ([`crate::env`]);
+//! 4. the launcher sleeps in `poll(2)` on a self-pipe that `SIGCHLD`,
 //!    `SIGINT`, `SIGTERM` and `SIGHUP` write to, and reaps each rank with
 //!    `waitpid(pid, WNOHANG)`, so that concurrent jobs in one process never
 //!    take each other's children;
-//! 4. on the first failure (a non-zero exit or a death by signal), on the
-//!    timeout, or on a signal (which is forwarded), every remaining rank's
-//!    group gets `SIGTERM` (or the forwarded signal), then `SIGKILL` after
-//!    one second;
-//! 5. once every rank is reaped, stray members of the ranks' groups are
-//!    killed, the output threads are joined and the segment file is removed.
+//! 5. on the first failure (a non-zero exit, a death by signal, or an exit
+//!    with status 0 of a rank that initialised the runtime and did not
+//!    finalize it: its peers would wait for it forever), on the timeout, or
+//!    on a signal (which is forwarded), the job's group gets `SIGTERM` (or
+//!    the forwarded signal), then `SIGKILL` after one second;
+//! 6. once every rank is reaped, the guard kills what is left of the group
+//!    (descendants that did not exit with their rank), the output threads
+//!    are joined and the segment's descriptor is closed.
 //!
 //! No rank outlives [`Launcher::run`] on any path, including a failed spawn
 //! of rank k after ranks 0..k started.
@@ -49,6 +57,7 @@
 //! assert_eq!(report.exit_code(), 3);
 //! ```
 
+mod guard;
 mod output;
 pub mod rank_tests;
 mod signals;
@@ -56,15 +65,17 @@ mod signals;
 pub use signals::signal_name;
 
 use crate::env;
+use guard::Guard;
+use nix::sys::signal::Signal;
 use output::{Pumps, Sink, Stream};
-use shmheap::segment::{SegmentFile, SegmentSpec, MAX_RANKS};
+use shmheap::segment::{RankState, SegmentFile, SegmentSpec, MAX_RANKS};
 use signals::Registration;
 use std::ffi::OsString;
 use std::fmt;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -224,6 +235,10 @@ impl Launcher {
         let job_id = new_job_id();
         // Declared first, dropped last: after every rank is reaped.
         let segment = SegmentFile::create(&spec, &job_id)?;
+        let guard = Guard::start().map_err(|source| LaunchError::Io {
+            op: "start the job's guard process",
+            source,
+        })?;
         let wake = Registration::new().map_err(|source| LaunchError::Io {
             op: "install the launcher's signal handlers",
             source,
@@ -235,19 +250,20 @@ impl Launcher {
         let mut job = Job {
             procs: Vec::with_capacity(self.ranks as usize),
             pumps,
+            guard,
             cause: None,
             quiet: self.capture_output,
         };
         for rank in 0..self.ranks {
             let cpu = (!cpus.is_empty()).then(|| cpus[rank as usize % cpus.len()]);
-            if let Err(e) = self.spawn(&mut job, rank, &job_id, segment.path(), cpu) {
+            if let Err(e) = self.spawn(&mut job, rank, &job_id, &segment, cpu) {
                 job.abort();
                 return Err(e);
             }
         }
         // A limit too far to represent is no limit.
         let deadline = self.timeout.and_then(|t| start.checked_add(t));
-        job.monitor(&wake, deadline, self.timeout);
+        job.monitor(&wake, &segment, deadline, self.timeout);
         job.kill_strays();
         let mut ranks: Vec<RankReport> = job
             .procs
@@ -271,7 +287,7 @@ impl Launcher {
         drop(job);
         drop(wake);
         let segment_path = segment.path().to_path_buf();
-        drop(segment); // removes the file
+        drop(segment); // closes the launcher's descriptor
         Ok(JobReport {
             ranks,
             first_failure: match cause {
@@ -295,7 +311,7 @@ impl Launcher {
         job: &mut Job,
         rank: u32,
         job_id: &str,
-        segment: &Path,
+        segment: &SegmentFile,
         cpu: Option<usize>,
     ) -> Result<(), LaunchError> {
         let spawn_error = |source| LaunchError::Spawn {
@@ -318,10 +334,9 @@ impl Launcher {
             .env(env::LOCAL_RANK, rank.to_string())
             .env(env::LOCAL_SIZE, &size)
             .env(env::JOB, job_id)
-            .env(env::SHM_NAME, segment);
-        cmd.process_group(0);
-        // SAFETY: isatty has no memory-safety preconditions.
-        let stdin_is_tty = unsafe { libc::isatty(libc::STDIN_FILENO) } == 1;
+            .env(env::SHM_NAME, segment.path());
+        cmd.process_group(job.guard.pgid());
+        let stdin_is_tty = nix::unistd::isatty(io::stdin()).unwrap_or(false);
         cmd.stdin(if rank == 0 && !stdin_is_tty {
             Stdio::inherit()
         } else {
@@ -332,13 +347,14 @@ impl Launcher {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         }
         let cpu_set = cpu.map(cpu_set_of);
-        // SAFETY: getpid has no preconditions.
-        let launcher = unsafe { libc::getpid() };
+        let launcher = nix::unistd::getpid();
+        let segment_fd = segment.fd().as_raw_fd();
         // SAFETY: the closure runs in the child between fork and exec and
         // only makes async-signal-safe system calls (prctl, getppid,
-        // sched_setaffinity); it allocates nothing and touches no lock.
+        // fcntl, sched_setaffinity); it allocates nothing and touches no
+        // lock.
         unsafe {
-            cmd.pre_exec(move || in_child(launcher, cpu_set.as_ref()));
+            cmd.pre_exec(move || in_child(launcher, segment_fd, cpu_set.as_ref()));
         }
         let mut child = cmd.spawn().map_err(spawn_error)?;
         job.procs.push(Proc {
@@ -372,56 +388,48 @@ impl Launcher {
 }
 
 /// What runs in a rank between fork and exec.
-fn in_child(launcher: libc::pid_t, cpus: Option<&libc::cpu_set_t>) -> io::Result<()> {
-    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number; no memory.
-    if unsafe {
-        libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        )
-    } != 0
-    {
-        return Err(io::Error::last_os_error());
-    }
+fn in_child(
+    launcher: nix::unistd::Pid,
+    segment_fd: RawFd,
+    cpus: Option<&nix::sched::CpuSet>,
+) -> io::Result<()> {
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
     // The launcher may have died before the prctl: then nobody would kill
     // us. (A parent that died is replaced by a subreaper or init.)
-    // SAFETY: getppid has no preconditions.
-    if unsafe { libc::getppid() } != launcher {
+    if nix::unistd::getppid() != launcher {
         return Err(io::Error::from_raw_os_error(libc::ESRCH));
     }
+    // The rank inherits the segment (it opens `/proc/self/fd/N`).
+    // SAFETY: the launcher keeps the segment's descriptor open while it
+    // spawns ranks, and this child is a copy of that state.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(segment_fd) };
+    nix::fcntl::fcntl(
+        fd,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+    )?;
     if let Some(set) = cpus {
         // Binding is a performance hint: failing to bind (a CPU taken away
         // by a cgroup change meanwhile) does not fail the rank.
-        // SAFETY: `set` is a valid cpu_set_t of the size passed.
-        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) };
+        let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), set);
     }
     Ok(())
 }
 
-fn cpu_set_of(cpu: usize) -> libc::cpu_set_t {
-    // SAFETY: an all-zero cpu_set_t is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` comes from `allowed_cpus`, so it is below CPU_SETSIZE.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
+fn cpu_set_of(cpu: usize) -> nix::sched::CpuSet {
+    let mut set = nix::sched::CpuSet::new();
+    // `cpu` comes from `allowed_cpus`, so it is below the set's size.
+    let _ = set.set(cpu);
     set
 }
 
 /// The CPUs this process may run on, in increasing order (empty if the
 /// kernel cannot say).
 pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: an all-zero cpu_set_t is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is writable and of the size passed.
-    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    if r != 0 {
+    let Ok(set) = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) else {
         return Vec::new();
-    }
-    (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: `cpu` is below CPU_SETSIZE, the size of `set`.
-        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+    };
+    (0..nix::sched::CpuSet::count())
+        .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
         .collect()
 }
 
@@ -464,6 +472,8 @@ struct Proc {
 struct Job {
     procs: Vec<Proc>,
     pumps: Pumps,
+    /// Leads the job's process group; kills it when released.
+    guard: Guard,
     cause: Option<Cause>,
     /// Print no messages (output is captured).
     quiet: bool,
@@ -474,13 +484,11 @@ impl Job {
         self.procs.iter().filter(|p| p.status.is_none())
     }
 
-    /// Sends `sig` to the process group of every rank not yet reaped.
-    fn signal_live(&self, sig: i32) {
-        for p in self.live() {
-            // SAFETY: kill has no memory-safety preconditions. The group
-            // id is the rank's pid, which is not reused while the rank is
-            // unreaped.
-            unsafe { libc::kill(-p.pid, sig) };
+    /// Sends `sig` to the job's process group (every rank and its
+    /// descendants) if a rank is not yet reaped.
+    fn signal_live(&self, sig: Signal) {
+        if self.live().next().is_some() {
+            self.guard.signal(sig);
         }
     }
 
@@ -496,6 +504,8 @@ impl Job {
             let mut status = 0;
             let flags = if block { 0 } else { libc::WNOHANG };
             let r = loop {
+                // Raw libc: nix's WaitStatus cannot carry real-time
+                // signals, which a rank may die of.
                 // SAFETY: `status` is a valid out-pointer. Waiting for one
                 // pid never takes another job's child.
                 let r = unsafe { libc::waitpid(p.pid, &mut status, flags) };
@@ -528,19 +538,35 @@ impl Job {
         }
     }
 
-    /// Starts the teardown for `cause`: `sig` to every live rank's group.
-    fn begin_teardown(&mut self, cause: Cause, sig: i32) -> Instant {
+    /// Starts the teardown for `cause`: `sig` to the job's group.
+    fn begin_teardown(&mut self, cause: Cause, sig: Signal) -> Instant {
         self.cause = Some(cause);
         self.signal_live(sig);
         Instant::now() + KILL_GRACE
     }
 
     /// Watches the job until every rank is reaped.
-    fn monitor(&mut self, wake: &Registration, deadline: Option<Instant>, limit: Option<Duration>) {
+    fn monitor(
+        &mut self,
+        wake: &Registration,
+        segment: &SegmentFile,
+        deadline: Option<Instant>,
+        limit: Option<Duration>,
+    ) {
         let mut kill_at: Option<Instant> = None;
         loop {
             wake.drain();
             let reaped = self.reap(false);
+            for &i in &reaped {
+                // A rank that started the runtime and left without
+                // finalizing leaves its peers waiting for it.
+                let p = &mut self.procs[i];
+                if p.status == Some(RankStatus::Exited(0))
+                    && segment.rank_state(i as u32) == RankState::Running
+                {
+                    p.status = Some(RankStatus::NotFinalized);
+                }
+            }
             let now = Instant::now();
             if self.cause.is_none() {
                 let failed = reaped
@@ -549,14 +575,16 @@ impl Job {
                 if let Some(i) = failed {
                     let status = self.procs[i].status.clone().expect("reaped");
                     self.say(format_args!("rank {i} {status}; terminating the job"));
-                    kill_at = Some(self.begin_teardown(Cause::Failure(i), libc::SIGTERM));
+                    kill_at = Some(self.begin_teardown(Cause::Failure(i), Signal::SIGTERM));
                 }
             }
             if let Some(sig) = wake.take_signal() {
                 if self.cause.is_none() {
                     let name = signal_name(sig).unwrap_or("a signal");
                     self.say(format_args!("received {name}; terminating the job"));
-                    kill_at = Some(self.begin_teardown(Cause::Interrupt(sig), sig));
+                    // Only SIGINT, SIGTERM and SIGHUP are recorded.
+                    let fwd = Signal::try_from(sig).unwrap_or(Signal::SIGTERM);
+                    kill_at = Some(self.begin_teardown(Cause::Interrupt(sig), fwd));
                 } else {
                     // Asked again: stop waiting for the ranks.
                     kill_at = Some(now);
@@ -565,13 +593,13 @@ impl Job {
             if self.cause.is_none() && deadline.is_some_and(|d| now >= d) {
                 let secs = limit.unwrap_or_default().as_secs_f64();
                 self.say(format_args!("timeout after {secs} s; terminating the job"));
-                kill_at = Some(self.begin_teardown(Cause::Timeout, libc::SIGTERM));
+                kill_at = Some(self.begin_teardown(Cause::Timeout, Signal::SIGTERM));
             }
             if self.live().next().is_none() {
                 return;
             }
             if kill_at.is_some_and(|k| now >= k) {
-                self.signal_live(libc::SIGKILL);
+                self.signal_live(Signal::SIGKILL);
                 self.reap(true);
                 return;
             }
@@ -587,22 +615,17 @@ impl Job {
         }
     }
 
-    /// Kills what is left of the ranks' process groups after they ended:
-    /// descendants that did not exit with their rank.
-    fn kill_strays(&self) {
-        for p in &self.procs {
-            // SAFETY: kill has no memory-safety preconditions. A group id
-            // cannot be reused as a pid while the group has members, and a
-            // reused pid would lead a group only after `setpgid`, so an
-            // empty group gives ESRCH here.
-            unsafe { libc::kill(-p.pid, libc::SIGKILL) };
-        }
+    /// Kills what is left of the job's process group after the ranks
+    /// ended (descendants that did not exit with their rank): releases the
+    /// guard and reaps it.
+    fn kill_strays(&mut self) {
+        self.guard.finish();
     }
 
     /// Kills and reaps every rank (a failed spawn, or a panic).
     fn abort(&mut self) {
         if self.live().next().is_some() {
-            self.signal_live(libc::SIGKILL);
+            self.signal_live(Signal::SIGKILL);
             self.reap(true);
         }
         self.kill_strays();
@@ -626,6 +649,9 @@ pub enum RankStatus {
     /// The launcher terminated it, because another rank failed, time ran
     /// out, or the launcher was interrupted.
     Killed,
+    /// It exited with status 0 after initialising the runtime, without
+    /// finalizing it (peers waiting for it would wait forever): a failure.
+    NotFinalized,
     /// Its status was collected by someone else in the launcher's process
     /// (e.g. `SIGCHLD` set to ignore, or a `waitpid(-1)`), so it is unknown.
     Lost,
@@ -643,7 +669,7 @@ impl RankStatus {
             RankStatus::Exited(code) => *code,
             RankStatus::Signaled(sig) => 128 + sig,
             RankStatus::Killed => 128 + libc::SIGTERM,
-            RankStatus::Lost => 1,
+            RankStatus::NotFinalized | RankStatus::Lost => 1,
         }
     }
 }
@@ -657,6 +683,7 @@ impl fmt::Display for RankStatus {
                 None => write!(f, "was killed by signal {sig}"),
             },
             RankStatus::Killed => write!(f, "was terminated by the launcher"),
+            RankStatus::NotFinalized => write!(f, "exited with status 0 without finalizing"),
             RankStatus::Lost => write!(f, "ended with an unknown status"),
         }
     }
@@ -689,7 +716,9 @@ pub struct JobReport {
     pub interrupted: Option<i32>,
     /// The job id (`HMPI_JOB`).
     pub job: String,
-    /// The segment file the ranks were given (`HMPI_SHM_NAME`); removed.
+    /// The path the ranks were given for the segment (`HMPI_SHM_NAME`):
+    /// `/proc/self/fd/N`, the launcher's descriptor N, closed by now. The
+    /// file never had a name.
     pub segment: PathBuf,
     /// From the start of the launch to the last rank reaped.
     pub elapsed: Duration,
@@ -705,8 +734,9 @@ impl JobReport {
     }
 
     /// The launcher's exit code: 0 on success; the first failing rank's
-    /// status (128 + signal if a signal killed it); 124 on timeout; 128 +
-    /// signal if the launcher was interrupted.
+    /// status (128 + signal if a signal killed it, 1 if it exited with
+    /// status 0 without finalizing); 124 on timeout; 128 + signal if the
+    /// launcher was interrupted.
     pub fn exit_code(&self) -> i32 {
         if let Some(sig) = self.interrupted {
             128 + sig
@@ -833,6 +863,11 @@ mod tests {
         assert!(!failed.success());
         assert_eq!(failed.exit_code(), 137);
 
+        let mut left = report(&[RankStatus::Killed, RankStatus::NotFinalized]);
+        left.first_failure = Some(1);
+        assert!(!left.success());
+        assert_eq!(left.exit_code(), 1);
+
         let mut timed_out = report(&[RankStatus::Killed]);
         timed_out.timed_out = true;
         assert_eq!(timed_out.exit_code(), 124);
@@ -845,6 +880,10 @@ mod tests {
     #[test]
     fn messages() {
         assert_eq!(RankStatus::Exited(3).to_string(), "exited with status 3");
+        assert_eq!(
+            RankStatus::NotFinalized.to_string(),
+            "exited with status 0 without finalizing"
+        );
         assert_eq!(
             RankStatus::Signaled(9).to_string(),
             "was killed by signal 9 (SIGKILL)"
@@ -868,6 +907,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // the wall clock is closed to Miri under isolation
     fn job_ids_differ() {
         let a = new_job_id();
         let b = new_job_id();

@@ -82,6 +82,10 @@ pub(crate) struct PageDesc {
     free: AtomicU64,
 }
 
+// Padded by hand, not with crossbeam's `CachePadded`: this struct lives in
+// the node segment, whose layout is fixed (`#[repr(C)]`, the header's
+// version, size assertions), and `CachePadded` is 128-byte aligned on
+// x86_64 and has no `#[repr(C)]` guarantee.
 #[repr(C, align(64))]
 struct ClassCentral {
     lock: RawShmMutex,
@@ -93,6 +97,7 @@ struct ClassCentral {
     out_blocks: AtomicU64,
 }
 
+// Padded by hand for the same reason as `ClassCentral`.
 #[repr(C, align(64))]
 struct RemoteFrees {
     /// Top of the stack of freed blocks (address; the link is the block's

@@ -17,12 +17,13 @@ pub fn write_stderr_fmt(args: std::fmt::Arguments<'_>) {
 }
 
 fn write_bytes(mut bytes: &[u8]) {
+    // `Stderr::as_fd` takes no lock and allocates nothing.
+    let stderr = std::io::stderr();
     while !bytes.is_empty() {
-        // SAFETY: the pointer and length describe a live byte slice.
-        let n = unsafe { libc::write(2, bytes.as_ptr().cast(), bytes.len()) };
-        if n <= 0 {
-            return;
+        match nix::unistd::write(std::os::fd::AsFd::as_fd(&stderr), bytes) {
+            Ok(n) if n > 0 => bytes = &bytes[n..],
+            Err(nix::errno::Errno::EINTR) => {}
+            _ => return,
         }
-        bytes = &bytes[n as usize..];
     }
 }

@@ -6,7 +6,9 @@
 
 use crate::error::{Error, Result};
 
-/// Path of the job's segment file (set by the launcher).
+/// Path that opens the job's segment file (set by the launcher): the file
+/// has no name, so this is `/proc/self/fd/N`, the descriptor every rank
+/// inherits from the launcher.
 pub const SHM_NAME: &str = "HMPI_SHM_NAME";
 /// Base address of the segment, e.g. `0x200000000000` (read by the creator).
 pub const SHM_BASE: &str = "HMPI_SHM_BASE";

@@ -96,14 +96,36 @@ pub fn attach_from_env() -> Result<Segment> {
                     ),
                 });
             };
-            attach(Path::new(&path), rank, size)
+            let seg = attach(Path::new(&path), rank, size)?;
+            keep_from_children(&path);
+            Ok(seg)
         }
         None => {
             let spec = SegmentSpec::from_env(1)?;
             let file = SegmentFile::create(&spec, &format!("solo{}", std::process::id()))?;
-            attach(file.path(), 0, 1) // the file is unlinked on attach and on drop
+            attach(file.path(), 0, 1) // the file has no name; the mapping keeps it
         }
     }
+}
+
+/// Marks the launcher's descriptor of the segment (`/proc/self/fd/N`, which
+/// this process inherited) close-on-exec, so that programs this rank starts
+/// cannot reach the segment through it and attach as the same rank. The
+/// attach has its own descriptor.
+fn keep_from_children(path: &str) {
+    let Some(n) = path.strip_prefix("/proc/self/fd/") else {
+        return;
+    };
+    let Ok(n) = n.parse::<std::os::fd::RawFd>() else {
+        return;
+    };
+    // SAFETY: `n` was just opened successfully through its /proc path, so
+    // it is an open descriptor; only its close-on-exec flag changes.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(n) };
+    let _ = nix::fcntl::fcntl(
+        fd,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    );
 }
 
 /// Whether this process is attached to a node heap.

@@ -1,31 +1,40 @@
-//! The node segment: one file under `/dev/shm`, mapped at the same address in
-//! every rank of the node.
+//! The node segment: one file in `/dev/shm` (or `HMPI_SHM_DIR`) without a
+//! name, mapped at the same address in every rank of the node.
 //!
 //! ```text
-//! base                                   base + HEADER_LEN
-//! | SegmentHeader | registry (ranks × slots) | arena 0 | arena 1 | … | arena n-1 |
+//! base                                                        base + HEADER_LEN
+//! | SegmentHeader | registry (ranks × slots) | rank states | arena 0 | … | arena n-1 |
 //! ```
 //!
-//! The launcher creates the file ([`SegmentFile::create`]): `O_EXCL`, mode
-//! 0600, a name unique per job (user id, job id, random part), sparse size
+//! The launcher creates the file ([`SegmentFile::create`]) with `O_TMPFILE`,
+//! so it never has a name that could outlive the job: mode 0600, sparse size
 //! `HEADER_LEN + ranks × arena_len`, the header written in place and its
-//! magic published last with a release store. Each rank then maps the whole
-//! file at the header's base with `MAP_FIXED_NOREPLACE` ([`Segment::attach`]);
-//! the last rank to attach unlinks the file, so a crash afterwards leaves
-//! nothing behind (the launcher also removes it on every exit path).
+//! magic published last with a release store. (A file system without
+//! `O_TMPFILE` gets an `O_EXCL` file under a unique name that is unlinked
+//! before `create` returns.) Ranks inherit the file's descriptor and open it
+//! again through [`SegmentFile::path`], `/proc/self/fd/N`; each maps the
+//! whole file at the header's base with `MAP_FIXED_NOREPLACE`
+//! ([`Segment::attach`]). The memory is freed when the last descriptor and
+//! mapping are gone, however the job ends.
 //!
 //! Only the header region is backed at creation. Each rank's arena reserves
 //! real backing with `fallocate` as it grows ([`Segment::reserve`]), so an
 //! exhausted `/dev/shm` is an allocation error, never a `SIGBUS`.
 //!
+//! Each rank has a state word in the header ([`RankState`]): the runtime
+//! above marks it running and finalized, and the launcher reads it
+//! ([`SegmentFile::rank_state`]) to tell a rank that exited after
+//! finalizing from one that left its peers waiting.
+//!
 //! # Example
 //! ```
-//! use shmheap::segment::{SegmentFile, SegmentSpec};
+//! use shmheap::segment::{RankState, SegmentFile, SegmentSpec};
 //!
 //! let spec = SegmentSpec { ranks: 2, arena_len: 64 << 20, ..SegmentSpec::default() };
 //! let file = SegmentFile::create(&spec, "doc").unwrap();
-//! assert!(file.path().exists());
-//! drop(file); // removes the file
+//! assert!(file.path().exists()); // this process's descriptor
+//! assert_eq!(file.rank_state(1), RankState::Unknown);
+//! drop(file); // closes it: nothing is left in /dev/shm
 //! ```
 
 use crate::env;
@@ -33,9 +42,15 @@ use crate::error::{Error, Exhausted, Limit, Result};
 use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::barrier::NodeBarrier;
 use crate::sync::futex::Backoff;
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
+use nix::errno::Errno;
+use nix::fcntl::{FallocateFlags, OFlag};
+use nix::sys::mman::{MapFlags, ProtFlags};
+use nix::sys::stat::Mode;
+use std::ffi::c_void;
+use std::num::NonZeroUsize;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
 use std::sync::atomic::AtomicI32;
 
 /// Default base address of the segment: 32 TiB.
@@ -60,8 +75,46 @@ pub const MAX_RANKS: u32 = 2048;
 pub const MIN_ARENA_LEN: usize = 4 << 20;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"HMPISEG\0");
-const VERSION: u32 = 1;
+/// Layout version; 2 added the rank states.
+const VERSION: u32 = 2;
 const REGISTRY_OFFSET: usize = 4096;
+/// Offset of the rank states: one `AtomicU32` per rank, after the registry.
+const STATE_OFFSET: usize = REGISTRY_OFFSET + MAX_RANKS as usize * REGISTRY_SLOTS * 8;
+
+/// Where a rank's runtime is, as recorded in its state word in the header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum RankState {
+    /// The runtime was not started (or the program does not use it).
+    Unknown = 0,
+    /// The runtime was initialised and not yet finalized.
+    Running = 1,
+    /// The runtime was finalized.
+    Finalized = 2,
+}
+
+impl RankState {
+    fn from_word(w: u32) -> RankState {
+        match w {
+            1 => RankState::Running,
+            2 => RankState::Finalized,
+            _ => RankState::Unknown,
+        }
+    }
+}
+
+/// Rank `rank`'s state word in a header region mapped at `header`.
+///
+/// # Safety
+/// `header` must point to a mapping of the segment's first [`HEADER_LEN`]
+/// bytes that stays mapped for `'a`, and `rank < MAX_RANKS`.
+unsafe fn state_word<'a>(header: *const u8, rank: u32) -> &'a AtomicU32 {
+    debug_assert!(rank < MAX_RANKS);
+    // SAFETY: the state words lie inside the header region (asserted at
+    // compile time for MAX_RANKS), which is backed and zeroed at creation;
+    // the offset is 4-byte aligned and the mapping outlives 'a (caller).
+    unsafe { &*(header.add(STATE_OFFSET + rank as usize * 4) as *const AtomicU32) }
+}
 
 /// What a new segment looks like.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,21 +238,33 @@ pub struct SegmentHeader {
     _reserved: u32,
     /// Ranks that have mapped the segment.
     attached: AtomicU32,
-    /// Set once the file has been unlinked.
+    /// Set at creation: the file has no name (kept for the layout).
     unlinked: AtomicU32,
     /// A barrier over all ranks of the node.
     barrier: NodeBarrier,
 }
 
 const _: () = assert!(std::mem::size_of::<SegmentHeader>() <= REGISTRY_OFFSET);
-const _: () = assert!(REGISTRY_OFFSET + MAX_RANKS as usize * REGISTRY_SLOTS * 8 <= HEADER_LEN);
+const _: () = assert!(STATE_OFFSET + MAX_RANKS as usize * 4 <= HEADER_LEN);
 
-/// A segment file made by a launcher. Dropping it removes the file (if the
-/// ranks have not already unlinked it).
+/// A segment file made by a launcher: the only descriptor of a file without
+/// a name, and a mapping of its header for the launcher's reads. Dropping it
+/// closes both; the memory lives on while ranks have it mapped.
 #[derive(Debug)]
 pub struct SegmentFile {
+    fd: OwnedFd,
+    /// `/proc/self/fd/N` for `fd`.
     path: PathBuf,
+    /// The header region, mapped read-write at an address of the kernel's
+    /// choice.
+    header: NonNull<c_void>,
 }
+
+// SAFETY: `header` points to shared memory that is only read through
+// atomics (the rank states) after creation; it is unmapped once, in drop.
+unsafe impl Send for SegmentFile {}
+// SAFETY: as above; `&SegmentFile` only allows atomic loads.
+unsafe impl Sync for SegmentFile {}
 
 fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Error + 'a {
     move |source| Error::Io {
@@ -209,13 +274,14 @@ fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -
     }
 }
 
-fn last_os_error(op: &'static str, path: &Path) -> Error {
-    io_err(op, path)(std::io::Error::last_os_error())
+fn errno_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(Errno) -> Error + 'a {
+    move |e| io_err(op, path)(e.into())
 }
 
 /// A random 64-bit value from the kernel.
 fn random_u64() -> u64 {
     let mut x = 0u64;
+    // Raw libc: nix has no getrandom.
     // SAFETY: the buffer is a valid, writable 8-byte location.
     let n = unsafe { libc::getrandom(&mut x as *mut u64 as *mut libc::c_void, 8, 0) };
     if n != 8 {
@@ -231,103 +297,83 @@ fn random_u64() -> u64 {
     x
 }
 
-/// RAII wrapper around a raw file descriptor used during creation/attach.
-struct Fd(libc::c_int);
-
-impl Drop for Fd {
-    fn drop(&mut self) {
-        // SAFETY: we own this descriptor and close it exactly once.
-        unsafe { libc::close(self.0) };
-    }
-}
-
-fn open_path(path: &Path, flags: libc::c_int, mode: libc::mode_t, op: &'static str) -> Result<Fd> {
-    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::Config {
-        var: env::SHM_NAME,
-        value: path.display().to_string(),
-        reason: "the path contains a NUL byte".into(),
-    })?;
-    // SAFETY: `c` is a valid NUL-terminated path; open has no other
-    // memory-safety preconditions.
-    let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC, mode as libc::c_uint) };
-    if fd < 0 {
-        return Err(last_os_error(op, path));
-    }
-    Ok(Fd(fd))
-}
-
-fn fallocate(fd: libc::c_int, offset: usize, len: usize) -> std::io::Result<()> {
+fn fallocate(fd: BorrowedFd<'_>, offset: usize, len: usize) -> std::result::Result<(), Errno> {
     loop {
-        // SAFETY: fallocate only touches the file behind `fd`; mode 0
-        // allocates backing without changing the file size.
-        let r = unsafe { libc::fallocate(fd, 0, offset as libc::off_t, len as libc::off_t) };
-        if r == 0 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e);
+        // Mode 0 allocates backing without changing the file size.
+        match nix::fcntl::fallocate(
+            fd,
+            FallocateFlags::empty(),
+            offset as libc::off_t,
+            len as libc::off_t,
+        ) {
+            Err(Errno::EINTR) => continue,
+            r => return r,
         }
     }
+}
+
+/// A new segment file in `dir`, without a name: `O_TMPFILE` where the file
+/// system has it, else an `O_EXCL` file that is unlinked at once.
+fn create_unnamed(dir: &Path, job: &str) -> Result<OwnedFd> {
+    let mode = Mode::from_bits_truncate(0o600);
+    let flags = OFlag::O_RDWR | OFlag::O_CLOEXEC;
+    match nix::fcntl::open(dir, flags | OFlag::O_TMPFILE, mode) {
+        Ok(fd) => return Ok(fd),
+        // Not supported by the file system (or the kernel, which then sees
+        // O_DIRECTORY | O_RDWR and answers EISDIR).
+        Err(Errno::EOPNOTSUPP | Errno::EISDIR) => {}
+        Err(e) => return Err(errno_err("create a segment file in", dir)(e)),
+    }
+    let uid = nix::unistd::getuid();
+    let job: String = job
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let path = dir.join(format!("hmpi-{uid}-{job}-{:016x}", random_u64()));
+    let fd = nix::fcntl::open(&path, flags | OFlag::O_CREAT | OFlag::O_EXCL, mode)
+        .map_err(errno_err("create segment file", &path))?;
+    nix::unistd::unlink(&path).map_err(errno_err("unlink segment file", &path))?;
+    Ok(fd)
 }
 
 impl SegmentFile {
-    /// Creates the segment file for a job: `O_EXCL`, mode 0600, sparse size,
-    /// header backed and initialised, magic published last.
+    /// Creates the segment file for a job: no name, mode 0600, sparse size,
+    /// header backed and initialised, magic published last. `job` names the
+    /// file for its short life where `O_TMPFILE` is missing.
     pub fn create(spec: &SegmentSpec, job: &str) -> Result<SegmentFile> {
         spec.validate()?;
         let total_len = spec.total_len().expect("validated");
-        // SAFETY: getuid cannot fail and has no preconditions.
-        let uid = unsafe { libc::getuid() };
-        let job: String = job
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let path = spec
-            .dir
-            .join(format!("hmpi-{uid}-{job}-{:016x}", random_u64()));
-        let fd = open_path(
-            &path,
-            libc::O_RDWR | libc::O_CREAT | libc::O_EXCL,
-            0o600,
-            "create segment file",
-        )?;
-        let file = SegmentFile { path };
+        let fd = create_unnamed(&spec.dir, job)?;
+        let path = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
         // The mode given to open is filtered by the umask; make it exact.
-        // SAFETY: `fd` is an open descriptor we own.
-        if unsafe { libc::fchmod(fd.0, 0o600) } != 0 {
-            return Err(last_os_error("set the mode of", &file.path));
-        }
-        // SAFETY: as above; ftruncate only changes the file's size.
-        if unsafe { libc::ftruncate(fd.0, total_len as libc::off_t) } != 0 {
-            return Err(last_os_error("size segment file", &file.path));
-        }
-        fallocate(fd.0, 0, HEADER_LEN).map_err(io_err("reserve the header of", &file.path))?;
+        nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(0o600))
+            .map_err(errno_err("set the mode of", &path))?;
+        nix::unistd::ftruncate(&fd, total_len as libc::off_t)
+            .map_err(errno_err("size segment file", &path))?;
+        fallocate(fd.as_fd(), 0, HEADER_LEN).map_err(errno_err("reserve the header of", &path))?;
         // Map just the header, anywhere, to initialise it in place.
         // SAFETY: a fresh shared mapping of a range of our own file; no
         // existing memory is affected (no MAP_FIXED).
         let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                HEADER_LEN,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.0,
+            nix::sys::mman::mmap(
+                None,
+                NonZeroUsize::new(HEADER_LEN).expect("non-zero"),
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_SHARED,
+                &fd,
                 0,
             )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(last_os_error("map the header of", &file.path));
         }
-        let h = p as *mut SegmentHeader;
+        .map_err(errno_err("map the header of", &path))?;
+        let h = p.as_ptr() as *mut SegmentHeader;
         // SAFETY: `h` points to HEADER_LEN bytes of zeroed, writable, shared
-        // memory that nobody else has mapped yet (the file name is new and
+        // memory that nobody else has mapped yet (the file has no name and
         // its magic is not published); the header fits (asserted above).
         unsafe {
             (*h).version = VERSION;
@@ -336,32 +382,55 @@ impl SegmentFile {
             (*h).total_len = total_len as u64;
             (*h).arena_len = spec.arena_len_rounded() as u64;
             (*h).creator_pid = std::process::id();
+            // Relaxed: published by the Release store of the magic below.
+            (*h).unlinked.store(1, Ordering::Relaxed);
             // SYNC POINT: Release publishes the fields above to attachers,
             // which check the magic with Acquire.
             (*h).magic.store(MAGIC, Ordering::Release);
-            libc::munmap(p, HEADER_LEN);
         }
-        Ok(file)
+        Ok(SegmentFile {
+            fd,
+            path,
+            header: p,
+        })
     }
 
-    /// The file's path (what ranks receive in `HMPI_SHM_NAME`).
+    /// A path that opens the file: `/proc/self/fd/N`, valid in this process
+    /// and in children that inherit descriptor N (what ranks receive in
+    /// `HMPI_SHM_NAME`).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Removes the file now; a file already unlinked by the ranks is fine.
-    pub fn remove(&self) -> Result<()> {
-        match std::fs::remove_file(&self.path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io_err("remove segment file", &self.path)(e)),
+    /// The file's descriptor (close-on-exec; a launcher clears the flag in
+    /// each rank between fork and exec so that the rank inherits it).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// The state rank `rank` recorded ([`Segment::set_rank_state`]);
+    /// [`RankState::Unknown`] for a rank out of range.
+    pub fn rank_state(&self, rank: u32) -> RankState {
+        // SAFETY: `header` is this file's header region, mapped until drop.
+        let ranks = unsafe { (*(self.header.as_ptr() as *const SegmentHeader)).ranks };
+        if rank >= ranks {
+            return RankState::Unknown;
         }
+        // SAFETY: as above, and rank < ranks <= MAX_RANKS.
+        let word = unsafe { state_word(self.header.as_ptr() as *const u8, rank) };
+        // SYNC POINT: Acquire pairs with the rank's Release store in
+        // `set_rank_state` (the launcher reads after the rank ended).
+        RankState::from_word(word.load(Ordering::Acquire))
     }
 }
 
 impl Drop for SegmentFile {
     fn drop(&mut self) {
-        let _ = self.remove();
+        // SAFETY: unmapping the header mapping made in `create`, which no
+        // reference outlives (`rank_state` borrows it only during the call).
+        unsafe {
+            let _ = nix::sys::mman::munmap(self.header, HEADER_LEN);
+        }
     }
 }
 
@@ -412,31 +481,29 @@ impl Segment {
     /// Maps the segment at `path` as local rank `local_rank` of `local_size`.
     ///
     /// Checks the header (magic, version, rank count, sizes), maps the whole
-    /// file at the recorded base with `MAP_FIXED_NOREPLACE`, counts this
-    /// rank as attached and, if it is the last, unlinks the file. A process
-    /// attaches at most once.
+    /// file at the recorded base with `MAP_FIXED_NOREPLACE` and counts this
+    /// rank as attached. A process attaches at most once.
     pub fn attach(path: &Path, local_rank: u32, local_size: u32) -> Result<Segment> {
         if !HEADER.load(Ordering::Acquire).is_null() {
             return Err(Error::AlreadyAttached);
         }
-        let fd = open_path(path, libc::O_RDWR, 0, "open segment file")?;
+        let fd = nix::fcntl::open(path, OFlag::O_RDWR | OFlag::O_CLOEXEC, Mode::empty())
+            .map_err(errno_err("open segment file", path))?;
         // Read the header through a temporary mapping.
         // SAFETY: a fresh read-only shared mapping, placed by the kernel.
         let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd.0,
+            nix::sys::mman::mmap(
+                None,
+                NonZeroUsize::new(4096).expect("non-zero"),
+                ProtFlags::PROT_READ,
+                MapFlags::MAP_SHARED,
+                &fd,
                 0,
             )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(last_os_error("map the header of", path));
         }
+        .map_err(errno_err("map the header of", path))?;
         let (magic, version, ranks, base, total_len, arena_len) = {
-            let h = p as *const SegmentHeader;
+            let h = p.as_ptr() as *const SegmentHeader;
             // SAFETY: `h` points to a readable page of the file; the fields
             // are plain integers and atomics, valid for any bit pattern.
             // SYNC POINT: Acquire on the magic pairs with the creator's
@@ -452,8 +519,9 @@ impl Segment {
                 )
             }
         };
-        // SAFETY: unmapping the temporary mapping made above.
-        unsafe { libc::munmap(p, 4096) };
+        // SAFETY: unmapping the temporary mapping made above; nothing
+        // refers to it any more.
+        let _ = unsafe { nix::sys::mman::munmap(p, 4096) };
         if magic != MAGIC {
             return Err(Error::BadHeader(format!(
                 "{} has no hmpi segment magic",
@@ -472,6 +540,14 @@ impl Segment {
                 path.display()
             )));
         }
+        let addr = NonZeroUsize::new(base);
+        let len = NonZeroUsize::new(total_len);
+        let (Some(addr), Some(len)) = (addr, len) else {
+            return Err(Error::BadHeader(format!(
+                "{} has a zero base or length",
+                path.display()
+            )));
+        };
         if total_len != HEADER_LEN + ranks as usize * arena_len || base % SEGMENT_ALIGN != 0 {
             return Err(Error::BadHeader(format!(
                 "{} has inconsistent sizes",
@@ -481,29 +557,29 @@ impl Segment {
         // SAFETY: a shared mapping of our file at `base`; MAP_FIXED_NOREPLACE
         // refuses (EEXIST) instead of replacing anything already mapped there.
         let m = unsafe {
-            libc::mmap(
-                base as *mut libc::c_void,
-                total_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_FIXED_NOREPLACE | libc::MAP_NORESERVE,
-                fd.0,
+            nix::sys::mman::mmap(
+                Some(addr),
+                len,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_SHARED | MapFlags::MAP_FIXED_NOREPLACE | MapFlags::MAP_NORESERVE,
+                &fd,
                 0,
             )
         };
-        if m == libc::MAP_FAILED {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EEXIST) {
+        let m = match m {
+            Ok(m) => m,
+            Err(Errno::EEXIST) => {
                 return Err(Error::AddressInUse {
                     base,
                     len: total_len,
-                });
+                })
             }
-            return Err(io_err("map segment", path)(e));
-        }
-        if m as usize != base {
+            Err(e) => return Err(errno_err("map segment", path)(e)),
+        };
+        if m.as_ptr() as usize != base {
             // A kernel older than 4.17 treats the flag as a hint only.
             // SAFETY: unmapping the mapping we just made elsewhere.
-            unsafe { libc::munmap(m, total_len) };
+            let _ = unsafe { nix::sys::mman::munmap(m, total_len) };
             return Err(Error::AddressInUse {
                 base,
                 len: total_len,
@@ -515,17 +591,11 @@ impl Segment {
         SEG_START.store(base, Ordering::Relaxed);
         SEG_END.store(base + total_len, Ordering::Relaxed);
         LOCAL_RANK.store(local_rank, Ordering::Relaxed);
-        SEG_FD.store(fd.0, Ordering::Relaxed);
-        std::mem::forget(fd); // kept open for `reserve` (valid after unlink)
+        // Kept open for `reserve` for the rest of the process's life.
+        SEG_FD.store(std::os::fd::IntoRawFd::into_raw_fd(fd), Ordering::Relaxed);
         let seg = Segment { header, local_rank };
-        // SYNC POINT: AcqRel: the last attacher must see every other
-        // attacher's increment before it unlinks.
-        if header.attached.fetch_add(1, Ordering::AcqRel) + 1 == ranks {
-            let c = CString::new(path.as_os_str().as_bytes()).expect("checked at open");
-            // SAFETY: unlinking a path; no memory is involved.
-            unsafe { libc::unlink(c.as_ptr()) };
-            header.unlinked.store(1, Ordering::Release);
-        }
+        // Relaxed: a count for diagnostics; nothing is published with it.
+        header.attached.fetch_add(1, Ordering::Relaxed);
         Ok(seg)
     }
 
@@ -608,10 +678,12 @@ impl Segment {
     /// `fallocate`, so that touching them cannot raise `SIGBUS`.
     pub fn reserve(&self, addr: usize, len: usize) -> Result<(), Limit> {
         debug_assert!(self.contains(addr) && self.contains(addr + len - 1));
-        let fd = SEG_FD.load(Ordering::Relaxed);
+        // SAFETY: SEG_FD was stored before the segment was published (this
+        // `Segment` exists) and is never closed.
+        let fd = unsafe { BorrowedFd::borrow_raw(SEG_FD.load(Ordering::Relaxed)) };
         match fallocate(fd, addr - self.base(), len) {
             Ok(()) => Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => Err(Limit::NoSpace),
+            Err(Errno::ENOSPC) => Err(Limit::NoSpace),
             Err(e) => {
                 // Anything else (EIO, EFBIG, EOPNOTSUPP) is as fatal for an
                 // allocation as no space; say what happened on stderr since
@@ -619,7 +691,7 @@ impl Segment {
                 // allocation here: this runs inside the allocator.
                 crate::diag::write_stderr_fmt(format_args!(
                     "hmpi: fallocate on the node segment failed with errno {}\n",
-                    e.raw_os_error().unwrap_or(0)
+                    e as i32
                 ));
                 Err(Limit::NoSpace)
             }
@@ -672,6 +744,16 @@ impl Segment {
         }
     }
 
+    /// Records this rank's [`RankState`] for the launcher.
+    pub fn set_rank_state(&self, state: RankState) {
+        // SAFETY: the header region is mapped at `base` for the process's
+        // life, and local_rank < ranks <= MAX_RANKS.
+        let word = unsafe { state_word(self.base() as *const u8, self.local_rank) };
+        // SYNC POINT: Release pairs with the Acquire in
+        // `SegmentFile::rank_state`.
+        word.store(state as u32, Ordering::Release);
+    }
+
     /// Blocks until every rank of the node has called `barrier`.
     pub fn barrier(&self) {
         self.header.barrier.wait(self.ranks());
@@ -682,7 +764,7 @@ impl Segment {
         self.header.attached.load(Ordering::Acquire)
     }
 
-    /// Whether the segment file has been unlinked (all ranks attached).
+    /// Whether the segment file has no name (true from its creation on).
     pub fn is_unlinked(&self) -> bool {
         self.header.unlinked.load(Ordering::Acquire) != 0
     }

@@ -5,8 +5,9 @@
 //! ```
 //!
 //! Exits with the job's exit code ([`hmpi_core::launch::JobReport::exit_code`]):
-//! 0, the first failing rank's status, 124 on timeout, 128 + signal when
-//! interrupted; 2 on bad usage, 126/127 when the program cannot be run.
+//! 0, the first failing rank's status (1 for a rank that exited with status
+//! 0 without finalizing), 124 on timeout, 128 + signal when interrupted; 2
+//! on bad usage, 126/127 when the program cannot be run.
 //!
 //! # Example
 //! ```text

@@ -17,8 +17,11 @@
 //! for (rank, stream, bytes) in pumps.finish(Duration::from_secs(1)) { /* … */ }
 //! ```
 
+use nix::errno::Errno;
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -65,14 +68,7 @@ impl Drop for DoneGuard {
 
 impl Pumps {
     pub(crate) fn new() -> io::Result<Pumps> {
-        let mut fds = [-1; 2];
-        // SAFETY: `fds` has room for the two descriptors pipe2 returns.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: pipe2 succeeded: both descriptors are open and ours.
-        let (stop_read, stop_write) =
-            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (stop_read, stop_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
         let (done_tx, done_rx) = channel();
         Ok(Pumps {
             threads: Vec::new(),
@@ -92,7 +88,7 @@ impl Pumps {
         fd: OwnedFd,
         sink: Sink,
     ) -> io::Result<()> {
-        set_nonblocking(fd.as_raw_fd())?;
+        set_nonblocking(fd.as_fd())?;
         let stop = self.stop_read.as_raw_fd();
         let done = DoneGuard(self.done_tx.clone());
         let name = format!(
@@ -131,7 +127,7 @@ impl Pumps {
         if done < self.threads.len() {
             // The byte is never read, so the stop pipe stays readable for
             // every thread.
-            write_all(self.stop_write.as_raw_fd(), b"x");
+            write_all(self.stop_write.as_fd(), b"x");
         }
         self.threads
             .drain(..)
@@ -147,37 +143,23 @@ impl Drop for Pumps {
     }
 }
 
-fn set_nonblocking(fd: RawFd) -> io::Result<()> {
-    // SAFETY: fcntl on a descriptor we own; no memory is involved.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    // SAFETY: as above.
-    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
+fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let flags = OFlag::from_bits_retain(fcntl(fd, FcntlArg::F_GETFL)?);
+    fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
     Ok(())
 }
 
 /// Writes all of `buf` to `fd`, in one call unless the kernel takes less.
 /// Errors (a closed terminal, a full disk) drop the output: the job goes on.
-fn write_all(fd: RawFd, mut buf: &[u8]) {
+fn write_all(fd: BorrowedFd<'_>, mut buf: &[u8]) {
     while !buf.is_empty() {
-        // SAFETY: writing from a valid buffer of the given length.
-        let n = unsafe { libc::write(fd, buf.as_ptr() as *const libc::c_void, buf.len()) };
-        if n > 0 {
-            buf = &buf[n as usize..];
-            continue;
-        }
-        match io::Error::last_os_error().kind() {
-            io::ErrorKind::Interrupted => {}
-            io::ErrorKind::WouldBlock => {
+        match nix::unistd::write(fd, buf) {
+            Ok(n) if n > 0 => buf = &buf[n..],
+            Err(Errno::EINTR) => {}
+            Err(Errno::EAGAIN) => {
                 // Our stdout was left non-blocking by someone; wait for room.
-                let mut pfd = libc::pollfd {
-                    fd,
-                    events: libc::POLLOUT,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd.
-                unsafe { libc::poll(&mut pfd, 1, 100) };
+                let mut pfd = [PollFd::new(fd, PollFlags::POLLOUT)];
+                let _ = poll(&mut pfd, PollTimeout::from(100u16));
             }
             _ => return,
         }
@@ -186,7 +168,7 @@ fn write_all(fd: RawFd, mut buf: &[u8]) {
 
 /// Tags complete lines of `pending` and writes them; with `all`, also the
 /// incomplete rest (a newline is added).
-fn emit_lines(pending: &mut Vec<u8>, prefix: &[u8], out: RawFd, all: bool) {
+fn emit_lines(pending: &mut Vec<u8>, prefix: &[u8], out: BorrowedFd<'_>, all: bool) {
     let mut start = 0;
     let mut line = Vec::new();
     loop {
@@ -210,55 +192,40 @@ fn emit_lines(pending: &mut Vec<u8>, prefix: &[u8], out: RawFd, all: bool) {
 
 /// The body of a pump thread. Returns the captured bytes.
 fn pump(fd: OwnedFd, stop: RawFd, rank: u32, stream: Stream, sink: Sink) -> Vec<u8> {
+    let stdout = io::stdout();
+    let stderr = io::stderr();
     let out = match stream {
-        Stream::Stdout => libc::STDOUT_FILENO,
-        Stream::Stderr => libc::STDERR_FILENO,
+        Stream::Stdout => stdout.as_fd(),
+        Stream::Stderr => stderr.as_fd(),
     };
+    // SAFETY: `stop` is the read end of the job's stop pipe, which stays
+    // open until this thread is joined (`Pumps::finish`).
+    let stop = unsafe { BorrowedFd::borrow_raw(stop) };
     let prefix = format!("[{rank}] ").into_bytes();
     let mut pending = Vec::new();
     let mut buf = vec![0u8; 16 << 10];
     let mut stopping = false;
     loop {
         // Read whatever is there.
-        // SAFETY: reading into a valid buffer of the given length.
-        let n = unsafe {
-            libc::read(
-                fd.as_raw_fd(),
-                buf.as_mut_ptr() as *mut libc::c_void,
-                buf.len(),
-            )
-        };
-        if n > 0 {
-            pending.extend_from_slice(&buf[..n as usize]);
-            if let Sink::Tag = sink {
-                emit_lines(&mut pending, &prefix, out, false);
+        match nix::unistd::read(&fd, &mut buf) {
+            Ok(0) => break, // end of file
+            Ok(n) => {
+                pending.extend_from_slice(&buf[..n]);
+                if let Sink::Tag = sink {
+                    emit_lines(&mut pending, &prefix, out, false);
+                }
+                continue;
             }
-            continue;
-        }
-        if n == 0 {
-            break; // end of file
-        }
-        match io::Error::last_os_error().kind() {
-            io::ErrorKind::Interrupted => continue,
-            io::ErrorKind::WouldBlock if !stopping => {}
-            _ => break, // stopped and drained, or a read error
+            Err(Errno::EINTR) => continue,
+            Err(Errno::EAGAIN) if !stopping => {}
+            Err(_) => break, // stopped and drained, or a read error
         }
         let mut pfds = [
-            libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: stop,
-                events: libc::POLLIN,
-                revents: 0,
-            },
+            PollFd::new(fd.as_fd(), PollFlags::POLLIN),
+            PollFd::new(stop, PollFlags::POLLIN),
         ];
-        // SAFETY: two valid pollfds; `stop` stays open until this thread is
-        // joined (`Pumps::finish`).
-        unsafe { libc::poll(pfds.as_mut_ptr(), 2, -1) };
-        if pfds[1].revents != 0 {
+        let _ = poll(&mut pfds, PollTimeout::NONE);
+        if pfds[1].any().unwrap_or(false) {
             stopping = true; // one last read, then out
         }
     }
@@ -276,16 +243,13 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore)] // reads through std::fs::File, whose statx Miri's isolation refuses
     fn lines_are_tagged_and_completed() {
-        let mut fds = [-1; 2];
-        // SAFETY: room for two descriptors.
-        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-        // SAFETY: both are open and ours.
-        let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
         let mut pending = b"one\ntwo\nthr".to_vec();
-        emit_lines(&mut pending, b"[7] ", w.as_raw_fd(), false);
+        emit_lines(&mut pending, b"[7] ", w.as_fd(), false);
         assert_eq!(pending, b"thr");
-        emit_lines(&mut pending, b"[7] ", w.as_raw_fd(), true);
+        emit_lines(&mut pending, b"[7] ", w.as_fd(), true);
         assert!(pending.is_empty());
         drop(w);
         let mut got = Vec::new();
@@ -296,13 +260,9 @@ mod tests {
     #[test]
     fn capture_until_eof_and_stop() {
         let mut pumps = Pumps::new().unwrap();
-        let mut fds = [-1; 2];
-        // SAFETY: room for two descriptors.
-        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-        // SAFETY: both are open and ours.
-        let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
         pumps.spawn(3, Stream::Stderr, r, Sink::Capture).unwrap();
-        write_all(w.as_raw_fd(), b"partial");
+        write_all(w.as_fd(), b"partial");
         // The writer stays open: `finish` must stop the thread after the
         // grace period and still return what was read.
         let t = Instant::now();

@@ -23,8 +23,12 @@
 //! drop(wake);                        // last job out restores the handlers
 //! ```
 
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -33,7 +37,12 @@ use std::time::Duration;
 pub(crate) const MAX_JOBS: usize = 64;
 
 /// The signals a job listens to.
-const HANDLED: [libc::c_int; 4] = [libc::SIGCHLD, libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+const HANDLED: [Signal; 4] = [
+    Signal::SIGCHLD,
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+];
 
 /// Write ends of the registered self-pipes; -1 marks a free slot.
 static WAKE_FDS: [AtomicI32; MAX_JOBS] = [const { AtomicI32::new(-1) }; MAX_JOBS];
@@ -51,12 +60,11 @@ static INSTALLED: Mutex<Installed> = Mutex::new(Installed {
 
 struct Installed {
     users: usize,
-    previous: Vec<(libc::c_int, libc::sigaction)>,
+    previous: Vec<(Signal, SigAction)>,
 }
 
 extern "C" fn on_signal(sig: libc::c_int) {
-    // SAFETY: __errno_location returns a valid pointer to this thread's errno.
-    let saved_errno = unsafe { *libc::__errno_location() };
+    let saved_errno = Errno::last_raw();
     // SYNC POINT: SeqCst, paired with the SeqCst store of -1 and load of
     // IN_HANDLER in `Registration::drop`: either that load sees this
     // increment (and waits for us), or our loads below come after the store
@@ -73,60 +81,62 @@ extern "C" fn on_signal(sig: libc::c_int) {
             // sees the signal.
             received.store(sig, Ordering::SeqCst);
         }
-        let byte = 1u8;
-        // SAFETY: a 1-byte write from a valid local; `fd` is the write end
-        // of a non-blocking pipe that stays open while IN_HANDLER > 0 (see
-        // the module docs). A full pipe (EAGAIN) already holds a wake-up.
-        unsafe { libc::write(fd, &byte as *const u8 as *const libc::c_void, 1) };
+        // SAFETY: `fd` is the write end of a non-blocking pipe that stays
+        // open while IN_HANDLER > 0 (see the module docs).
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        // A full pipe (EAGAIN) already holds a wake-up.
+        let _ = nix::unistd::write(fd, &[1u8]);
     }
     IN_HANDLER.fetch_sub(1, Ordering::SeqCst);
-    // SAFETY: as above; restores the interrupted code's errno.
-    unsafe { *libc::__errno_location() = saved_errno };
+    // Restores the interrupted code's errno.
+    Errno::set_raw(saved_errno);
 }
 
 fn install(installed: &mut Installed) -> io::Result<()> {
-    // SAFETY: an all-zero sigaction is a valid value (integers, an empty
-    // mask and a null restorer).
-    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
-    action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
     // SA_RESTART spares other threads of the process from EINTR; poll(2)
     // is interrupted regardless, and the monitor relies on the pipe anyway.
-    action.sa_flags = libc::SA_RESTART | libc::SA_NOCLDSTOP;
-    // SAFETY: `action.sa_mask` is a valid sigset_t we own.
-    unsafe { libc::sigemptyset(&mut action.sa_mask) };
+    let mut mask = SigSet::empty();
+    HANDLED.iter().for_each(|&sig| mask.add(sig));
+    let action = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::SA_RESTART | SaFlags::SA_NOCLDSTOP,
+        mask,
+    );
     for sig in HANDLED {
-        // SAFETY: as above; `sig` is a valid signal number.
-        unsafe { libc::sigaddset(&mut action.sa_mask, sig) };
-    }
-    for sig in HANDLED {
-        // SAFETY: as for `action`.
-        let mut previous: libc::sigaction = unsafe { std::mem::zeroed() };
-        // SAFETY: a query only: a null new action and a valid old one.
-        if unsafe { libc::sigaction(sig, std::ptr::null(), &mut previous) } == 0
-            && previous.sa_sigaction == libc::SIG_IGN
-            && sig != libc::SIGCHLD
-        {
+        if sig != Signal::SIGCHLD && is_ignored(sig) {
             // An ignored SIGINT or SIGHUP (`nohup`, a background job of a
             // script) stays ignored, as POSIX asks of programs. An ignored
             // SIGCHLD must not: the kernel would reap the ranks for us.
             continue;
         }
-        // SAFETY: both pointers are to valid sigaction values; the handler
-        // is async-signal-safe (see `on_signal`).
-        if unsafe { libc::sigaction(sig, &action, &mut previous) } != 0 {
-            let e = io::Error::last_os_error();
-            restore(installed);
-            return Err(e);
+        // SAFETY: the handler is async-signal-safe (see `on_signal`).
+        match unsafe { nix::sys::signal::sigaction(sig, &action) } {
+            Ok(previous) => installed.previous.push((sig, previous)),
+            Err(e) => {
+                restore(installed);
+                return Err(e.into());
+            }
         }
-        installed.previous.push((sig, previous));
     }
     Ok(())
+}
+
+/// Whether `sig`'s disposition is "ignore".
+fn is_ignored(sig: Signal) -> bool {
+    // Raw libc: nix's sigaction always installs an action, and this is a
+    // query only (a null new action).
+    // SAFETY: an all-zero sigaction is a valid value (integers, an empty
+    // mask and a null restorer), overwritten by the call.
+    let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: a null new action and a valid old one.
+    let r = unsafe { libc::sigaction(sig as libc::c_int, std::ptr::null(), &mut current) };
+    r == 0 && current.sa_sigaction == libc::SIG_IGN
 }
 
 fn restore(installed: &mut Installed) {
     for (sig, previous) in installed.previous.drain(..).rev() {
         // SAFETY: `previous` is the disposition sigaction returned for `sig`.
-        unsafe { libc::sigaction(sig, &previous, std::ptr::null_mut()) };
+        let _ = unsafe { nix::sys::signal::sigaction(sig, &previous) };
     }
 }
 
@@ -142,13 +152,7 @@ impl Registration {
     /// Creates the job's pipe, registers it, and installs the handlers if
     /// this is the process's only job.
     pub(crate) fn new() -> io::Result<Registration> {
-        let mut fds = [-1; 2];
-        // SAFETY: `fds` has room for the two descriptors pipe2 returns.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: pipe2 succeeded: both descriptors are open and ours.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (read, write) = nix::unistd::pipe2(OFlag::O_NONBLOCK | OFlag::O_CLOEXEC)?;
         let mut installed = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
         let Some(slot) = WAKE_FDS.iter().position(|fd| fd.load(Ordering::SeqCst) < 0) else {
             return Err(io::Error::other(format!(
@@ -172,43 +176,26 @@ impl Registration {
     /// or `timeout` passed (`None`: no limit).
     pub(crate) fn wait(&self, timeout: Option<Duration>) -> io::Result<()> {
         // Round up so that a wait for 0.3 ms does not become a busy loop.
-        let ms = timeout.map_or(-1, |t| {
-            t.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32
+        let ms = timeout.map_or(PollTimeout::NONE, |t| {
+            let ms = t.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128);
+            PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)
         });
-        let mut pfd = libc::pollfd {
-            fd: self.read.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        if unsafe { libc::poll(&mut pfd, 1, ms) } < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
+        let mut pfd = [PollFd::new(self.read.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut pfd, ms) {
+            Ok(_) | Err(Errno::EINTR) => Ok(()),
+            Err(e) => Err(e.into()),
         }
-        Ok(())
     }
 
     /// Empties the pipe.
     pub(crate) fn drain(&self) {
         let mut buf = [0u8; 64];
         loop {
-            // SAFETY: reading into a valid local buffer of the given size.
-            let n = unsafe {
-                libc::read(
-                    self.read.as_raw_fd(),
-                    buf.as_mut_ptr() as *mut libc::c_void,
-                    buf.len(),
-                )
-            };
-            if n <= 0 {
-                // EOF is impossible (we hold the write end); EAGAIN means empty.
-                let interrupted =
-                    n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted;
-                if !interrupted {
-                    return;
-                }
+            match nix::unistd::read(&self.read, &mut buf) {
+                Ok(1..) | Err(Errno::EINTR) => continue,
+                // EOF is impossible (we hold the write end); EAGAIN means
+                // empty.
+                _ => return,
             }
         }
     }
@@ -301,6 +288,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // Miri has no signal handlers (sigaction, raise)
     fn registration_wakes_on_signal_and_times_out() {
         let wake = Registration::new().unwrap();
         let t = Instant::now();

@@ -73,6 +73,11 @@ pub fn wake_all(word: &AtomicU32) {
 }
 
 /// Spin, then yield, then sleep: one step per call to [`Backoff::snooze`].
+///
+/// Not crossbeam's `Backoff`: that one stops at spin and yield (and leaves
+/// blocking to the caller after a few steps), while waits here go on to
+/// sleep on a process-shared futex, with their own spin and yield limits;
+/// the loom models also replace this type with a model of the same API.
 #[derive(Debug, Default)]
 pub struct Backoff {
     step: u32,

@@ -60,6 +60,11 @@ pub struct McsLock {
 /// Cache-line aligned, so that a waiter spinning on its own node does not
 /// share a line with anybody else's. A node can be reused for any number of
 /// lock acquisitions, one at a time.
+///
+/// Padded by hand, not with crossbeam's `CachePadded`: nodes live in shared
+/// memory, so the layout must be `#[repr(C)]` and the same in every rank;
+/// `CachePadded` is 128-byte aligned on x86_64 and has no `#[repr(C)]`
+/// guarantee.
 #[repr(C, align(64))]
 #[derive(Debug)]
 pub struct McsNode {

@@ -100,7 +100,9 @@ pub enum Pop {
 }
 
 /// The consumer's cache line: the head, the stub (which the consumer
-/// re-appends) and the debug check for a second consumer.
+/// re-appends) and the debug check for a second consumer. Padded by hand,
+/// not with crossbeam's `CachePadded` (128-byte aligned on x86_64, no
+/// `#[repr(C)]` guarantee), since the queue lives in shared memory.
 #[repr(C, align(64))]
 #[derive(Debug)]
 struct ConsumerSide {
@@ -112,7 +114,7 @@ struct ConsumerSide {
     popping: AtomicU32,
 }
 
-/// The producers' cache line.
+/// The producers' cache line (padded by hand, as `ConsumerSide`).
 #[repr(C, align(64))]
 #[derive(Debug)]
 struct ProducerSide {
