@@ -27,6 +27,10 @@ const TESTS: &[(&str, fn())] = &[
     ),
     ("reduce_local_every_op", reduce_local_every_op),
     (
+        "derived_datatype_between_a_rust_rank_and_a_c_rank",
+        derived_datatype_between_a_rust_rank_and_a_c_rank,
+    ),
+    (
         "collectives_blocking_nonblocking_persistent",
         collectives_blocking_nonblocking_persistent,
     ),
@@ -75,7 +79,104 @@ const TESTS: &[(&str, fn())] = &[
 ];
 
 fn main() {
-    rank_tests::main(|_| None, TESTS);
+    rank_tests::main(
+        |role| match role {
+            "rust-and-c" => {
+                rust_and_c_rank();
+                Some(())
+            }
+            _ => None,
+        },
+        TESTS,
+    );
+}
+
+/// A particle as the Rust rank and the C rank (`tests/derived_rust.c`)
+/// both lay it out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, hmpi_core::datatype::Equivalence)]
+#[equivalence(crate = "hmpi_core")]
+#[repr(C)]
+struct Particle {
+    pos: [f64; 3],
+    mass: f64,
+    id: i64,
+}
+
+/// Rank 0 of the mixed job: a vector of a derived struct datatype, built
+/// in Rust, to the C rank and back. Rank 1 becomes the C program.
+fn rust_and_c_rank() {
+    use hmpi_core::datatype::{Buffer, Equivalence, UserDatatype};
+    use hmpi_core::traits::*;
+    if std::env::var("HMPI_RANK").as_deref() == Ok("1") {
+        use std::os::unix::process::CommandExt;
+        let c = std::env::var("HMPI_TEST_C_PROGRAM").expect("the C program");
+        let e = Command::new(c).exec();
+        panic!("exec the C program: {e}");
+    }
+    let universe = hmpi_core::init().expect("init");
+    let world = universe.world();
+    let every_other = UserDatatype::vector(4, 1, 2, &Particle::equivalent_datatype()).unwrap();
+    let ps: Vec<Particle> = (0..8)
+        .map(|i| Particle {
+            pos: [i as f64, i as f64 * 0.5, -(i as f64)],
+            mass: 1.0 + i as f64,
+            id: 1000 + i,
+        })
+        .collect();
+    let c = world.process_at_rank(1);
+    c.send_with_datatype(&ps[..], 1, &every_other, 7).unwrap();
+    let mut back = vec![Particle::default(); 8];
+    let st = c
+        .receive_into_with_datatype(&mut back[..], 1, &every_other, 8)
+        .unwrap();
+    assert_eq!(
+        st.byte_count() as usize,
+        every_other.packed_size(1).unwrap()
+    );
+    for (i, (b, p)) in back.iter().zip(&ps).enumerate() {
+        if i % 2 == 0 {
+            assert_eq!(
+                *b,
+                Particle {
+                    mass: p.mass * 2.0,
+                    id: p.id + 1,
+                    ..*p
+                }
+            );
+        } else {
+            assert_eq!(
+                *b,
+                Particle::default(),
+                "untouched between the vector's blocks"
+            );
+        }
+    }
+    assert_eq!(ps[..].as_bytes().len(), 8 * 40);
+    println!("rank 0: derived passed");
+}
+
+fn derived_datatype_between_a_rust_rank_and_a_c_rank() {
+    let c = compile("tests/derived_rust.c", &[], &[]);
+    let me = std::env::current_exe().expect("this test binary");
+    let report = Launcher::new(&me, 2)
+        .env("LD_LIBRARY_PATH", lib_path())
+        .env(rank_tests::ROLE_VAR, "rust-and-c")
+        .env("HMPI_TEST_C_PROGRAM", &c)
+        .capture_output(true)
+        .timeout(Duration::from_secs(120))
+        .run()
+        .expect("launch ranks");
+    for r in &report.ranks {
+        let line = format!("rank {}: derived passed", r.rank);
+        assert!(
+            report.success()
+                && String::from_utf8_lossy(&r.stdout)
+                    .lines()
+                    .any(|l| l == line),
+            "{}",
+            rank_tests::describe(&report)
+        );
+    }
 }
 
 /// Where the C toolchain of this test run lives.

@@ -60,7 +60,7 @@
 //! ```
 
 use crate::comm::SimpleCommunicator;
-use crate::datatype::{zeroed, zeroed_vec, Buffer, BufferMut, Equivalence};
+use crate::datatype::{zeroed, zeroed_vec, Buffer, BufferMut, Datatype, Equivalence};
 use crate::error::{Error, Result};
 use crate::raw;
 use crate::request::{Request, Scope};
@@ -257,6 +257,27 @@ pub trait Source {
         self.receive_into_with_tag(buf, ANY_TAG)
     }
 
+    /// Receives up to `count` elements of `datatype` into their places in
+    /// `buf` (what rsmpi receives through a `MutView`), from a message
+    /// sent with any datatype of the same type signature; bytes of `buf`
+    /// outside the datatype are left as they are. A longer message is
+    /// [`Error::Truncate`].
+    fn receive_into_with_datatype<B: BufferMut + ?Sized>(
+        &self,
+        buf: &mut B,
+        count: usize,
+        datatype: &Datatype,
+        tag: i32,
+    ) -> Result<Status> {
+        let bytes = buf.as_bytes_mut();
+        datatype.check_reach(bytes.len(), count)?;
+        let mut packed = vec![0u8; datatype.packed_size(count)?];
+        let st = self.receive_into_with_tag(&mut packed[..], tag)?;
+        let got = (st.byte_count() as usize).min(packed.len());
+        datatype.unpack(&packed[..got], bytes, count)?;
+        Ok(st)
+    }
+
     /// Receives one value of `T` with `tag`; the message must be exactly
     /// one `T` ([`Error::Count`] if shorter, [`Error::Truncate`] if longer).
     fn receive_with_tag<T: Equivalence>(&self, tag: i32) -> Result<(T, Status)> {
@@ -399,6 +420,40 @@ pub trait Destination {
             tag,
             true,
         )
+    }
+
+    /// Sends `count` elements of `datatype` laid out in `buf` (what rsmpi
+    /// sends through a `View`): the datatype's bytes straight from `buf`
+    /// when they are one run, else packed first. `buf` must hold what
+    /// the elements reach ([`Error::Buffer`] otherwise). The receiver may
+    /// use any datatype with the same type signature (a C rank its own
+    /// `MPI_Type_*` description).
+    fn send_with_datatype<B: Buffer + ?Sized>(
+        &self,
+        buf: &B,
+        count: usize,
+        datatype: &Datatype,
+        tag: i32,
+    ) -> Result<()> {
+        let bytes = buf.as_bytes();
+        datatype.check_reach(bytes.len(), count)?;
+        let n = datatype.packed_size(count)?;
+        match datatype.dense_offset() {
+            Some(off) if n > 0 => {
+                let at = usize::try_from(off).unwrap_or(0);
+                raw::send(
+                    self.comm(),
+                    &bytes[at..at + n],
+                    self.destination_rank(),
+                    tag,
+                )
+            }
+            _ => {
+                let mut packed = vec![0u8; n];
+                datatype.pack(bytes, count, &mut packed)?;
+                raw::send(self.comm(), &packed, self.destination_rank(), tag)
+            }
+        }
     }
 
     /// [`Destination::synchronous_send_with_tag`] with tag 0.
