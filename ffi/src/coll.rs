@@ -329,6 +329,26 @@ struct Pieces {
     dt: CoreType,
 }
 
+impl Pieces {
+    /// No pieces: what a rank other than the root passes.
+    fn none() -> Pieces {
+        Pieces {
+            counts: Vec::new(),
+            displs: Vec::new(),
+            dt: CoreType::basic(hmpi_core::datatype::BasicType::Byte),
+        }
+    }
+}
+
+/// A send (or receive) side as the raw tier takes it.
+fn buf_of(side: &Option<(usize, usize, CoreType)>) -> Option<Buf<'_>> {
+    side.as_ref().map(|(a, n, t)| Buf {
+        ptr: *a as *const u8,
+        count: *n,
+        dt: t,
+    })
+}
+
 fn even(n: usize, per: c_int, t: Datatype) -> Res<Pieces> {
     let per = count(per, "receive count")?;
     Ok(Pieces {
@@ -367,17 +387,9 @@ fn gather(
     how: How,
 ) -> Res {
     let (comm, recv) = (c.comm.clone(), recv as usize);
-    let p = p.unwrap_or(Pieces {
-        counts: Vec::new(),
-        displs: Vec::new(),
-        dt: CoreType::basic(hmpi_core::datatype::BasicType::Byte),
-    });
+    let p = p.unwrap_or_else(Pieces::none);
     run(c, how, move |m| {
-        let s = send.as_ref().map(|(a, n, t)| Buf {
-            ptr: *a as *const u8,
-            count: *n,
-            dt: t,
-        });
+        let s = buf_of(&send);
         // SAFETY: MPI's contract for the buffers, until completion.
         unsafe {
             craw::gatherv(
@@ -403,17 +415,9 @@ fn scatter(
     how: How,
 ) -> Res {
     let (comm, send) = (c.comm.clone(), send as usize);
-    let p = p.unwrap_or(Pieces {
-        counts: Vec::new(),
-        displs: Vec::new(),
-        dt: CoreType::basic(hmpi_core::datatype::BasicType::Byte),
-    });
+    let p = p.unwrap_or_else(Pieces::none);
     run(c, how, move |m| {
-        let r = recv.as_ref().map(|(a, n, t)| Buf {
-            ptr: *a as *const u8,
-            count: *n,
-            dt: t,
-        });
+        let r = buf_of(&recv);
         // SAFETY: MPI's contract for the buffers, until completion.
         unsafe {
             craw::scatterv(
@@ -439,11 +443,7 @@ fn allgather(
 ) -> Res {
     let (comm, recv) = (c.comm.clone(), recv as usize);
     run(c, how, move |m| {
-        let s = send.as_ref().map(|(a, n, t)| Buf {
-            ptr: *a as *const u8,
-            count: *n,
-            dt: t,
-        });
+        let s = buf_of(&send);
         // SAFETY: MPI's contract for the buffers, until completion.
         unsafe { craw::allgatherv(&comm, s, recv as *mut u8, &p.counts, &p.displs, &p.dt, m) }
     })

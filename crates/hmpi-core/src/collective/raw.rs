@@ -164,6 +164,49 @@ fn check_root(comm: &SimpleCommunicator, root: i32) -> Result<u32> {
     }
 }
 
+/// The checks a rooted collective with per-member pieces makes before any
+/// work: the root, one count and one displacement per member at the root,
+/// and `MPI_IN_PLACE` (`in_place`) only there. Returns (root, this rank).
+fn rooted(
+    comm: &SimpleCommunicator,
+    root: i32,
+    counts: &[usize],
+    displs: &[usize],
+    in_place: bool,
+    what: &str,
+) -> Result<(u32, u32)> {
+    let root = check_root(comm, root)?;
+    let me = comm.rank() as u32;
+    if me == root {
+        pieces_per_member(comm, counts, displs, what)?;
+    } else if in_place {
+        return Err(Error::Arg {
+            reason: format!("MPI_IN_PLACE is only for the root of a {what}"),
+        });
+    }
+    Ok((root, me))
+}
+
+/// One count and one displacement per member.
+fn pieces_per_member(
+    comm: &SimpleCommunicator,
+    counts: &[usize],
+    displs: &[usize],
+    what: &str,
+) -> Result<()> {
+    let n = comm.size() as usize;
+    if counts.len() != n || displs.len() != n {
+        return Err(Error::Arg {
+            reason: format!(
+                "{what}: {} counts, {} displacements for {n} ranks",
+                counts.len(),
+                displs.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------- bytes
 
 /// A contribution as bytes: in place for a dense datatype, else packed.
@@ -635,23 +678,7 @@ pub unsafe fn gatherv(
     root: i32,
     mode: Mode,
 ) -> Result<Option<CollRequest>> {
-    let root = check_root(comm, root)?;
-    let me = comm.rank() as u32;
-    let n = comm.size() as usize;
-    if me == root && (counts.len() != n || displs.len() != n) {
-        return Err(Error::Arg {
-            reason: format!(
-                "gather: {} counts, {} displacements for {n} ranks",
-                counts.len(),
-                displs.len()
-            ),
-        });
-    }
-    if send.is_none() && me != root {
-        return Err(Error::Arg {
-            reason: "MPI_IN_PLACE is only for the root of a gather".into(),
-        });
-    }
+    let (root, me) = rooted(comm, root, counts, displs, send.is_none(), "gather")?;
     let coll = comm.coll()?;
     if me != root {
         let (Some(s), Some(c)) = (send, coll) else {
@@ -755,23 +782,7 @@ pub unsafe fn scatterv(
     root: i32,
     mode: Mode,
 ) -> Result<Option<CollRequest>> {
-    let root = check_root(comm, root)?;
-    let me = comm.rank() as u32;
-    let n = comm.size() as usize;
-    if me == root && (counts.len() != n || displs.len() != n) {
-        return Err(Error::Arg {
-            reason: format!(
-                "scatter: {} counts, {} displacements for {n} ranks",
-                counts.len(),
-                displs.len()
-            ),
-        });
-    }
-    if recv.is_none() && me != root {
-        return Err(Error::Arg {
-            reason: "MPI_IN_PLACE is only for the root of a scatter".into(),
-        });
-    }
+    let (root, me) = rooted(comm, root, counts, displs, recv.is_none(), "scatter")?;
     let coll = comm.coll()?;
     if me != root {
         let (Some(r), Some(c)) = (recv, coll) else {
@@ -864,16 +875,7 @@ pub unsafe fn allgatherv(
     mode: Mode,
 ) -> Result<Option<CollRequest>> {
     let me = comm.rank() as usize;
-    let n = comm.size() as usize;
-    if counts.len() != n || displs.len() != n {
-        return Err(Error::Arg {
-            reason: format!(
-                "allgather: {} counts, {} displacements for {n} ranks",
-                counts.len(),
-                displs.len()
-            ),
-        });
-    }
+    pieces_per_member(comm, counts, displs, "allgather")?;
     // SAFETY: the caller's guarantee.
     let p = unsafe { pieces(recv, counts, displs, rdt, send.is_none())? };
     let own = match send {
