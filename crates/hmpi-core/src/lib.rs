@@ -83,7 +83,9 @@ pub use vci::{ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB};
 /// The traits that carry the operations (rsmpi's `mpi::traits`): bring them
 /// into scope with `use hmpi_core::traits::*`.
 pub mod traits {
-    pub use crate::collective::{CommunicatorCollectives, Root};
+    pub use crate::collective::{
+        CommunicatorCollectives, ImmediateCollectives, ImmediateRoot, Root,
+    };
     pub use crate::comm::Communicator;
     pub use crate::datatype::{Buffer, BufferMut, Equivalence};
     pub use crate::point_to_point::{Destination, Source};

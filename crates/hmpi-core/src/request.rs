@@ -155,6 +155,9 @@ type Slots<'s> = RefCell<ManuallyDrop<Table<'s>>>;
 /// lifetime of what the closure borrows, which outlives `'s`.
 pub struct Scope<'s, 'env: 's> {
     table: Slots<'s>,
+    /// Nonblocking collectives started in the scope (see
+    /// [`CollectiveRequest`]).
+    colls: CollSlots,
     /// Invariance in `'s` and `'env` (see the module docs).
     _scope: PhantomData<&'s mut &'s ()>,
     _env: PhantomData<&'env mut &'env ()>,
@@ -180,6 +183,7 @@ where
 {
     let scope = Scope {
         table: RefCell::new(ManuallyDrop::new(Table::default())),
+        colls: RefCell::new(Vec::new()),
         _scope: PhantomData,
         _env: PhantomData,
     };
@@ -210,6 +214,12 @@ impl<'s> Scope<'s, '_> {
     /// leaked its handle, or is unwinding): cancels pending receives first
     /// if `cancel`, then waits.
     fn complete_all(&self, cancel: bool) {
+        // Collectives first: the other members wait for this one's part,
+        // and a collective cannot be cancelled.
+        let colls = std::mem::take(&mut *self.colls.borrow_mut());
+        for c in colls.into_iter().flatten() {
+            let _ = c.wait();
+        }
         let t = std::mem::take(&mut **self.table.borrow_mut());
         for mut r in t.slots.into_iter().flatten() {
             if cancel {
@@ -338,6 +348,77 @@ enum State {
     /// Its engine request vanished from the table (a broken invariant,
     /// reported as [`Error::Internal`]).
     Lost,
+}
+
+/// The collectives of a scope: no lifetime in them (their buffers'
+/// lifetime is the scope's, which the scope's end enforces).
+type CollSlots = RefCell<Vec<Option<crate::collective::CollRequest>>>;
+
+impl<'s> Scope<'s, '_> {
+    /// Keeps a started collective in the scope, which completes it at its
+    /// end if the program does not.
+    pub(crate) fn insert_collective(
+        &'s self,
+        r: crate::collective::CollRequest,
+    ) -> CollectiveRequest<'s> {
+        let mut v = self.colls.borrow_mut();
+        v.push(Some(r));
+        CollectiveRequest {
+            colls: &self.colls,
+            index: v.len() - 1,
+        }
+    }
+}
+
+/// A nonblocking collective started in a [`Scope`] (rsmpi's `Request` of
+/// an `immediate_*` collective): [`CollectiveRequest::wait`] or
+/// [`CollectiveRequest::test`]. Dropping it waits; leaking it is harmless
+/// (the scope's end waits).
+#[must_use = "a collective should be waited for (dropping it waits)"]
+#[derive(Debug)]
+pub struct CollectiveRequest<'s> {
+    colls: &'s CollSlots,
+    index: usize,
+}
+
+impl CollectiveRequest<'_> {
+    fn take(&self) -> Option<crate::collective::CollRequest> {
+        self.colls
+            .borrow_mut()
+            .get_mut(self.index)
+            .and_then(Option::take)
+    }
+
+    /// Waits until this member's part of the collective is complete.
+    pub fn wait(self) -> Result<()> {
+        self.take()
+            .map_or(Ok(()), crate::collective::CollRequest::wait)
+    }
+
+    /// Whether it is complete (moving the collectives in flight on): its
+    /// result the first time, `Some(Ok(()))` after.
+    pub fn test(&mut self) -> Option<Result<()>> {
+        let mut v = self.colls.borrow_mut();
+        let Some(slot) = v.get_mut(self.index) else {
+            return Some(Ok(()));
+        };
+        let r = slot.as_mut().map_or(Some(Ok(())), |c| c.test());
+        if r.is_some() {
+            *slot = None;
+        }
+        r
+    }
+}
+
+impl Drop for CollectiveRequest<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return; // the scope's end completes it
+        }
+        if let Some(c) = self.take() {
+            let _ = c.wait();
+        }
+    }
 }
 
 /// A nonblocking operation started in a [`Scope`]. Dropping a pending

@@ -246,6 +246,89 @@ fn typed_rank(u: Universe) {
     assert_eq!((a, b), (world.size() as u64, half.size() as u64));
 }
 
+/// Nonblocking collectives in a scope: overlapped with each other and with
+/// point-to-point traffic on the same communicator, completed in another
+/// order than started, one left to the scope's end.
+fn immediate_rank(u: Universe) {
+    use hmpi_core::collective::{ImmediateCollectives, ImmediateRoot};
+    let world = u.world();
+    let (me, n) = (world.rank() as usize, world.size() as usize);
+    for round in 0..20usize {
+        let count = if round % 2 == 0 { 5 } else { 40_000 };
+        let mine: Vec<f64> = (0..count).map(|i| v(me, i + round)).collect();
+        let mut sum = vec![0.0; count];
+        let mut b = vec![0u64; 50];
+        let root = round % n;
+        if me == root {
+            b.iter_mut()
+                .enumerate()
+                .for_each(|(i, x)| *x = (round * 1000 + i) as u64);
+        }
+        let mut all = vec![0u32; n];
+        let mut red = vec![0.0; count];
+        let me32 = me as u32;
+        request::scope(|scope| {
+            let r1 = world
+                .immediate_all_reduce_into(scope, &mine[..], &mut sum[..], SystemOperation::sum())
+                .unwrap();
+            let r2 = world
+                .process_at_rank(root as i32)
+                .immediate_broadcast_into(scope, &mut b[..])
+                .unwrap();
+            let r3 = world.immediate_barrier(scope).unwrap();
+            let r4 = world
+                .immediate_all_gather_into(scope, &me32, &mut all[..])
+                .unwrap();
+            let rp = world.process_at_rank(root as i32);
+            let r5 = if me == root {
+                rp.immediate_reduce_into_root(
+                    scope,
+                    &mine[..],
+                    &mut red[..],
+                    SystemOperation::max(),
+                )
+                .unwrap()
+            } else {
+                rp.immediate_reduce_into(scope, &mine[..], SystemOperation::max())
+                    .unwrap()
+            };
+            // Point-to-point on the same communicator meanwhile.
+            let next = world.process_at_rank(((me + 1) % n) as i32);
+            let prev = world.process_at_rank(((me + n - 1) % n) as i32);
+            let s = next.immediate_send(scope, &round).unwrap();
+            let (got, _) = prev.receive::<usize>().unwrap();
+            assert_eq!(got, round);
+            s.wait().unwrap();
+            r3.wait().unwrap();
+            r2.wait().unwrap();
+            let mut r4 = r4;
+            while r4.test().is_none() {}
+            r1.wait().unwrap();
+            if round % 3 == 0 {
+                std::mem::forget(r5); // the scope's end completes it
+            } else {
+                r5.wait().unwrap();
+            }
+        });
+        for (i, x) in sum.iter().enumerate() {
+            let mut acc = v(n - 1, i + round);
+            for r in (0..n - 1).rev() {
+                acc += v(r, i + round);
+            }
+            assert_eq!(*x, acc, "immediate allreduce");
+        }
+        assert!(b
+            .iter()
+            .enumerate()
+            .all(|(i, &x)| x == (round * 1000 + i) as u64));
+        assert_eq!(all, (0..n as u32).collect::<Vec<_>>());
+        if me == root {
+            assert!((0..count)
+                .all(|i| red[i] == (0..n).map(|r| v(r, i + round)).fold(f64::MIN, f64::max)));
+        }
+    }
+}
+
 /// The same inputs give the same bits in every run and on every rank.
 fn determinism_rank(u: Universe) {
     let world = u.world();
@@ -279,6 +362,7 @@ fn main() {
             match role {
                 "typed" => typed_rank(u),
                 "determinism" => determinism_rank(u),
+                "immediate" => immediate_rank(u),
                 _ => return None,
             }
             Some(())
@@ -288,6 +372,12 @@ fn main() {
                 for n in [1, 2, 3, 4, 7] {
                     let r = rank_tests::launch("typed", n, &[]);
                     rank_tests::assert_ran(&r, "typed");
+                }
+            }),
+            ("immediate_collectives_in_a_scope_with_p2p", || {
+                for n in [1, 2, 3, 5] {
+                    let r = rank_tests::launch("immediate", n, &[]);
+                    rank_tests::assert_ran(&r, "immediate");
                 }
             }),
             (

@@ -24,7 +24,9 @@ mod typed;
 pub use crate::op::{Operation, SystemOperation, UserOperation};
 pub use engine::{block_on, poll_once, Coll, Combine, Op};
 pub use raw::CollRequest;
-pub use typed::{CommunicatorCollectives, Partition, PartitionMut, Root};
+pub use typed::{
+    CommunicatorCollectives, ImmediateCollectives, ImmediateRoot, Partition, PartitionMut, Root,
+};
 
 use crate::comm::SimpleCommunicator;
 use crate::error::{Error, Result};

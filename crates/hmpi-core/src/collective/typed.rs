@@ -33,12 +33,14 @@
 //!
 //! [`Equivalence`]: crate::datatype::Equivalence
 
-use super::raw::{self, Buf, Mode};
+use super::raw::{self, Buf, CollRequest, Mode};
 use crate::comm::Communicator;
+use crate::comm::SimpleCommunicator;
 use crate::datatype::{Buffer, BufferMut, Datatype};
 use crate::error::{Error, Result};
 use crate::op::Operation;
 use crate::point_to_point::Process;
+use crate::request::{CollectiveRequest, Scope};
 use std::borrow::Borrow;
 
 /// A buffer of pieces of different lengths, one per member (rsmpi's
@@ -150,26 +152,8 @@ pub trait CommunicatorCollectives: Communicator {
         S: ?Sized + Buffer,
         R: ?Sized + BufferMut,
     {
-        let comm = self.as_simple();
-        let sdt = sendbuf.element_datatype();
-        let rdt = recvbuf.element_datatype();
-        let total = elements_mut(recvbuf);
-        let (c, d) = even(total, comm.size() as usize, "all_gather_into")?;
-        let recv = recvbuf.as_bytes_mut().as_mut_ptr();
-        // SAFETY: both buffers are borrowed for the call; `recv` holds
-        // `total` elements, `size` pieces of `c[r]` each.
-        unsafe {
-            raw::allgatherv(
-                comm,
-                Some(send_buf(sendbuf, &sdt)),
-                recv,
-                &c,
-                &d,
-                &rdt,
-                Mode::Block,
-            )
-        }
-        .map(drop)
+        // SAFETY: both buffers are borrowed for the call.
+        unsafe { all_gather(self.as_simple(), sendbuf, recvbuf, Mode::Block) }.map(drop)
     }
 
     /// Pieces of different lengths into every member's `recvbuf`
@@ -215,13 +199,8 @@ pub trait CommunicatorCollectives: Communicator {
         S: ?Sized + Buffer,
         R: ?Sized + BufferMut,
     {
-        let comm = self.as_simple();
-        let n = comm.size() as usize;
-        let (sc, sd) = even(elements(sendbuf), n, "all_to_all_into")?;
-        let (rc, rd) = even(elements_mut(recvbuf), n, "all_to_all_into")?;
-        let sdt = sendbuf.element_datatype();
-        let rdt = recvbuf.element_datatype();
-        all_to_all(comm, sendbuf, &sc, &sd, &sdt, recvbuf, &rc, &rd, &rdt)
+        // SAFETY: both buffers are borrowed for the call.
+        unsafe { all_to_all_even(self.as_simple(), sendbuf, recvbuf, Mode::Block) }.map(drop)
     }
 
     /// [`CommunicatorCollectives::all_to_all_into`] with pieces of
@@ -249,17 +228,22 @@ pub trait CommunicatorCollectives: Communicator {
         let (rc, rd) = layout(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
         let sdt = sendbuf.buf.element_datatype();
         let rdt = recvbuf.buf.element_datatype();
-        all_to_all(
-            comm,
-            sendbuf.buf,
-            &sc,
-            &sd,
-            &sdt,
-            recvbuf.buf,
-            &rc,
-            &rd,
-            &rdt,
-        )
+        // SAFETY: both buffers are borrowed for the call.
+        unsafe {
+            all_to_all(
+                comm,
+                sendbuf.buf,
+                &sc,
+                &sd,
+                &sdt,
+                recvbuf.buf,
+                &rc,
+                &rd,
+                &rdt,
+                Mode::Block,
+            )
+        }
+        .map(drop)
     }
 
     /// The reduction of every member's `sendbuf` with `op`, in rank
@@ -270,7 +254,18 @@ pub trait CommunicatorCollectives: Communicator {
         R: ?Sized + BufferMut,
         O: Into<Operation>,
     {
-        reduce_typed(self.as_simple(), sendbuf, Some(recvbuf), op.into(), None)
+        // SAFETY: both buffers are borrowed for the call.
+        unsafe {
+            reduce_typed(
+                self.as_simple(),
+                sendbuf,
+                Some(recvbuf),
+                op.into(),
+                None,
+                Mode::Block,
+            )
+        }
+        .map(drop)
     }
 
     /// Block `r` of the reduction of every member's `sendbuf` into member
@@ -281,33 +276,9 @@ pub trait CommunicatorCollectives: Communicator {
         R: ?Sized + BufferMut,
         O: Into<Operation>,
     {
-        let comm = self.as_simple();
-        let n = comm.size() as usize;
-        let per = elements_mut(recvbuf);
-        if elements(sendbuf) != per * n {
-            return Err(Error::Buffer {
-                reason: format!(
-                    "reduce_scatter_block_into: {} elements to send, {per} per rank for {n} ranks",
-                    elements(sendbuf)
-                ),
-            });
-        }
-        let dt = sendbuf.element_datatype();
-        let op = op.into();
-        let recv = recvbuf.as_bytes_mut().as_mut_ptr();
-        // SAFETY: `sendbuf` holds `n × per` elements, `recvbuf` `per`.
-        unsafe {
-            raw::reduce_scatter(
-                comm,
-                Some(sendbuf.as_bytes().as_ptr()),
-                recv,
-                &vec![per; n],
-                &dt,
-                &op,
-                Mode::Block,
-            )
-        }
-        .map(drop)
+        // SAFETY: both buffers are borrowed for the call.
+        unsafe { reduce_scatter_block(self.as_simple(), sendbuf, recvbuf, op.into(), Mode::Block) }
+            .map(drop)
     }
 
     /// The inclusive prefix reduction (`MPI_Scan`): member `r` gets the
@@ -318,7 +289,18 @@ pub trait CommunicatorCollectives: Communicator {
         R: ?Sized + BufferMut,
         O: Into<Operation>,
     {
-        scan_typed(self.as_simple(), sendbuf, recvbuf, op.into(), false)
+        // SAFETY: both buffers are borrowed for the call.
+        unsafe {
+            scan_typed(
+                self.as_simple(),
+                sendbuf,
+                recvbuf,
+                op.into(),
+                false,
+                Mode::Block,
+            )
+        }
+        .map(drop)
     }
 
     /// The exclusive prefix reduction (`MPI_Exscan`): member `r > 0` gets
@@ -330,15 +312,78 @@ pub trait CommunicatorCollectives: Communicator {
         R: ?Sized + BufferMut,
         O: Into<Operation>,
     {
-        scan_typed(self.as_simple(), sendbuf, recvbuf, op.into(), true)
+        // SAFETY: both buffers are borrowed for the call.
+        unsafe {
+            scan_typed(
+                self.as_simple(),
+                sendbuf,
+                recvbuf,
+                op.into(),
+                true,
+                Mode::Block,
+            )
+        }
+        .map(drop)
     }
 }
 
 impl<C: Communicator + ?Sized> CommunicatorCollectives for C {}
 
+/// What a collective call gives back: nothing when it ran to its end, the
+/// request when it was started.
+type Started = Result<Option<CollRequest>>;
+
+/// # Safety
+/// With [`Mode::Start`], both buffers stay valid until the request
+/// finishes (a scope guarantees it).
+unsafe fn all_gather<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+    comm: &SimpleCommunicator,
+    sendbuf: &S,
+    recvbuf: &mut R,
+    mode: Mode,
+) -> Started {
+    let sdt = sendbuf.element_datatype();
+    let rdt = recvbuf.element_datatype();
+    let total = elements_mut(recvbuf);
+    let (c, d) = even(total, comm.size() as usize, "all_gather_into")?;
+    let recv = recvbuf.as_bytes_mut().as_mut_ptr();
+    // SAFETY: `recv` holds `size` pieces of `c[r]` elements; the caller
+    // keeps both buffers.
+    unsafe {
+        raw::allgatherv(
+            comm,
+            Some(send_buf(sendbuf, &sdt)),
+            recv,
+            &c,
+            &d,
+            &rdt,
+            mode,
+        )
+    }
+}
+
+/// # Safety
+/// As [`all_gather`].
+unsafe fn all_to_all_even<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+    comm: &SimpleCommunicator,
+    sendbuf: &S,
+    recvbuf: &mut R,
+    mode: Mode,
+) -> Started {
+    let n = comm.size() as usize;
+    let (sc, sd) = even(elements(sendbuf), n, "all_to_all_into")?;
+    let (rc, rd) = even(elements_mut(recvbuf), n, "all_to_all_into")?;
+    let sdt = sendbuf.element_datatype();
+    let rdt = recvbuf.element_datatype();
+    // SAFETY: the caller's guarantee.
+    unsafe { all_to_all(comm, sendbuf, &sc, &sd, &sdt, recvbuf, &rc, &rd, &rdt, mode) }
+}
+
+/// # Safety
+/// As [`all_gather`]; the pieces fit the buffers.
 #[allow(clippy::too_many_arguments)]
-fn all_to_all<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
-    comm: &crate::SimpleCommunicator,
+unsafe fn all_to_all<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+    comm: &SimpleCommunicator,
     sendbuf: &S,
     sc: &[usize],
     sd: &[usize],
@@ -347,7 +392,8 @@ fn all_to_all<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
     rc: &[usize],
     rd: &[usize],
     rdt: &Datatype,
-) -> Result<()> {
+    mode: Mode,
+) -> Started {
     let n = comm.size() as usize;
     if sc.len() != n || rc.len() != n {
         return Err(Error::Arg {
@@ -365,8 +411,7 @@ fn all_to_all<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
     let sdts = vec![sdt; n];
     let rdts = vec![rdt; n];
     let recv = recvbuf.as_bytes_mut().as_mut_ptr();
-    // SAFETY: the pieces were checked against both buffers, borrowed for
-    // the call.
+    // SAFETY: the caller's guarantee.
     unsafe {
         raw::alltoallw(
             comm,
@@ -378,19 +423,21 @@ fn all_to_all<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
             rc,
             &rdb,
             &rdts,
-            Mode::Block,
+            mode,
         )
     }
-    .map(drop)
 }
 
-fn reduce_typed<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
-    comm: &crate::SimpleCommunicator,
+/// # Safety
+/// As [`all_gather`].
+unsafe fn reduce_typed<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+    comm: &SimpleCommunicator,
     sendbuf: &S,
     recvbuf: Option<&mut R>,
     op: Operation,
     root: Option<i32>,
-) -> Result<()> {
+    mode: Mode,
+) -> Started {
     let dt = sendbuf.element_datatype();
     let count = elements(sendbuf);
     let recv = match recvbuf {
@@ -407,8 +454,8 @@ fn reduce_typed<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
         }
         None => std::ptr::null_mut(),
     };
-    // SAFETY: `sendbuf` holds `count` elements; `recv` as many where a
-    // result is wanted (checked), both borrowed for the call.
+    // SAFETY: `sendbuf` holds `count` elements, `recv` as many where a
+    // result is wanted (checked); the caller keeps them.
     unsafe {
         raw::reduce(
             comm,
@@ -418,19 +465,57 @@ fn reduce_typed<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
             &dt,
             &op,
             root,
-            Mode::Block,
+            mode,
         )
     }
-    .map(drop)
 }
 
-fn scan_typed<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
-    comm: &crate::SimpleCommunicator,
+/// # Safety
+/// As [`all_gather`].
+unsafe fn reduce_scatter_block<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+    comm: &SimpleCommunicator,
+    sendbuf: &S,
+    recvbuf: &mut R,
+    op: Operation,
+    mode: Mode,
+) -> Started {
+    let n = comm.size() as usize;
+    let per = elements_mut(recvbuf);
+    if elements(sendbuf) != per * n {
+        return Err(Error::Buffer {
+            reason: format!(
+                "reduce_scatter_block_into: {} elements to send, {per} per rank for {n} ranks",
+                elements(sendbuf)
+            ),
+        });
+    }
+    let dt = sendbuf.element_datatype();
+    let recv = recvbuf.as_bytes_mut().as_mut_ptr();
+    // SAFETY: `sendbuf` holds `n × per` elements, `recvbuf` `per`; the
+    // caller keeps them.
+    unsafe {
+        raw::reduce_scatter(
+            comm,
+            Some(sendbuf.as_bytes().as_ptr()),
+            recv,
+            &vec![per; n],
+            &dt,
+            &op,
+            mode,
+        )
+    }
+}
+
+/// # Safety
+/// As [`all_gather`].
+unsafe fn scan_typed<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+    comm: &SimpleCommunicator,
     sendbuf: &S,
     recvbuf: &mut R,
     op: Operation,
     exclusive: bool,
-) -> Result<()> {
+    mode: Mode,
+) -> Started {
     let dt = sendbuf.element_datatype();
     let count = elements(sendbuf);
     if elements_mut(recvbuf) != count {
@@ -442,7 +527,7 @@ fn scan_typed<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
         });
     }
     let recv = recvbuf.as_bytes_mut().as_mut_ptr();
-    // SAFETY: both hold `count` elements, borrowed for the call.
+    // SAFETY: both hold `count` elements; the caller keeps them.
     unsafe {
         raw::scan(
             comm,
@@ -452,10 +537,267 @@ fn scan_typed<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
             &dt,
             &op,
             exclusive,
-            Mode::Block,
+            mode,
         )
     }
-    .map(drop)
+}
+
+/// A started collective, kept in `scope`.
+fn in_scope<'s>(scope: &'s Scope<'s, '_>, r: Started) -> Result<CollectiveRequest<'s>> {
+    match r? {
+        Some(c) => Ok(scope.insert_collective(c)),
+        None => Err(Error::Internal(
+            "a started collective without a request".into(),
+        )),
+    }
+}
+
+/// The nonblocking collectives (rsmpi's `immediate_*`), started in a
+/// [`request::scope`](crate::request::scope): the buffers are borrowed
+/// for the scope, which completes every collective left unfinished.
+pub trait ImmediateCollectives: Communicator {
+    /// `MPI_Ibarrier`.
+    fn immediate_barrier<'s>(&self, scope: &'s Scope<'s, '_>) -> Result<CollectiveRequest<'s>> {
+        in_scope(scope, raw::barrier(self.as_simple(), Mode::Start))
+    }
+
+    /// `MPI_Iallreduce` ([`CommunicatorCollectives::all_reduce_into`]).
+    fn immediate_all_reduce_into<'s, S, R, O>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+        recvbuf: &'s mut R,
+        op: O,
+    ) -> Result<CollectiveRequest<'s>>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        O: Into<Operation>,
+    {
+        // SAFETY: the buffers are borrowed for the scope, which completes
+        // the collective before they are released.
+        let r = unsafe {
+            reduce_typed(
+                self.as_simple(),
+                sendbuf,
+                Some(recvbuf),
+                op.into(),
+                None,
+                Mode::Start,
+            )
+        };
+        in_scope(scope, r)
+    }
+
+    /// `MPI_Iallgather` ([`CommunicatorCollectives::all_gather_into`]).
+    fn immediate_all_gather_into<'s, S, R>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+        recvbuf: &'s mut R,
+    ) -> Result<CollectiveRequest<'s>>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+    {
+        // SAFETY: as in `immediate_all_reduce_into`.
+        let r = unsafe { all_gather(self.as_simple(), sendbuf, recvbuf, Mode::Start) };
+        in_scope(scope, r)
+    }
+
+    /// `MPI_Ialltoall` ([`CommunicatorCollectives::all_to_all_into`]).
+    fn immediate_all_to_all_into<'s, S, R>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+        recvbuf: &'s mut R,
+    ) -> Result<CollectiveRequest<'s>>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+    {
+        // SAFETY: as in `immediate_all_reduce_into`.
+        let r = unsafe { all_to_all_even(self.as_simple(), sendbuf, recvbuf, Mode::Start) };
+        in_scope(scope, r)
+    }
+
+    /// `MPI_Ireduce_scatter_block`.
+    fn immediate_reduce_scatter_block_into<'s, S, R, O>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+        recvbuf: &'s mut R,
+        op: O,
+    ) -> Result<CollectiveRequest<'s>>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        O: Into<Operation>,
+    {
+        // SAFETY: as in `immediate_all_reduce_into`.
+        let r = unsafe {
+            reduce_scatter_block(self.as_simple(), sendbuf, recvbuf, op.into(), Mode::Start)
+        };
+        in_scope(scope, r)
+    }
+
+    /// `MPI_Iscan`.
+    fn immediate_scan_into<'s, S, R, O>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+        recvbuf: &'s mut R,
+        op: O,
+    ) -> Result<CollectiveRequest<'s>>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        O: Into<Operation>,
+    {
+        // SAFETY: as in `immediate_all_reduce_into`.
+        let r = unsafe {
+            scan_typed(
+                self.as_simple(),
+                sendbuf,
+                recvbuf,
+                op.into(),
+                false,
+                Mode::Start,
+            )
+        };
+        in_scope(scope, r)
+    }
+
+    /// `MPI_Iexscan`.
+    fn immediate_exclusive_scan_into<'s, S, R, O>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+        recvbuf: &'s mut R,
+        op: O,
+    ) -> Result<CollectiveRequest<'s>>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        O: Into<Operation>,
+    {
+        // SAFETY: as in `immediate_all_reduce_into`.
+        let r = unsafe {
+            scan_typed(
+                self.as_simple(),
+                sendbuf,
+                recvbuf,
+                op.into(),
+                true,
+                Mode::Start,
+            )
+        };
+        in_scope(scope, r)
+    }
+}
+
+impl<C: Communicator + ?Sized> ImmediateCollectives for C {}
+
+/// The nonblocking rooted collectives (rsmpi's `immediate_*` of `Root`),
+/// started in a [`request::scope`](crate::request::scope) on
+/// `comm.process_at_rank(root)`.
+pub trait ImmediateRoot {
+    /// `MPI_Ibcast` ([`Root::broadcast_into`]).
+    fn immediate_broadcast_into<'s, B: ?Sized + BufferMut>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        buffer: &'s mut B,
+    ) -> Result<CollectiveRequest<'s>>;
+    /// `MPI_Ireduce` at the root ([`Root::reduce_into_root`]).
+    fn immediate_reduce_into_root<'s, S, R, O>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+        recvbuf: &'s mut R,
+        op: O,
+    ) -> Result<CollectiveRequest<'s>>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        O: Into<Operation>;
+    /// `MPI_Ireduce` elsewhere ([`Root::reduce_into`]).
+    fn immediate_reduce_into<'s, S, O>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+        op: O,
+    ) -> Result<CollectiveRequest<'s>>
+    where
+        S: ?Sized + Buffer,
+        O: Into<Operation>;
+}
+
+impl ImmediateRoot for Process<'_> {
+    fn immediate_broadcast_into<'s, B: ?Sized + BufferMut>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        buffer: &'s mut B,
+    ) -> Result<CollectiveRequest<'s>> {
+        let dt = buffer.element_datatype();
+        let count = elements_mut(buffer);
+        let p = buffer.as_bytes_mut().as_mut_ptr();
+        // SAFETY: the buffer is borrowed for the scope, which completes
+        // the collective before it is released.
+        let r = unsafe { raw::bcast(self.comm(), p, count, &dt, self.rank(), Mode::Start) };
+        in_scope(scope, r)
+    }
+
+    fn immediate_reduce_into_root<'s, S, R, O>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+        recvbuf: &'s mut R,
+        op: O,
+    ) -> Result<CollectiveRequest<'s>>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        O: Into<Operation>,
+    {
+        self.is_root("immediate_reduce_into_root")?;
+        // SAFETY: as in `immediate_broadcast_into`.
+        let r = unsafe {
+            reduce_typed(
+                self.comm(),
+                sendbuf,
+                Some(recvbuf),
+                op.into(),
+                Some(self.rank()),
+                Mode::Start,
+            )
+        };
+        in_scope(scope, r)
+    }
+
+    fn immediate_reduce_into<'s, S, O>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+        op: O,
+    ) -> Result<CollectiveRequest<'s>>
+    where
+        S: ?Sized + Buffer,
+        O: Into<Operation>,
+    {
+        self.not_root("immediate_reduce_into")?;
+        // SAFETY: as in `immediate_broadcast_into`.
+        let r = unsafe {
+            reduce_typed::<S, [u8]>(
+                self.comm(),
+                sendbuf,
+                None,
+                op.into(),
+                Some(self.rank()),
+                Mode::Start,
+            )
+        };
+        in_scope(scope, r)
+    }
 }
 
 /// The collectives rooted at a process (rsmpi's `Root`), called on
@@ -725,7 +1067,18 @@ impl Root for Process<'_> {
         op: O,
     ) -> Result<()> {
         self.not_root("reduce_into")?;
-        reduce_typed::<S, [u8]>(self.comm(), sendbuf, None, op.into(), Some(self.rank()))
+        // SAFETY: `sendbuf` is borrowed for the call.
+        unsafe {
+            reduce_typed::<S, [u8]>(
+                self.comm(),
+                sendbuf,
+                None,
+                op.into(),
+                Some(self.rank()),
+                Mode::Block,
+            )
+        }
+        .map(drop)
     }
 
     fn reduce_into_root<S: ?Sized + Buffer, R: ?Sized + BufferMut, O: Into<Operation>>(
@@ -735,13 +1088,18 @@ impl Root for Process<'_> {
         op: O,
     ) -> Result<()> {
         self.is_root("reduce_into_root")?;
-        reduce_typed(
-            self.comm(),
-            sendbuf,
-            Some(recvbuf),
-            op.into(),
-            Some(self.rank()),
-        )
+        // SAFETY: both buffers are borrowed for the call.
+        unsafe {
+            reduce_typed(
+                self.comm(),
+                sendbuf,
+                Some(recvbuf),
+                op.into(),
+                Some(self.rank()),
+                Mode::Block,
+            )
+        }
+        .map(drop)
     }
 }
 
