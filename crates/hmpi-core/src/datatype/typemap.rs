@@ -1275,15 +1275,18 @@ mod tests {
                 continue;
             };
             let mem: Vec<u8> = (0..(hi - lo) as usize).map(|i| (i * 7 + 1) as u8).collect();
-            let origin = (-lo) as usize;
+            // The elements' origin sits `-lo` bytes into `mem` (before it
+            // when the type starts past its origin: a wrapping offset, the
+            // engine only adds the blocks' offsets back).
+            let origin = -lo;
             let mut out = vec![0u8; t.packed_size(count).unwrap()];
             // SAFETY: `mem` holds every byte the elements reach, from the
             // origin at `origin`.
-            unsafe { t.pack_raw(mem.as_ptr().add(origin), count, &mut out) }.unwrap();
+            unsafe { t.pack_raw(mem.as_ptr().wrapping_offset(origin), count, &mut out) }.unwrap();
             let mut expect = Vec::new();
             for i in 0..count as isize {
                 for &(off, len) in t.blocks() {
-                    let at = (origin as isize + i * t.extent() + off) as usize;
+                    let at = (origin + i * t.extent() + off) as usize;
                     expect.extend_from_slice(&mem[at..at + len]);
                 }
             }
@@ -1292,10 +1295,18 @@ mod tests {
             let mut back = vec![0u8; mem.len()];
             let part = out.len() * 2 / 3;
             // SAFETY: as above, for writing.
-            unsafe { t.unpack_raw(&out[..part], back.as_mut_ptr().add(origin), count) }.unwrap();
+            unsafe {
+                t.unpack_raw(
+                    &out[..part],
+                    back.as_mut_ptr().wrapping_offset(origin),
+                    count,
+                )
+            }
+            .unwrap();
             let mut again = vec![0u8; out.len()];
             // SAFETY: as above.
-            unsafe { t.pack_raw(back.as_ptr().add(origin), count, &mut again) }.unwrap();
+            unsafe { t.pack_raw(back.as_ptr().wrapping_offset(origin), count, &mut again) }
+                .unwrap();
             assert_eq!(again[..part], out[..part], "{d:?}");
         }
         // Enough of them are runs of several blocks to exercise the runs.
