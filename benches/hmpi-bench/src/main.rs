@@ -631,14 +631,16 @@ fn plot_csv(a: &PlotArgs) -> Result<(), BenchError> {
                 .map_or(String::new(), |b| format!(" of benchmark '{b}'"))
         )));
     }
-    // A workload of one size (the pool's alloc+free, the paired ratio)
-    // is no curve; its value is in the file.
+    // A workload of one size (the pool's alloc+free) is no curve, and the
+    // paired ratios (unit `x`) are the targets' verdicts at a few sizes,
+    // not curves either; their values are in the file.
     let curves: Vec<String> = samples
         .iter()
         .filter(|s| {
-            samples
-                .iter()
-                .any(|o| o.workload == s.workload && o.backend == s.backend && o.size != s.size)
+            s.unit != "x"
+                && samples
+                    .iter()
+                    .any(|o| o.workload == s.workload && o.backend == s.backend && o.size != s.size)
         })
         .map(|s| s.workload.clone())
         .collect();
