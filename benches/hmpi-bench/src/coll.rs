@@ -17,8 +17,8 @@
 //!
 //! The loop is OSU's: every rank times each call alone, with a barrier
 //! after it that is not timed (`osu_barrier` times its barriers back to
-//! back); after `COLL_SKIP_*` warm-up calls, `COLL_LOOP_*` timed ones
-//! (1 000 / 100 up to 8 KiB, 100 / 10 above). A rank's latency is its
+//! back); `COLL_SKIP_*` warm-up calls, then `COLL_LOOP_*` timed ones
+//! (100 and 1 000 up to 8 KiB, 10 and 100 above). A rank's latency is its
 //! total time over the calls; the value is OSU's `Avg Latency(us)`, the
 //! average of the ranks' latencies (gathered at rank 0 with
 //! point-to-point messages after the loop, outside the timing). As in

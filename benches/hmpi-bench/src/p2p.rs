@@ -74,7 +74,8 @@ pub struct Kernel {
     pub unit: &'static str,
     /// Whether a larger value is better (bandwidth) or worse (latency).
     pub higher_is_better: bool,
-    /// The smallest size of its default range (OSU: 0 for latency, else 1).
+    /// The smallest size of its default range (OSU: 0 for latency, else 1;
+    /// collectives: 0 marks the size-less barrier, 8 a reduction's `f64`).
     pub min_size: usize,
     /// Point-to-point or collective.
     pub family: Family,
