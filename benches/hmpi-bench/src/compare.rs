@@ -2,7 +2,8 @@
 //! invocation, side by side with the ratio per size.
 //!
 //! For each workload, hmpi runs first (2 ranks through the launcher, bound
-//! to cores), then every peer: this same program built with feature `mpi`
+//! to cores; collectives on `--ranks`, unbound when there are more ranks
+//! than CPUs), then every peer: this same program built with feature `mpi`
 //! against one MPI (rsmpi, the `mpi` crate) and started by that MPI's own
 //! launcher, 2 ranks bound to cores:
 //!
@@ -31,7 +32,7 @@
 //! hmpi-bench compare latency,bw --sizes 1-4M --csv p2p.csv --plot p2p.png
 //! ```
 
-use crate::p2p::{self, Job, Kernel, ResultFile};
+use crate::p2p::{self, Family, Job, Kernel, ResultFile};
 use crate::report::{self, fmt_size, Sample};
 use crate::{stats, BenchError, Options, Outcome, Progress};
 use hmpi::hmpi_core::launch::allowed_cpus;
@@ -93,12 +94,14 @@ fn workspace_dir() -> PathBuf {
         .map_or_else(|| pkg.to_path_buf(), Path::to_path_buf)
 }
 
-/// The workloads `compare` accepts: names, or `p2p`/`all` for every kernel.
+/// The workloads `compare` accepts: names, `p2p`/`all` for every
+/// point-to-point kernel, `coll` for every collective one.
 pub fn parse_workloads(list: &str) -> Result<Vec<&'static Kernel>, BenchError> {
     let mut out: Vec<&'static Kernel> = Vec::new();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let ks: Vec<&'static Kernel> = match name {
             "p2p" | "all" => p2p::KERNELS.iter().collect(),
+            "coll" => crate::coll::KERNELS.iter().collect(),
             "alloc" => {
                 return Err(BenchError::Usage(
                     "compare: alloc has no MPI peer; `hmpi-bench alloc` compares allocators in every run"
@@ -107,9 +110,12 @@ pub fn parse_workloads(list: &str) -> Result<Vec<&'static Kernel>, BenchError> {
             }
             n => vec![p2p::kernel(n).ok_or_else(|| {
                 let names: Vec<&str> = p2p::KERNELS.iter().map(|k| k.name).collect();
+                let colls: Vec<&str> = crate::coll::KERNELS.iter().map(|k| k.name).collect();
                 BenchError::Usage(format!(
-                    "compare: unknown workload '{n}'; known: {}, p2p (all of them)",
-                    names.join(", ")
+                    "compare: unknown workload '{n}'; known: {}, p2p (all of them), {}, \
+                     coll (all of them)",
+                    names.join(", "),
+                    colls.join(", ")
                 ))
             })?],
         };
@@ -312,13 +318,14 @@ fn is_root() -> bool {
     unsafe { libc::getuid() == 0 }
 }
 
-/// The launcher command line of `peer` for `job`.
-fn peer_command(peer: &Peer, job: &Job) -> Command {
+/// The launcher command line of `peer` for `job` on `ranks` ranks.
+fn peer_command(peer: &Peer, job: &Job, ranks: usize) -> Command {
     let mut c = Command::new(&peer.launcher);
-    let enough_cpus = allowed_cpus().len() >= 2;
+    let enough_cpus = allowed_cpus().len() >= ranks;
+    let n = ranks.to_string();
     match peer.mpi.name {
         "openmpi" => {
-            c.args(["-n", "2"]);
+            c.args(["-n", &n]);
             if enough_cpus {
                 c.args(["--bind-to", "core"]);
             } else {
@@ -331,7 +338,7 @@ fn peer_command(peer: &Peer, job: &Job) -> Command {
             }
         }
         _ => {
-            c.args(["-n", "2"]);
+            c.args(["-n", &n]);
             c.args(["-bind-to", if enough_cpus { "core" } else { "none" }]);
         }
     }
@@ -388,6 +395,7 @@ fn run_peer(
     sizes: &[usize],
     reps: usize,
     quick: bool,
+    ranks: usize,
 ) -> Result<Vec<Sample>, String> {
     let file = ResultFile::new(&format!("{}-{}", k.name, peer.mpi.name))?;
     let job = Job {
@@ -399,10 +407,13 @@ fn run_peer(
         quick,
         out: file.0.clone(),
     };
-    run_with_timeout(peer_command(peer, &job), k.time_bound(sizes, reps, quick))
-        .map_err(|e| format!("{} {}: {e}", peer.mpi.label, k.name))?;
+    run_with_timeout(
+        peer_command(peer, &job, ranks),
+        k.time_bound(sizes, reps, quick, ranks),
+    )
+    .map_err(|e| format!("{} {}: {e}", peer.mpi.label, k.name))?;
     let samples = p2p::read_results(&file.0)?;
-    p2p::check_complete(&samples, k, peer.mpi.label, sizes)?;
+    p2p::check_complete(&samples, k, peer.mpi.label, sizes, ranks)?;
     Ok(samples)
 }
 
@@ -421,6 +432,9 @@ pub fn run(
         .map(|k| k.sizes(opts))
         .collect::<Result<_, _>>()?;
     let reps = p2p::reps(opts);
+    // Point-to-point kernels always run on 2 ranks (`--ranks` is refused
+    // with them), collectives on `--ranks`.
+    let ranks = opts.ranks.unwrap_or(2);
     let (peers, missing, broken) = find_peers(&wanted, opts, progress);
     let mut text = String::new();
     for p in &peers {
@@ -462,7 +476,7 @@ pub fn run(
     let backends = 1 + peers.len();
     for (k, sizes) in kernels.iter().zip(&sizes) {
         progress.line(format_args!(
-            "{}: {} sizes {}-{}, {reps} repetitions (OSU iterations{}), 2 ranks{}",
+            "{}: {} sizes {}-{}, {reps} repetitions (OSU iterations{}), {ranks} ranks{}",
             k.name,
             sizes.len(),
             fmt_size(sizes[0]),
@@ -486,7 +500,7 @@ pub fn run(
                 };
                 let got = if b == 0 {
                     progress.line(format_args!("{} hmpi{tag}", k.name));
-                    p2p::run_hmpi(k, sizes, reps, opts.quick)
+                    p2p::run_hmpi(k, sizes, reps, opts.quick, ranks)
                 } else {
                     let p = &peers[b - 1];
                     progress.line(format_args!(
@@ -495,7 +509,7 @@ pub fn run(
                         p.mpi.label,
                         p.launcher.display()
                     ));
-                    run_peer(p, k, sizes, reps, opts.quick)
+                    run_peer(p, k, sizes, reps, opts.quick, ranks)
                 };
                 match got {
                     Ok(s) => measured.extend(s),
@@ -505,7 +519,7 @@ pub fn run(
             by_round.push(measured);
         }
         if rounds > 1 {
-            samples.extend(paired_ratios(&by_round, k));
+            samples.extend(paired_ratios(&by_round, k, ranks));
         }
         samples.extend(merge_rounds(by_round.concat()));
         let floor = crate::floor::line(floor_before, crate::floor::measure());
@@ -515,7 +529,7 @@ pub fn run(
     let labels: Vec<&str> = std::iter::once("hmpi")
         .chain(peers.iter().map(|p| p.mpi.label))
         .collect();
-    text += &render(&samples, kernels, &labels);
+    text += &render(&samples, kernels, &labels, ranks);
     Ok(Outcome {
         samples,
         text,
@@ -558,8 +572,8 @@ pub fn merge_rounds(samples: Vec<Sample>) -> Vec<Sample> {
 }
 
 /// The tables (each backend's median, hmpi / each peer per size) and the
-/// target lines.
-pub fn render(samples: &[Sample], kernels: &[&Kernel], labels: &[&str]) -> String {
+/// target lines (judged at `ranks` ranks; the targets are set for 2).
+pub fn render(samples: &[Sample], kernels: &[&Kernel], labels: &[&str], ranks: usize) -> String {
     let mut out = String::new();
     let ratios: Vec<(&str, &str)> = labels.iter().skip(1).map(|p| ("hmpi", *p)).collect();
     for k in kernels {
@@ -568,16 +582,27 @@ pub fn render(samples: &[Sample], kernels: &[&Kernel], labels: &[&str]) -> Strin
         }
         out += "\n";
         out += &report::render_table(samples, k.name, labels, &ratios);
-        out += &targets(samples, k);
+        out += &targets(samples, k, ranks);
     }
     out
 }
 
-/// The best peer's median at `size` (lowest latency, highest bandwidth).
-fn best_peer<'a>(samples: &'a [Sample], k: &Kernel, size: usize) -> Option<&'a Sample> {
+/// The best peer's median at `size` and `ranks` (lowest latency, highest
+/// bandwidth).
+fn best_peer<'a>(
+    samples: &'a [Sample],
+    k: &Kernel,
+    size: usize,
+    ranks: usize,
+) -> Option<&'a Sample> {
     samples
         .iter()
-        .filter(|s| s.workload == k.name && s.size == size && s.backend != "hmpi")
+        .filter(|s| {
+            s.workload == k.name
+                && s.size == size
+                && s.threads as usize == ranks
+                && s.backend != "hmpi"
+        })
         .reduce(|a, b| {
             let b_better = if k.higher_is_better {
                 b.value > a.value
@@ -603,16 +628,24 @@ fn ratio_workload(k: &Kernel) -> String {
     format!("{}-ratio", k.name)
 }
 
-/// The project's targets: the sizes a kernel is judged at and the bound on
-/// hmpi / the best peer (at most it where lower is better, at least it
-/// where higher is): 8 B latency <= 0.6x and 1-4 MiB bandwidth >= 2.5x.
+/// The project's targets (for 2 ranks): the sizes a kernel is judged at
+/// and the bound on hmpi / the best peer (at most it where lower is
+/// better, at least it where higher is): 8 B latency <= 0.6x, 1-4 MiB
+/// bandwidth >= 2.5x; the barrier, 8 B and 1 MiB bcast / reduce /
+/// allreduce, and 1 MiB allgather <= 0.5x.
 fn target_of(k: &Kernel) -> Option<(&'static [usize], f64)> {
     match k.name {
         "latency" => Some((&[8], 0.6)),
         "bw" => Some((&[1 << 20, 2 << 20, 4 << 20], 2.5)),
+        "barrier" => Some((&[0], 0.5)),
+        "bcast" | "reduce" | "allreduce" => Some((&[8, 1 << 20], 0.5)),
+        "allgather" => Some((&[1 << 20], 0.5)),
         _ => None,
     }
 }
+
+/// Ranks at which the targets are set.
+const TARGET_RANKS: usize = 2;
 
 /// For each size a target is judged at, hmpi / the best peer of each round
 /// that measured both: the backends of one round run back to back, while
@@ -621,42 +654,50 @@ fn target_of(k: &Kernel) -> Option<(&'static [usize], f64)> {
 /// of the rounds' ratios is the value and they are the repetitions (the
 /// CSV's min and max are their range). Workload `<kernel>-ratio`, backend
 /// [`PAIRED`], unit `x`; in the CSV, not the tables.
-fn paired_ratios(rounds: &[Vec<Sample>], k: &Kernel) -> Vec<Sample> {
+fn paired_ratios(rounds: &[Vec<Sample>], k: &Kernel, ranks: usize) -> Vec<Sample> {
     let Some((sizes, _)) = target_of(k) else {
         return Vec::new();
     };
+    let n = ranks as u32;
     sizes
         .iter()
         .filter_map(|&size| {
             let ratios: Vec<f64> = rounds
                 .iter()
                 .filter_map(|r| {
-                    let h = report::find(r, k.name, "hmpi", 2, size)?;
-                    Some(h.value / best_peer(r, k, size)?.value)
+                    let h = report::find(r, k.name, "hmpi", n, size)?;
+                    Some(h.value / best_peer(r, k, size, ranks)?.value)
                 })
                 .collect();
-            Sample::from_reps(&ratio_workload(k), PAIRED, 2, size, RATIO_UNIT, &ratios)
+            Sample::from_reps(&ratio_workload(k), PAIRED, n, size, RATIO_UNIT, &ratios)
         })
         .collect()
 }
 
 /// The target lines, checked against the best peer of this run: from the
 /// paired ratios when there are several rounds, else from the medians.
-fn targets(samples: &[Sample], k: &Kernel) -> String {
+fn targets(samples: &[Sample], k: &Kernel, ranks: usize) -> String {
     let Some((sizes, target)) = target_of(k) else {
         return String::new();
     };
+    if ranks != TARGET_RANKS {
+        return format!(
+            "targets of {}: set for {TARGET_RANKS} ranks, not judged at {ranks}\n",
+            k.name
+        );
+    }
+    let n = ranks as u32;
     let better = if k.higher_is_better { ">=" } else { "<=" };
     let mut out = String::new();
     for &size in sizes {
         let (Some(h), Some(p)) = (
-            report::find(samples, k.name, "hmpi", 2, size),
-            best_peer(samples, k, size),
+            report::find(samples, k.name, "hmpi", n, size),
+            best_peer(samples, k, size, ranks),
         ) else {
             continue;
         };
         let medians = h.value / p.value;
-        let (r, how) = match report::find(samples, &ratio_workload(k), PAIRED, 2, size) {
+        let (r, how) = match report::find(samples, &ratio_workload(k), PAIRED, n, size) {
             Some(pr) => (
                 pr.value,
                 format!(
@@ -678,11 +719,16 @@ fn targets(samples: &[Sample], k: &Kernel) -> String {
         } else {
             r <= target
         };
+        // The barrier has no size to name.
+        let at = if size == 0 && k.family == Family::Coll {
+            String::new()
+        } else {
+            format!(" {}", fmt_size(size))
+        };
         let _ = writeln!(
             out,
-            "target {} {}: {how}, target {better} {target}x: {}",
+            "target {}{at}: {how}, target {better} {target}x: {}",
             k.name,
-            fmt_size(size),
             if met { "met" } else { "missed" }
         );
     }
@@ -736,7 +782,7 @@ mod tests {
             vec![s("latency", "rsmpi-openmpi", 8, 0.01)],
         ];
         let ks = parse_workloads("latency,msgrate").unwrap();
-        let paired = paired_ratios(&rounds, ks[0]);
+        let paired = paired_ratios(&rounds, ks[0], 2);
         assert_eq!(paired.len(), 1);
         let p = &paired[0];
         assert_eq!(
@@ -746,13 +792,14 @@ mod tests {
         assert_eq!(p.value, 0.5);
         assert!((p.max() - 0.21 / 0.11).abs() < 1e-12, "{p:?}");
         // Kernels without a target have no paired ratios.
-        assert!(paired_ratios(&rounds, ks[1]).is_empty());
+        assert!(paired_ratios(&rounds, ks[1], 2).is_empty());
         let mut samples = merge_rounds(rounds.concat());
         samples.extend(paired);
         let t = render(
             &samples,
             &ks[..1],
             &["hmpi", "rsmpi-openmpi", "rsmpi-mpich"],
+            2,
         );
         assert!(
             t.contains(
@@ -801,7 +848,7 @@ mod tests {
             s("bw", "rsmpi-mpich", 1 << 20, 13000.0),
         ];
         let ks = parse_workloads("latency,bw").unwrap();
-        let t = render(&samples, &ks, &["hmpi", "rsmpi-openmpi", "rsmpi-mpich"]);
+        let t = render(&samples, &ks, &["hmpi", "rsmpi-openmpi", "rsmpi-mpich"], 2);
         assert!(t.contains("hmpi/openmpi"), "{t}");
         assert!(t.contains("0.40x"), "{t}"); // 0.06 / 0.15
                                              // Latency: the best peer is the fastest (MPICH): 0.06/0.12 = 0.5 <= 0.6.

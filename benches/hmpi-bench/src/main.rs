@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! hmpi-bench <workload> [--csv FILE] [--plot FILE.png] [--sizes MIN-MAX] [--reps N] [--ms N] [--quick]
+//! hmpi-bench coll [--workloads bcast,allreduce,…] [--ranks N] [options]
 //! hmpi-bench compare <workload>[,<workload>…] [--peers openmpi,mpich|none] [--no-build] [options]
 //! hmpi-bench plot --csv FILE --out FILE.png [--benchmark NAME]
 //! hmpi-bench --help
@@ -25,6 +26,9 @@
 //! * [`p2p`]: `latency`, `bw`, `bibw`, `msgrate`, the OSU point-to-point
 //!   loops written once over the [`transport::Transport`] trait, whose
 //!   backends are hmpi and (feature `mpi`) rsmpi over a system MPI;
+//! * [`coll`]: `coll`, the OSU collective loops (barrier, bcast, reduce,
+//!   allreduce, gather, scatter, allgather, alltoall, reduce-scatter) as
+//!   more kernels of the same kind, over the same transports;
 //! * [`compare`]: `hmpi-bench compare`, which runs hmpi and the rsmpi peers
 //!   (Open MPI, MPICH; each a build of this program with feature `mpi`,
 //!   started by that MPI's launcher) in one invocation;
@@ -43,6 +47,7 @@
 //! and in the MPI peers (as in any MPI program).
 
 mod alloc;
+mod coll;
 mod compare;
 mod floor;
 #[cfg(feature = "iceoryx2")]
@@ -204,6 +209,11 @@ pub struct Options {
     pub no_build: bool,
     /// `compare`: rounds of every backend, alternating (`--rounds`).
     pub rounds: Option<usize>,
+    /// `coll`: ranks of the job (`--ranks`, default 2).
+    pub ranks: Option<usize>,
+    /// `coll`: the collectives to run (`--workloads`, comma-separated),
+    /// all when `None`.
+    pub workloads: Option<String>,
 }
 
 /// What a workload's run produced.
@@ -241,6 +251,7 @@ pub const WORKLOADS: &[Workload] = &[
     p2p::BW,
     p2p::BIBW,
     p2p::MSGRATE,
+    coll::WORKLOAD,
     alloc::WORKLOAD,
     opi::WORKLOAD,
 ];
@@ -284,7 +295,9 @@ WORKLOADS:
     s += "
     compare   hmpi and rsmpi over Open MPI and MPICH (each under its own mpirun)
               in one run, with hmpi/peer ratios per size; workloads: latency,
-              bw, bibw, msgrate, or p2p for all four
+              bw, bibw, msgrate, or p2p for all four; coll for the
+              collectives (or their names: barrier, bcast, reduce, allreduce,
+              gather, scatter, allgather, alltoall, reduce_scatter_block)
     plot      draws a CSV written earlier: hmpi-bench plot --csv FILE
               --out FILE.png [--benchmark NAME] (the rows of one benchmark
               of a results file with a `benchmark` column)
@@ -307,6 +320,10 @@ OPTIONS:
     --peer-dir DIR    compare: where the peer builds live
                       (default: $HMPI_BENCH_PEER_DIR, else target/peers)
     --no-build        compare: do not build or update the peer programs
+    --ranks N         coll and compare of collectives: ranks of the job (default
+                      2, at most 64; more than the CPUs run unbound)
+    --workloads LIST  coll and compare coll: only these collectives
+                      (e.g. barrier,allreduce)
     --rounds N        compare: run every backend N times, alternating (the
                       first backend of a round rotates), and report per
                       point the median of the rounds' medians (default 1).
@@ -445,6 +462,8 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
             "--peer-dir" => opts.peer_dir = Some(PathBuf::from(value(&mut i)?)),
             "--no-build" => opts.no_build = true,
             "--rounds" => opts.rounds = Some(parse_number("--rounds", &value(&mut i)?, 1, 100)?),
+            "--ranks" => opts.ranks = Some(parse_number("--ranks", &value(&mut i)?, 2, 64)?),
+            "--workloads" => opts.workloads = Some(value(&mut i)?),
             f if f.starts_with('-') => {
                 return Err(BenchError::Usage(format!("unknown option '{f}'")));
             }
@@ -476,15 +495,46 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
         compare::parse_peers(opts.peers.as_deref().unwrap_or(""))?;
     }
     if compare {
-        return match compared {
-            Some(ks) => Ok(Command::Compare(ks, opts)),
-            None => Err(BenchError::Usage(
+        let Some(mut ks) = compared else {
+            return Err(BenchError::Usage(
                 "compare needs a workload, e.g. hmpi-bench compare latency".into(),
-            )),
+            ));
         };
+        let colls = |ks: &[&p2p::Kernel]| ks.iter().all(|k| k.family == p2p::Family::Coll);
+        if let Some(list) = &opts.workloads {
+            let chosen = coll::select(list)?;
+            if !colls(&ks) {
+                return Err(BenchError::Usage(
+                    "--workloads chooses collectives: hmpi-bench compare coll --workloads LIST"
+                        .into(),
+                ));
+            }
+            ks.retain(|k| chosen.iter().any(|c| c.name == k.name));
+            if ks.is_empty() {
+                return Err(BenchError::Usage(format!(
+                    "--workloads {list}: none of them is in the compared list"
+                )));
+            }
+        }
+        if opts.ranks.is_some() && !colls(&ks) {
+            return Err(BenchError::Usage(
+                "--ranks applies to collectives only (the point-to-point kernels use 2)".into(),
+            ));
+        }
+        return Ok(Command::Compare(ks, opts));
     }
     match workload {
-        Some(w) => Ok(Command::Run(w, opts)),
+        Some(w) => {
+            if (opts.ranks.is_some() || opts.workloads.is_some()) && w.name != "coll" {
+                return Err(BenchError::Usage(
+                    "--ranks and --workloads belong to coll (and compare coll)".into(),
+                ));
+            }
+            if let Some(list) = &opts.workloads {
+                coll::select(list)?;
+            }
+            Ok(Command::Run(w, opts))
+        }
         None => Err(BenchError::Usage("no workload given".into())),
     }
 }
@@ -581,14 +631,16 @@ fn plot_csv(a: &PlotArgs) -> Result<(), BenchError> {
                 .map_or(String::new(), |b| format!(" of benchmark '{b}'"))
         )));
     }
-    // A workload of one size (the pool's alloc+free, the paired ratio)
-    // is no curve; its value is in the file.
+    // A workload of one size (the pool's alloc+free) is no curve, and the
+    // paired ratios (unit `x`) are the targets' verdicts at a few sizes,
+    // not curves either; their values are in the file.
     let curves: Vec<String> = samples
         .iter()
         .filter(|s| {
-            samples
-                .iter()
-                .any(|o| o.workload == s.workload && o.backend == s.backend && o.size != s.size)
+            s.unit != "x"
+                && samples
+                    .iter()
+                    .any(|o| o.workload == s.workload && o.backend == s.backend && o.size != s.size)
         })
         .map(|s| s.workload.clone())
         .collect();
@@ -772,6 +824,14 @@ mod tests {
             "plot --csv x.csv --out x.svg",
             "plot --csv x.csv --out x.png --frobnicate 1",
             "latency --sizes 0-nope",
+            "coll --ranks 1",
+            "coll --ranks 65",
+            "coll --workloads nosuch",
+            "latency --ranks 4",
+            "alloc --workloads bcast",
+            "compare latency --ranks 4",
+            "compare latency --workloads bcast",
+            "compare coll --workloads latency",
         ] {
             match parse_args(&args(bad)) {
                 Err(e @ BenchError::Usage(_)) => assert_eq!(e.exit_code(), 2),
@@ -801,6 +861,33 @@ mod tests {
     }
 
     #[test]
+    fn parses_coll() {
+        let Ok(Command::Run(w, o)) = parse_args(&args("coll --ranks 4 --workloads bcast,barrier"))
+        else {
+            panic!("expected a run");
+        };
+        assert_eq!(w.name, "coll");
+        assert_eq!(o.ranks, Some(4));
+        assert_eq!(o.workloads.as_deref(), Some("bcast,barrier"));
+        let Ok(Command::Compare(ks, o)) =
+            parse_args(&args("compare coll --workloads allreduce,bcast --rounds 3"))
+        else {
+            panic!("expected a compare");
+        };
+        let names: Vec<&str> = ks.iter().map(|k| k.name).collect();
+        assert_eq!(names, ["bcast", "allreduce"]);
+        assert_eq!(o.rounds, Some(3));
+        let Ok(Command::Compare(ks, _)) = parse_args(&args("compare coll --ranks 4")) else {
+            panic!("expected a compare");
+        };
+        assert_eq!(ks.len(), coll::KERNELS.len());
+        let Ok(Command::Compare(ks, _)) = parse_args(&args("compare barrier,allgather")) else {
+            panic!("expected a compare");
+        };
+        assert_eq!(ks.len(), 2);
+    }
+
+    #[test]
     fn parses_plot() {
         let Ok(Command::Plot(a)) = parse_args(&args(
             "plot --csv docs/bench/r.csv --out=/tmp/r.png --benchmark p2p",
@@ -816,7 +903,7 @@ mod tests {
     fn help_lists_workloads() {
         assert!(matches!(parse_args(&args("--help")), Ok(Command::Help)));
         for w in [
-            "alloc", "latency", "bw", "bibw", "msgrate", "compare", "plot",
+            "alloc", "latency", "bw", "bibw", "msgrate", "coll", "compare", "plot", "--ranks",
         ] {
             assert!(help().contains(w), "{w}");
         }

@@ -21,6 +21,11 @@
 //! minimum and maximum go to the CSV. `--quick` divides the iteration
 //! counts by 10.
 //!
+//! The [`Kernel`] table, the worker and the parent's launch are shared
+//! with the collective kernels ([`crate::coll`]), which differ only in
+//! their loop, their iteration counts ([`Loops`]) and their buffers (a
+//! piece per rank).
+//!
 //! The worker side (`hmpi-bench --worker p2p …`, every rank) appends one
 //! line per size to the `--out` file (rank 0 only) and prints progress on
 //! stderr; the parent turns the lines into [`Sample`]s.
@@ -69,24 +74,48 @@ pub struct Kernel {
     pub unit: &'static str,
     /// Whether a larger value is better (bandwidth) or worse (latency).
     pub higher_is_better: bool,
-    /// The smallest size of its default range (OSU: 0 for latency, else 1).
+    /// The smallest size of its default range (OSU: 0 for latency, else 1;
+    /// collectives: 0 marks the size-less barrier, 8 a reduction's `f64`).
     pub min_size: usize,
-    /// Whether it is a window benchmark (bandwidth iteration counts).
-    windowed: bool,
+    /// Point-to-point or collective.
+    pub family: Family,
+    /// Which of OSU's iteration counts it runs.
+    pub(crate) loops: Loops,
     /// One timed repetition of `iters` iterations at `size`; rank 0 returns
     /// the value, the others `None`.
-    run: fn(&dyn Transport, &mut Bufs, usize, usize) -> TResult<Option<f64>>,
+    pub(crate) run: fn(&dyn Transport, &mut Bufs, usize, usize) -> TResult<Option<f64>>,
 }
 
-/// The kernels, in `--help` order. Collective and one-sided kernels join
-/// this table (with their transport methods) as they are written.
+/// The kind of benchmark a kernel is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// Two ranks (or pairs) exchanging messages: this module.
+    P2p,
+    /// Every rank in one collective call: [`crate::coll`].
+    Coll,
+}
+
+/// Which of OSU's iteration counts (`osu_util.h`) a kernel runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Loops {
+    /// `LAT_LOOP_*` / `LAT_SKIP_*`.
+    Latency,
+    /// `BW_LOOP_*` / `BW_SKIP_*`.
+    Window,
+    /// `COLL_LOOP_*` / `COLL_SKIP_*`.
+    Coll,
+}
+
+/// The point-to-point kernels, in `--help` order; the collective ones are
+/// [`crate::coll::KERNELS`], and [`kernel`] finds both.
 pub const KERNELS: &[Kernel] = &[
     Kernel {
         name: "latency",
         unit: "us",
         higher_is_better: false,
         min_size: 0,
-        windowed: false,
+        family: Family::P2p,
+        loops: Loops::Latency,
         run: latency,
     },
     Kernel {
@@ -94,7 +123,8 @@ pub const KERNELS: &[Kernel] = &[
         unit: "MB/s",
         higher_is_better: true,
         min_size: 1,
-        windowed: true,
+        family: Family::P2p,
+        loops: Loops::Window,
         run: bandwidth,
     },
     Kernel {
@@ -102,7 +132,8 @@ pub const KERNELS: &[Kernel] = &[
         unit: "MB/s",
         higher_is_better: true,
         min_size: 1,
-        windowed: true,
+        family: Family::P2p,
+        loops: Loops::Window,
         run: bibandwidth,
     },
     Kernel {
@@ -110,25 +141,31 @@ pub const KERNELS: &[Kernel] = &[
         unit: "Mmsg/s",
         higher_is_better: true,
         min_size: 1,
-        windowed: true,
+        family: Family::P2p,
+        loops: Loops::Window,
         run: msgrate,
     },
 ];
 
-/// The kernel called `name`.
+/// The kernel called `name`, point-to-point or collective.
 pub fn kernel(name: &str) -> Option<&'static Kernel> {
-    KERNELS.iter().find(|k| k.name == name)
+    KERNELS
+        .iter()
+        .chain(crate::coll::KERNELS)
+        .find(|k| k.name == name)
 }
 
 impl Kernel {
     /// (timed iterations, warm-up iterations) at `size`, as in OSU, divided
     /// by 10 for `quick`.
     pub fn iterations(&self, size: usize, quick: bool) -> (usize, usize) {
-        let (iters, skip) = match (self.windowed, size > LARGE) {
-            (false, false) => (10_000, 100),
-            (false, true) => (1_000, 10),
-            (true, false) => (100, 10),
-            (true, true) => (20, 2),
+        let (iters, skip) = match (self.loops, size > LARGE) {
+            (Loops::Latency, false) => (10_000, 100),
+            (Loops::Latency, true) => (1_000, 10),
+            (Loops::Window, false) => (100, 10),
+            (Loops::Window, true) => (20, 2),
+            (Loops::Coll, false) => (1_000, 100),
+            (Loops::Coll, true) => (100, 10),
         };
         if quick {
             ((iters / QUICK_DIV).max(1), (skip / QUICK_DIV).max(1))
@@ -137,21 +174,28 @@ impl Kernel {
         }
     }
 
-    /// Messages one iteration moves one way (for time estimates).
+    /// Messages one iteration moves one way (for time estimates; a
+    /// collective iteration is the call and a barrier).
     fn messages(&self) -> usize {
-        if self.windowed {
-            WINDOW
-        } else {
-            2
+        match self.loops {
+            Loops::Window => WINDOW,
+            Loops::Latency | Loops::Coll => 2,
         }
     }
 
     /// The sizes to measure: powers of two from `--sizes` (and 0 when the
-    /// range starts at 0), `--quick`'s four, or the kernel's OSU range.
+    /// range starts at 0), `--quick`'s four, or the kernel's OSU range. A
+    /// collective kernel leaves out sizes below its `min_size` (a
+    /// reduction's `f64`); `barrier` has one size, 0.
     pub fn sizes(&self, opts: &Options) -> Result<Vec<usize>, BenchError> {
+        if self.family == Family::Coll && self.min_size == 0 {
+            return Ok(vec![0]);
+        }
         let (lo, hi) = match opts.sizes {
             Some(r) => r,
             None if opts.quick => return Ok(QUICK_SIZES.to_vec()),
+            // Collectives: 8 B up (OSU's range from one `f64`).
+            None if self.family == Family::Coll => (self.min_size.max(8), MAX_DEFAULT),
             None => (self.min_size, MAX_DEFAULT),
         };
         if hi > MAX_SIZE {
@@ -162,6 +206,10 @@ impl Kernel {
             )));
         }
         let mut v: Vec<usize> = Vec::new();
+        let lo = match self.family {
+            Family::P2p => lo,
+            Family::Coll => lo.max(self.min_size),
+        };
         if lo == 0 {
             v.push(0);
         }
@@ -170,6 +218,9 @@ impl Kernel {
                 .map(|k| 1usize << k)
                 .filter(|&s| s >= lo && s <= hi),
         );
+        if self.family == Family::Coll {
+            v.retain(|&s| s % self.min_size == 0);
+        }
         if v.is_empty() {
             return Err(BenchError::Usage(format!(
                 "--sizes: {} measures 0 and powers of two, and there is none from {lo} to {hi}",
@@ -179,14 +230,28 @@ impl Kernel {
         Ok(v)
     }
 
-    /// A generous bound on one backend's run over `sizes`, for timeouts.
-    pub fn time_bound(&self, sizes: &[usize], reps: usize, quick: bool) -> Duration {
+    /// A generous bound on one backend's run over `sizes` with `ranks`
+    /// ranks, for timeouts.
+    pub fn time_bound(&self, sizes: &[usize], reps: usize, quick: bool, ranks: usize) -> Duration {
         let mut secs = 30.0;
+        // A collective moves up to `ranks` pieces per rank; more ranks
+        // than CPUs take turns on them.
+        let (width, crowd) = match self.family {
+            Family::P2p => (1.0, 1.0),
+            Family::Coll => (
+                ranks as f64,
+                if ranks > allowed_cpus().len() {
+                    20.0
+                } else {
+                    1.0
+                },
+            ),
+        };
         for &s in sizes {
             let (iters, skip) = self.iterations(s, quick);
             let n = (iters * reps + skip) as f64 * self.messages() as f64;
             // 50 µs per message and 200 MB/s: far below any real transport.
-            secs += n * (50e-6 + s as f64 / 200e6);
+            secs += n * width * crowd * (50e-6 + s as f64 / 200e6);
         }
         Duration::from_secs_f64(secs)
     }
@@ -194,8 +259,8 @@ impl Kernel {
 
 /// The send and receive buffers of a worker, allocated once.
 pub struct Bufs {
-    send: AlignedBuf,
-    recv: AlignedBuf,
+    pub(crate) send: AlignedBuf,
+    pub(crate) recv: AlignedBuf,
 }
 
 impl Bufs {
@@ -482,7 +547,22 @@ pub fn worker(args: &[String]) -> Result<(), BenchError> {
         )));
     }
     let max = job.sizes.iter().copied().max().unwrap_or(0);
+    // A collective's buffers hold a piece per rank (gather, alltoall, …).
+    let max = match k.family {
+        Family::P2p => max,
+        Family::Coll => max * t.size(),
+    };
     let mut bufs = Bufs::new(max).map_err(fail)?;
+    if k.family == Family::Coll {
+        crate::coll::prepare(&mut bufs).map_err(fail)?;
+    }
+    if job.transport == "hmpi" && !hmpi::is_shared(bufs.send.as_slice().as_ptr()) {
+        return Err(fail(format!(
+            "{}: the message buffers are not in the node heap, so the \
+             single-copy path would not be measured",
+            job.label
+        )));
+    }
     let mut out = if t.rank() == 0 {
         Some(
             std::fs::OpenOptions::new()
@@ -554,13 +634,14 @@ impl Drop for ResultFile {
     }
 }
 
-/// Runs `kernel` on hmpi: 2 ranks through the launcher, bound to cores when
-/// there are two CPUs to bind to. Returns its samples.
+/// Runs `kernel` on hmpi: `ranks` ranks through the launcher, bound to
+/// cores when there is a CPU for each. Returns its samples.
 pub fn run_hmpi(
     k: &Kernel,
     sizes: &[usize],
     reps: usize,
     quick: bool,
+    ranks: usize,
 ) -> Result<Vec<Sample>, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let file = ResultFile::new(k.name)?;
@@ -573,19 +654,20 @@ pub fn run_hmpi(
         quick,
         out: file.0.clone(),
     };
-    let bind = if allowed_cpus().len() >= 2 {
+    let bind = if allowed_cpus().len() >= ranks {
         Bind::Core
     } else {
         Bind::None
     };
-    let report = Launcher::new(exe, 2)
+    let n = u32::try_from(ranks).map_err(|_| format!("{ranks} ranks are too many"))?;
+    let report = Launcher::new(exe, n)
         .arg("--worker")
         .arg(WORKER)
         .args(job.to_args())
         .bind(bind)
-        .timeout(k.time_bound(sizes, reps, quick))
+        .timeout(k.time_bound(sizes, reps, quick, ranks))
         .run()
-        .map_err(|e| format!("launching 2 hmpi ranks failed: {e}"))?;
+        .map_err(|e| format!("launching {ranks} hmpi ranks failed: {e}"))?;
     if !report.success() {
         let why: Vec<String> = report
             .ranks
@@ -593,25 +675,27 @@ pub fn run_hmpi(
             .map(|r| format!("rank {} {:?}", r.rank, r.status))
             .collect();
         return Err(format!(
-            "the 2-rank hmpi job failed ({}; its messages are above)",
+            "the {ranks}-rank hmpi job failed ({}; its messages are above)",
             why.join(", ")
         ));
     }
     let samples = read_results(&file.0)?;
-    check_complete(&samples, k, "hmpi", sizes)?;
+    check_complete(&samples, k, "hmpi", sizes, ranks)?;
     Ok(samples)
 }
 
-/// Fails unless `samples` hold every size of `sizes` for `backend`.
+/// Fails unless `samples` hold every size of `sizes` for `backend` at
+/// `ranks` ranks.
 pub fn check_complete(
     samples: &[Sample],
     k: &Kernel,
     backend: &str,
     sizes: &[usize],
+    ranks: usize,
 ) -> Result<(), String> {
     let missing: Vec<String> = sizes
         .iter()
-        .filter(|&&s| report::find(samples, k.name, backend, 2, s).is_none())
+        .filter(|&&s| report::find(samples, k.name, backend, ranks as u32, s).is_none())
         .map(|&s| fmt_size(s))
         .collect();
     if missing.is_empty() {
@@ -642,7 +726,7 @@ fn run_kernel(name: &str, opts: &Options, progress: &Progress) -> Result<Outcome
         sizes.len(),
         if opts.quick { " / 10" } else { "" }
     ));
-    let (samples, failures) = match run_hmpi(k, &sizes, reps, opts.quick) {
+    let (samples, failures) = match run_hmpi(k, &sizes, reps, opts.quick, 2) {
         Ok(s) => (s, Vec::new()),
         Err(e) => {
             progress.line(format_args!("FAILED: {e}"));

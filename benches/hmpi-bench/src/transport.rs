@@ -2,20 +2,24 @@
 //! message-passing library, and its backends.
 //!
 //! A [`Transport`] is one rank's view of a two-rank (or larger) job: its
-//! rank, blocking send and receive, a barrier, and the *window* operations
+//! rank, blocking send and receive, a barrier, the *window* operations
 //! of the OSU bandwidth benchmarks (start `count` sends or receives of one
-//! buffer at once, then wait for all of them). Every workload in
-//! [`crate::p2p`] is written once against this trait, so hmpi and its MPI
-//! peers run exactly the same loops. Later workloads (collectives, one-sided
-//! windows) add methods here, with a default body that returns an error
-//! naming the backend and the operation, so that a backend that lacks one
-//! says so instead of failing to build.
+//! buffer at once, then wait for all of them), and the collectives of the
+//! `coll` kernels ([`Transport::collective`], one [`CollOp`] at a time).
+//! Every workload in [`crate::p2p`] and [`crate::coll`] is written once
+//! against this trait, so hmpi and its MPI peers run exactly the same
+//! loops. Later workloads (one-sided windows) add methods here, with a
+//! default body that returns an error naming the backend and the
+//! operation (as `collective` has), so that a backend that lacks one says
+//! so instead of failing to build.
 //!
 //! Backends:
 //!
 //! * [`Hmpi`] (`hmpi`): the typed runtime users program against
 //!   (`hmpi_core::init`, `process_at_rank(r).send_with_tag`,
-//!   `receive_into_with_tag`, `barrier`) for the blocking calls; the
+//!   `receive_into_with_tag`, `barrier`) for the blocking calls and its
+//!   collectives (`CommunicatorCollectives`, `Root`, with
+//!   `SystemOperation::sum()`) for [`CollOp`]; the
 //!   windows use the engine underneath it (`vci::Endpoint::isend` /
 //!   `irecv_raw` on the world's context, then `vci::wait_all`), because
 //!   the OSU windows post 64 receives into *one* buffer, which no set of
@@ -25,7 +29,10 @@
 //! * `Rsmpi` (`rsmpi-openmpi`, `rsmpi-mpich`; feature `mpi`): rsmpi over
 //!   the MPI this build linked: `mpi::initialize`,
 //!   `process_at_rank(r).send_with_tag`, `receive_into_with_tag`,
-//!   `barrier`; the windows through rsmpi's C bindings (`mpi::ffi`:
+//!   `barrier`, rsmpi 0.8's collectives (`mpi::collective::{
+//!   CommunicatorCollectives, Root}`, `SystemOperation::sum()`) with the
+//!   same names and buffers as hmpi's; the windows through rsmpi's C
+//!   bindings (`mpi::ffi`:
 //!   `MPI_Isend`, `MPI_Irecv`, `MPI_Waitall`), exactly as the OSU C code
 //!   calls them. Buffers come from the system allocator, as in any MPI
 //!   program.
@@ -78,6 +85,95 @@ pub trait Transport {
         peer: usize,
         tag: i32,
     ) -> TResult<()>;
+    /// One collective call on the whole job, root 0 where there is one
+    /// (see [`CollOp`] for the buffers each takes; reductions are sums of
+    /// `f64`s, so their buffers hold whole, aligned `f64`s). The default
+    /// says that the backend has no collectives.
+    fn collective(&self, op: CollOp, send: &[u8], recv: &mut [u8]) -> TResult<()> {
+        let _ = (send, recv);
+        Err(format!("{}: {} is not available", self.label(), op.name()))
+    }
+}
+
+/// The collective operations of the `coll` workloads. With `n` ranks and a
+/// per-rank size `s` (bytes), the buffers are:
+///
+/// | op | `send` | `recv` |
+/// |---|---|---|
+/// | `Barrier` | unused | unused |
+/// | `Bcast` | unused | `s`: the root's data, the others' result |
+/// | `Reduce`, `Allreduce` | `s` | `s` (the result; at the root for `Reduce`) |
+/// | `Gather` | `s` | `n * s` at the root |
+/// | `Scatter` | `n * s` at the root | `s` |
+/// | `Allgather` | `s` | `n * s` |
+/// | `Alltoall` | `n * s` | `n * s` |
+/// | `ReduceScatterBlock` | `n * s` | `s` |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CollOp {
+    /// `MPI_Barrier`.
+    Barrier,
+    /// `MPI_Bcast` from rank 0.
+    Bcast,
+    /// `MPI_Reduce` (sum of `f64`) to rank 0.
+    Reduce,
+    /// `MPI_Allreduce` (sum of `f64`).
+    Allreduce,
+    /// `MPI_Gather` to rank 0.
+    Gather,
+    /// `MPI_Scatter` from rank 0.
+    Scatter,
+    /// `MPI_Allgather`.
+    Allgather,
+    /// `MPI_Alltoall`.
+    Alltoall,
+    /// `MPI_Reduce_scatter_block` (sum of `f64`).
+    ReduceScatterBlock,
+}
+
+impl CollOp {
+    /// The MPI function's name, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            CollOp::Barrier => "MPI_Barrier",
+            CollOp::Bcast => "MPI_Bcast",
+            CollOp::Reduce => "MPI_Reduce",
+            CollOp::Allreduce => "MPI_Allreduce",
+            CollOp::Gather => "MPI_Gather",
+            CollOp::Scatter => "MPI_Scatter",
+            CollOp::Allgather => "MPI_Allgather",
+            CollOp::Alltoall => "MPI_Alltoall",
+            CollOp::ReduceScatterBlock => "MPI_Reduce_scatter_block",
+        }
+    }
+}
+
+/// `b` as the `f64`s it holds (reductions' buffers).
+pub fn f64s(b: &[u8]) -> TResult<&[f64]> {
+    // SAFETY: every bit pattern is a valid `f64`; `align_to` puts only
+    // whole, aligned elements in the middle part, which is all we use.
+    let (head, mid, tail) = unsafe { b.align_to::<f64>() };
+    if head.is_empty() && tail.is_empty() {
+        Ok(mid)
+    } else {
+        Err(format!(
+            "a buffer of {} bytes is not whole, aligned f64s",
+            b.len()
+        ))
+    }
+}
+
+/// `b` as the `f64`s it holds, mutably.
+pub fn f64s_mut(b: &mut [u8]) -> TResult<&mut [f64]> {
+    let len = b.len();
+    // SAFETY: as in `f64s`; every `f64` written is valid bytes too.
+    let (head, mid, tail) = unsafe { b.align_to_mut::<f64>() };
+    if head.is_empty() && tail.is_empty() {
+        Ok(mid)
+    } else {
+        Err(format!(
+            "a buffer of {len} bytes is not whole, aligned f64s"
+        ))
+    }
 }
 
 /// Opens the backend `name` for this process (collective over the job's
@@ -297,6 +393,34 @@ impl Transport for Hmpi {
         }
         self.wait(reqs, "wait for a window of exchanges")
     }
+
+    fn collective(&self, op: CollOp, send: &[u8], recv: &mut [u8]) -> TResult<()> {
+        use hmpi::hmpi_core::collective::SystemOperation;
+        use hmpi::traits::{Communicator, CommunicatorCollectives, Root};
+        let root = self.world.process_at_rank(0);
+        let at_root = self.world.rank() == 0;
+        let sum = SystemOperation::sum;
+        let r = match op {
+            CollOp::Barrier => self.world.barrier(),
+            CollOp::Bcast => root.broadcast_into(recv),
+            CollOp::Reduce if at_root => root.reduce_into_root(f64s(send)?, f64s_mut(recv)?, sum()),
+            CollOp::Reduce => root.reduce_into(f64s(send)?, sum()),
+            CollOp::Allreduce => self
+                .world
+                .all_reduce_into(f64s(send)?, f64s_mut(recv)?, sum()),
+            CollOp::Gather if at_root => root.gather_into_root(send, recv),
+            CollOp::Gather => root.gather_into(send),
+            CollOp::Scatter if at_root => root.scatter_into_root(send, recv),
+            CollOp::Scatter => root.scatter_into(recv),
+            CollOp::Allgather => self.world.all_gather_into(send, recv),
+            CollOp::Alltoall => self.world.all_to_all_into(send, recv),
+            CollOp::ReduceScatterBlock => {
+                self.world
+                    .reduce_scatter_block_into(f64s(send)?, f64s_mut(recv)?, sum())
+            }
+        };
+        r.map_err(|e| self.err(op.name(), e))
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -306,8 +430,8 @@ impl Transport for Hmpi {
 mod rsmpi {
     //! rsmpi over the MPI this build linked.
 
-    use super::{TResult, Transport};
-    use mpi::collective::CommunicatorCollectives;
+    use super::{f64s, f64s_mut, CollOp, TResult, Transport};
+    use mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
     use mpi::datatype::Equivalence;
     use mpi::ffi;
     use mpi::raw::AsRaw;
@@ -500,6 +624,35 @@ mod rsmpi {
                 .start_recvs(rbuf.as_mut_ptr(), rbuf.len(), count, peer, tag, &mut reqs)
                 .and_then(|()| self.start_sends(sbuf, count, peer, tag, &mut reqs));
             self.finish(&mut reqs, r, "MPI_Waitall (exchange)")
+        }
+
+        fn collective(&self, op: CollOp, send: &[u8], recv: &mut [u8]) -> TResult<()> {
+            let root = self.world.process_at_rank(0);
+            let at_root = self.world.rank() == 0;
+            let sum = SystemOperation::sum;
+            match op {
+                CollOp::Barrier => self.world.barrier(),
+                CollOp::Bcast => root.broadcast_into(recv),
+                CollOp::Reduce if at_root => {
+                    root.reduce_into_root(f64s(send)?, f64s_mut(recv)?, sum())
+                }
+                CollOp::Reduce => root.reduce_into(f64s(send)?, sum()),
+                CollOp::Allreduce => {
+                    self.world
+                        .all_reduce_into(f64s(send)?, f64s_mut(recv)?, sum())
+                }
+                CollOp::Gather if at_root => root.gather_into_root(send, recv),
+                CollOp::Gather => root.gather_into(send),
+                CollOp::Scatter if at_root => root.scatter_into_root(send, recv),
+                CollOp::Scatter => root.scatter_into(recv),
+                CollOp::Allgather => self.world.all_gather_into(send, recv),
+                CollOp::Alltoall => self.world.all_to_all_into(send, recv),
+                CollOp::ReduceScatterBlock => {
+                    self.world
+                        .reduce_scatter_block_into(f64s(send)?, f64s_mut(recv)?, sum())
+                }
+            }
+            Ok(())
         }
     }
 }

@@ -1,7 +1,8 @@
 //! `hmpi-bench` end to end, hmpi backend only (no system MPI needed): the
 //! message workloads at a tiny size range, through the launcher, with the
 //! CSV checked for every size and sane values; `opi --quick` (without the
-//! iceoryx2 peer); and `compare` with no peers.
+//! iceoryx2 peer); `coll --quick` (every collective, 2 ranks) and `coll`
+//! on 4 ranks; and `compare` with no peers.
 //! The MPI peers are exercised by CI's short `compare` (`.ci/run`).
 
 use std::path::{Path, PathBuf};
@@ -241,4 +242,109 @@ fn plot_draws_one_benchmark_of_a_results_file() {
     let out = run(&["plot", "--csv", c, "--out", p]);
     assert_eq!(out.status.code(), Some(1));
     let _ = std::fs::remove_file(&png);
+}
+
+/// The collectives OSU measures, in `hmpi-bench coll`'s order.
+const COLLECTIVES: [&str; 9] = [
+    "barrier",
+    "bcast",
+    "reduce",
+    "allreduce",
+    "gather",
+    "scatter",
+    "allgather",
+    "alltoall",
+    "reduce_scatter_block",
+];
+
+/// The rows of `workload`, checked as hmpi's at `ranks` ranks in µs at
+/// `sizes` (the barrier at size 0 alone).
+fn check_coll_rows(rows: &[Row], workload: &str, ranks: u32, sizes: &[usize]) {
+    let mine: Vec<&Row> = rows.iter().filter(|r| r.0 == workload).collect();
+    let got: Vec<usize> = mine.iter().map(|r| r.3).collect();
+    let want: &[usize] = if workload == "barrier" { &[0] } else { sizes };
+    assert_eq!(got, want, "{workload}");
+    for (w, b, threads, size, value, u, min, max) in mine {
+        assert_eq!(
+            (b.as_str(), *threads, u.as_str()),
+            ("hmpi", ranks, "us"),
+            "{w}"
+        );
+        assert!(
+            value.is_finite() && *value > 0.0 && min <= value && value <= max,
+            "{w} {size}: {min} {value} {max}"
+        );
+    }
+}
+
+#[test]
+fn coll_quick_measures_every_collective() {
+    let csv = tmp("coll.csv");
+    let out = run(&[
+        "coll",
+        "--quick",
+        "--reps",
+        "1",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("allreduce (us"), "{stdout}");
+    let rows = read_csv(&csv);
+    for w in COLLECTIVES {
+        check_coll_rows(&rows, w, 2, &[8, 1 << 10, 64 << 10, 1 << 20]);
+    }
+    assert_eq!(rows.len(), 1 + 8 * 4);
+    std::fs::remove_file(&csv).unwrap();
+}
+
+#[test]
+fn coll_runs_on_more_ranks_than_cores() {
+    let csv = tmp("coll4.csv");
+    let out = run(&[
+        "coll",
+        "--ranks",
+        "4",
+        "--workloads",
+        "barrier,gather,alltoall,reduce_scatter_block",
+        "--sizes",
+        "8-64",
+        "--quick",
+        "--reps",
+        "1",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let rows = read_csv(&csv);
+    for w in ["barrier", "gather", "alltoall", "reduce_scatter_block"] {
+        check_coll_rows(&rows, w, 4, &[8, 16, 32, 64]);
+    }
+    std::fs::remove_file(&csv).unwrap();
+}
+
+#[test]
+fn compare_coll_without_peers_runs_hmpi() {
+    let csv = tmp("compare-coll.csv");
+    let out = run(&[
+        "compare",
+        "coll",
+        "--workloads",
+        "barrier,allreduce",
+        "--peers",
+        "none",
+        "--sizes",
+        "8",
+        "--reps",
+        "1",
+        "--quick",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let rows = read_csv(&csv);
+    check_coll_rows(&rows, "barrier", 2, &[8]);
+    check_coll_rows(&rows, "allreduce", 2, &[8]);
+    std::fs::remove_file(&csv).unwrap();
 }
