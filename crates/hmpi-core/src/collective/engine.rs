@@ -1142,12 +1142,10 @@ impl Coll {
                     if bad.is_some() {
                         return self.end_with(e, bad).await;
                     }
-                    let inputs: Vec<usize> = (0..self.size)
-                        .map(|r| self.block.inline(r, e) as usize)
-                        .collect();
+                    let inputs = |r| self.block.inline(r, e) as usize;
                     // SAFETY: every slot holds `len` inline bytes for `e`;
                     // `recv` holds `len` writable bytes and is not a slot.
-                    unsafe { combine_into(&inputs, 0, len, recv, op) };
+                    unsafe { combine_into(self.size, inputs, 0, len, recv, op) };
                 }
                 return self.end(e).await;
             }
@@ -1185,18 +1183,16 @@ impl Coll {
                 _ => res,
             };
             if hi > lo && bad.is_none() {
-                let inputs: Vec<usize> = (0..self.size)
-                    .map(|r| {
-                        if r == self.rank {
-                            src
-                        } else {
-                            self.data_of(r, e)
-                        }
-                    })
-                    .collect();
+                let inputs = |r| {
+                    if r == self.rank {
+                        src
+                    } else {
+                        self.data_of(r, e)
+                    }
+                };
                 // SAFETY: every input holds `len` bytes; this member alone
                 // writes this slice of the target.
-                unsafe { combine_into(&inputs, lo, hi, target + lo, op) };
+                unsafe { combine_into(self.size, inputs, lo, hi, target + lo, op) };
             }
             if root.is_none() {
                 self.block.slot(self.rank).progress.mid.publish(e);
@@ -1278,10 +1274,10 @@ impl Coll {
             }
             let bad = self.same_lengths(e, len, last);
             if last > 0 && len > 0 && bad.is_none() {
-                let inputs: Vec<usize> = (0..last).map(|r| self.data_of(r, e)).collect();
+                let inputs = |r| self.data_of(r, e);
                 // SAFETY: each input holds `len` bytes for `e` (our own is
                 // the published copy); `recv` is ours.
-                unsafe { combine_into(&inputs, 0, len, recv, op) };
+                unsafe { combine_into(last, inputs, 0, len, recv, op) };
             }
             self.finish(e).await;
             if big {
@@ -1349,20 +1345,18 @@ impl Coll {
             let me = self.rank as usize;
             let lo = counts[..me].iter().sum::<usize>() * es;
             let hi = lo + counts[me] * es;
-            let inputs: Vec<usize> = (0..self.size)
-                .map(|r| {
-                    if r == self.rank && big {
-                        src
-                    } else {
-                        self.data_of(r, e)
-                    }
-                })
-                .collect();
+            let inputs = |r| {
+                if r == self.rank && big {
+                    src
+                } else {
+                    self.data_of(r, e)
+                }
+            };
             let bad = self.same_lengths(e, total, self.size);
             if hi > lo && bad.is_none() {
                 // SAFETY: each input holds `total` bytes; `recv` holds our
                 // block and nobody reads it (staged when in place).
-                unsafe { combine_into(&inputs, lo, hi, recv, op) };
+                unsafe { combine_into(self.size, inputs, lo, hi, recv, op) };
             }
             self.finish(e).await;
             if big {
@@ -1374,22 +1368,30 @@ impl Coll {
 }
 
 /// `out = in_0 op (in_1 op (… op in_{n-1}))` over bytes `lo..hi` of the
-/// inputs (addresses), written to `out` (which holds `hi - lo` bytes).
+/// `n` inputs at addresses `input(0..n)`, written to `out` (which holds
+/// `hi - lo` bytes).
 ///
 /// # Safety
 /// Every input holds at least `hi` readable bytes; `out` holds `hi - lo`
 /// writable bytes and overlaps no input.
-unsafe fn combine_into(inputs: &[usize], lo: usize, hi: usize, out: usize, op: &dyn Combine) {
-    let n = hi - lo;
-    let Some((&last, rest)) = inputs.split_last() else {
+unsafe fn combine_into(
+    n: u32,
+    input: impl Fn(u32) -> usize,
+    lo: usize,
+    hi: usize,
+    out: usize,
+    op: &dyn Combine,
+) {
+    if n == 0 {
         return;
-    };
+    }
+    let len = hi - lo;
     // SAFETY: the caller's guarantees.
     unsafe {
-        std::ptr::copy_nonoverlapping(at(last + lo), at(out), n);
-        let acc = std::slice::from_raw_parts_mut(at(out), n);
-        for &p in rest.iter().rev() {
-            op.apply(std::slice::from_raw_parts(at(p + lo), n), acc);
+        std::ptr::copy_nonoverlapping(at(input(n - 1) + lo), at(out), len);
+        let acc = std::slice::from_raw_parts_mut(at(out), len);
+        for r in (0..n - 1).rev() {
+            op.apply(std::slice::from_raw_parts(at(input(r) + lo), len), acc);
         }
     }
 }
@@ -1431,10 +1433,18 @@ mod tests {
     #[test]
     fn combination_is_in_rank_order() {
         let ins = [[1u8], [2], [3]];
-        let ptrs: Vec<usize> = ins.iter().map(|a| a.as_ptr() as usize).collect();
         let mut out = [0u8];
         // SAFETY: one byte in each input and in `out`.
-        unsafe { combine_into(&ptrs, 0, 1, out.as_mut_ptr() as usize, &Digits) };
+        unsafe {
+            combine_into(
+                3,
+                |r| ins[r as usize].as_ptr() as usize,
+                0,
+                1,
+                out.as_mut_ptr() as usize,
+                &Digits,
+            )
+        };
         // 1 op (2 op 3) = 1*10 + (2*10 + 3) = 33
         assert_eq!(out, [33]);
     }

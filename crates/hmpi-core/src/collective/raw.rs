@@ -441,9 +441,20 @@ fn reduction(dt: &Datatype, op: &Operation) -> Result<(Reduction, bool)> {
     };
     let shift = edt.dense_offset().unwrap_or(0);
     if let Operation::System(_) = op {
-        // Applicability, checked on one zero element (no user code runs).
-        let mut z = vec![0u8; 2 * edt.size().max(1)];
-        let (a, b) = z.split_at_mut(edt.size().max(1));
+        // Applicability, checked on one zero element (no user code runs),
+        // on the stack for the usual sizes.
+        #[repr(C, align(16))]
+        struct Zeros([u8; 128]);
+        let sz = edt.size().max(1);
+        let mut small = Zeros([0; 128]);
+        let mut big = Vec::new();
+        let z: &mut [u8] = if 2 * sz <= small.0.len() {
+            &mut small.0[..2 * sz]
+        } else {
+            big.resize(2 * sz, 0u8);
+            &mut big
+        };
+        let (a, b) = z.split_at_mut(sz);
         // SAFETY: one dense element in each half, origin `shift` before.
         unsafe {
             reduce_local_raw(
@@ -603,36 +614,50 @@ pub unsafe fn reduce(
     // In place, a dense input is the result buffer itself (the engine
     // stages it); a packed one is a copy.
     let send_addr = out.addr;
+    let (send_addr, recv_addr) = (send_addr as *const u8, recv_addr as *mut u8);
+    if mode == Mode::Block {
+        // Run at once: the reduction and the buffers stay on this frame.
+        // SAFETY: the caller's guarantee for the buffers.
+        let inner = unsafe { c.ireduce(send_addr, recv_addr, ecount, &red, root) };
+        // SAFETY: as above.
+        return unsafe { exec(comm, c, mode, finish_reduction(inner, &red, out, land)) };
+    }
     let red = Box::new(red);
     // SAFETY: the boxed reduction and the packed buffers are moved into
     // the future, which outlives the engine's use of them (the heap
     // contents do not move with the box); the caller keeps the rest.
     let f = unsafe {
         let rp: *const Reduction = &*red;
-        let r: &Reduction = &*rp;
-        let inner = c.ireduce(
-            send_addr as *const u8,
-            recv_addr as *mut u8,
-            ecount,
-            r,
-            root,
-        );
+        let inner = c.ireduce(send_addr, recv_addr, ecount, &*rp, root);
         async move {
-            let _keep = out;
-            let res = inner.await;
-            let err = red.error();
-            res?;
-            if let Some(e) = err {
-                return Err(e);
-            }
-            match land {
-                Some(l) => l.finish(),
-                None => Ok(()),
-            }
+            let red = red;
+            finish_reduction(inner, &red, out, land).await
         }
     };
     // SAFETY: the caller's guarantee.
     unsafe { exec(comm, c, mode, f) }
+}
+
+/// The end of a reduction: the engine's part, then the operation's own
+/// error if it had one, then the result unpacked if it was staged.
+async fn finish_reduction(
+    inner: impl Future<Output = Result<()>>,
+    red: &Reduction,
+    out: Out,
+    land: Option<In>,
+) -> Result<()> {
+    let res = inner.await;
+    drop(out);
+    let err = red.error();
+    res?;
+    if let Some(e) = err {
+        return Err(e);
+    }
+    match land {
+        // SAFETY: the landing buffer is the caller's, valid until now.
+        Some(l) => unsafe { l.finish() },
+        None => Ok(()),
+    }
 }
 
 /// A boxed slice's contents, borrowed for as long as the box lives
@@ -975,6 +1000,37 @@ pub unsafe fn alltoallw(
             });
         }
     }
+    let in_place = std::ptr::eq(send, recv.cast_const());
+    if !in_place {
+        if let Some(c) = comm.coll()? {
+            // Dense pieces at non-negative places: the engine reads and
+            // writes them where they are, no packing.
+            if let (Some(sp), Some(rp)) = (
+                dense_pieces(scounts, sdispls, sdts)?,
+                dense_pieces(rcounts, rdispls, rdts)?,
+            ) {
+                let [sb, sd, rb, rd] = [sp.0, sp.1, rp.0, rp.1].map(Vec::into_boxed_slice);
+                // SAFETY: the boxed arrays move into the future and their
+                // heap contents stay put; the caller keeps the buffers.
+                let f = unsafe {
+                    let inner = c.ialltoallv(
+                        send,
+                        detach(&sb),
+                        detach(&sd),
+                        recv,
+                        detach(&rb),
+                        detach(&rd),
+                    );
+                    async move {
+                        let _keep = (sb, sd, rb, rd);
+                        inner.await
+                    }
+                };
+                // SAFETY: the caller's guarantee.
+                return unsafe { exec(comm, c, mode, f) };
+            }
+        }
+    }
     // Everything to send, packed back to back (one copy: the pieces are
     // read by their receivers straight from it).
     let mut sb = Vec::with_capacity(n);
@@ -1066,6 +1122,28 @@ pub unsafe fn alltoallw(
     };
     // SAFETY: the caller's guarantee.
     unsafe { exec(comm, c, mode, f) }
+}
+
+/// Byte lengths and byte places of pieces of dense datatypes, or `None`
+/// when a piece is not one run at a non-negative place.
+fn dense_pieces(
+    counts: &[usize],
+    displs: &[isize],
+    dts: &[&Datatype],
+) -> Result<Option<(Vec<usize>, Vec<usize>)>> {
+    let mut bytes = Vec::with_capacity(counts.len());
+    let mut places = Vec::with_capacity(counts.len());
+    for ((&c, &d), t) in counts.iter().zip(displs).zip(dts) {
+        let Some(off) = t.dense_offset() else {
+            return Ok(None);
+        };
+        let Ok(at) = usize::try_from(d.saturating_add(off)) else {
+            return Ok(None);
+        };
+        bytes.push(t.packed_size(c)?);
+        places.push(at);
+    }
+    Ok(Some((bytes, places)))
 }
 
 // ---------------------------------------------------------------- scans
