@@ -209,6 +209,40 @@ impl SystemOperation {
         }
     }
 
+    /// The element type this operation (other than `REPLACE` and `NO_OP`)
+    /// computes on for `datatype`, or why it cannot: [`Error::Op`] for a
+    /// mixed datatype, a type MPI does not define the operation on, or one
+    /// without Rust arithmetic. `None` for a datatype without data.
+    pub fn element_type(self, datatype: &Datatype) -> Result<Option<BasicType>> {
+        let b = match datatype.basic_type() {
+            Some(b) => b,
+            None if datatype.size() == 0 => return Ok(None),
+            None => {
+                return Err(Error::Op {
+                    reason: format!(
+                        "{} needs a datatype whose elements are of one predefined type; this \
+                         one mixes several",
+                        self.name()
+                    ),
+                })
+            }
+        };
+        if !self.applies_to(b) {
+            return Err(Error::Op {
+                reason: format!("{} is not defined for elements of type {b:?}", self.name()),
+            });
+        }
+        if !computable(b) {
+            return Err(Error::Op {
+                reason: format!(
+                    "{} on elements of type {b:?} is not supported (no arithmetic for them)",
+                    self.name()
+                ),
+            });
+        }
+        Ok(Some(b))
+    }
+
     /// Every predefined operation is commutative.
     pub const fn is_commutative(self) -> bool {
         true
@@ -456,32 +490,9 @@ pub unsafe fn reduce_local_raw(
         }
         _ => {}
     }
-    let b = match datatype.basic_type() {
-        Some(b) => b,
-        None if datatype.size() == 0 => return Ok(()),
-        None => {
-            return Err(Error::Op {
-                reason: format!(
-                    "{} needs a datatype whose elements are of one predefined type; this one \
-                     mixes several",
-                    s.name()
-                ),
-            })
-        }
+    let Some(b) = s.element_type(datatype)? else {
+        return Ok(());
     };
-    if !s.applies_to(b) {
-        return Err(Error::Op {
-            reason: format!("{} is not defined for elements of type {b:?}", s.name()),
-        });
-    }
-    if !computable(b) {
-        return Err(Error::Op {
-            reason: format!(
-                "{} on elements of type {b:?} is not supported (no arithmetic for them)",
-                s.name()
-            ),
-        });
-    }
     // SAFETY: the caller's guarantee.
     unsafe {
         on_data(input, inout, count, bytes, datatype, |a, o| {

@@ -466,8 +466,17 @@ impl Coll {
         .await;
         for r in self.others() {
             let seen = &self.seen_done[r as usize];
-            // Relaxed: a local cache of an epoch already acquired below.
+            // Relaxed: a local cache of epochs already acquired (below and
+            // in `arrived`).
+            if reached(seen.load(Ordering::Relaxed), prev) {
+                continue;
+            }
+            // Its publication of the epoch before says what it had
+            // finished then (enough when nothing of its was in flight)...
+            self.arrived(r, e.wrapping_sub(1) & EPOCHS).await;
             if !reached(seen.load(Ordering::Relaxed), prev) {
+                // ...else its `done` word, which it publishes whenever
+                // nonblocking collectives may finish out of order.
                 let done = &self.block.slot(r).progress.done;
                 until(done, prev).await;
                 seen.store(done.epoch(), Ordering::Relaxed);
@@ -494,9 +503,25 @@ impl Coll {
         self.finished.store(e, Ordering::Relaxed);
     }
 
+    /// Says that this member has finished epoch `e` where nobody waits
+    /// for its `done` word: with nothing in flight, every later publication
+    /// carries `e` as finished, which is all the others need. With
+    /// nonblocking collectives in flight (which may finish after later
+    /// epochs were published) the word is published too.
+    async fn finish_quietly(&self, e: u32) {
+        // Relaxed: this process's own counter (see `start`).
+        if self.npending.load(Ordering::Relaxed) > 0 {
+            return self.finish(e).await;
+        }
+        // Relaxed: this process's own counter (see `finish`).
+        if !reached(self.finished.load(Ordering::Relaxed), e) {
+            self.finished.store(e, Ordering::Relaxed);
+        }
+    }
+
     /// The end of epoch `e`'s collective: finished, with success.
     async fn end(&self, e: u32) -> Result<()> {
-        self.finish(e).await;
+        self.finish_quietly(e).await;
         Ok(())
     }
 
@@ -513,7 +538,7 @@ impl Coll {
     /// The end of epoch `e`'s collective: finished, with `bad` if a member's
     /// contribution did not have the length this one expected.
     async fn end_with(&self, e: u32, bad: Option<Error>) -> Result<()> {
-        self.finish(e).await;
+        self.finish_quietly(e).await;
         bad.map_or(Ok(()), Err)
     }
 
@@ -546,8 +571,16 @@ impl Coll {
         if reached(seen.load(Ordering::Relaxed), e) {
             return;
         }
-        until(&self.block.slot(r).phase[(e & 1) as usize].arrive, e).await;
+        let phase = &self.block.slot(r).phase[(e & 1) as usize];
+        until(&phase.arrive, e).await;
         seen.store(e, Ordering::Relaxed);
+        // Relaxed: written before the `arrive` this thread acquired. What
+        // the member had finished then, it has finished now: remember it.
+        let f = phase.finished.load(Ordering::Relaxed);
+        let known = &self.seen_done[r as usize];
+        if !reached(known.load(Ordering::Relaxed), f) {
+            known.store(f, Ordering::Relaxed);
+        }
     }
 
     async fn all_arrived(&self, e: u32) {
@@ -579,6 +612,9 @@ impl Coll {
         }
         let phase = &self.block.slot(me).phase[(e & 1) as usize];
         // Relaxed: published by the Release in `arrive.publish`.
+        phase
+            .finished
+            .store(self.finished.load(Ordering::Relaxed), Ordering::Relaxed);
         phase.ptr.store(ptr as u64, Ordering::Relaxed);
         phase.ptr2.store(ptr2 as u64, Ordering::Relaxed);
         phase.len.store(total as u64, Ordering::Relaxed);
@@ -703,6 +739,10 @@ impl Coll {
             // SAFETY: the root published `n` bytes there (its slot or a
             // buffer it keeps until we are done); `buf` holds `len >= n`.
             unsafe { std::ptr::copy_nonoverlapping(at(src), at(buf), n) };
+            if self.data_of_ptr(root, e) != 0 {
+                // The root waits until its buffer is read.
+                self.finish(e).await;
+            }
             self.end_with(e, bad).await
         }
     }
@@ -764,7 +804,7 @@ impl Coll {
             }
             // SAFETY: no inline data.
             unsafe { self.publish(e, None, 0, 0, 0) };
-            let mut bad = None;
+            let (mut bad, mut by_address) = (None, false);
             for r in 0..self.size {
                 let (n, dst) = (counts[r as usize], recv + displs[r as usize]);
                 if r == root {
@@ -777,6 +817,11 @@ impl Coll {
                 // SAFETY: member `r` published at least `n` bytes; `recv`
                 // holds `counts[r] >= n` at `displs[r]` (caller).
                 unsafe { std::ptr::copy_nonoverlapping(at(self.data_of(r, e)), at(dst), n) };
+                // A member that published its buffer waits until it is read.
+                by_address |= self.data_of_ptr(r, e) != 0;
+            }
+            if by_address {
+                self.finish(e).await;
             }
             self.end_with(e, bad).await
         }
@@ -897,6 +942,8 @@ impl Coll {
                     c.min(len),
                 )
             };
+            // The root waits until its buffer is read.
+            self.finish(e).await;
             self.end_with(e, bad).await
         }
     }

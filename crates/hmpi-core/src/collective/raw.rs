@@ -16,9 +16,10 @@ use super::{Coll, Combine, Op};
 use crate::comm::SimpleCommunicator;
 use crate::datatype::Datatype;
 use crate::error::{Error, Result};
-use crate::op::{reduce_local_raw, Operation};
+use crate::op::{reduce_local_raw, Operation, SystemOperation};
 use crate::traits::Communicator;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Whether a call runs its collective to the end or starts it.
@@ -387,6 +388,9 @@ struct Reduction {
     /// The offset of the datatype's bytes from its origin.
     shift: isize,
     op: Operation,
+    /// Whether `err` holds an error (read without the lock on every
+    /// completion).
+    failed: AtomicBool,
     err: Mutex<Option<Error>>,
 }
 
@@ -412,12 +416,19 @@ impl Combine for Reduction {
         if let Err(e) = r {
             let mut slot = self.err.lock().unwrap_or_else(|p| p.into_inner());
             slot.get_or_insert(e);
+            // Relaxed: the error itself is handed over under the lock.
+            self.failed.store(true, Ordering::Relaxed);
         }
     }
 }
 
 impl Reduction {
     fn error(&self) -> Option<Error> {
+        // Relaxed: set by this process's own threads before the collective
+        // completed (which this thread observed); the lock orders the rest.
+        if !self.failed.load(Ordering::Relaxed) {
+            return None;
+        }
         self.err.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 }
@@ -440,37 +451,17 @@ fn reduction(dt: &Datatype, op: &Operation) -> Result<(Reduction, bool)> {
         },
     };
     let shift = edt.dense_offset().unwrap_or(0);
-    if let Operation::System(_) = op {
-        // Applicability, checked on one zero element (no user code runs),
-        // on the stack for the usual sizes.
-        #[repr(C, align(16))]
-        struct Zeros([u8; 128]);
-        let sz = edt.size().max(1);
-        let mut small = Zeros([0; 128]);
-        let mut big = Vec::new();
-        let z: &mut [u8] = if 2 * sz <= small.0.len() {
-            &mut small.0[..2 * sz]
-        } else {
-            big.resize(2 * sz, 0u8);
-            &mut big
-        };
-        let (a, b) = z.split_at_mut(sz);
-        // SAFETY: one dense element in each half, origin `shift` before.
-        unsafe {
-            reduce_local_raw(
-                a.as_ptr().wrapping_offset(-shift),
-                b.as_mut_ptr().wrapping_offset(-shift),
-                usize::from(edt.size() > 0),
-                &edt,
-                op,
-            )?
-        };
+    if let Operation::System(sys) = op {
+        if !matches!(sys, SystemOperation::Replace | SystemOperation::NoOp) {
+            sys.element_type(&edt)?;
+        }
     }
     Ok((
         Reduction {
             dt: edt,
             shift,
             op: op.clone(),
+            failed: AtomicBool::new(false),
             err: Mutex::new(None),
         },
         packed,

@@ -8,7 +8,7 @@
 //! epochs (`e & 1`), and each phase is one 1 KiB run of memory:
 //!
 //! ```text
-//! phase:  arrive (u32) | pad | ptr (u64) | ptr2 (u64) | len (u64) | inline data (992 B)
+//! phase:  arrive (u32) | finished (u32) | ptr (u64) | ptr2 (u64) | len (u64) | inline data (992 B)
 //! slot:   phase 0 | phase 1 | mid (u32) done (u32), on a line of their own
 //! ```
 //!
@@ -23,9 +23,10 @@
 //!   middle step of the collectives that have two (allreduce by slices).
 //! * Before a member writes phase `p` for epoch `e` it waits until every
 //!   member (itself included) has finished `e - 2`, the previous epoch
-//!   that used the same phase; by then that wait is almost always already
-//!   satisfied (and remembered), so a small collective is one publication
-//!   and one wait for the others'.
+//!   that used the same phase. A publication carries the epoch its owner
+//!   had finished (`finished`, beside `arrive`), so a reader learns it
+//!   from the line it reads for the data and rarely reads a `done` word:
+//!   a small collective is one publication and one wait for the others'.
 //!
 //! Each word has one writer, its slot's owner, and any number of readers.
 //! Readers spin, then yield, then sleep on the word's futex after setting
@@ -136,7 +137,10 @@ impl SeqWord {
 #[repr(C, align(64))]
 pub(crate) struct Phase {
     pub(crate) arrive: SeqWord,
-    _pad0: u32,
+    /// The last epoch the owner had finished when it published this phase
+    /// (so a reader learns it with the line it reads anyway, and rarely
+    /// needs the owner's `done` word).
+    pub(crate) finished: AtomicU32,
     /// A buffer of the owner's, in the node heap (0: the data is inline).
     pub(crate) ptr: AtomicU64,
     /// A second buffer (a result the others write into or read from).
