@@ -275,7 +275,7 @@ impl<T: Transferable> Givable for Box<T> {
 ///
 /// Inlined (as is `OpiBuf::from_block`), so that a take reads the few
 /// fields it checks where the engine wrote the block instead of copying
-/// the block into a call: about 4 ns of a give/take pair to self.
+/// the block into a call (see docs/performance.md, "Store forwarding").
 #[inline(always)]
 unsafe fn seq_count<T: Transferable>(
     b: &OwnedBlock,
