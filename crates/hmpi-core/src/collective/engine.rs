@@ -621,6 +621,29 @@ impl Coll {
         phase.arrive.publish(e);
     }
 
+    /// Publishes this member's `len` bytes at `buf` for epoch `e`: inline
+    /// when they fit (`None`: the caller may return at once), else by
+    /// address — `buf` itself, or a staged copy when the others cannot
+    /// read it — and then the staging buffers stay borrowed in the
+    /// returned guard until the readers are done.
+    ///
+    /// # Safety
+    /// `buf` holds `len` readable bytes, unchanged until the readers are
+    /// done when it is published by address.
+    unsafe fn contribute(&self, e: u32, buf: usize, len: usize) -> Result<Option<Borrowed<'_>>> {
+        if len <= INLINE {
+            // SAFETY: the caller's guarantee.
+            unsafe { self.publish(e, Some((buf, len)), 0, 0, len) };
+            return Ok(None);
+        }
+        let mut st = self.borrow_staging();
+        // SAFETY: the caller's guarantee.
+        let src = unsafe { Self::readable(&mut st.bufs[0], buf, len, true)? };
+        // SAFETY: no inline data.
+        unsafe { self.publish(e, None, src, 0, len) };
+        Ok(Some(st))
+    }
+
     /// Member `r`'s data for epoch `e` (after `arrived(r, e)`): its inline
     /// bytes when it published no address.
     fn data_of(&self, r: u32, e: u32) -> usize {
@@ -717,17 +740,11 @@ impl Coll {
         async move {
             self.begin(e).await;
             if self.rank == root {
-                if len <= INLINE {
-                    // SAFETY: `buf` holds `len` bytes (caller).
-                    unsafe { self.publish(e, Some((buf, len)), 0, 0, len) };
-                    return self.end(e).await;
+                // SAFETY: `buf` holds `len` bytes (caller).
+                if let Some(_staged) = unsafe { self.contribute(e, buf, len)? } {
+                    // Read in place: the others say when they are done.
+                    self.all_done(e).await;
                 }
-                let mut st = self.borrow_staging();
-                // SAFETY: the caller's guarantee.
-                let src = unsafe { Self::readable(&mut st.bufs[0], buf, len, true)? };
-                // SAFETY: no inline data.
-                unsafe { self.publish(e, None, src, 0, len) };
-                self.all_done(e).await;
                 return self.end(e).await;
             }
             // SAFETY: no inline data.
@@ -789,17 +806,11 @@ impl Coll {
         async move {
             self.begin(e).await;
             if self.rank != root {
-                if len <= INLINE {
-                    // SAFETY: `send` holds `len` bytes (caller).
-                    unsafe { self.publish(e, Some((send, len)), 0, 0, len) };
-                    return self.end(e).await;
+                // SAFETY: `send` holds `len` bytes (caller).
+                if let Some(_staged) = unsafe { self.contribute(e, send, len)? } {
+                    // Read in place: the root says when it is done.
+                    until(&self.block.slot(root).progress.done, e).await;
                 }
-                let mut st = self.borrow_staging();
-                // SAFETY: the caller's guarantee.
-                let src = unsafe { Self::readable(&mut st.bufs[0], send, len, true)? };
-                // SAFETY: no inline data.
-                unsafe { self.publish(e, None, src, 0, len) };
-                until(&self.block.slot(root).progress.done, e).await;
                 return self.end(e).await;
             }
             // SAFETY: no inline data.
@@ -986,16 +997,9 @@ impl Coll {
         async move {
             self.begin(e).await;
             let big = counts.iter().any(|&c| c > INLINE);
-            let mut st = self.borrow_staging();
-            if len > INLINE {
-                // SAFETY: the caller's guarantee.
-                let src = unsafe { Self::readable(&mut st.bufs[0], send, len, true)? };
-                // SAFETY: no inline data.
-                unsafe { self.publish(e, None, src, 0, len) };
-            } else {
-                // SAFETY: `send` holds `len` bytes.
-                unsafe { self.publish(e, Some((send, len)), 0, 0, len) };
-            }
+            // SAFETY: the caller's guarantee; a staged copy is kept until
+            // the end of this collective.
+            let _staged = unsafe { self.contribute(e, send, len)? };
             let mut bad = None;
             for r in 0..self.size {
                 let dst = recv + displs[r as usize];
