@@ -21,7 +21,7 @@
 //!   collectives (`CommunicatorCollectives`, `Root`, with
 //!   `SystemOperation::sum()`) for [`CollOp`]; the
 //!   windows use the engine underneath it (`vci::Endpoint::isend` /
-//!   `irecv_raw` on the world's context, then `vci::wait_all`), because
+//!   `irecv` on the world's context, then `vci::wait_all`), because
 //!   the OSU windows post 64 receives into *one* buffer, which no set of
 //!   Rust references can express and so no typed receive accepts.
 //!   Buffers come from the global allocator, which in a message worker is
@@ -345,7 +345,10 @@ impl Transport for Hmpi {
         for _ in 0..count {
             // SAFETY: every request is waited for below (or dropped, which
             // waits, if starting a later one fails); none is leaked.
-            let r = unsafe { self.endpoint.isend(buf, dest as i32, tag, self.context) };
+            let r = unsafe {
+                self.endpoint
+                    .isend(buf, dest as i32, tag, self.context, vci::SendMode::Standard)
+            };
             self.keep(&mut reqs, r, "isend")?;
         }
         self.wait(reqs, "wait for a window of sends")
@@ -361,7 +364,7 @@ impl Transport for Hmpi {
             // (which waits) when posting a later one fails.
             let r = unsafe {
                 self.endpoint
-                    .irecv_raw(ptr, len, source as i32, tag, self.context)
+                    .irecv(ptr, len, source as i32, tag, self.context)
             };
             self.keep(&mut reqs, r, "irecv")?;
         }
@@ -382,13 +385,21 @@ impl Transport for Hmpi {
             // SAFETY: as in `recv_window`.
             let r = unsafe {
                 self.endpoint
-                    .irecv_raw(ptr, len, peer as i32, tag, self.context)
+                    .irecv(ptr, len, peer as i32, tag, self.context)
             };
             self.keep(&mut reqs, r, "irecv")?;
         }
         for _ in 0..count {
             // SAFETY: as in `send_window`.
-            let r = unsafe { self.endpoint.isend(sbuf, peer as i32, tag, self.context) };
+            let r = unsafe {
+                self.endpoint.isend(
+                    sbuf,
+                    peer as i32,
+                    tag,
+                    self.context,
+                    vci::SendMode::Standard,
+                )
+            };
             self.keep(&mut reqs, r, "isend")?;
         }
         self.wait(reqs, "wait for a window of exchanges")

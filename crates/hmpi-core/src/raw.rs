@@ -50,6 +50,7 @@
 use crate::comm::SimpleCommunicator;
 use crate::environment::endpoint;
 use crate::error::{Error, Result};
+use vci::SendMode::{Standard, Synchronous};
 
 /// The engine's error (what its requests' completions report).
 pub use vci::Error as EngineError;
@@ -197,8 +198,8 @@ pub fn send_mode(
     let to = route(comm, dest)?;
     let ep = endpoint()?;
     let r = match sync {
-        false => ep.send(buf, to.engine_rank(), tag, comm.context()),
-        true => ep.ssend(buf, to.engine_rank(), tag, comm.context()),
+        false => ep.send(buf, to.engine_rank(), tag, comm.context(), Standard),
+        true => ep.send(buf, to.engine_rank(), tag, comm.context(), Synchronous),
     };
     r.map_err(Into::into)
 }
@@ -221,7 +222,7 @@ pub fn send_on(
     let tag = check_send_tag(tag)?;
     let to = route(comm, dest)?;
     endpoint()?
-        .send(buf, to.engine_rank(), tag, traffic.context(comm))
+        .send(buf, to.engine_rank(), tag, traffic.context(comm), Standard)
         .map_err(Into::into)
 }
 
@@ -237,7 +238,7 @@ pub fn recv_on(
     let tag = check_recv_tag(tag)?;
     let from = route_source(comm, source)?;
     let mut st = Status::empty();
-    endpoint()?.recv_with_status(buf, from.engine_rank(), tag, traffic.context(comm), &mut st)?;
+    endpoint()?.recv(buf, from.engine_rank(), tag, traffic.context(comm), &mut st)?;
     to_comm_ranks(comm, &mut st);
     Ok(st)
 }
@@ -263,8 +264,8 @@ pub unsafe fn isend<'a>(
     // SAFETY: the caller's guarantee.
     let r = unsafe {
         match sync {
-            false => ep.isend(buf, to.engine_rank(), tag, comm.context()),
-            true => ep.issend(buf, to.engine_rank(), tag, comm.context()),
+            false => ep.isend(buf, to.engine_rank(), tag, comm.context(), Standard),
+            true => ep.isend(buf, to.engine_rank(), tag, comm.context(), Synchronous),
         }
     };
     r.map_err(Into::into)
@@ -347,7 +348,7 @@ pub fn recv_with_status(
     let tag = check_recv_tag(tag)?;
     let from = route_source(comm, source)?;
     let ep = endpoint()?;
-    ep.recv_with_status(buf, from.engine_rank(), tag, comm.context(), status)?;
+    ep.recv(buf, from.engine_rank(), tag, comm.context(), status)?;
     to_comm_ranks(comm, status);
     Ok(())
 }
@@ -368,7 +369,16 @@ pub unsafe fn irecv<'a>(
     let from = route_source(comm, source)?;
     let ep = endpoint()?;
     // SAFETY: the caller's guarantee.
-    unsafe { ep.irecv(buf, from.engine_rank(), tag, comm.context()) }.map_err(Into::into)
+    unsafe {
+        ep.irecv(
+            buf.as_mut_ptr(),
+            buf.len(),
+            from.engine_rank(),
+            tag,
+            comm.context(),
+        )
+    }
+    .map_err(Into::into)
 }
 
 /// Starts receiving into the `len` bytes at `buf` (memory no Rust
@@ -391,7 +401,7 @@ pub unsafe fn irecv_raw<'a>(
     let from = route_source(comm, source)?;
     let ep = endpoint()?;
     // SAFETY: the caller's guarantee.
-    unsafe { ep.irecv_raw(buf, len, from.engine_rank(), tag, comm.context()) }.map_err(Into::into)
+    unsafe { ep.irecv(buf, len, from.engine_rank(), tag, comm.context()) }.map_err(Into::into)
 }
 
 /// [`irecv_raw`] from a [`recv_target`], for a layer that keeps its
@@ -442,8 +452,8 @@ pub fn sendrecv(
     let ep = endpoint()?;
     // SAFETY: waited for below, or dropped (which waits) on an early
     // return, within this call, while `out` is borrowed.
-    let s = unsafe { ep.isend(out, to.engine_rank(), stag, comm.context()) }?;
-    ep.recv_with_status(buf, from.engine_rank(), rtag, comm.context(), status)?;
+    let s = unsafe { ep.isend(out, to.engine_rank(), stag, comm.context(), Standard) }?;
+    ep.recv(buf, from.engine_rank(), rtag, comm.context(), status)?;
     to_comm_ranks(comm, status);
     s.wait()?;
     Ok(())

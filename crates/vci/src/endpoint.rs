@@ -22,18 +22,20 @@
 //!
 //! # Example
 //! ```
-//! use vci::{Endpoint, PROC_NULL, ANY_TAG};
+//! use vci::{Endpoint, SendMode, Status, PROC_NULL, ANY_TAG};
 //!
 //! let ep = Endpoint::new().unwrap(); // without a launcher: a world of one
 //! assert_eq!((ep.rank(), ep.size()), (0, 1));
 //! // Operations on PROC_NULL complete at once.
-//! let st = ep.recv(&mut [0u8; 4], PROC_NULL, 3, 0).unwrap();
+//! let mut st = Status::empty();
+//! ep.recv(&mut [0u8; 4], PROC_NULL, 3, 0, &mut st).unwrap();
 //! assert_eq!((st.source, st.tag, st.count), (PROC_NULL, ANY_TAG, 0));
 //! // A message to oneself.
 //! // SAFETY: the request is waited for below, never leaked.
-//! let r = unsafe { ep.isend(b"abc", 0, 1, 0) }.unwrap();
+//! let r = unsafe { ep.isend(b"abc", 0, 1, 0, SendMode::Standard) }.unwrap();
 //! let mut buf = [0u8; 3];
-//! ep.recv(&mut buf, 0, 1, 0).unwrap();
+//! ep.recv(&mut buf, 0, 1, 0, &mut st).unwrap();
+//! assert_eq!(st.error, None);
 //! r.wait().unwrap();
 //! assert_eq!(&buf, b"abc");
 //! ```
@@ -61,6 +63,17 @@ const SIZE_VAR: &str = "HMPI_SIZE";
 
 /// Set once an endpoint exists in this process.
 static CREATED: AtomicBool = AtomicBool::new(false);
+
+/// How [`Endpoint::isend`] and [`Endpoint::send`] complete a send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendMode {
+    /// As soon as the send buffer may be reused (MPI's standard mode):
+    /// small messages complete at once, through a fast box or inline.
+    Standard,
+    /// Only once the receiver has matched the message (and copied it),
+    /// whatever the protocol (MPI's synchronous mode, `MPI_Ssend`).
+    Synchronous,
+}
 
 /// How [`Endpoint::irecv_raw_or_in`] started a receive, or
 /// [`Endpoint::isend_or_in`] a send.
@@ -404,6 +417,10 @@ impl Endpoint {
     /// when it has), else first copied into a heap bounce buffer (complete
     /// at once).
     ///
+    /// With [`SendMode::Synchronous`] the request completes only once the
+    /// receiver has matched the message (and copied it), whatever the
+    /// protocol (MPI's `MPI_Issend`).
+    ///
     /// # Safety
     /// The returned request must be completed ([`Request::wait`], a
     /// [`Request::test`] that reports completion, [`wait_all`](crate::wait_all))
@@ -418,7 +435,11 @@ impl Endpoint {
         dest: i32,
         tag: i32,
         context: u32,
+        mode: SendMode,
     ) -> Result<Request<'a>> {
+        if mode == SendMode::Synchronous {
+            return self.isend_sync(buf, dest, tag, context);
+        }
         // A tiny message goes into the fast box here, and its request is
         // complete; the general path (with its larger frame) is for the
         // rest.
@@ -428,13 +449,9 @@ impl Endpoint {
         self.start_send(buf, dest, tag, context, false)
     }
 
-    /// Starts a synchronous send: like [`Endpoint::isend`], but the request
-    /// completes only once the receiver has matched the message (and
-    /// copied it), whatever the protocol (MPI's `MPI_Issend`).
-    ///
-    /// # Safety
-    /// As for [`Endpoint::isend`]. The blocking [`Endpoint::ssend`] is safe.
-    pub unsafe fn issend<'a>(
+    /// [`Endpoint::isend`] in [`SendMode::Synchronous`]: the general path
+    /// at once (a synchronous send never tries the fast box).
+    fn isend_sync<'a>(
         &'a self,
         buf: &'a [u8],
         dest: i32,
@@ -444,15 +461,11 @@ impl Endpoint {
         self.start_send(buf, dest, tag, context, true)
     }
 
-    /// Sends synchronously and waits (see [`Endpoint::issend`]): returns
-    /// once the receiver has matched the message. A synchronous send to
-    /// oneself without a receive posted first (by another thread) never
-    /// returns, as in MPI.
-    pub fn ssend(&self, buf: &[u8], dest: i32, tag: i32, context: u32) -> Result<()> {
-        // SAFETY: the request is waited for at once, never leaked.
-        unsafe { self.issend(buf, dest, tag, context) }?
-            .wait()
-            .map(drop)
+    /// [`Endpoint::send`] in [`SendMode::Synchronous`]: returns once the
+    /// receiver has matched the message.
+    fn send_sync(&self, buf: &[u8], dest: i32, tag: i32, context: u32) -> Result<()> {
+        // The request is waited for at once, never leaked.
+        self.isend_sync(buf, dest, tag, context)?.wait().map(drop)
     }
 
     /// A send through an envelope (or none, to `PROC_NULL`): the general
@@ -622,43 +635,23 @@ impl Endpoint {
         })
     }
 
-    /// Starts receiving into `buf` a message from `source` (a rank,
-    /// [`ANY_SOURCE`] or [`PROC_NULL`]) with `tag` (or [`ANY_TAG`]) in
-    /// communicator context `context`.
-    ///
-    /// # Safety
-    /// As for [`Endpoint::isend`]: the request must be completed or dropped,
-    /// never leaked, because the engine writes into `buf` until the receive
-    /// completes or is cancelled. The blocking [`Endpoint::recv`] is safe.
-    pub unsafe fn irecv<'a>(
-        &'a self,
-        buf: &'a mut [u8],
-        source: i32,
-        tag: i32,
-        context: u32,
-    ) -> Result<Request<'a>> {
-        let target = Target::Buffer {
-            buf: buf.as_mut_ptr(),
-            cap: buf.len(),
-        };
-        // SAFETY: `buf` is borrowed mutably for 'a by the request, which
-        // collects the receive's slot before it ends (waiting on drop).
-        unsafe { self.post_recv(target, source, tag, context) }
-    }
-
-    /// Starts receiving into the `len` bytes at `buf`: [`Endpoint::irecv`]
-    /// for memory that no Rust reference can describe, as MPI's
-    /// `MPI_Irecv` takes a raw pointer. Pending receives may name the same
-    /// memory (the OSU bandwidth benchmarks post a whole window of
+    /// Starts receiving into the `len` bytes at `buf` a message from
+    /// `source` (a rank, [`ANY_SOURCE`] or [`PROC_NULL`]) with `tag` (or
+    /// [`ANY_TAG`]) in communicator context `context`. The buffer is a raw
+    /// pointer, as MPI's `MPI_Irecv` takes one, so that memory no Rust
+    /// reference can describe can be named: pending receives may name the
+    /// same memory (the OSU bandwidth benchmarks post a whole window of
     /// receives into one buffer); it then holds whichever of their
-    /// messages was copied last.
+    /// messages was copied last. For a slice `b`, pass `b.as_mut_ptr()`
+    /// and `b.len()`.
     ///
     /// # Safety
     /// `buf` is non-null and valid for writes of `len` bytes until the
     /// request completes or is cancelled, and nothing but the engine reads
     /// or writes that memory meanwhile; the request must be completed or
-    /// dropped, never leaked (as for [`Endpoint::irecv`]).
-    pub unsafe fn irecv_raw<'a>(
+    /// dropped, never leaked (as for [`Endpoint::isend`]). The blocking
+    /// [`Endpoint::recv`] is safe.
+    pub unsafe fn irecv<'a>(
         &'a self,
         buf: *mut u8,
         len: usize,
@@ -673,7 +666,7 @@ impl Endpoint {
         unsafe { self.post_recv(target, source, tag, context) }
     }
 
-    /// [`Endpoint::irecv_raw`] for a layer that keeps its requests in a
+    /// [`Endpoint::irecv`] for a layer that keeps its requests in a
     /// table of its own (the C library's request handles): a receive that
     /// matches at once returns its status and leaves no request behind;
     /// one that must wait asks `place` for a slot first (under the VCI
@@ -685,9 +678,9 @@ impl Endpoint {
     ///
     /// # Safety
     ///
-    /// As for [`Endpoint::irecv_raw`]; a place `place` returns is valid for
+    /// As for [`Endpoint::irecv`]; a place `place` returns is valid for
     /// a write of a request, and the request written there is completed or
-    /// dropped like one [`Endpoint::irecv_raw`] returned.
+    /// dropped like one [`Endpoint::irecv`] returned.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn irecv_raw_or_in<'a>(
@@ -706,7 +699,7 @@ impl Endpoint {
         }
         let target = Target::Buffer { buf, cap: len };
         let place = || place().ok_or(());
-        // SAFETY: as in `irecv_raw`: the caller keeps `buf` valid until the
+        // SAFETY: as in `irecv`: the caller keeps `buf` valid until the
         // request completes.
         let posted = unsafe { self.vcis[v].post_recv(target, source, tag, context, place) };
         Ok(match posted {
@@ -745,8 +738,27 @@ impl Endpoint {
         Ok(Request::posted(self, v, posted))
     }
 
-    /// Sends and waits (see [`Endpoint::isend`]).
-    pub fn send(&self, buf: &[u8], dest: i32, tag: i32, context: u32) -> Result<()> {
+    /// Sends and waits (see [`Endpoint::isend`]). In
+    /// [`SendMode::Synchronous`] it returns once the receiver has matched
+    /// the message; a synchronous send to oneself without a receive posted
+    /// first (by another thread) never returns, as in MPI.
+    #[inline]
+    pub fn send(
+        &self,
+        buf: &[u8],
+        dest: i32,
+        tag: i32,
+        context: u32,
+        mode: SendMode,
+    ) -> Result<()> {
+        match mode {
+            SendMode::Standard => self.send_standard(buf, dest, tag, context),
+            SendMode::Synchronous => self.send_sync(buf, dest, tag, context),
+        }
+    }
+
+    /// [`Endpoint::send`] in [`SendMode::Standard`].
+    fn send_standard(&self, buf: &[u8], dest: i32, tag: i32, context: u32) -> Result<()> {
         // A tiny message goes into the fast box without a request.
         if self
             .send_through_fastbox(buf, dest, tag, context)?
@@ -761,29 +773,22 @@ impl Endpoint {
             .map(drop)
     }
 
-    /// Receives and waits (see [`Endpoint::irecv`]). The receive is not
-    /// posted while it waits: each attempt takes the earliest matching
-    /// message that has arrived (receives posted by other threads come
-    /// first; concurrent receives of several threads have no order in
-    /// MPI), and a small one goes straight from the sender's fast box into
-    /// `buf`.
-    #[inline]
-    pub fn recv(&self, buf: &mut [u8], source: i32, tag: i32, context: u32) -> Result<Status> {
-        let mut st = Status::empty();
-        self.recv_with_status(buf, source, tag, context, &mut st)?;
-        st.into_result()
-    }
-
-    /// [`Endpoint::recv`] with the status written to `status`, a truncated
-    /// or failed delivery included (in `status.error`); `Err` only when
-    /// nothing was received (invalid arguments).
+    /// Receives and waits (see [`Endpoint::irecv`]), writing the status to
+    /// `status`, a truncated or failed delivery included (in
+    /// `status.error`; [`Status::into_result`] turns it into an error);
+    /// `Err` only when nothing was received (invalid arguments). The
+    /// receive is not posted while it waits: each attempt takes the
+    /// earliest matching message that has arrived (receives posted by
+    /// other threads come first; concurrent receives of several threads
+    /// have no order in MPI), and a small one goes straight from the
+    /// sender's fast box into `buf`.
     ///
-    /// For callers that mostly ignore the status, as C programs passing
-    /// `MPI_STATUS_IGNORE` do: they read the fields they need (usually
-    /// only `status.error`) instead of copying the whole status (see
-    /// docs/performance.md, "Store forwarding").
+    /// The status is an out-parameter for callers that mostly ignore it,
+    /// as C programs passing `MPI_STATUS_IGNORE` do: they read the fields
+    /// they need (usually only `status.error`) instead of copying the
+    /// whole status (see docs/performance.md, "Store forwarding").
     #[inline]
-    pub fn recv_with_status(
+    pub fn recv(
         &self,
         buf: &mut [u8],
         source: i32,

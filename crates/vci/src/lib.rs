@@ -19,7 +19,7 @@
 //!    [`kernel_assisted`]), or from a heap bounce buffer when neither works
 //!    (two copy);
 //! 3. for single copy, kernel assisted and every synchronous send
-//!    ([`Endpoint::issend`], [`Endpoint::ssend`]) the receiver publishes
+//!    ([`SendMode::Synchronous`]) the receiver publishes
 //!    completion (Release) after matching and copying, and rings the
 //!    sender's doorbell; the sender's request sees it (Acquire) and frees
 //!    the envelope. Other envelopes are freed by the receiver (a cross-rank
@@ -50,7 +50,7 @@
 //!
 //! # Example
 //! ```
-//! use vci::{Endpoint, ANY_SOURCE, ANY_TAG};
+//! use vci::{Endpoint, SendMode, Status, ANY_SOURCE, ANY_TAG};
 //!
 //! // Under `hmpirun -n N` every rank calls this; alone it is a world of one.
 //! let ep = Endpoint::new().unwrap();
@@ -59,9 +59,11 @@
 //! // allocator is `shmheap::ShmHeap`), two copy through a bounce buffer here.
 //! let data = vec![7u8; 1000];
 //! // SAFETY: the request is waited for below, never leaked.
-//! let s = unsafe { ep.isend(&data, me, 5, 0) }.unwrap();
+//! let s = unsafe { ep.isend(&data, me, 5, 0, SendMode::Standard) }.unwrap();
 //! let mut got = vec![0u8; 1000];
-//! let st = ep.recv(&mut got, ANY_SOURCE, ANY_TAG, 0).unwrap();
+//! let mut st = Status::empty();
+//! ep.recv(&mut got, ANY_SOURCE, ANY_TAG, 0, &mut st).unwrap();
+//! let st = st.into_result().unwrap();
 //! s.wait().unwrap();
 //! assert_eq!((st.source, st.tag, st.count), (me, 5, 1000));
 //! assert_eq!(got, data);
@@ -97,7 +99,7 @@ mod wait;
 pub use kernel_assisted as cma;
 
 pub use config::Config;
-pub use endpoint::{Endpoint, Start};
+pub use endpoint::{Endpoint, SendMode, Start};
 pub use envelope::Protocol;
 pub use error::{Error, Result};
 pub use message::Message;

@@ -14,10 +14,10 @@
 //!
 //! # Example
 //! ```
-//! use vci::{Endpoint, ANY_SOURCE, ANY_TAG};
+//! use vci::{Endpoint, SendMode, ANY_SOURCE, ANY_TAG};
 //!
 //! let ep = Endpoint::new().unwrap(); // a world of one
-//! ep.send(b"hello", 0, 4, 0).unwrap();
+//! ep.send(b"hello", 0, 4, 0, SendMode::Standard).unwrap();
 //! let (msg, st) = ep.mprobe(ANY_SOURCE, ANY_TAG, 0).unwrap();
 //! assert_eq!((st.tag, st.count), (4, 5));
 //! // Nobody else can match it now.

@@ -14,15 +14,16 @@
 //!
 //! # Example
 //! ```
-//! use vci::{Endpoint, ANY_SOURCE, ANY_TAG};
+//! use vci::{Endpoint, SendMode, ANY_SOURCE, ANY_TAG};
 //!
 //! let ep = Endpoint::new().unwrap(); // a world of one rank without a launcher
 //! let out = *b"hello";
 //! let mut inb = [0u8; 5];
-//! // SAFETY: both requests are waited for below, never leaked.
-//! let r = unsafe { ep.irecv(&mut inb, ANY_SOURCE, ANY_TAG, 0) }.unwrap();
+//! // SAFETY: both requests are waited for below, never leaked; `inb` is
+//! // not touched until then.
+//! let r = unsafe { ep.irecv(inb.as_mut_ptr(), inb.len(), ANY_SOURCE, ANY_TAG, 0) }.unwrap();
 //! // SAFETY: as above.
-//! let s = unsafe { ep.isend(&out, 0, 7, 0) }.unwrap();
+//! let s = unsafe { ep.isend(&out, 0, 7, 0, SendMode::Standard) }.unwrap();
 //! let st = vci::wait_all(vec![r, s]).unwrap();
 //! assert_eq!((st[0].source, st[0].tag, st[0].count), (0, 7, 5));
 //! assert_eq!(&inb, b"hello");
@@ -500,18 +501,24 @@ fn take_finished(requests: &mut [Option<Request<'_>>], first: bool) -> Vec<(usiz
 ///
 /// # Example
 /// ```
+/// use vci::SendMode;
+///
 /// let ep = vci::Endpoint::new().unwrap(); // a world of one
 /// let mut a = [0u8; 1];
 /// let mut b = [0u8; 1];
-/// // SAFETY: the requests are waited for (or dropped) below, never leaked.
+/// // SAFETY: the requests are waited for (or dropped) below, never leaked;
+/// // `a` and `b` are not touched until then.
 /// let mut reqs = unsafe {
-///     [Some(ep.irecv(&mut a, 0, 1, 0).unwrap()), Some(ep.irecv(&mut b, 0, 2, 0).unwrap())]
+///     [
+///         Some(ep.irecv(a.as_mut_ptr(), a.len(), 0, 1, 0).unwrap()),
+///         Some(ep.irecv(b.as_mut_ptr(), b.len(), 0, 2, 0).unwrap()),
+///     ]
 /// };
-/// ep.send(b"x", 0, 2, 0).unwrap();
+/// ep.send(b"x", 0, 2, 0, SendMode::Standard).unwrap();
 /// let (i, st) = vci::wait_any(&mut reqs).unwrap();
 /// assert_eq!((i, st.tag), (1, 2));
 /// assert!(reqs[1].is_none());
-/// ep.send(b"y", 0, 1, 0).unwrap();
+/// ep.send(b"y", 0, 1, 0, SendMode::Standard).unwrap();
 /// assert_eq!(vci::wait_any(&mut reqs).unwrap().0, 0);
 /// assert!(vci::wait_any(&mut reqs).is_none());
 /// ```

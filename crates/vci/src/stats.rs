@@ -32,7 +32,7 @@ pub struct Stats {
     /// Messages received with the kernel-assisted single copy
     /// (`process_vm_readv`).
     pub kernel_assisted: u64,
-    /// Synchronous sends (`issend`/`ssend`) started.
+    /// Synchronous sends ([`crate::SendMode::Synchronous`]) started.
     pub sent_synchronous: u64,
     /// Single-copy messages received with the synergistic copy.
     pub synergistic: u64,

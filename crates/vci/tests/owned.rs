@@ -8,7 +8,7 @@
 use hmpi_core::launch::rank_tests;
 use shmheap::ShmHeap;
 use std::alloc::Layout;
-use vci::{Endpoint, Error, OwnedBlock, ANY_SOURCE, ANY_TAG, PROC_NULL};
+use vci::{Endpoint, Error, OwnedBlock, SendMode, Status, ANY_SOURCE, ANY_TAG, PROC_NULL};
 
 #[global_allocator]
 static ALLOC: ShmHeap = ShmHeap::new();
@@ -43,6 +43,14 @@ const TESTS: &[(&str, fn())] = &[
         given_blocks_overflowing_the_fast_box_keep_order,
     ),
 ];
+
+/// `Endpoint::recv` for these tests: the status, a truncated or failed
+/// delivery as an error.
+fn recv(ep: &Endpoint, buf: &mut [u8], src: i32, tag: i32, ctx: u32) -> vci::Result<Status> {
+    let mut st = Status::empty();
+    ep.recv(buf, src, tag, ctx, &mut st)?;
+    st.into_result()
+}
 
 fn main() {
     rank_tests::main(
@@ -102,19 +110,20 @@ fn baseline(ep: &Endpoint) -> u64 {
     let mut b = [0u8; 1];
     // A receive posted before its message, and messages that wait for
     // their receive, so both lists have grown.
-    // SAFETY: waited for below.
-    let r = unsafe { ep.irecv(&mut b, from, 98, 0) }.expect("warm-up receive");
+    // SAFETY: waited for below; `b` is not touched until then.
+    let r = unsafe { ep.irecv(b.as_mut_ptr(), b.len(), from, 98, 0) }.expect("warm-up receive");
     ep.barrier();
-    ep.send(&[0], peer, 98, 0).expect("warm-up send");
+    ep.send(&[0], peer, 98, 0, SendMode::Standard)
+        .expect("warm-up send");
     r.wait().expect("warm-up receive");
-    ep.send(&[0], peer, 97, 0).expect("warm-up send");
-    ep.send(&[0], peer, 96, 0).expect("warm-up send");
+    ep.send(&[0], peer, 97, 0, SendMode::Standard)
+        .expect("warm-up send");
+    ep.send(&[0], peer, 96, 0, SendMode::Standard)
+        .expect("warm-up send");
     ep.barrier();
     // Taking the second first moves the first to the unexpected list.
-    ep.recv(&mut [0u8; 1], from, 96, 0)
-        .expect("warm-up receive");
-    ep.recv(&mut [0u8; 1], from, 97, 0)
-        .expect("warm-up receive");
+    recv(ep, &mut [0u8; 1], from, 96, 0).expect("warm-up receive");
+    recv(ep, &mut [0u8; 1], from, 97, 0).expect("warm-up receive");
     ep.barrier();
     shmheap::drain_remote_frees();
     shmheap::flush_thread_cache();
@@ -151,7 +160,7 @@ fn in_place_rank() {
             give(&ep, pattern(n, i as u64), i as u64, 1, i as i32);
         }
         // Rank 1 has freed every block: they come back to this arena.
-        ep.recv(&mut [0u8; 1], 1, 99, 0).expect("done");
+        recv(&ep, &mut [0u8; 1], 1, 99, 0).expect("done");
         shmheap::drain_remote_frees();
         shmheap::flush_thread_cache();
         assert_eq!(in_use(0), base, "given blocks return to the giver's arena");
@@ -183,7 +192,7 @@ fn in_place_rank() {
             s.owned_copied,
             LENS.iter().filter(|&&n| n == 0).count() as u64
         );
-        ep.send(&[1], 0, 99, 0).expect("done");
+        ep.send(&[1], 0, 99, 0, SendMode::Standard).expect("done");
     }
     ep.barrier();
 }
@@ -228,19 +237,19 @@ fn interop_rank() {
                         // SAFETY: u64s are plain bytes.
                         let bytes =
                             unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), 8 * n) };
-                        ep.send(bytes, 1, 5, 0).expect("send");
+                        ep.send(bytes, 1, 5, 0, SendMode::Standard).expect("send");
                     }
                     Kind::PlainStack => {
                         let a = [seed as u8; 24];
-                        ep.send(&a, 1, 5, 0).expect("send");
+                        ep.send(&a, 1, 5, 0, SendMode::Standard).expect("send");
                     }
-                    Kind::PlainEmpty => ep.send(&[], 1, 5, 0).expect("send"),
+                    Kind::PlainEmpty => ep.send(&[], 1, 5, 0, SendMode::Standard).expect("send"),
                 }
             }
         }
         // A given block received into a short buffer: truncated, and freed.
         give(&ep, pattern(64, 7), 7, 1, 6);
-        ep.recv(&mut [0u8; 1], 1, 99, 0).expect("done");
+        recv(&ep, &mut [0u8; 1], 1, 99, 0).expect("done");
         shmheap::drain_remote_frees();
         shmheap::flush_thread_cache();
         assert_eq!(in_use(0), base, "nothing leaks on either path");
@@ -278,7 +287,7 @@ fn interop_rank() {
         let mut buf = vec![0u8; 8 << 20];
         for (i, k) in SEQ.iter().enumerate() {
             let seed = 100 + i as u64;
-            let st = ep.recv(&mut buf, 0, 5, 0).expect("plain receive");
+            let st = recv(&ep, &mut buf, 0, 5, 0).expect("plain receive");
             let got = &buf[..st.count as usize];
             match *k {
                 Kind::Given(n) | Kind::PlainHeap(n) => {
@@ -293,7 +302,7 @@ fn interop_rank() {
             }
         }
         let mut small = [0u8; 16];
-        match ep.recv(&mut small, 0, 6, 0) {
+        match recv(&ep, &mut small, 0, 6, 0) {
             Err(Error::Truncate {
                 status,
                 message_len,
@@ -305,7 +314,7 @@ fn interop_rank() {
             }
             other => panic!("expected a truncation, got {other:?}"),
         }
-        ep.send(&[1], 0, 99, 0).expect("done");
+        ep.send(&[1], 0, 99, 0, SendMode::Standard).expect("done");
     }
     ep.barrier();
 }
@@ -448,7 +457,8 @@ fn overflow_rank() {
     if me == 0 {
         for i in 0..N {
             if i % 5 == 4 {
-                ep.send(&(i as u64).to_le_bytes(), 1, 7, 0).expect("plain");
+                ep.send(&(i as u64).to_le_bytes(), 1, 7, 0, SendMode::Standard)
+                    .expect("plain");
                 continue;
             }
             let mut block = OwnedBlock::from_vec(pattern(1 + i % 9, i as u64));
@@ -460,7 +470,7 @@ fn overflow_rank() {
                 .expect("a give completes at once");
         }
         ep.barrier();
-        ep.recv(&mut [0u8; 1], 1, 99, 0).expect("done");
+        recv(&ep, &mut [0u8; 1], 1, 99, 0).expect("done");
         shmheap::drain_remote_frees();
         shmheap::flush_thread_cache();
         assert_eq!(in_use(0), base, "given blocks return to the giver's arena");
@@ -487,7 +497,7 @@ fn overflow_rank() {
             );
             assert_eq!(take_vec(b), pattern(1 + i % 9, i as u64));
         }
-        ep.send(&[1], 0, 99, 0).expect("done");
+        ep.send(&[1], 0, 99, 0, SendMode::Standard).expect("done");
     }
     ep.barrier();
 }

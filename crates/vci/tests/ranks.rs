@@ -14,7 +14,7 @@ use shmheap::ShmHeap;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
-use vci::{Endpoint, Error, Status, StatusError, ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB};
+use vci::{Endpoint, Error, SendMode, Status, StatusError, ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB};
 
 #[global_allocator]
 static ALLOC: ShmHeap = ShmHeap::new();
@@ -270,10 +270,10 @@ fn isend<'a>(
 ) -> vci::Result<vci::Request<'a>> {
     // SAFETY: every request in these tests is waited for, tested to
     // completion or dropped; none is leaked.
-    unsafe { ep.isend(buf, dest, tag, ctx) }
+    unsafe { ep.isend(buf, dest, tag, ctx, SendMode::Standard) }
 }
 
-/// `Endpoint::issend` for these tests.
+/// `Endpoint::isend` in synchronous mode for these tests.
 fn issend_t<'a>(
     ep: &'a Endpoint,
     buf: &'a [u8],
@@ -282,7 +282,7 @@ fn issend_t<'a>(
     ctx: u32,
 ) -> vci::Result<vci::Request<'a>> {
     // SAFETY: as for `isend`.
-    unsafe { ep.issend(buf, dest, tag, ctx) }
+    unsafe { ep.isend(buf, dest, tag, ctx, SendMode::Synchronous) }
 }
 
 /// `Endpoint::isend_or_in` for these tests, in context 0.
@@ -320,8 +320,17 @@ fn irecv<'a>(
     tag: i32,
     ctx: u32,
 ) -> vci::Result<vci::Request<'a>> {
-    // SAFETY: as for `isend`.
-    unsafe { ep.irecv(buf, src, tag, ctx) }
+    // SAFETY: as for `isend`; `buf` is borrowed for the request's
+    // lifetime, so nothing else touches it until the request ends.
+    unsafe { ep.irecv(buf.as_mut_ptr(), buf.len(), src, tag, ctx) }
+}
+
+/// `Endpoint::recv` for these tests: the status, a truncated or failed
+/// delivery as an error.
+fn recv(ep: &Endpoint, buf: &mut [u8], src: i32, tag: i32, ctx: u32) -> vci::Result<Status> {
+    let mut st = Status::empty();
+    ep.recv(buf, src, tag, ctx, &mut st)?;
+    st.into_result()
 }
 
 fn endpoint() -> Endpoint {
@@ -422,16 +431,16 @@ fn pingpong_heap_rank() {
             assert!(n == 0 || shmheap::is_shared(out.as_ptr()));
             if me == 0 {
                 fill(&mut out, n);
-                ep.send(&out, peer, tag, 0).unwrap();
-                let st = ep.recv(&mut inb, peer, tag, 0).unwrap();
+                ep.send(&out, peer, tag, 0, SendMode::Standard).unwrap();
+                let st = recv(&ep, &mut inb, peer, tag, 0).unwrap();
                 assert_eq!((st.source, st.tag, st.count), (peer, tag, n as u64));
                 check(&inb, n + 1, "pong");
             } else {
-                let st = ep.recv(&mut inb, peer, tag, 0).unwrap();
+                let st = recv(&ep, &mut inb, peer, tag, 0).unwrap();
                 assert_eq!((st.source, st.tag, st.count), (peer, tag, n as u64));
                 check(&inb, n, "ping");
                 fill(&mut out, n + 1);
-                ep.send(&out, peer, tag, 0).unwrap();
+                ep.send(&out, peer, tag, 0, SendMode::Standard).unwrap();
             }
         }
         ep.barrier();
@@ -462,12 +471,12 @@ fn warm_up(ep: &Endpoint, peer: i32) {
     const K: usize = 16;
     let b = [1u8; 8];
     for _ in 0..K {
-        ep.send(&b, peer, 999, 0).unwrap();
+        ep.send(&b, peer, 999, 0, SendMode::Standard).unwrap();
     }
     ep.barrier();
     let mut inb = [[0u8; 8]; K];
     for x in inb.iter_mut() {
-        ep.recv(x, peer, 999, 0).unwrap();
+        recv(ep, x, peer, 999, 0).unwrap();
     }
     let reqs: Vec<_> = inb
         .iter_mut()
@@ -475,7 +484,7 @@ fn warm_up(ep: &Endpoint, peer: i32) {
         .collect();
     ep.barrier();
     for _ in 0..K {
-        ep.send(&b, peer, 998, 0).unwrap();
+        ep.send(&b, peer, 998, 0, SendMode::Standard).unwrap();
     }
     ep.wait_all(reqs).unwrap();
     ep.barrier();
@@ -511,25 +520,26 @@ fn pingpong_private_rank() {
         };
         if me == 0 {
             fill(out, n);
-            ep.send(out, peer, tag, 0).unwrap();
-            let st = ep.recv(inb, peer, tag, 0).unwrap();
+            ep.send(out, peer, tag, 0, SendMode::Standard).unwrap();
+            let st = recv(&ep, inb, peer, tag, 0).unwrap();
             assert_eq!(st.count, n as u64);
             check(inb, n + 1, "pong");
         } else {
-            let st = ep.recv(inb, peer, tag, 0).unwrap();
+            let st = recv(&ep, inb, peer, tag, 0).unwrap();
             assert_eq!(st.count, n as u64);
             check(inb, n, "ping");
             fill(out, n + 1);
-            ep.send(out, peer, tag, 0).unwrap();
+            ep.send(out, peer, tag, 0, SendMode::Standard).unwrap();
         }
     }
     // A static buffer: private as well.
     if me == 0 {
         assert!(!shmheap::is_shared(STATIC_MSG.as_ptr()));
-        ep.send(&STATIC_MSG, peer, 8, 0).unwrap();
+        ep.send(&STATIC_MSG, peer, 8, 0, SendMode::Standard)
+            .unwrap();
     } else {
         let mut v = vec![0u8; STATIC_MSG.len()];
-        ep.recv(&mut v, peer, 8, 0).unwrap();
+        recv(&ep, &mut v, peer, 8, 0).unwrap();
         check(&v, 5, "static");
     }
     let small = sizes.iter().filter(|&&n| n <= EAGER).count() as u64;
@@ -603,7 +613,7 @@ fn semantics_rank() {
     } else if me == 1 {
         let mut buf = vec![0u8; 40_000];
         for i in 0..N {
-            let st = ep.recv(&mut buf, 0, 5, 0).unwrap();
+            let st = recv(&ep, &mut buf, 0, 5, 0).unwrap();
             let n = st.count as usize;
             assert_eq!(n, len_of(i));
             assert_eq!(number_of(&buf[..n]), i, "message order");
@@ -622,26 +632,29 @@ fn semantics_rank() {
     // 2. Wildcards, tags out of order, contexts.
     if me == 0 {
         for (tag, i) in [(1, 0), (2, 1), (3, 2), (10, 3), (11, 4), (12, 5)] {
-            ep.send(&numbered(i, 8), 1, tag, 0).unwrap();
+            ep.send(&numbered(i, 8), 1, tag, 0, SendMode::Standard)
+                .unwrap();
         }
-        ep.send(&numbered(6, 8), 1, 7, 1).unwrap();
-        ep.send(&numbered(7, 8), 1, 7, 0).unwrap();
+        ep.send(&numbered(6, 8), 1, 7, 1, SendMode::Standard)
+            .unwrap();
+        ep.send(&numbered(7, 8), 1, 7, 0, SendMode::Standard)
+            .unwrap();
     } else if me == 1 {
         let mut b = [0u8; 8];
         for (tag, i) in [(1, 0), (2, 1), (3, 2)] {
-            let st = ep.recv(&mut b, ANY_SOURCE, ANY_TAG, 0).unwrap();
+            let st = recv(&ep, &mut b, ANY_SOURCE, ANY_TAG, 0).unwrap();
             assert_eq!((st.source, st.tag, number_of(&b)), (0, tag, i));
         }
-        let st = ep.recv(&mut b, 0, 12, 0).unwrap();
+        let st = recv(&ep, &mut b, 0, 12, 0).unwrap();
         assert_eq!((st.tag, number_of(&b)), (12, 5));
-        let st = ep.recv(&mut b, 0, ANY_TAG, 0).unwrap();
+        let st = recv(&ep, &mut b, 0, ANY_TAG, 0).unwrap();
         assert_eq!((st.tag, number_of(&b)), (10, 3));
-        let st = ep.recv(&mut b, ANY_SOURCE, 11, 0).unwrap();
+        let st = recv(&ep, &mut b, ANY_SOURCE, 11, 0).unwrap();
         assert_eq!((st.tag, number_of(&b)), (11, 4));
         // Tag 7 in context 0 skips the earlier tag 7 of context 1.
-        let st = ep.recv(&mut b, ANY_SOURCE, 7, 0).unwrap();
+        let st = recv(&ep, &mut b, ANY_SOURCE, 7, 0).unwrap();
         assert_eq!((st.tag, number_of(&b)), (7, 7));
-        let st = ep.recv(&mut b, ANY_SOURCE, ANY_TAG, 1).unwrap();
+        let st = recv(&ep, &mut b, ANY_SOURCE, ANY_TAG, 1).unwrap();
         assert_eq!((st.tag, number_of(&b)), (7, 6));
     }
     ep.barrier();
@@ -669,12 +682,14 @@ fn semantics_rank() {
         ep.barrier();
         if me == 0 {
             for (tag, i) in [(21, 0), (21, 1), (22, 2), (40, 3)] {
-                ep.send(&numbered(i, 8), 1, tag, 0).unwrap();
+                ep.send(&numbered(i, 8), 1, tag, 0, SendMode::Standard)
+                    .unwrap();
             }
-            ep.send(&[], 2, 41, 0).unwrap();
+            ep.send(&[], 2, 41, 0, SendMode::Standard).unwrap();
         } else {
-            ep.recv(&mut [], 0, 41, 0).unwrap();
-            ep.send(&numbered(4, 8), 1, 40, 0).unwrap();
+            recv(&ep, &mut [], 0, 41, 0).unwrap();
+            ep.send(&numbered(4, 8), 1, 40, 0, SendMode::Standard)
+                .unwrap();
         }
     }
     ep.barrier();
@@ -682,7 +697,8 @@ fn semantics_rank() {
     // 4. Probe, then receive what it announced.
     if me == 0 {
         assert_eq!(ep.iprobe(ANY_SOURCE, 30, 0).unwrap(), None);
-        ep.send(&numbered(30, 5000), 2, 30, 0).unwrap();
+        ep.send(&numbered(30, 5000), 2, 30, 0, SendMode::Standard)
+            .unwrap();
     } else if me == 2 {
         let st = ep.probe(ANY_SOURCE, ANY_TAG, 0).unwrap();
         assert_eq!((st.source, st.tag, st.count), (0, 30, 5000));
@@ -690,7 +706,7 @@ fn semantics_rank() {
         assert_eq!(ep.iprobe(0, 31, 0).unwrap(), None);
         assert_eq!(ep.iprobe(0, 30, 1).unwrap(), None);
         let mut v = vec![0u8; st.count as usize];
-        ep.recv(&mut v, st.source, st.tag, 0).unwrap();
+        recv(&ep, &mut v, st.source, st.tag, 0).unwrap();
         assert_eq!(v, numbered(30, 5000));
         assert_eq!(ep.iprobe(ANY_SOURCE, ANY_TAG, 0).unwrap(), None);
     }
@@ -702,14 +718,17 @@ fn semantics_rank() {
         let big = numbered(1, 1000);
         let mut private = PrivBuf::new(5000);
         private.get().copy_from_slice(&numbered(2, 5000));
-        ep.send(&numbered(0, 100), 1, 50, 0).unwrap();
-        ep.send(&big, 1, 50, 0).unwrap();
-        ep.send(private.view(), 1, 50, 0).unwrap();
-        ep.send(&numbered(3, 100), 1, 50, 0).unwrap();
+        ep.send(&numbered(0, 100), 1, 50, 0, SendMode::Standard)
+            .unwrap();
+        ep.send(&big, 1, 50, 0, SendMode::Standard).unwrap();
+        ep.send(private.view(), 1, 50, 0, SendMode::Standard)
+            .unwrap();
+        ep.send(&numbered(3, 100), 1, 50, 0, SendMode::Standard)
+            .unwrap();
     } else if me == 1 {
         for (i, len) in [(0, 100u64), (1, 1000), (2, 5000)] {
             let mut b = [0u8; 10];
-            match ep.recv(&mut b, 0, 50, 0) {
+            match recv(&ep, &mut b, 0, 50, 0) {
                 Err(Error::Truncate {
                     status,
                     message_len,
@@ -724,10 +743,10 @@ fn semantics_rank() {
                 other => panic!("expected truncation, got {other:?}"),
             }
         }
-        // recv_with_status: received, the truncation in the status.
+        // `Endpoint::recv` itself: received, the truncation in the status.
         let mut b = [0u8; 10];
         let mut st = Status::empty();
-        ep.recv_with_status(&mut b, 0, 50, 0, &mut st).unwrap();
+        ep.recv(&mut b, 0, 50, 0, &mut st).unwrap();
         assert_eq!((st.source, st.tag, st.count), (0, 50, 10));
         assert_eq!(st.error, Some(StatusError::Truncate { message_len: 100 }));
         assert_eq!(&b[..], &numbered(3, 100)[..10]);
@@ -745,14 +764,15 @@ fn semantics_rank() {
     } else {
         ep.barrier();
         if me == 0 {
-            ep.send(&numbered(3, 20), 1, 51, 0).unwrap();
+            ep.send(&numbered(3, 20), 1, 51, 0, SendMode::Standard)
+                .unwrap();
         }
     }
     ep.barrier();
 
     // 6. PROC_NULL.
     let mut b = [9u8; 4];
-    let st = ep.recv(&mut b, PROC_NULL, 3, 0).unwrap();
+    let st = recv(&ep, &mut b, PROC_NULL, 3, 0).unwrap();
     assert_eq!((st.source, st.tag, st.count), (PROC_NULL, ANY_TAG, 0));
     assert_eq!(b, [9; 4]);
     let st = isend(&ep, &b, PROC_NULL, 3, 0).unwrap().wait().unwrap();
@@ -772,11 +792,11 @@ fn semantics_rank() {
         let z = isend(&ep, &[], (me + 1) % 3, 61, 0).unwrap();
         let mut v = vec![0u8; 100_000];
         for (i, len) in [(0, 100), (1, 100_000), (2, 100_000)] {
-            let st = ep.recv(&mut v, me, 60, 0).unwrap();
+            let st = recv(&ep, &mut v, me, 60, 0).unwrap();
             assert_eq!(st.count, len as u64);
             assert_eq!(&v[..len], &numbered(i, len)[..]);
         }
-        let st = ep.recv(&mut [], (me + 2) % 3, 61, 0).unwrap();
+        let st = recv(&ep, &mut [], (me + 2) % 3, 61, 0).unwrap();
         assert_eq!((st.count, st.source), (0, (me + 2) % 3));
         ep.wait_all([r0, r1, r2, z]).unwrap();
     }
@@ -807,7 +827,8 @@ fn semantics_rank() {
     } else {
         ep.barrier();
         if me == 0 {
-            ep.send(&numbered(99, 8), 1, 99, 0).unwrap();
+            ep.send(&numbered(99, 8), 1, 99, 0, SendMode::Standard)
+                .unwrap();
         }
     }
     ep.barrier();
@@ -847,7 +868,7 @@ fn semantics_rank() {
     ));
     // TAG_UB itself is valid.
     let r = isend(&ep, &b, me, TAG_UB, 0).unwrap();
-    ep.recv(&mut m, me, TAG_UB, 0).unwrap();
+    recv(&ep, &mut m, me, TAG_UB, 0).unwrap();
     r.wait().unwrap();
     ep.barrier();
 
@@ -891,11 +912,11 @@ fn in_place_starts(ep: &Endpoint) {
         assert_eq!((st.source, st.tag, st.count), (1, T, 4 * EAGER as u64));
     } else if me == 1 {
         let mut buf = vec![0u8; 4 * EAGER];
-        let st = ep.recv(&mut buf, 0, T, 0).unwrap();
+        let st = recv(ep, &mut buf, 0, T, 0).unwrap();
         assert_eq!((st.count, number_of(&buf[..8])), (8, 0));
         // The send that had no place was never sent: the next one is the
         // one that had.
-        let st = ep.recv(&mut buf, 0, T, 0).unwrap();
+        let st = recv(ep, &mut buf, 0, T, 0).unwrap();
         assert_eq!(st.count as usize, 4 * EAGER);
         assert_eq!(buf, numbered(1, 4 * EAGER));
 
@@ -909,12 +930,14 @@ fn in_place_starts(ep: &Endpoint) {
         assert_eq!(st, vci::Start::Written);
         // Had the first start posted a receive, this message would go to
         // it and the request below would never finish.
-        ep.send(&numbered(3, 16), me, T + 1, 0).unwrap();
+        ep.send(&numbered(3, 16), me, T + 1, 0, SendMode::Standard)
+            .unwrap();
         // SAFETY: the engine wrote the request there.
         let st = unsafe { slot.assume_init() }.wait().unwrap();
         assert_eq!((st.count, number_of(&buf[..16])), (16, 3));
         // Without a place, a receive whose message is there finishes.
-        ep.send(&numbered(4, 16), me, T + 1, 0).unwrap();
+        ep.send(&numbered(4, 16), me, T + 1, 0, SendMode::Standard)
+            .unwrap();
         let st = irecv_in(ep, None, ptr, len, me, T + 1).unwrap();
         assert!(
             matches!(st, vci::Start::Finished(s) if s.count == 16),
@@ -941,7 +964,7 @@ fn ring_rank() {
         let out = numbered(it * 100 + me as usize, len);
         let s = isend(&ep, &out, right, it as i32, 0).unwrap();
         let mut inb = vec![0u8; len];
-        let st = ep.recv(&mut inb, left, it as i32, 0).unwrap();
+        let st = recv(&ep, &mut inb, left, it as i32, 0).unwrap();
         assert_eq!(number_of(&inb), it * 100 + left as usize);
         assert_eq!(&inb[4..], &numbered(it * 100 + left as usize, len)[4..]);
         assert_eq!(st.count as usize, len);
@@ -958,9 +981,7 @@ fn ring_rank() {
         let mut seen = BTreeSet::new();
         let mut inb = vec![0u8; 4000];
         for _ in 0..n {
-            let st = ep
-                .recv(&mut inb, ANY_SOURCE, 1000 + round as i32, 0)
-                .unwrap();
+            let st = recv(&ep, &mut inb, ANY_SOURCE, 1000 + round as i32, 0).unwrap();
             assert_eq!(number_of(&inb), st.source as usize * 1000 + me as usize);
             assert!(seen.insert(st.source));
         }
@@ -983,7 +1004,7 @@ fn threads_rank() {
     let out = numbered(me as usize, 8);
     let mut inb = vec![0u8; 8];
     let s = isend(&ep, &out, peer, 99, 0).unwrap();
-    ep.recv(&mut inb, peer, 99, 0).unwrap();
+    recv(&ep, &mut inb, peer, 99, 0).unwrap();
     s.wait().unwrap();
     assert_eq!(inb, numbered(peer as usize, 8));
     let solo_here = vci::solo_supported() && vci::Config::from_env().expect("config").solo;
@@ -1004,7 +1025,7 @@ fn threads_rank() {
                     let out = numbered(id, len);
                     let s = isend(ep, &out, peer, t as i32, 0).unwrap();
                     let mut inb = vec![0u8; len];
-                    let st = ep.recv(&mut inb, peer, t as i32, 0).unwrap();
+                    let st = recv(ep, &mut inb, peer, t as i32, 0).unwrap();
                     assert_eq!(st.tag, t as i32);
                     let want = (t * 1000 + it) * 2 + peer as usize;
                     assert_eq!(inb, numbered(want, len), "thread {t} iteration {it}");
@@ -1050,25 +1071,28 @@ fn ssend_rank() {
         } else {
             ep.barrier();
             let mut inb = vec![0u8; n];
-            let st = ep.recv(&mut inb, peer, tag, 0).unwrap();
+            let st = recv(&ep, &mut inb, peer, tag, 0).unwrap();
             assert_eq!(st.count, n as u64);
             assert_eq!(inb, numbered(k, n));
         }
     }
     // A synchronous send that the receiver truncates still completes.
     if me == 0 {
-        ep.ssend(&numbered(9, 1000), peer, 120, 0).unwrap();
+        ep.send(&numbered(9, 1000), peer, 120, 0, SendMode::Synchronous)
+            .unwrap();
     } else {
         let mut small = [0u8; 10];
         assert!(matches!(
-            ep.recv(&mut small, peer, 120, 0),
+            recv(&ep, &mut small, peer, 120, 0),
             Err(Error::Truncate { .. })
         ));
     }
     // Synchronous send to PROC_NULL completes; bad tags are errors.
-    assert!(ep.ssend(b"x", PROC_NULL, 1, 0).is_ok());
+    assert!(ep
+        .send(b"x", PROC_NULL, 1, 0, SendMode::Synchronous)
+        .is_ok());
     assert!(matches!(
-        ep.ssend(b"x", peer, -5, 0),
+        ep.send(b"x", peer, -5, 0, SendMode::Synchronous),
         Err(Error::Tag { .. })
     ));
     ep.barrier();
@@ -1082,20 +1106,20 @@ fn ssend_rank() {
         if me == 0 {
             let a = numbered(round * 2, n);
             let b = numbered(round * 2 + 1, n);
-            ep.ssend(&a, peer, 1, A).unwrap();
-            ep.ssend(&b, peer, 1, B).unwrap();
+            ep.send(&a, peer, 1, A, SendMode::Synchronous).unwrap();
+            ep.send(&b, peer, 1, B, SendMode::Synchronous).unwrap();
         } else {
             std::thread::scope(|s| {
                 let ep = &ep;
                 let tb = s.spawn(move || {
                     let mut inb = vec![0u8; n];
-                    ep.recv(&mut inb, 0, 1, B).unwrap();
+                    recv(ep, &mut inb, 0, 1, B).unwrap();
                     assert_eq!(inb, numbered(round * 2 + 1, n));
                 });
                 std::thread::sleep(Duration::from_millis(5));
                 let ta = s.spawn(move || {
                     let mut inb = vec![0u8; n];
-                    ep.recv(&mut inb, 0, 1, A).unwrap();
+                    recv(ep, &mut inb, 0, 1, A).unwrap();
                     assert_eq!(inb, numbered(round * 2, n));
                 });
                 ta.join().unwrap();
@@ -1165,8 +1189,14 @@ fn request_sets_rank() {
             ep.barrier();
             // Reverse order, so completion order differs from index order.
             for i in (0..N).rev() {
-                ep.send(&numbered(i + 100 * round, len_of(i)), peer, i as i32, 0)
-                    .unwrap();
+                ep.send(
+                    &numbered(i + 100 * round, len_of(i)),
+                    peer,
+                    i as i32,
+                    0,
+                    SendMode::Standard,
+                )
+                .unwrap();
             }
         }
         ep.barrier();
@@ -1199,10 +1229,12 @@ fn request_sets_rank() {
         assert_eq!((st[1].tag, st[1].count), (51, 500));
         assert_eq!((st[2].tag, st[2].count), (52, 300_000));
     } else {
-        ep.send(&numbered(1, 64), peer, 50, 0).unwrap();
-        ep.send(&numbered(2, 500), peer, 51, 0).unwrap();
+        ep.send(&numbered(1, 64), peer, 50, 0, SendMode::Standard)
+            .unwrap();
+        ep.send(&numbered(2, 500), peer, 51, 0, SendMode::Standard)
+            .unwrap();
         let mut inb = vec![0u8; 300_000];
-        ep.recv(&mut inb, peer, 52, 0).unwrap();
+        recv(&ep, &mut inb, peer, 52, 0).unwrap();
         assert_eq!(inb, numbered(7, 300_000));
     }
     ep.barrier();
@@ -1288,14 +1320,16 @@ fn mprobe_rank() {
     // matched probe hides the message from plain probes and receives;
     // PROC_NULL gives the no-process message.
     if me == 0 {
-        ep.ssend(&numbered(1, 5000), peer, 9, 4).unwrap();
-        ep.send(&numbered(2, 8), peer, 9, 4).unwrap();
+        ep.send(&numbered(1, 5000), peer, 9, 4, SendMode::Synchronous)
+            .unwrap();
+        ep.send(&numbered(2, 8), peer, 9, 4, SendMode::Standard)
+            .unwrap();
     } else {
         let (msg, st) = ep.mprobe(peer, 9, 4).unwrap();
         assert_eq!(st.count, 5000);
         drop(msg);
         let mut b = [0u8; 8];
-        ep.recv(&mut b, peer, 9, 4).unwrap();
+        recv(&ep, &mut b, peer, 9, 4).unwrap();
         assert_eq!(number_of(&b), 2);
         assert!(ep.improbe(peer, 9, 4).unwrap().is_none());
         let (m, st) = ep.mprobe(PROC_NULL, 0, 4).unwrap();
@@ -1324,10 +1358,11 @@ fn synergistic_rank() {
         if me == 0 {
             let mut out = vec![0u8; n];
             fill(&mut out, k);
-            ep.send(&out, peer, k as i32, 0).unwrap();
+            ep.send(&out, peer, k as i32, 0, SendMode::Standard)
+                .unwrap();
         } else {
             let mut inb = vec![0u8; n];
-            let st = ep.recv(&mut inb, peer, k as i32, 0).unwrap();
+            let st = recv(&ep, &mut inb, peer, k as i32, 0).unwrap();
             assert_eq!(st.count, n as u64);
             check(&inb, k, "synergistic");
             want_syn += 1;
@@ -1337,10 +1372,10 @@ fn synergistic_rank() {
     if me == 0 {
         let mut out = vec![0u8; 4 << 20];
         fill(&mut out, 77);
-        ep.send(&out, peer, 40, 0).unwrap();
+        ep.send(&out, peer, 40, 0, SendMode::Standard).unwrap();
     } else {
         let mut inb = vec![0u8; (2 << 20) + 3];
-        let r = ep.recv(&mut inb, peer, 40, 0);
+        let r = recv(&ep, &mut inb, peer, 40, 0);
         assert!(matches!(r, Err(Error::Truncate { message_len, .. }) if message_len == 4 << 20));
         check(&inb, 77, "truncated synergistic");
         want_syn += 1;
@@ -1361,9 +1396,9 @@ fn synergistic_rank() {
             let seed = batch * K + k;
             if me == 0 {
                 fill(&mut out[..4096], seed);
-                ep.send(&out, peer, 41, 0).unwrap();
+                ep.send(&out, peer, 41, 0, SendMode::Standard).unwrap();
             } else {
-                ep.recv(&mut inb, peer, 41, 0).unwrap();
+                recv(&ep, &mut inb, peer, 41, 0).unwrap();
                 check(&inb[..4096], seed, "helped");
                 want_syn += 1;
             }
@@ -1374,13 +1409,14 @@ fn synergistic_rank() {
         let mut b = [0u8; 8];
         if me == 0 {
             let helped = ep.stats().synergistic_sender_blocks;
-            ep.send(&helped.to_le_bytes(), peer, 42, 0).unwrap();
-            ep.recv(&mut b[..1], peer, 43, 0).unwrap();
+            ep.send(&helped.to_le_bytes(), peer, 42, 0, SendMode::Standard)
+                .unwrap();
+            recv(&ep, &mut b[..1], peer, 43, 0).unwrap();
             if b[0] == 0 {
                 break;
             }
         } else {
-            ep.recv(&mut b, peer, 42, 0).unwrap();
+            recv(&ep, &mut b, peer, 42, 0).unwrap();
             let helped = u64::from_le_bytes(b);
             let s = ep.stats();
             let total: u64 = sizes
@@ -1395,7 +1431,8 @@ fn synergistic_rank() {
             assert_eq!(s.synergistic, want_syn, "{s:?}");
             assert_eq!(s.synergistic_receiver_blocks + helped, total, "{s:?}");
             let more = helped == 0 && batch + 1 < BATCHES;
-            ep.send(&[more as u8], peer, 43, 0).unwrap();
+            ep.send(&[more as u8], peer, 43, 0, SendMode::Standard)
+                .unwrap();
             if !more {
                 println!(
                     "synergistic: {} messages, {} blocks of {block} B, {} by the receiver, \
@@ -1707,7 +1744,7 @@ fn model_rank() {
             .filter(|&&i| msgs[i].ctx == ctx && !matched.contains(&i))
             .count();
         for _ in 0..left {
-            let st = ep.recv(&mut big, ANY_SOURCE, ANY_TAG, ctx).unwrap();
+            let st = recv(&ep, &mut big, ANY_SOURCE, ANY_TAG, ctx).unwrap();
             let id = number_of(&big);
             assert_eq!(st.count as usize, msgs[id].size);
             assert_eq!(&big[..msgs[id].size], &payload(id)[..]);
@@ -1928,7 +1965,8 @@ fn fastbox_order_rank() {
         // messages overflow into the queue, and order must hold anyway.
         for i in 0..N {
             let len = FB_SIZES[i % FB_SIZES.len()];
-            ep.send(&numbered(i, len)[..len.max(4)], 1, 1, 0).unwrap();
+            ep.send(&numbered(i, len)[..len.max(4)], 1, 1, 0, SendMode::Standard)
+                .unwrap();
         }
         ep.barrier();
         // Threads race for the lane to rank 1, each in its own tag.
@@ -1938,8 +1976,14 @@ fn fastbox_order_rank() {
                 sc.spawn(move || {
                     for i in 0..N / 2 {
                         let len = FB_SIZES[(i + t) % FB_SIZES.len()];
-                        ep.send(&numbered(i, len)[..len.max(4)], 1, 10 + t as i32, 0)
-                            .unwrap();
+                        ep.send(
+                            &numbered(i, len)[..len.max(4)],
+                            1,
+                            10 + t as i32,
+                            0,
+                            SendMode::Standard,
+                        )
+                        .unwrap();
                     }
                 });
             }
@@ -1954,13 +1998,13 @@ fn fastbox_order_rank() {
         ep.barrier();
         let mut buf = vec![0u8; 256];
         for i in 0..N {
-            let st = ep.recv(&mut buf, 0, 1, 0).unwrap();
+            let st = recv(&ep, &mut buf, 0, 1, 0).unwrap();
             assert_eq!(st.count as usize, FB_SIZES[i % FB_SIZES.len()].max(4));
             assert_eq!(number_of(&buf), i, "message {i} in order");
         }
         let mut next = [0usize; THREADS];
         for _ in 0..THREADS * N / 2 {
-            let st = ep.recv(&mut buf, 0, ANY_TAG, 0).unwrap();
+            let st = recv(&ep, &mut buf, 0, ANY_TAG, 0).unwrap();
             let t = (st.tag - 10) as usize;
             assert_eq!(number_of(&buf), next[t], "thread {t}'s order");
             next[t] += 1;
@@ -1987,8 +2031,14 @@ fn fastbox_unexpected_rank() {
     if me == 0 {
         for i in 0..N {
             let len = FB_SIZES[i % FB_SIZES.len()].max(4);
-            ep.send(&numbered(i, len), 1, 1 + (i % 2) as i32, 0)
-                .unwrap();
+            ep.send(
+                &numbered(i, len),
+                1,
+                1 + (i % 2) as i32,
+                0,
+                SendMode::Standard,
+            )
+            .unwrap();
         }
         ep.barrier();
         assert!(ep.stats().sent_fastbox as usize >= N, "{:?}", ep.stats());
@@ -2002,7 +2052,7 @@ fn fastbox_unexpected_rank() {
                     // A receive shorter than the message: the prefix, and
                     // the truncation reported.
                     let mut short = [0u8; 6];
-                    match ep.recv(&mut short, 0, tag, 0) {
+                    match recv(&ep, &mut short, 0, tag, 0) {
                         Err(Error::Truncate {
                             status,
                             message_len,
@@ -2014,7 +2064,7 @@ fn fastbox_unexpected_rank() {
                     }
                     continue;
                 }
-                let st = ep.recv(&mut buf, 0, tag, 0).unwrap();
+                let st = recv(&ep, &mut buf, 0, tag, 0).unwrap();
                 assert_eq!((st.tag, st.count as usize), (tag, len), "message {i}");
                 assert!(
                     is_numbered(&buf[..len], i),
@@ -2054,7 +2104,8 @@ fn fastbox_posted_rank() {
     match me {
         0 => {
             for i in 0..N0 {
-                ep.send(&numbered(i, len_of(i)), 1, tag0(i), 0).unwrap();
+                ep.send(&numbered(i, len_of(i)), 1, tag0(i), 0, SendMode::Standard)
+                    .unwrap();
             }
             ep.barrier();
             ep.barrier();
@@ -2068,17 +2119,19 @@ fn fastbox_posted_rank() {
                     .map(|m| isend(&ep, m, 1, 4, 0).unwrap())
                     .collect();
                 vci::wait_all(reqs).unwrap();
-                ep.recv(&mut ack, 1, 6, 0).unwrap();
+                recv(&ep, &mut ack, 1, 6, 0).unwrap();
             }
         }
         2 => {
             for i in 0..N2 {
-                ep.send(&numbered(i, len_of(i + 3)), 1, 3, 0).unwrap();
+                ep.send(&numbered(i, len_of(i + 3)), 1, 3, 0, SendMode::Standard)
+                    .unwrap();
             }
             ep.barrier();
             ep.barrier();
             for i in 0..WINDOWS * PER_WINDOW {
-                ep.send(&numbered(i, 8 + i % 40), 1, 5, 0).unwrap();
+                ep.send(&numbered(i, 8 + i % 40), 1, 5, 0, SendMode::Standard)
+                    .unwrap();
             }
         }
         _ => {
@@ -2153,7 +2206,7 @@ fn fastbox_posted_rank() {
                     assert_eq!(st.count as usize, len, "window {w}, receive {k}");
                     assert!(is_numbered(&bufs[k][..len], i), "window {w}, receive {k}");
                 }
-                ep.send(&[0u8; 4], 0, 6, 0).unwrap();
+                ep.send(&[0u8; 4], 0, 6, 0, SendMode::Standard).unwrap();
             }
         }
     }
