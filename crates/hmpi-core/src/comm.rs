@@ -200,6 +200,12 @@ impl SimpleCommunicator {
         }
     }
 
+    /// Whether `other` is this very communicator (a clone of it), not
+    /// merely one with the same members.
+    pub fn same_as(&self, other: &SimpleCommunicator) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     pub(crate) fn world_rank_of_me(&self) -> i32 {
         self.inner.group.world_ranks()[self.inner.rank as usize]
     }

@@ -329,6 +329,42 @@ fn immediate_rank(u: Universe) {
     }
 }
 
+/// A nonblocking collective moves on while its rank blocks in a
+/// point-to-point receive that depends on it: rank 1 starts a broadcast
+/// before the root has published (so it is left in flight), then waits
+/// for a message the root sends only once its broadcast is complete —
+/// which needs rank 1 to have read the root's buffer.
+fn progress_rank(u: Universe) {
+    use hmpi_core::collective::ImmediateRoot;
+    let world = u.world();
+    let me = world.rank();
+    let mut big = vec![0u8; 1 << 20];
+    // The communicator's collective state is set up (a collective itself)
+    // before the test proper.
+    world.barrier().unwrap();
+    if me == 0 {
+        big.iter_mut()
+            .enumerate()
+            .for_each(|(i, x)| *x = (i % 251) as u8);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    request::scope(|scope| {
+        let r = world
+            .process_at_rank(0)
+            .immediate_broadcast_into(scope, &mut big[..])
+            .unwrap();
+        if me == 0 {
+            r.wait().unwrap();
+            world.process_at_rank(1).send(&7u32).unwrap();
+        } else {
+            let (x, _) = world.process_at_rank(0).receive::<u32>().unwrap();
+            assert_eq!(x, 7);
+            r.wait().unwrap();
+        }
+    });
+    assert!(big.iter().enumerate().all(|(i, &x)| x == (i % 251) as u8));
+}
+
 /// The same inputs give the same bits in every run and on every rank.
 fn determinism_rank(u: Universe) {
     let world = u.world();
@@ -363,6 +399,7 @@ fn main() {
                 "typed" => typed_rank(u),
                 "determinism" => determinism_rank(u),
                 "immediate" => immediate_rank(u),
+                "progress" => progress_rank(u),
                 _ => return None,
             }
             Some(())
@@ -374,6 +411,13 @@ fn main() {
                     rank_tests::assert_ran(&r, "typed");
                 }
             }),
+            (
+                "a_collective_in_flight_moves_on_during_a_blocking_receive",
+                || {
+                    let r = rank_tests::launch("progress", 2, &[]);
+                    rank_tests::assert_ran(&r, "progress");
+                },
+            ),
             ("immediate_collectives_in_a_scope_with_p2p", || {
                 for n in [1, 2, 3, 5] {
                     let r = rank_tests::launch("immediate", n, &[]);

@@ -78,6 +78,7 @@ pub mod endpoint;
 pub mod envelope;
 pub mod error;
 pub mod fastbox;
+pub mod idle;
 mod immediate;
 pub mod kernel_assisted;
 mod matching;
@@ -102,6 +103,7 @@ pub use config::Config;
 pub use endpoint::{Endpoint, SendMode, Start};
 pub use envelope::Protocol;
 pub use error::{Error, Result};
+pub use idle::set_idle_hook;
 pub use message::Message;
 pub use owned::OwnedBlock;
 pub use request::{

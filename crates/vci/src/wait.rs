@@ -53,6 +53,7 @@ impl VciShared {
                 yields += 1;
             } else if empty % SWEEP_EVERY == 0 {
                 sweep();
+                crate::idle::run();
                 // The clock is read now and then, not on every attempt.
                 let now = Instant::now();
                 yielding = now >= *spin_until.get_or_insert(now + SPIN);
@@ -64,6 +65,7 @@ impl VciShared {
         // sleep on the doorbell until rung or for at most MAX_SLEEP, and
         // look again.
         sweep();
+        crate::idle::run();
         // Relaxed increment, then SYNC POINT: the SeqCst fence makes the
         // announcement visible before anything we read below, so a ringer
         // whose event we miss sees us (up to the store-visibility window
@@ -86,6 +88,7 @@ impl VciShared {
                 }
                 futex_wait(&bell.seq, seq, MAX_SLEEP);
                 sweep();
+                crate::idle::run();
             } else {
                 std::hint::spin_loop();
             }

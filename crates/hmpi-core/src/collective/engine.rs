@@ -429,6 +429,13 @@ impl Coll {
         self.wait(&op)
     }
 
+    /// How many nonblocking collectives are in flight.
+    pub fn in_flight(&self) -> usize {
+        // Relaxed: a count kept under the pending list's lock; a stale
+        // value only delays forgetting the communicator by one turn.
+        self.npending.load(Ordering::Relaxed)
+    }
+
     /// This member's rank and the number of members.
     pub fn rank_and_size(&self) -> (u32, u32) {
         (self.rank, self.size)

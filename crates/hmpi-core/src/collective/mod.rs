@@ -30,6 +30,39 @@ pub use typed::{
 
 use crate::comm::SimpleCommunicator;
 use crate::error::{Error, Result};
+use std::sync::{Mutex, Once};
+
+/// Communicators with nonblocking collectives in flight, moved on by the
+/// engine's idle hook while a thread of this process waits in a
+/// point-to-point call (see `vci::idle`).
+static IN_FLIGHT: Mutex<Vec<SimpleCommunicator>> = Mutex::new(Vec::new());
+
+/// Notes that `comm` has a nonblocking collective in flight (once the
+/// first time, the idle hook is installed).
+pub(crate) fn track(comm: &SimpleCommunicator) {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| vci::set_idle_hook(progress_in_flight));
+    let mut v = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
+    if !v.iter().any(|c| c.same_as(comm)) {
+        v.push(comm.clone());
+    }
+}
+
+/// The idle hook: moves every collective in flight on; forgets the
+/// communicators that have none left. Skips a turn rather than wait for
+/// the list's lock.
+fn progress_in_flight() {
+    let Ok(mut v) = IN_FLIGHT.try_lock() else {
+        return;
+    };
+    v.retain(|c| match c.coll() {
+        Ok(Some(coll)) => {
+            coll.progress();
+            coll.in_flight() > 0
+        }
+        _ => false,
+    });
+}
 
 /// Sets up the collective state of `comm` (collective over its members):
 /// rank 0 creates the block and sends its address to the others (0 if it

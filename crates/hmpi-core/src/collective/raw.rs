@@ -137,6 +137,9 @@ unsafe fn exec<'a>(
         Mode::Start => {
             // SAFETY: the caller's guarantee.
             let op = unsafe { coll.start(f) };
+            if !op.is_finished() {
+                super::track(comm);
+            }
             Ok(Some(CollRequest {
                 comm: comm.clone(),
                 state: ReqState::Running(op),
