@@ -33,6 +33,7 @@ use crate::request::{
     store_comm_status, store_status, EngineReq, Extra, Place, ReqEntry, Rest, Staged, SENT,
 };
 use hmpi_core::raw;
+use hmpi_core::SimpleCommunicator;
 use std::ffi::{c_int, c_void};
 
 /// Whether a call moves no data to or from `MPI_PROC_NULL` with
@@ -96,7 +97,7 @@ unsafe fn outgoing(buf: *const c_void, count: c_int, ty: &TypeInfo, copy: bool) 
             }))
         }
         _ => {
-            let mut v = vec![0u8; bytes];
+            let mut v = zeroed_bytes(bytes)?;
             // SAFETY: the caller's guarantee.
             unsafe { ty.pack(buf.cast(), n, &mut v) };
             Ok(Outgoing::Packed(v))
@@ -170,7 +171,7 @@ unsafe fn incoming(buf: *mut c_void, count: c_int, ty: &TypeRef) -> Res<Incoming
             bytes,
         )),
         None => Ok(Incoming::Staged(Staged {
-            tmp: vec![0u8; bytes],
+            tmp: zeroed_bytes(bytes)?,
             dst: buf.cast(),
             count: n,
             ty: ty.clone(),
@@ -178,17 +179,35 @@ unsafe fn incoming(buf: *mut c_void, count: c_int, ty: &TypeRef) -> Res<Incoming
     }
 }
 
-/// The data of a send of `count` elements of `dt` to `dest` (see
-/// [`outgoing`]; nothing for [`null_transfer`]).
+/// `n` zero bytes for packing, or `MPI_ERR_NO_MEM` (never an abort)
+/// when they cannot be had.
+fn zeroed_bytes(n: usize) -> Res<Vec<u8>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        MpiError::new(
+            abi::ERR_NO_MEM,
+            format!("cannot allocate {n} bytes to pack a non-contiguous datatype"),
+        )
+    })?;
+    v.resize(n, 0);
+    Ok(v)
+}
+
+/// The data of a send of `count` elements of `dt` to `dest` with `tag`
+/// (see [`outgoing`]; nothing for [`null_transfer`]). The destination and
+/// the tag are checked first: a send that is refused packs nothing.
 ///
 /// # Safety
 /// As for [`outgoing`].
 unsafe fn outgoing_of(
+    comm: &SimpleCommunicator,
     buf: *const c_void,
     count: c_int,
     dt: Datatype,
     dest: c_int,
+    tag: c_int,
 ) -> Res<Outgoing> {
+    raw::send_target(comm, dest, tag)?;
     if null_transfer(count, dt, dest) {
         return Ok(Outgoing::Direct(&[]));
     }
@@ -197,17 +216,21 @@ unsafe fn outgoing_of(
     unsafe { outgoing(buf, count, &ty, false) }
 }
 
-/// The target of a receive of `count` elements of `dt` from `source` (see
-/// [`incoming`]; nothing for [`null_transfer`]).
+/// The target of a receive of `count` elements of `dt` from `source` with
+/// `tag` (see [`incoming`]; nothing for [`null_transfer`]). The source and
+/// the tag are checked first: a refused receive stages nothing.
 ///
 /// # Safety
 /// As for [`incoming`].
 unsafe fn incoming_of(
+    comm: &SimpleCommunicator,
     buf: *mut c_void,
     count: c_int,
     dt: Datatype,
     source: c_int,
+    tag: c_int,
 ) -> Res<Incoming> {
+    raw::recv_target(comm, source_arg(source), tag_arg(tag))?;
     if null_transfer(count, dt, source) {
         return Ok(Incoming::Direct(std::ptr::NonNull::dangling().as_ptr(), 0));
     }
@@ -457,7 +480,7 @@ unsafe fn recv_full(
 ) -> c_int {
     api_comm("MPI_Recv", comm, |c| {
         // SAFETY: MPI's contract for the buffer.
-        let mut inc = unsafe { incoming_of(buf, count, dt, source) }?;
+        let mut inc = unsafe { incoming_of(&c.comm, buf, count, dt, source, tag) }?;
         let mut st = raw::Status::empty();
         raw::recv_with_status(
             &c.comm,
@@ -505,7 +528,7 @@ unsafe fn send(
     mode: Mode,
 ) -> Res {
     // SAFETY: the caller's guarantee.
-    let data = unsafe { outgoing_of(buf, count, dt, dest) }?;
+    let data = unsafe { outgoing_of(&c.comm, buf, count, dt, dest, tag) }?;
     let sync = matches!(mode, Mode::Synchronous);
     raw::send_mode(&c.comm, data.bytes(), dest, tag, sync)?;
     Ok(())
@@ -528,7 +551,7 @@ unsafe fn isend(
 ) -> Res {
     out(request, "request")?;
     // SAFETY: the caller's guarantee.
-    let data = unsafe { outgoing_of(buf, count, dt, dest) }?;
+    let data = unsafe { outgoing_of(&c.comm, buf, count, dt, dest, tag) }?;
     let (bytes, packed) = data.for_request();
     let sync = matches!(mode, Mode::Synchronous);
     // SAFETY: the request is stored in the request table and completed by
@@ -619,7 +642,7 @@ unsafe fn irecv_full(
     api_comm("MPI_Irecv", comm, |c| {
         out(request, "request")?;
         // SAFETY: MPI's contract for the buffer.
-        let mut inc = unsafe { incoming_of(buf, count, datatype, source) }?;
+        let mut inc = unsafe { incoming_of(&c.comm, buf, count, datatype, source, tag) }?;
         let (at, len) = inc.raw_target();
         // SAFETY: the request is stored and completed by the request
         // routines (or at MPI_Finalize), never leaked; the target stays
@@ -793,7 +816,7 @@ mpi_fn! {
     ) -> c_int {
         api_comm("MPI_Sendrecv", comm, |c| {
             // SAFETY: MPI's contract for both buffers.
-            let (data, mut inc) = unsafe { (outgoing_of(sendbuf, sendcount, sendtype, dest)?, incoming_of(recvbuf, recvcount, recvtype, source)?) };
+            let (data, mut inc) = unsafe { (outgoing_of(&c.comm, sendbuf, sendcount, sendtype, dest, sendtag)?, incoming_of(&c.comm, recvbuf, recvcount, recvtype, source, recvtag)?) };
             let mut st = raw::Status::empty();
             raw::sendrecv(&c.comm, data.bytes(), dest, sendtag, inc.target(), source_arg(source), tag_arg(recvtag), &mut st)?;
             inc.finish(st.count);

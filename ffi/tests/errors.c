@@ -54,6 +54,19 @@ int main(int argc, char **argv) {
     FAILS(MPI_ERR_RANK, MPI_Send(&x, 1, MPI_INT, MPI_ANY_SOURCE, 0, MPI_COMM_WORLD));
     FAILS(MPI_ERR_RANK, MPI_Recv(&x, 1, MPI_INT, 5, 0, MPI_COMM_WORLD, &st));
     FAILS(MPI_ERR_RANK, MPI_Irecv(&x, 1, MPI_INT, -9, 0, MPI_COMM_WORLD, &r));
+    /* Checked before any packing or staging: a non-contiguous type and a
+     * count far beyond the buffer (and beyond memory, packed) must not be
+     * touched when the tag or the rank is wrong. */
+    {
+        MPI_Datatype strided;
+        OK(MPI_Type_vector(2, 1, 2, MPI_INT, &strided));
+        OK(MPI_Type_commit(&strided));
+        FAILS(MPI_ERR_TAG, MPI_Send(&x, 1 << 30, strided, 0, -7, MPI_COMM_WORLD));
+        FAILS(MPI_ERR_RANK, MPI_Send(&x, 1 << 30, strided, 99, 0, MPI_COMM_WORLD));
+        FAILS(MPI_ERR_TAG, MPI_Recv(&x, 1 << 30, strided, 0, -7, MPI_COMM_WORLD, &st));
+        FAILS(MPI_ERR_RANK, MPI_Irecv(&x, 1 << 30, strided, 99, 0, MPI_COMM_WORLD, &r));
+        OK(MPI_Type_free(&strided));
+    }
     FAILS(MPI_ERR_RANK, MPI_Probe(2, 0, MPI_COMM_WORLD, &st));
     FAILS(MPI_ERR_RANK, MPI_Send(&x, 1, MPI_INT, 1, 0, MPI_COMM_SELF));
 
