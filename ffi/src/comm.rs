@@ -152,6 +152,7 @@ pub fn predefined_comm(c: Comm) -> Option<&'static CommEntry> {
 #[inline]
 pub fn comm_ref(c: Comm) -> Res<CommRef> {
     match c {
+        abi::COMM_WORLD | abi::COMM_SELF if hmpi_core::is_finalized() => Err(not_initialized()),
         abi::COMM_WORLD => WORLD.get().map(CommRef::Static).ok_or_else(not_initialized),
         abi::COMM_SELF => SELF.get().map(CommRef::Static).ok_or_else(not_initialized),
         abi::COMM_NULL => Err(MpiError::new(

@@ -197,7 +197,9 @@ fn fatal(func: &str, e: &MpiError) -> ! {
 pub fn raise(func: &str, e: MpiError) -> c_int {
     let comm = match e.0.on.clone() {
         Some(c) => Some(c),
-        None => comm_ref(abi::COMM_SELF).ok(),
+        // MPI_COMM_SELF's handler, after MPI_Finalize too (when the
+        // communicator itself may no longer be used).
+        None => crate::comm::predefined_comm(abi::COMM_SELF).map(CommRef::Static),
     };
     let Some(comm) = comm else {
         fatal(func, &e); // the initial handler, before MPI_Init

@@ -208,6 +208,10 @@ int main(int argc, char **argv) {
     /* After MPI_Finalize, communication is an error (MPI_COMM_SELF's
      * handler returns it). */
     FAILS(MPI_ERR_OTHER, MPI_Send(&x, 1, MPI_INT, peer, 0, MPI_COMM_WORLD));
+    /* ... and so is every use of a communicator (MPI allows a few
+     * routines after MPI_Finalize; MPI_Comm_rank is not one of them). */
+    FAILS(MPI_ERR_OTHER, MPI_Comm_rank(MPI_COMM_WORLD, &x));
+    FAILS(MPI_ERR_OTHER, MPI_Comm_size(MPI_COMM_SELF, &x));
     FAILS(MPI_ERR_OTHER, MPI_Finalize());
     PASSED("errors");
     return 0;
