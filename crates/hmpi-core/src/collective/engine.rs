@@ -651,6 +651,44 @@ impl Coll {
         Ok(Some(st))
     }
 
+    /// Copies every member's piece of epoch `e` to `recv + displs[r]`
+    /// (`counts[r]` bytes expected, no more read than it published), this
+    /// member's own from `send` (`len` bytes; `copy`, so it may be in
+    /// place). Returns a length mismatch, if any, and whether a member
+    /// published its piece by address (and so waits for this one's `done`).
+    ///
+    /// # Safety
+    /// `send` holds `len` readable bytes; `recv` is writable at every
+    /// `displs[r]` for `counts[r]` bytes; one count and displacement per
+    /// member.
+    async unsafe fn collect(
+        &self,
+        e: u32,
+        send: usize,
+        len: usize,
+        recv: usize,
+        counts: &[usize],
+        displs: &[usize],
+    ) -> (Option<Error>, bool) {
+        let (mut bad, mut by_address) = (None, false);
+        for r in 0..self.size {
+            let (n, dst) = (counts[r as usize], recv + displs[r as usize]);
+            if r == self.rank {
+                // SAFETY: our own piece (the caller's guarantee); `copy`
+                // allows in place.
+                unsafe { std::ptr::copy(at(send), at(dst), n.min(len)) };
+                continue;
+            }
+            self.arrived(r, e).await;
+            let n = self.expect(r, e, n, &mut bad);
+            // SAFETY: member `r` published at least `n` bytes; `recv` holds
+            // `counts[r] >= n` at `displs[r]` (caller).
+            unsafe { std::ptr::copy_nonoverlapping(at(self.data_of(r, e)), at(dst), n) };
+            by_address |= self.data_of_ptr(r, e) != 0;
+        }
+        (bad, by_address)
+    }
+
     /// Member `r`'s data for epoch `e` (after `arrived(r, e)`): its inline
     /// bytes when it published no address.
     fn data_of(&self, r: u32, e: u32) -> usize {
@@ -822,23 +860,11 @@ impl Coll {
             }
             // SAFETY: no inline data.
             unsafe { self.publish(e, None, 0, 0, 0) };
-            let (mut bad, mut by_address) = (None, false);
-            for r in 0..self.size {
-                let (n, dst) = (counts[r as usize], recv + displs[r as usize]);
-                if r == root {
-                    // SAFETY: our own piece; `copy` allows in place.
-                    unsafe { std::ptr::copy(at(send), at(dst), n.min(len)) };
-                    continue;
-                }
-                self.arrived(r, e).await;
-                let n = self.expect(r, e, n, &mut bad);
-                // SAFETY: member `r` published at least `n` bytes; `recv`
-                // holds `counts[r] >= n` at `displs[r]` (caller).
-                unsafe { std::ptr::copy_nonoverlapping(at(self.data_of(r, e)), at(dst), n) };
-                // A member that published its buffer waits until it is read.
-                by_address |= self.data_of_ptr(r, e) != 0;
-            }
+            // SAFETY: the caller's guarantee for the root's buffers.
+            let (bad, by_address) =
+                unsafe { self.collect(e, send, len, recv, counts, displs) }.await;
             if by_address {
+                // A member that published its buffer waits until it is read.
                 self.finish(e).await;
             }
             self.end_with(e, bad).await
@@ -1007,20 +1033,8 @@ impl Coll {
             // SAFETY: the caller's guarantee; a staged copy is kept until
             // the end of this collective.
             let _staged = unsafe { self.contribute(e, send, len)? };
-            let mut bad = None;
-            for r in 0..self.size {
-                let dst = recv + displs[r as usize];
-                if r == self.rank {
-                    // SAFETY: ours (possibly in place).
-                    unsafe { std::ptr::copy(at(send), at(dst), len) };
-                    continue;
-                }
-                self.arrived(r, e).await;
-                let n = self.expect(r, e, counts[r as usize], &mut bad);
-                // SAFETY: member `r` published at least `n` bytes; `recv`
-                // holds `counts[r] >= n` at `displs[r]`.
-                unsafe { std::ptr::copy_nonoverlapping(at(self.data_of(r, e)), at(dst), n) };
-            }
+            // SAFETY: the caller's guarantee.
+            let (bad, _) = unsafe { self.collect(e, send, len, recv, counts, displs) }.await;
             self.finish(e).await;
             if big {
                 self.all_done(e).await;
