@@ -120,6 +120,9 @@ struct Inner {
     /// The shared state of its collectives, set up at the first one
     /// (absent for a communicator of one).
     coll: OnceLock<crate::collective::Coll>,
+    /// Its process topology, if it was created with one (kept by
+    /// duplicates).
+    topology: OnceLock<Arc<crate::topology::Topology>>,
 }
 
 /// Whether every member's communicator rank is its world rank.
@@ -161,6 +164,7 @@ impl SimpleCommunicator {
                 rank,
                 from_world: from_world.into(),
                 coll: OnceLock::new(),
+                topology: OnceLock::new(),
             }),
         })
     }
@@ -196,6 +200,7 @@ impl SimpleCommunicator {
                 rank: 0,
                 from_world: from_world.into(),
                 coll: OnceLock::new(),
+                topology: OnceLock::new(),
             }),
         }
     }
@@ -331,6 +336,18 @@ impl SimpleCommunicator {
             .get()
             .map(Some)
             .ok_or_else(|| Error::Internal("collective state lost".into()))
+    }
+
+    /// The process topology attached to this communicator, if any
+    /// (see [`crate::topology`]).
+    pub fn topology(&self) -> Option<Arc<crate::topology::Topology>> {
+        self.inner.topology.get().cloned()
+    }
+
+    /// Attaches a topology to a communicator just made (a second call
+    /// keeps the first).
+    pub(crate) fn set_topology(&self, t: crate::topology::Topology) {
+        let _ = self.inner.topology.set(Arc::new(t));
     }
 
     pub(crate) fn send_internal(&self, buf: &[u8], rank: i32, tag: i32) -> Result<()> {
@@ -509,7 +526,12 @@ pub trait Communicator {
     fn duplicate(&self) -> Result<SimpleCommunicator> {
         let c = self.as_simple();
         let k = c.agree_context_id()?;
-        SimpleCommunicator::new(k, c.inner.group.clone())
+        let d = SimpleCommunicator::new(k, c.inner.group.clone())?;
+        // A duplicate keeps the topology (MPI_Comm_dup).
+        if let Some(t) = c.inner.topology.get() {
+            let _ = d.inner.topology.set(t.clone());
+        }
+        Ok(d)
     }
 
     /// [`Communicator::duplicate`] under MPI's short name.

@@ -87,6 +87,19 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// `MPI_ERR_TOPOLOGY`: the communicator has no topology of the kind
+    /// the call needs, or the topology asked for cannot be made (a grid
+    /// larger than the communicator, a graph whose edges do not agree).
+    Topology {
+        /// What is wrong.
+        reason: String,
+    },
+    /// `MPI_ERR_DIMS`: a dimension that is not at least 1, or dimensions
+    /// that cannot make the number of processes given.
+    Dims {
+        /// What is wrong.
+        reason: String,
+    },
     /// `MPI_ERR_BUFFER`: a buffer does not hold what the datatype and count
     /// reach.
     Buffer {
@@ -172,6 +185,8 @@ impl fmt::Display for Error {
             Error::Type { reason } => write!(f, "invalid datatype: {reason}"),
             Error::Arg { reason } => write!(f, "invalid argument: {reason}"),
             Error::Buffer { reason } => write!(f, "invalid buffer: {reason}"),
+            Error::Topology { reason } => write!(f, "invalid topology: {reason}"),
+            Error::Dims { reason } => write!(f, "invalid dimensions: {reason}"),
             Error::Op { reason } => write!(f, "invalid operation: {reason}"),
             Error::TooLarge {
                 count,

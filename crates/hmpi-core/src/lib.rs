@@ -12,6 +12,8 @@
 //!   [`Process`](point_to_point::Process) and
 //!   [`AnyProcess`](point_to_point::AnyProcess), [`Status`];
 //! * [`request`]: nonblocking operations in a [`request::scope`];
+//! * [`topology`]: Cartesian, graph and distributed graph topologies
+//!   and their queries;
 //! * [`raw`]: the same semantics on byte buffers and raw memory (argument
 //!   checks, routing, the engine's requests), which the typed API, ownership
 //!   passing and the C interface share;
@@ -69,6 +71,7 @@ pub mod op;
 pub mod point_to_point;
 pub mod raw;
 pub mod request;
+pub mod topology;
 
 pub use comm::SimpleCommunicator;
 pub use environment::{
@@ -89,6 +92,7 @@ pub mod traits {
     pub use crate::comm::Communicator;
     pub use crate::datatype::{Buffer, BufferMut, Equivalence};
     pub use crate::point_to_point::{Destination, Source};
+    pub use crate::topology::TopologyCommunicator;
 
     pub use crate::point_to_point::MatchedReceiveVec;
 }
