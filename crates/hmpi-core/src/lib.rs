@@ -13,7 +13,7 @@
 //!   [`AnyProcess`](point_to_point::AnyProcess), [`Status`];
 //! * [`request`]: nonblocking operations in a [`request::scope`];
 //! * [`topology`]: Cartesian, graph and distributed graph topologies
-//!   and their queries;
+//!   (neighbourhood collectives in [`collective::neighbor`]);
 //! * [`raw`]: the same semantics on byte buffers and raw memory (argument
 //!   checks, routing, the engine's requests), which the typed API, ownership
 //!   passing and the C interface share;
@@ -86,6 +86,7 @@ pub use vci::{ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB};
 /// The traits that carry the operations (rsmpi's `mpi::traits`): bring them
 /// into scope with `use hmpi_core::traits::*`.
 pub mod traits {
+    pub use crate::collective::NeighborCollectives;
     pub use crate::collective::{
         CommunicatorCollectives, ImmediateCollectives, ImmediateRoot, Root,
     };

@@ -126,7 +126,7 @@ impl Drop for CollRequest {
 /// # Safety
 /// With [`Mode::Start`], what `f` borrows stays valid until the request
 /// reports the collective finished.
-unsafe fn exec<'a>(
+pub(super) unsafe fn exec<'a>(
     comm: &SimpleCommunicator,
     coll: &'a Coll,
     mode: Mode,
@@ -150,7 +150,11 @@ unsafe fn exec<'a>(
 
 /// The outcome of a call that completed without the engine, as `mode`
 /// wants it.
-fn local(comm: &SimpleCommunicator, mode: Mode, r: Result<()>) -> Result<Option<CollRequest>> {
+pub(super) fn local(
+    comm: &SimpleCommunicator,
+    mode: Mode,
+    r: Result<()>,
+) -> Result<Option<CollRequest>> {
     match mode {
         Mode::Block => r.map(|()| None),
         Mode::Start => Ok(Some(CollRequest::done(comm, r))),

@@ -48,9 +48,9 @@ use std::borrow::Borrow;
 /// `displs[r]`.
 #[derive(Debug)]
 pub struct Partition<'b, B: ?Sized, C, D> {
-    buf: &'b B,
-    counts: C,
-    displs: D,
+    pub(super) buf: &'b B,
+    pub(super) counts: C,
+    pub(super) displs: D,
 }
 
 impl<'b, B: ?Sized + Buffer, C: Borrow<[i32]>, D: Borrow<[i32]>> Partition<'b, B, C, D> {
@@ -68,9 +68,9 @@ impl<'b, B: ?Sized + Buffer, C: Borrow<[i32]>, D: Borrow<[i32]>> Partition<'b, B
 /// `PartitionMut`).
 #[derive(Debug)]
 pub struct PartitionMut<'b, B: ?Sized, C, D> {
-    buf: &'b mut B,
-    counts: C,
-    displs: D,
+    pub(super) buf: &'b mut B,
+    pub(super) counts: C,
+    pub(super) displs: D,
 }
 
 impl<'b, B: ?Sized + BufferMut, C: Borrow<[i32]>, D: Borrow<[i32]>> PartitionMut<'b, B, C, D> {
