@@ -83,13 +83,13 @@ fn entry(h: Request) -> Res<Arc<Mutex<Entry>>> {
 
 /// How a routine runs its plan.
 #[derive(Clone, Copy)]
-enum How {
+pub(crate) enum How {
     Block,
     Start(*mut Request),
     Init(*mut Request),
 }
 
-fn run<F>(c: &CommRef, how: How, plan: F) -> Res
+pub(crate) fn run<F>(c: &CommRef, how: How, plan: F) -> Res
 where
     F: Fn(Mode) -> Outcome + Send + 'static,
 {

@@ -177,7 +177,7 @@ pub fn comm_ref(c: Comm) -> Res<CommRef> {
 ///
 /// # Safety
 /// `newcomm` is valid for a write.
-unsafe fn store_comm(
+pub(crate) unsafe fn store_comm(
     parent: &CommEntry,
     comm: Option<SimpleCommunicator>,
     newcomm: *mut Comm,

@@ -94,6 +94,8 @@ pub fn class_of(e: &hmpi_core::Error) -> c_int {
         E::Type { .. } => abi::ERR_TYPE,
         E::Arg { .. } => abi::ERR_ARG,
         E::Buffer { .. } => abi::ERR_BUFFER,
+        E::Topology { .. } => abi::ERR_TOPOLOGY,
+        E::Dims { .. } => abi::ERR_DIMS,
         E::Op { .. } => abi::ERR_OP,
         E::TooLarge { .. } => abi::ERR_COUNT,
         E::Heap(shmheap::Error::Exhausted(_)) => abi::ERR_NO_MEM,

@@ -18,6 +18,7 @@
 //! * [`op`]: reduction operations, `MPI_Reduce_local`;
 //! * [`p2p`]: sends, receives, probes;
 //! * [`request`]: waiting and testing;
+//! * [`topo`]: process topologies and neighbourhood collectives;
 //! * [`opi`]: ownership passing (`OPI_*`, `include/opi.h`);
 //! * [`unsupported`]: every other routine of the standard ABI, exported
 //!   so that any program written for it links, each refusing with
@@ -81,6 +82,7 @@ pub mod op;
 pub mod opi;
 pub mod p2p;
 pub mod request;
+pub mod topo;
 pub mod unsupported;
 
 /// libhmpi's own Rust allocations: the shared heap once attached, glibc's

@@ -192,19 +192,6 @@ refused! {
     MPI_Buffer_detach_c / PMPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut Count) => world;
     MPI_Buffer_flush / PMPI_Buffer_flush() => world;
     MPI_Buffer_iflush / PMPI_Buffer_iflush(request: *mut Request) => world;
-    MPI_Cart_coords / PMPI_Cart_coords(comm: Comm, rank: c_int, maxdims: c_int, coords: *mut c_int
-    ) => comm;
-    MPI_Cart_create / PMPI_Cart_create(comm_old: Comm, ndims: c_int, dims: *const c_int,
-        periods: *const c_int, reorder: c_int, comm_cart: *mut Comm) => comm_old;
-    MPI_Cart_get / PMPI_Cart_get(comm: Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int,
-        coords: *mut c_int) => comm;
-    MPI_Cart_map / PMPI_Cart_map(comm: Comm, ndims: c_int, dims: *const c_int,
-        periods: *const c_int, newrank: *mut c_int) => comm;
-    MPI_Cart_rank / PMPI_Cart_rank(comm: Comm, coords: *const c_int, rank: *mut c_int) => comm;
-    MPI_Cart_shift / PMPI_Cart_shift(comm: Comm, direction: c_int, disp: c_int,
-        rank_source: *mut c_int, rank_dest: *mut c_int) => comm;
-    MPI_Cart_sub / PMPI_Cart_sub(comm: Comm, remain_dims: *const c_int, newcomm: *mut Comm) => comm;
-    MPI_Cartdim_get / PMPI_Cartdim_get(comm: Comm, ndims: *mut c_int) => comm;
     MPI_Close_port / PMPI_Close_port(port_name: *const c_char) => world;
     MPI_Comm_accept / PMPI_Comm_accept(port_name: *const c_char, info: Info, root: c_int,
         comm: Comm, newcomm: *mut Comm) => comm;
@@ -254,19 +241,6 @@ refused! {
     MPI_Compare_and_swap / PMPI_Compare_and_swap(origin_addr: *const c_void,
         compare_addr: *const c_void, result_addr: *mut c_void, datatype: Datatype,
         target_rank: c_int, target_disp: Aint, win: Win) => world;
-    MPI_Dims_create / PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) => world;
-    MPI_Dist_graph_create / PMPI_Dist_graph_create(comm_old: Comm, n: c_int, sources: *const c_int,
-        degrees: *const c_int, destinations: *const c_int, weights: *const c_int, info: Info,
-        reorder: c_int, comm_dist_graph: *mut Comm) => comm_old;
-    MPI_Dist_graph_create_adjacent / PMPI_Dist_graph_create_adjacent(comm_old: Comm,
-        indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int,
-        destinations: *const c_int, destweights: *const c_int, info: Info, reorder: c_int,
-        comm_dist_graph: *mut Comm) => comm_old;
-    MPI_Dist_graph_neighbors / PMPI_Dist_graph_neighbors(comm: Comm, maxindegree: c_int,
-        sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int,
-        destinations: *mut c_int, destweights: *mut c_int) => comm;
-    MPI_Dist_graph_neighbors_count / PMPI_Dist_graph_neighbors_count(comm: Comm,
-        indegree: *mut c_int, outdegree: *mut c_int, weighted: *mut c_int) => comm;
     MPI_Exscan_c / PMPI_Exscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
         datatype: Datatype, op: Op, comm: Comm) => comm;
     MPI_Exscan_init_c / PMPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void,
@@ -466,18 +440,6 @@ refused! {
     MPI_Get_elements_x / PMPI_Get_elements_x(status: *const MpiStatus, datatype: Datatype,
         count: *mut Count) => world;
     MPI_Get_hw_resource_info / PMPI_Get_hw_resource_info(hw_info: *mut Info) => world;
-    MPI_Graph_create / PMPI_Graph_create(comm_old: Comm, nnodes: c_int, indx: *const c_int,
-        edges: *const c_int, reorder: c_int, comm_graph: *mut Comm) => comm_old;
-    MPI_Graph_get / PMPI_Graph_get(comm: Comm, maxindex: c_int, maxedges: c_int, indx: *mut c_int,
-        edges: *mut c_int) => comm;
-    MPI_Graph_map / PMPI_Graph_map(comm: Comm, nnodes: c_int, indx: *const c_int,
-        edges: *const c_int, newrank: *mut c_int) => comm;
-    MPI_Graph_neighbors / PMPI_Graph_neighbors(comm: Comm, rank: c_int, maxneighbors: c_int,
-        neighbors: *mut c_int) => comm;
-    MPI_Graph_neighbors_count / PMPI_Graph_neighbors_count(comm: Comm, rank: c_int,
-        nneighbors: *mut c_int) => comm;
-    MPI_Graphdims_get / PMPI_Graphdims_get(comm: Comm, nnodes: *mut c_int, nedges: *mut c_int
-    ) => comm;
     MPI_Grequest_complete / PMPI_Grequest_complete(request: Request) => world;
     MPI_Grequest_start / PMPI_Grequest_start(query_fn: Callback, free_fn: Callback,
         cancel_fn: Callback, extra_state: *mut c_void, request: *mut Request) => world;
@@ -517,36 +479,19 @@ refused! {
         root: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Imrecv_c / PMPI_Imrecv_c(buf: *mut c_void, count: Count, datatype: Datatype,
         message: *mut Message, request: *mut Request) => world;
-    MPI_Ineighbor_allgather / PMPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, comm: Comm,
-        request: *mut Request) => comm;
     MPI_Ineighbor_allgather_c / PMPI_Ineighbor_allgather_c(sendbuf: *const c_void, sendcount: Count,
         sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm,
         request: *mut Request) => comm;
-    MPI_Ineighbor_allgatherv / PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int,
-        recvtype: Datatype, comm: Comm, request: *mut Request) => comm;
     MPI_Ineighbor_allgatherv_c / PMPI_Ineighbor_allgatherv_c(sendbuf: *const c_void,
         sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count,
         displs: *const Aint, recvtype: Datatype, comm: Comm, request: *mut Request) => comm;
-    MPI_Ineighbor_alltoall / PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, comm: Comm,
-        request: *mut Request) => comm;
     MPI_Ineighbor_alltoall_c / PMPI_Ineighbor_alltoall_c(sendbuf: *const c_void, sendcount: Count,
         sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm,
-        request: *mut Request) => comm;
-    MPI_Ineighbor_alltoallv / PMPI_Ineighbor_alltoallv(sendbuf: *const c_void,
-        sendcounts: *const c_int, sdispls: *const c_int, sendtype: Datatype, recvbuf: *mut c_void,
-        recvcounts: *const c_int, rdispls: *const c_int, recvtype: Datatype, comm: Comm,
         request: *mut Request) => comm;
     MPI_Ineighbor_alltoallv_c / PMPI_Ineighbor_alltoallv_c(sendbuf: *const c_void,
         sendcounts: *const Count, sdispls: *const Aint, sendtype: Datatype, recvbuf: *mut c_void,
         recvcounts: *const Count, rdispls: *const Aint, recvtype: Datatype, comm: Comm,
         request: *mut Request) => comm;
-    MPI_Ineighbor_alltoallw / PMPI_Ineighbor_alltoallw(sendbuf: *const c_void,
-        sendcounts: *const c_int, sdispls: *const Aint, sendtypes: *const Datatype,
-        recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const Aint,
-        recvtypes: *const Datatype, comm: Comm, request: *mut Request) => comm;
     MPI_Ineighbor_alltoallw_c / PMPI_Ineighbor_alltoallw_c(sendbuf: *const c_void,
         sendcounts: *const Count, sdispls: *const Aint, sendtypes: *const Datatype,
         recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Aint,
@@ -616,70 +561,36 @@ refused! {
         port_name: *mut c_char) => world;
     MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: Count, datatype: Datatype,
         message: *mut Message, status: *mut MpiStatus) => world;
-    MPI_Neighbor_allgather / PMPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, comm: Comm
-    ) => comm;
     MPI_Neighbor_allgather_c / PMPI_Neighbor_allgather_c(sendbuf: *const c_void, sendcount: Count,
         sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm
     ) => comm;
-    MPI_Neighbor_allgather_init / PMPI_Neighbor_allgather_init(sendbuf: *const c_void,
-        sendcount: c_int, sendtype: Datatype, recvbuf: *mut c_void, recvcount: c_int,
-        recvtype: Datatype, comm: Comm, info: Info, request: *mut Request) => comm;
     MPI_Neighbor_allgather_init_c / PMPI_Neighbor_allgather_init_c(sendbuf: *const c_void,
         sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count,
         recvtype: Datatype, comm: Comm, info: Info, request: *mut Request) => comm;
-    MPI_Neighbor_allgatherv / PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int,
-        recvtype: Datatype, comm: Comm) => comm;
     MPI_Neighbor_allgatherv_c / PMPI_Neighbor_allgatherv_c(sendbuf: *const c_void, sendcount: Count,
         sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Aint,
         recvtype: Datatype, comm: Comm) => comm;
-    MPI_Neighbor_allgatherv_init / PMPI_Neighbor_allgatherv_init(sendbuf: *const c_void,
-        sendcount: c_int, sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const c_int,
-        displs: *const c_int, recvtype: Datatype, comm: Comm, info: Info, request: *mut Request
-    ) => comm;
     MPI_Neighbor_allgatherv_init_c / PMPI_Neighbor_allgatherv_init_c(sendbuf: *const c_void,
         sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count,
         displs: *const Aint, recvtype: Datatype, comm: Comm, info: Info, request: *mut Request
     ) => comm;
-    MPI_Neighbor_alltoall / PMPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, comm: Comm
-    ) => comm;
     MPI_Neighbor_alltoall_c / PMPI_Neighbor_alltoall_c(sendbuf: *const c_void, sendcount: Count,
         sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm
     ) => comm;
-    MPI_Neighbor_alltoall_init / PMPI_Neighbor_alltoall_init(sendbuf: *const c_void,
-        sendcount: c_int, sendtype: Datatype, recvbuf: *mut c_void, recvcount: c_int,
-        recvtype: Datatype, comm: Comm, info: Info, request: *mut Request) => comm;
     MPI_Neighbor_alltoall_init_c / PMPI_Neighbor_alltoall_init_c(sendbuf: *const c_void,
         sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count,
         recvtype: Datatype, comm: Comm, info: Info, request: *mut Request) => comm;
-    MPI_Neighbor_alltoallv / PMPI_Neighbor_alltoallv(sendbuf: *const c_void,
-        sendcounts: *const c_int, sdispls: *const c_int, sendtype: Datatype, recvbuf: *mut c_void,
-        recvcounts: *const c_int, rdispls: *const c_int, recvtype: Datatype, comm: Comm) => comm;
     MPI_Neighbor_alltoallv_c / PMPI_Neighbor_alltoallv_c(sendbuf: *const c_void,
         sendcounts: *const Count, sdispls: *const Aint, sendtype: Datatype, recvbuf: *mut c_void,
         recvcounts: *const Count, rdispls: *const Aint, recvtype: Datatype, comm: Comm) => comm;
-    MPI_Neighbor_alltoallv_init / PMPI_Neighbor_alltoallv_init(sendbuf: *const c_void,
-        sendcounts: *const c_int, sdispls: *const c_int, sendtype: Datatype, recvbuf: *mut c_void,
-        recvcounts: *const c_int, rdispls: *const c_int, recvtype: Datatype, comm: Comm, info: Info,
-        request: *mut Request) => comm;
     MPI_Neighbor_alltoallv_init_c / PMPI_Neighbor_alltoallv_init_c(sendbuf: *const c_void,
         sendcounts: *const Count, sdispls: *const Aint, sendtype: Datatype, recvbuf: *mut c_void,
         recvcounts: *const Count, rdispls: *const Aint, recvtype: Datatype, comm: Comm, info: Info,
         request: *mut Request) => comm;
-    MPI_Neighbor_alltoallw / PMPI_Neighbor_alltoallw(sendbuf: *const c_void,
-        sendcounts: *const c_int, sdispls: *const Aint, sendtypes: *const Datatype,
-        recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const Aint,
-        recvtypes: *const Datatype, comm: Comm) => comm;
     MPI_Neighbor_alltoallw_c / PMPI_Neighbor_alltoallw_c(sendbuf: *const c_void,
         sendcounts: *const Count, sdispls: *const Aint, sendtypes: *const Datatype,
         recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Aint,
         recvtypes: *const Datatype, comm: Comm) => comm;
-    MPI_Neighbor_alltoallw_init / PMPI_Neighbor_alltoallw_init(sendbuf: *const c_void,
-        sendcounts: *const c_int, sdispls: *const Aint, sendtypes: *const Datatype,
-        recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const Aint,
-        recvtypes: *const Datatype, comm: Comm, info: Info, request: *mut Request) => comm;
     MPI_Neighbor_alltoallw_init_c / PMPI_Neighbor_alltoallw_init_c(sendbuf: *const c_void,
         sendcounts: *const Count, sdispls: *const Aint, sendtypes: *const Datatype,
         recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Aint,
@@ -865,7 +776,6 @@ refused! {
         datatype: Datatype, count: Count) => world;
     MPI_Status_set_elements_x / PMPI_Status_set_elements_x(status: *mut MpiStatus,
         datatype: Datatype, count: Count) => world;
-    MPI_Topo_test / PMPI_Topo_test(comm: Comm, status: *mut c_int) => comm;
     MPI_Type_contiguous_c / PMPI_Type_contiguous_c(count: Count, oldtype: Datatype,
         newtype: *mut Datatype) => world;
     MPI_Type_create_darray / PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int,

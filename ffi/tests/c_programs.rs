@@ -34,6 +34,10 @@ const TESTS: &[(&str, fn())] = &[
         "collectives_blocking_nonblocking_persistent",
         collectives_blocking_nonblocking_persistent,
     ),
+    (
+        "topologies_and_neighbor_collectives",
+        topologies_and_neighbor_collectives,
+    ),
     ("ownership_passing_in_c", ownership_passing_in_c),
     ("communicators_and_groups", communicators_and_groups),
     (
@@ -368,6 +372,14 @@ fn reduce_local_every_op() {
 fn collectives_blocking_nonblocking_persistent() {
     for ranks in [1, 2, 3, 5] {
         build_and_run("tests/collectives.c", "collectives", ranks);
+    }
+}
+
+fn topologies_and_neighbor_collectives() {
+    // 1 to 6 ranks: grids with periodic dimensions of 1 and 2 processes
+    // (both neighbours the same process), and more ranks than cores.
+    for ranks in 1..=6 {
+        build_and_run("tests/topology.c", "topology", ranks);
     }
 }
 
