@@ -439,7 +439,22 @@ impl Topology {
                     pairing,
                 })
             }
-            Topology::Graph { .. } => {
+            Topology::Graph { index, .. } => {
+                // Checked over the whole graph, which every process knows,
+                // so that all refuse an asymmetric one together (a process
+                // going on alone would wait for the others forever).
+                for i in 0..index.len() as i32 {
+                    let ns = self.graph_neighbors(i)?;
+                    for &s in ns {
+                        let there = self.graph_neighbors(s)?.iter().filter(|&&x| x == i);
+                        if ns.iter().filter(|&&x| x == s).count() != there.count() {
+                            return Err(topo_err(format!(
+                                "the graph is not symmetric: node {i} lists node {s} \
+                                 a different number of times than {s} lists {i}"
+                            )));
+                        }
+                    }
+                }
                 let mine = self.graph_neighbors(rank)?.to_vec();
                 let mut pairing = Vec::with_capacity(mine.len());
                 for (m, &s) in mine.iter().enumerate() {

@@ -97,6 +97,28 @@ fn halo_rank(u: Universe) {
                     assert!(got[m * len..(m + 1) * len].iter().all(|&x| x == UNTOUCHED));
                 }
             }
+            // Nonblocking, two in flight at once, completed out of order.
+            let mut got2 = vec![UNTOUCHED; 4 * len];
+            let mine = [me; 1];
+            let mut ranks = [-5i32; 4];
+            request::scope(|sc| {
+                let a = grid
+                    .immediate_neighbor_all_to_all_into(sc, &send[..], &mut got2[..])
+                    .unwrap();
+                let b = grid
+                    .immediate_neighbor_all_gather_into(sc, &mine[..], &mut ranks[..])
+                    .unwrap();
+                b.wait().unwrap();
+                a.wait().unwrap();
+            });
+            assert_eq!(got2, want, "immediate halo, len {len}");
+            for (m, s) in [grid.shift(0, 1).unwrap(), grid.shift(1, 1).unwrap()]
+                .into_iter()
+                .flat_map(|(a, b)| [a, b])
+                .enumerate()
+            {
+                assert_eq!(ranks[m], s.unwrap_or(-5));
+            }
             if len <= 5 {
                 // Stack buffers (staged in the heap by the sender).
                 let mut s = [0.0f64; 20];

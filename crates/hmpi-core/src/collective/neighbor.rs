@@ -46,6 +46,7 @@ use super::typed::{Partition, PartitionMut};
 use crate::comm::{Communicator, SimpleCommunicator};
 use crate::datatype::{Buffer, BufferMut, Datatype};
 use crate::error::{Error, Result};
+use crate::request::{CollectiveRequest, Scope};
 use crate::topology::{Neighborhood, PROC_NULL};
 use std::alloc::{GlobalAlloc, Layout};
 use std::borrow::Borrow;
@@ -506,6 +507,87 @@ fn pieces(counts: &[i32], displs: &[i32], len: usize) -> Result<(Vec<usize>, Vec
     Ok((c, d))
 }
 
+/// `MPI_Neighbor_allgather` on typed buffers, run or started.
+///
+/// # Safety
+/// With [`Mode::Start`] the buffers stay untouched until the request
+/// finishes.
+unsafe fn all_gather_typed<S, R>(
+    comm: &SimpleCommunicator,
+    sendbuf: &S,
+    recvbuf: &mut R,
+    mode: Mode,
+) -> Result<Option<CollRequest>>
+where
+    S: ?Sized + Buffer,
+    R: ?Sized + BufferMut,
+{
+    let (_, indeg) = degrees(comm)?;
+    let (sdt, rdt) = (sendbuf.element_datatype(), recvbuf.element_datatype());
+    let per = share(elements_mut(recvbuf), indeg, "receive")?;
+    // SAFETY: the blocks are inside the buffers; the caller's guarantee
+    // for their life.
+    unsafe {
+        neighbor_allgather(
+            comm,
+            sendbuf.as_bytes().as_ptr(),
+            elements(sendbuf),
+            &sdt,
+            recvbuf.as_bytes_mut().as_mut_ptr(),
+            per,
+            &rdt,
+            mode,
+        )
+    }
+}
+
+/// `MPI_Neighbor_alltoall` on typed buffers, run or started.
+///
+/// # Safety
+/// As [`all_gather_typed`].
+unsafe fn all_to_all_typed<S, R>(
+    comm: &SimpleCommunicator,
+    sendbuf: &S,
+    recvbuf: &mut R,
+    mode: Mode,
+) -> Result<Option<CollRequest>>
+where
+    S: ?Sized + Buffer,
+    R: ?Sized + BufferMut,
+{
+    let (outdeg, indeg) = degrees(comm)?;
+    let (sdt, rdt) = (sendbuf.element_datatype(), recvbuf.element_datatype());
+    let sper = share(elements(sendbuf), outdeg, "send")?;
+    let rper = share(elements_mut(recvbuf), indeg, "receive")?;
+    // SAFETY: the blocks are inside the buffers; the caller's guarantee
+    // for their life.
+    unsafe {
+        neighbor_alltoall(
+            comm,
+            sendbuf.as_bytes().as_ptr(),
+            sper,
+            &sdt,
+            recvbuf.as_bytes_mut().as_mut_ptr(),
+            rper,
+            &rdt,
+            mode,
+        )
+    }
+}
+
+/// A started collective as a request of `scope`.
+fn in_scope<'s>(
+    scope: &'s Scope<'s, '_>,
+    r: Result<Option<CollRequest>>,
+) -> Result<CollectiveRequest<'s>> {
+    match r? {
+        Some(c) => Ok(scope.insert_collective(c)),
+        None => Err(Error::Internal(
+            "a started collective without a request".into(),
+        )),
+    }
+}
+
 /// Neighbourhood collectives on communicators with a topology (rsmpi's
 /// names); bring them into scope with `use hmpi_core::traits::*`.
 /// Collective; [`Error::Topology`] on a communicator without a topology.
@@ -518,25 +600,8 @@ pub trait NeighborCollectives: Communicator {
         S: ?Sized + Buffer,
         R: ?Sized + BufferMut,
     {
-        let comm = self.as_simple();
-        let (_, indeg) = degrees(comm)?;
-        let (sdt, rdt) = (sendbuf.element_datatype(), recvbuf.element_datatype());
-        let per = share(elements_mut(recvbuf), indeg, "receive")?;
-        // SAFETY: both buffers are borrowed for the call; the blocks are
-        // inside them.
-        unsafe {
-            neighbor_allgather(
-                comm,
-                sendbuf.as_bytes().as_ptr(),
-                elements(sendbuf),
-                &sdt,
-                recvbuf.as_bytes_mut().as_mut_ptr(),
-                per,
-                &rdt,
-                Mode::Block,
-            )
-        }
-        .map(drop)
+        // SAFETY: both buffers are borrowed for the call.
+        unsafe { all_gather_typed(self.as_simple(), sendbuf, recvbuf, Mode::Block) }.map(drop)
     }
 
     /// [`NeighborCollectives::neighbor_all_gather_into`] with blocks of
@@ -582,26 +647,8 @@ pub trait NeighborCollectives: Communicator {
         S: ?Sized + Buffer,
         R: ?Sized + BufferMut,
     {
-        let comm = self.as_simple();
-        let (outdeg, indeg) = degrees(comm)?;
-        let (sdt, rdt) = (sendbuf.element_datatype(), recvbuf.element_datatype());
-        let sper = share(elements(sendbuf), outdeg, "send")?;
-        let rper = share(elements_mut(recvbuf), indeg, "receive")?;
-        // SAFETY: both buffers are borrowed for the call; the blocks are
-        // inside them.
-        unsafe {
-            neighbor_alltoall(
-                comm,
-                sendbuf.as_bytes().as_ptr(),
-                sper,
-                &sdt,
-                recvbuf.as_bytes_mut().as_mut_ptr(),
-                rper,
-                &rdt,
-                Mode::Block,
-            )
-        }
-        .map(drop)
+        // SAFETY: both buffers are borrowed for the call.
+        unsafe { all_to_all_typed(self.as_simple(), sendbuf, recvbuf, Mode::Block) }.map(drop)
     }
 
     /// [`NeighborCollectives::neighbor_all_to_all_into`] with blocks of
@@ -646,6 +693,44 @@ pub trait NeighborCollectives: Communicator {
             )
         }
         .map(drop)
+    }
+
+    /// `MPI_Ineighbor_allgather`
+    /// ([`NeighborCollectives::neighbor_all_gather_into`] started in a
+    /// [`request::scope`](crate::request::scope), which completes it if
+    /// it is left unfinished).
+    fn immediate_neighbor_all_gather_into<'s, S, R>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+        recvbuf: &'s mut R,
+    ) -> Result<CollectiveRequest<'s>>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+    {
+        // SAFETY: the buffers are borrowed for the scope, which completes
+        // the collective before they are released.
+        let r = unsafe { all_gather_typed(self.as_simple(), sendbuf, recvbuf, Mode::Start) };
+        in_scope(scope, r)
+    }
+
+    /// `MPI_Ineighbor_alltoall`
+    /// ([`NeighborCollectives::neighbor_all_to_all_into`] started in a
+    /// scope).
+    fn immediate_neighbor_all_to_all_into<'s, S, R>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+        recvbuf: &'s mut R,
+    ) -> Result<CollectiveRequest<'s>>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+    {
+        // SAFETY: as in `immediate_neighbor_all_gather_into`.
+        let r = unsafe { all_to_all_typed(self.as_simple(), sendbuf, recvbuf, Mode::Start) };
+        in_scope(scope, r)
     }
 }
 
