@@ -187,6 +187,44 @@ static void cartesian(int periodic) {
     FAILS(MPI_ERR_RANK, MPI_Cart_coords(c, n, 2, cc));
     all_collectives(c, 4, 4, src, pair);
 
+    /* A strided datatype (2 ints, stride 2: packed by the sender,
+     * unpacked by the receiver), and received as 2 plain ints. */
+    MPI_Datatype vec;
+    OK(MPI_Type_vector(2, 1, 2, MPI_INT, &vec));
+    OK(MPI_Type_commit(&vec));
+    int sv[12], rv[12], rp[8];
+    for (int k = 0; k < 4; k++) {
+        sv[3 * k] = me * 100 + k;
+        sv[3 * k + 1] = -9;
+        sv[3 * k + 2] = me * 100 + k + 50;
+    }
+    for (int how = 0; how < 2; how++) {
+        for (int i = 0; i < 12; i++) rv[i] = UNTOUCHED;
+        for (int i = 0; i < 8; i++) rp[i] = UNTOUCHED;
+        if (how == 0) {
+            OK(MPI_Neighbor_alltoall(sv, 1, vec, rv, 1, vec, c));
+            OK(MPI_Neighbor_alltoall(sv, 1, vec, rp, 2, MPI_INT, c));
+        } else {
+            MPI_Request q[2];
+            OK(MPI_Ineighbor_alltoall(sv, 1, vec, rv, 1, vec, c, &q[0]));
+            OK(MPI_Ineighbor_alltoall(sv, 1, vec, rp, 2, MPI_INT, c, &q[1]));
+            OK(MPI_Waitall(2, q, MPI_STATUSES_IGNORE));
+        }
+        for (int m = 0; m < 4; m++) {
+            int a = src[m] == MPI_PROC_NULL ? UNTOUCHED : src[m] * 100 + pair[m];
+            int b = src[m] == MPI_PROC_NULL ? UNTOUCHED : a + 50;
+            CHECK(rv[3 * m] == a && rv[3 * m + 1] == UNTOUCHED && rv[3 * m + 2] == b);
+            CHECK(rp[2 * m] == a && rp[2 * m + 1] == b);
+        }
+    }
+    /* A block length that differs from the sender's is an error where a
+     * block arrives (every process still completes its part). */
+    int any = 0;
+    for (int m = 0; m < 4; m++) any |= src[m] != MPI_PROC_NULL;
+    if (any) FAILS(MPI_ERR_ARG, MPI_Neighbor_alltoall(sv, 1, vec, rp, 1, MPI_INT, c));
+    else OK(MPI_Neighbor_alltoall(sv, 1, vec, rp, 1, MPI_INT, c));
+    OK(MPI_Type_free(&vec));
+
     /* Sub-grids: the rows (dimension 1 kept) and the columns. */
     for (int keep = 0; keep < 2; keep++) {
         int remain[2] = {keep == 0, keep == 1};
