@@ -602,14 +602,12 @@ fn all_lists(comm: &SimpleCommunicator, mine: &[i32]) -> Result<Vec<Vec<i32>>> {
         .collect())
 }
 
-fn check_ranks(what: &str, ranks: &[i32], size: i32) -> Result<()> {
-    for &r in ranks {
-        if !(0..size).contains(&r) {
-            return Err(Error::Rank { rank: r, size });
-        }
-        let _ = what;
+/// [`Error::Rank`] for a rank outside `0..size`.
+fn check_ranks(ranks: &[i32], size: i32) -> Result<()> {
+    match ranks.iter().find(|&&r| !(0..size).contains(&r)) {
+        Some(&rank) => Err(Error::Rank { rank, size }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 fn check_weights(what: &str, w: Option<&[i32]>, n: usize) -> Result<()> {
@@ -859,8 +857,8 @@ pub trait TopologyCommunicator: Communicator {
                 destinations.len()
             )));
         }
-        check_ranks("source", sources, size)?;
-        check_ranks("destination", destinations, size)?;
+        check_ranks(sources, size)?;
+        check_ranks(destinations, size)?;
         check_weights("edge", weights, total)?;
         // Every process's edges as (source, destination, weight) triples.
         let mut mine = Vec::with_capacity(1 + 3 * total);
@@ -892,8 +890,12 @@ pub trait TopologyCommunicator: Communicator {
         // Position of each edge in its source's out-list.
         let mut out_pos = vec![0usize; size as usize];
         for &(s, d, w) in &edges {
-            let k = out_pos[s as usize];
-            out_pos[s as usize] += 1;
+            // Every process checked the ranks of the edges it gave.
+            let Some(pos) = usize::try_from(s).ok().and_then(|s| out_pos.get_mut(s)) else {
+                return Err(Error::Internal(format!("an exchanged edge from rank {s}")));
+            };
+            let k = *pos;
+            *pos += 1;
             if s == me {
                 g.destinations.push(d);
                 if weighted {
@@ -930,8 +932,8 @@ pub trait TopologyCommunicator: Communicator {
         let _ = reorder;
         let c = self.as_simple();
         let size = c.size();
-        check_ranks("source", sources, size)?;
-        check_ranks("destination", destinations, size)?;
+        check_ranks(sources, size)?;
+        check_ranks(destinations, size)?;
         check_weights("source", source_weights, sources.len())?;
         check_weights("destination", destination_weights, destinations.len())?;
         if source_weights.is_some() != destination_weights.is_some() {
@@ -953,18 +955,32 @@ pub trait TopologyCommunicator: Communicator {
             (rest[..k].to_vec(), rest[k..].to_vec())
         };
         let lists: Vec<(Vec<i32>, Vec<i32>)> = all.iter().map(|l| split(l)).collect();
-        // The same check on every process, so that all fail together.
-        for (p, (ins, _)) in lists.iter().enumerate() {
+        // The same check on every process, so that all fail together:
+        // each edge is listed as often by its source as by its
+        // destination.
+        let of = |r: i32| {
+            usize::try_from(r)
+                .ok()
+                .and_then(|r| lists.get(r))
+                .ok_or_else(|| Error::Internal(format!("an exchanged list names rank {r}")))
+        };
+        for (p, (ins, outs)) in lists.iter().enumerate() {
+            let p = p as i32;
             for &s in ins {
                 let want = ins.iter().filter(|&&x| x == s).count();
-                let have = lists[s as usize]
-                    .1
-                    .iter()
-                    .filter(|&&x| x == p as i32)
-                    .count();
+                let have = of(s)?.1.iter().filter(|&&x| x == p).count();
                 if want != have {
                     return Err(topo_err(format!(
                         "process {p} lists {want} edges from {s}, which lists {have} to it"
+                    )));
+                }
+            }
+            for &d in outs {
+                let want = outs.iter().filter(|&&x| x == d).count();
+                let have = of(d)?.0.iter().filter(|&&x| x == p).count();
+                if want != have {
+                    return Err(topo_err(format!(
+                        "process {p} lists {want} edges to {d}, which lists {have} from it"
                     )));
                 }
             }
@@ -973,7 +989,7 @@ pub trait TopologyCommunicator: Communicator {
         let mut pairing = Vec::with_capacity(sources.len());
         for (m, &s) in sources.iter().enumerate() {
             let t = sources[..m].iter().filter(|&&x| x == s).count();
-            let k = lists[s as usize]
+            let k = of(s)?
                 .1
                 .iter()
                 .enumerate()

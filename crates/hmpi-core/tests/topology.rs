@@ -260,6 +260,16 @@ fn dist_graph_rank(u: Universe) {
         world.create_dist_graph_communicator_adjacent(&[n], None, &[], None, false),
         Err(Error::Rank { .. })
     ));
+    if n >= 2 {
+        // Rank 0 lists an edge to 1 that 1 does not list: every process
+        // refuses the graph (none waits for the others).
+        let outs: &[i32] = if me == 0 { &[1] } else { &[] };
+        assert!(matches!(
+            world.create_dist_graph_communicator_adjacent(&[], None, outs, None, false),
+            Err(Error::Topology { .. })
+        ));
+        world.barrier().unwrap();
+    }
 }
 
 fn main() {
