@@ -2,7 +2,9 @@
 //! `MPI_Dims_create`, `MPI_Cart_*`, `MPI_Graph_*`, `MPI_Dist_graph_*`,
 //! `MPI_Topo_test`, and `MPI_Neighbor_allgather(v)` /
 //! `MPI_Neighbor_alltoall(v,w)` in their blocking, nonblocking
-//! (`MPI_Ineighbor_*`) and persistent (`MPI_Neighbor_*_init`) forms.
+//! (`MPI_Ineighbor_*`) and persistent (`MPI_Neighbor_*_init`) forms, each
+//! also with large counts (`_c`: `MPI_Count` counts, `MPI_Aint`
+//! displacements).
 //!
 //! Everything here marshals: the topologies are `hmpi_core::topology`'s,
 //! kept with the runtime's communicator, and the neighbourhood
@@ -20,7 +22,7 @@
 //! MPI_Neighbor_alltoall(halo_out, 1, MPI_DOUBLE, halo_in, 1, MPI_DOUBLE, grid);
 //! ```
 
-use crate::abi::{self, Aint, Comm, Datatype, Info, Request};
+use crate::abi::{self, Aint, Comm, Count, Datatype, Info, Request};
 use crate::coll::{run, How};
 use crate::comm::{ints, store_comm, CommRef};
 use crate::datatype::type_ref;
@@ -455,13 +457,28 @@ fn dtype(t: Datatype) -> Res<CoreType> {
     Ok(type_ref(t)?.ty.clone())
 }
 
-fn count(c: c_int, what: &str) -> Res<usize> {
+fn count(c: i64, what: &str) -> Res<usize> {
     usize::try_from(c).map_err(|_| MpiError::new(abi::ERR_COUNT, format!("negative {what} {c}")))
+}
+
+/// `n` entries at `p` (a count, displacement or datatype array).
+///
+/// # Safety
+/// `p` holds `n` entries when not null.
+unsafe fn entries<'a, T>(p: *const T, n: usize, what: &str) -> Res<&'a [T]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return err(abi::ERR_ARG, format!("{what} is a null pointer"));
+    }
+    // SAFETY: the caller's guarantee.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) })
 }
 
 /// `n` equal blocks of `per` elements of `t`: one after the other
 /// (`step`), or all the same buffer.
-fn even(n: usize, per: c_int, t: Datatype, step: bool) -> Res<Blocks> {
+fn even(n: usize, per: i64, t: Datatype, step: bool) -> Res<Blocks> {
     let per = count(per, "count")?;
     let dt = dtype(t)?;
     let ext = dt.extent();
@@ -475,20 +492,32 @@ fn even(n: usize, per: c_int, t: Datatype, step: bool) -> Res<Blocks> {
     ))
 }
 
-/// Blocks from count and element-displacement arrays of `n` entries.
+/// Blocks from count and element-displacement arrays of `n` entries
+/// (`int` or `MPI_Count` / `MPI_Aint`).
 ///
 /// # Safety
-/// The arrays hold `n` ints.
-unsafe fn varying(n: usize, c: *const c_int, d: *const c_int, t: Datatype) -> Res<Blocks> {
+/// The arrays hold `n` entries.
+unsafe fn varying<C, D>(n: usize, c: *const C, d: *const D, t: Datatype) -> Res<Blocks>
+where
+    C: Copy + Into<i64>,
+    D: Copy + TryInto<isize>,
+{
     let dt = dtype(t)?;
     let ext = dt.extent();
-    let n = n as c_int;
     // SAFETY: the caller's guarantee.
-    let (cs, ds) = unsafe { (list(c, n, "counts")?, list(d, n, "displacements")?) };
+    let (cs, ds) = unsafe { (entries(c, n, "counts")?, entries(d, n, "displacements")?) };
     Ok(Blocks(
         cs.iter()
             .zip(ds)
-            .map(|(&c, &d)| Ok((count(c, "count")?, d as isize * ext, dt.clone())))
+            .map(|(&c, &d)| {
+                let d: isize = d
+                    .try_into()
+                    .map_err(|_| MpiError::new(abi::ERR_ARG, "displacement out of range"))?;
+                let at = d
+                    .checked_mul(ext)
+                    .ok_or_else(|| MpiError::new(abi::ERR_ARG, "displacement overflows"))?;
+                Ok((count(c.into(), "count")?, at, dt.clone()))
+            })
             .collect::<Res<_>>()?,
     ))
 }
@@ -497,27 +526,25 @@ unsafe fn varying(n: usize, c: *const c_int, d: *const c_int, t: Datatype) -> Re
 ///
 /// # Safety
 /// The arrays hold `n` entries.
-unsafe fn with_types(n: usize, c: *const c_int, d: *const Aint, t: *const Datatype) -> Res<Blocks> {
-    if n == 0 {
-        return Ok(Blocks(Vec::new()));
-    }
-    if d.is_null() || t.is_null() {
-        return err(abi::ERR_ARG, "displacements or datatypes is a null pointer");
-    }
+unsafe fn with_types<C: Copy + Into<i64>>(
+    n: usize,
+    c: *const C,
+    d: *const Aint,
+    t: *const Datatype,
+) -> Res<Blocks> {
     // SAFETY: the caller's guarantee.
-    let cs = unsafe { list(c, n as c_int, "counts") }?;
-    // SAFETY: as above.
-    let (ds, ts) = unsafe {
+    let (cs, ds, ts) = unsafe {
         (
-            std::slice::from_raw_parts(d, n),
-            std::slice::from_raw_parts(t, n),
+            entries(c, n, "counts")?,
+            entries(d, n, "displacements")?,
+            entries(t, n, "datatypes")?,
         )
     };
     Ok(Blocks(
         cs.iter()
             .zip(ds)
             .zip(ts)
-            .map(|((&c, &d), &t)| Ok((count(c, "count")?, d, dtype(t)?)))
+            .map(|((&c, &d), &t)| Ok((count(c.into(), "count")?, d, dtype(t)?)))
             .collect::<Res<_>>()?,
     ))
 }
@@ -605,8 +632,8 @@ neighbor_collective! {
      recvcount: c_int, recvtype: Datatype, comm: Comm),
     comm, |c, how| {
         let (outdeg, indeg) = degrees(c)?;
-        let s = even(outdeg, sendcount, sendtype, false)?;
-        let r = even(indeg, recvcount, recvtype, true)?;
+        let s = even(outdeg, sendcount.into(), sendtype, false)?;
+        let r = even(indeg, recvcount.into(), recvtype, true)?;
         exchange(c, sendbuf, s, recvbuf, r, how)
     }
 }
@@ -620,7 +647,7 @@ neighbor_collective! {
      recvcounts: *const c_int, displs: *const c_int, recvtype: Datatype, comm: Comm),
     comm, |c, how| {
         let (outdeg, indeg) = degrees(c)?;
-        let s = even(outdeg, sendcount, sendtype, false)?;
+        let s = even(outdeg, sendcount.into(), sendtype, false)?;
         // SAFETY: the arrays hold one entry per in-neighbour (MPI's contract).
         let r = unsafe { varying(indeg, recvcounts, displs, recvtype) }?;
         exchange(c, sendbuf, s, recvbuf, r, how)
@@ -635,8 +662,8 @@ neighbor_collective! {
      recvcount: c_int, recvtype: Datatype, comm: Comm),
     comm, |c, how| {
         let (outdeg, indeg) = degrees(c)?;
-        let s = even(outdeg, sendcount, sendtype, true)?;
-        let r = even(indeg, recvcount, recvtype, true)?;
+        let s = even(outdeg, sendcount.into(), sendtype, true)?;
+        let r = even(indeg, recvcount.into(), recvtype, true)?;
         exchange(c, sendbuf, s, recvbuf, r, how)
     }
 }
@@ -663,6 +690,86 @@ neighbor_collective! {
     MPI_Neighbor_alltoallw_init / PMPI_Neighbor_alltoallw_init,
     (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const Aint, sendtypes: *const Datatype,
      recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const Aint, recvtypes: *const Datatype,
+     comm: Comm),
+    comm, |c, how| {
+        let (outdeg, indeg) = degrees(c)?;
+        // SAFETY: the arrays hold one entry per neighbour (MPI's contract).
+        let s = unsafe { with_types(outdeg, sendcounts, sdispls, sendtypes) }?;
+        // SAFETY: as above.
+        let r = unsafe { with_types(indeg, recvcounts, rdispls, recvtypes) }?;
+        exchange(c, sendbuf, s, recvbuf, r, how)
+    }
+}
+
+// ------------------------------------------------------- large counts
+
+neighbor_collective! {
+    /// `MPI_Neighbor_allgather` with `MPI_Count` counts.
+    MPI_Neighbor_allgather_c / PMPI_Neighbor_allgather_c, MPI_Ineighbor_allgather_c / PMPI_Ineighbor_allgather_c,
+    MPI_Neighbor_allgather_init_c / PMPI_Neighbor_allgather_init_c,
+    (sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void,
+     recvcount: Count, recvtype: Datatype, comm: Comm),
+    comm, |c, how| {
+        let (outdeg, indeg) = degrees(c)?;
+        let s = even(outdeg, sendcount, sendtype, false)?;
+        let r = even(indeg, recvcount, recvtype, true)?;
+        exchange(c, sendbuf, s, recvbuf, r, how)
+    }
+}
+
+neighbor_collective! {
+    /// `MPI_Neighbor_allgatherv` with `MPI_Count` counts and `MPI_Aint`
+    /// displacements.
+    MPI_Neighbor_allgatherv_c / PMPI_Neighbor_allgatherv_c, MPI_Ineighbor_allgatherv_c / PMPI_Ineighbor_allgatherv_c,
+    MPI_Neighbor_allgatherv_init_c / PMPI_Neighbor_allgatherv_init_c,
+    (sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void,
+     recvcounts: *const Count, displs: *const Aint, recvtype: Datatype, comm: Comm),
+    comm, |c, how| {
+        let (outdeg, indeg) = degrees(c)?;
+        let s = even(outdeg, sendcount, sendtype, false)?;
+        // SAFETY: the arrays hold one entry per in-neighbour (MPI's contract).
+        let r = unsafe { varying(indeg, recvcounts, displs, recvtype) }?;
+        exchange(c, sendbuf, s, recvbuf, r, how)
+    }
+}
+
+neighbor_collective! {
+    /// `MPI_Neighbor_alltoall` with `MPI_Count` counts.
+    MPI_Neighbor_alltoall_c / PMPI_Neighbor_alltoall_c, MPI_Ineighbor_alltoall_c / PMPI_Ineighbor_alltoall_c,
+    MPI_Neighbor_alltoall_init_c / PMPI_Neighbor_alltoall_init_c,
+    (sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void,
+     recvcount: Count, recvtype: Datatype, comm: Comm),
+    comm, |c, how| {
+        let (outdeg, indeg) = degrees(c)?;
+        let s = even(outdeg, sendcount, sendtype, true)?;
+        let r = even(indeg, recvcount, recvtype, true)?;
+        exchange(c, sendbuf, s, recvbuf, r, how)
+    }
+}
+
+neighbor_collective! {
+    /// `MPI_Neighbor_alltoallv` with `MPI_Count` counts and `MPI_Aint`
+    /// displacements.
+    MPI_Neighbor_alltoallv_c / PMPI_Neighbor_alltoallv_c, MPI_Ineighbor_alltoallv_c / PMPI_Ineighbor_alltoallv_c,
+    MPI_Neighbor_alltoallv_init_c / PMPI_Neighbor_alltoallv_init_c,
+    (sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Aint, sendtype: Datatype,
+     recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Aint, recvtype: Datatype, comm: Comm),
+    comm, |c, how| {
+        let (outdeg, indeg) = degrees(c)?;
+        // SAFETY: the arrays hold one entry per neighbour (MPI's contract).
+        let s = unsafe { varying(outdeg, sendcounts, sdispls, sendtype) }?;
+        // SAFETY: as above.
+        let r = unsafe { varying(indeg, recvcounts, rdispls, recvtype) }?;
+        exchange(c, sendbuf, s, recvbuf, r, how)
+    }
+}
+
+neighbor_collective! {
+    /// `MPI_Neighbor_alltoallw` with `MPI_Count` counts.
+    MPI_Neighbor_alltoallw_c / PMPI_Neighbor_alltoallw_c, MPI_Ineighbor_alltoallw_c / PMPI_Ineighbor_alltoallw_c,
+    MPI_Neighbor_alltoallw_init_c / PMPI_Neighbor_alltoallw_init_c,
+    (sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Aint, sendtypes: *const Datatype,
+     recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Aint, recvtypes: *const Datatype,
      comm: Comm),
     comm, |c, how| {
         let (outdeg, indeg) = degrees(c)?;

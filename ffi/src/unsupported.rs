@@ -479,23 +479,6 @@ refused! {
         root: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Imrecv_c / PMPI_Imrecv_c(buf: *mut c_void, count: Count, datatype: Datatype,
         message: *mut Message, request: *mut Request) => world;
-    MPI_Ineighbor_allgather_c / PMPI_Ineighbor_allgather_c(sendbuf: *const c_void, sendcount: Count,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm,
-        request: *mut Request) => comm;
-    MPI_Ineighbor_allgatherv_c / PMPI_Ineighbor_allgatherv_c(sendbuf: *const c_void,
-        sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count,
-        displs: *const Aint, recvtype: Datatype, comm: Comm, request: *mut Request) => comm;
-    MPI_Ineighbor_alltoall_c / PMPI_Ineighbor_alltoall_c(sendbuf: *const c_void, sendcount: Count,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm,
-        request: *mut Request) => comm;
-    MPI_Ineighbor_alltoallv_c / PMPI_Ineighbor_alltoallv_c(sendbuf: *const c_void,
-        sendcounts: *const Count, sdispls: *const Aint, sendtype: Datatype, recvbuf: *mut c_void,
-        recvcounts: *const Count, rdispls: *const Aint, recvtype: Datatype, comm: Comm,
-        request: *mut Request) => comm;
-    MPI_Ineighbor_alltoallw_c / PMPI_Ineighbor_alltoallw_c(sendbuf: *const c_void,
-        sendcounts: *const Count, sdispls: *const Aint, sendtypes: *const Datatype,
-        recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Aint,
-        recvtypes: *const Datatype, comm: Comm, request: *mut Request) => comm;
     MPI_Info_create / PMPI_Info_create(info: *mut Info) => world;
     MPI_Info_create_env / PMPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: *mut Info
     ) => world;
@@ -561,40 +544,6 @@ refused! {
         port_name: *mut c_char) => world;
     MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: Count, datatype: Datatype,
         message: *mut Message, status: *mut MpiStatus) => world;
-    MPI_Neighbor_allgather_c / PMPI_Neighbor_allgather_c(sendbuf: *const c_void, sendcount: Count,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm
-    ) => comm;
-    MPI_Neighbor_allgather_init_c / PMPI_Neighbor_allgather_init_c(sendbuf: *const c_void,
-        sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count,
-        recvtype: Datatype, comm: Comm, info: Info, request: *mut Request) => comm;
-    MPI_Neighbor_allgatherv_c / PMPI_Neighbor_allgatherv_c(sendbuf: *const c_void, sendcount: Count,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Aint,
-        recvtype: Datatype, comm: Comm) => comm;
-    MPI_Neighbor_allgatherv_init_c / PMPI_Neighbor_allgatherv_init_c(sendbuf: *const c_void,
-        sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count,
-        displs: *const Aint, recvtype: Datatype, comm: Comm, info: Info, request: *mut Request
-    ) => comm;
-    MPI_Neighbor_alltoall_c / PMPI_Neighbor_alltoall_c(sendbuf: *const c_void, sendcount: Count,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm
-    ) => comm;
-    MPI_Neighbor_alltoall_init_c / PMPI_Neighbor_alltoall_init_c(sendbuf: *const c_void,
-        sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count,
-        recvtype: Datatype, comm: Comm, info: Info, request: *mut Request) => comm;
-    MPI_Neighbor_alltoallv_c / PMPI_Neighbor_alltoallv_c(sendbuf: *const c_void,
-        sendcounts: *const Count, sdispls: *const Aint, sendtype: Datatype, recvbuf: *mut c_void,
-        recvcounts: *const Count, rdispls: *const Aint, recvtype: Datatype, comm: Comm) => comm;
-    MPI_Neighbor_alltoallv_init_c / PMPI_Neighbor_alltoallv_init_c(sendbuf: *const c_void,
-        sendcounts: *const Count, sdispls: *const Aint, sendtype: Datatype, recvbuf: *mut c_void,
-        recvcounts: *const Count, rdispls: *const Aint, recvtype: Datatype, comm: Comm, info: Info,
-        request: *mut Request) => comm;
-    MPI_Neighbor_alltoallw_c / PMPI_Neighbor_alltoallw_c(sendbuf: *const c_void,
-        sendcounts: *const Count, sdispls: *const Aint, sendtypes: *const Datatype,
-        recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Aint,
-        recvtypes: *const Datatype, comm: Comm) => comm;
-    MPI_Neighbor_alltoallw_init_c / PMPI_Neighbor_alltoallw_init_c(sendbuf: *const c_void,
-        sendcounts: *const Count, sdispls: *const Aint, sendtypes: *const Datatype,
-        recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Aint,
-        recvtypes: *const Datatype, comm: Comm, info: Info, request: *mut Request) => comm;
     MPI_Open_port / PMPI_Open_port(info: Info, port_name: *mut c_char) => world;
     MPI_Pack_c / PMPI_Pack_c(inbuf: *const c_void, incount: Count, datatype: Datatype,
         outbuf: *mut c_void, outsize: Count, position: *mut Count, comm: Comm) => comm;

@@ -225,6 +225,39 @@ static void cartesian(int periodic) {
     else OK(MPI_Neighbor_alltoall(sv, 1, vec, rp, 1, MPI_INT, c));
     OK(MPI_Type_free(&vec));
 
+    /* The large-count forms. */
+    MPI_Count one_c[4] = {1, 1, 1, 1};
+    MPI_Aint sd_c[4] = {0, 1, 2, 3}, rd_c[4] = {0, 2, 4, 6};
+    MPI_Aint sb_c[4] = {0, 4, 8, 12}, rb_c[4] = {0, 8, 16, 24};
+    MPI_Datatype ints[4] = {MPI_INT, MPI_INT, MPI_INT, MPI_INT};
+    int s4[4], r8[8];
+    for (int k = 0; k < 4; k++) s4[k] = me * 100 + k;
+    for (int variant = 0; variant < 4; variant++) {
+        MPI_Request q;
+        int spread = variant == 0 ? 1 : 2;
+        for (int i = 0; i < 8; i++) r8[i] = UNTOUCHED;
+        if (variant == 0) {
+            OK(MPI_Neighbor_alltoall_c(s4, 1, MPI_INT, r8, 1, MPI_INT, c));
+        } else if (variant == 1) {
+            OK(MPI_Ineighbor_alltoallv_c(s4, one_c, sd_c, MPI_INT, r8, one_c, rd_c, MPI_INT, c, &q));
+            OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+        } else if (variant == 2) {
+            OK(MPI_Neighbor_alltoallw_init_c(s4, one_c, sb_c, ints, r8, one_c, rb_c, ints, c,
+                                             MPI_INFO_NULL, &q));
+            OK(MPI_Start(&q));
+            OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+            OK(MPI_Request_free(&q));
+        } else {
+            OK(MPI_Neighbor_allgatherv_c(&s4[1], 1, MPI_INT, r8, one_c, rd_c, MPI_INT, c));
+        }
+        for (int m = 0; m < 4; m++) {
+            int k = variant == 3 ? 1 : pair[m];
+            int want = src[m] == MPI_PROC_NULL ? UNTOUCHED : src[m] * 100 + k;
+            CHECK(r8[spread * m] == want);
+            if (spread == 2) CHECK(r8[2 * m + 1] == UNTOUCHED);
+        }
+    }
+
     /* Sub-grids: the rows (dimension 1 kept) and the columns. */
     for (int keep = 0; keep < 2; keep++) {
         int remain[2] = {keep == 0, keep == 1};
