@@ -133,7 +133,10 @@ unsafe fn table(nb: &Neighborhood, send: *const u8, blocks: &[Block<'_>]) -> Res
             }
         }
     }
-    let buf = HeapBuf::new(head + staged)?;
+    let total = head.checked_add(staged).ok_or_else(|| Error::Arg {
+        reason: "neighbourhood collective too large".into(),
+    })?;
+    let buf = HeapBuf::new(total)?;
     for (k, (addr, len, place)) in entries.into_iter().enumerate() {
         let addr = match place {
             None => addr,
