@@ -209,12 +209,13 @@ pub unsafe fn bcast(
             let mut from = vec![0; n];
             from[r] = len;
             let (addr, dt) = (buf as usize, dt.clone());
-            // SAFETY: the caller's guarantee for `buf`.
-            unsafe {
-                exchange(p, Vec::new(), &vec![(0, 0); n], &from, mode, move |l, o| {
-                    unpack(&l[o[r]..o[r] + len], addr, count, &dt)
-                })
-            }
+            let finish = move |l: &[u8], o: &[usize]| -> Result<()> {
+                // SAFETY: the caller's guarantee for `buf` until the
+                // collective finishes.
+                unsafe { unpack(&l[o[r]..o[r] + len], addr, count, &dt) }
+            };
+            // SAFETY: `finish` writes only what the caller keeps valid.
+            unsafe { exchange(p, Vec::new(), &vec![(0, 0); n], &from, mode, finish) }
         }
     }
 }
@@ -290,12 +291,13 @@ pub unsafe fn gatherv(
                 .collect::<Result<Vec<_>>>()?;
             let (addr, rdt) = (recv as usize, rdt.clone());
             let (counts, displs) = (counts.to_vec(), displs.to_vec());
-            // SAFETY: the caller's guarantee for `recv`.
-            unsafe {
-                exchange(p, Vec::new(), &vec![(0, 0); n], &from, mode, move |l, o| {
-                    unpack_pieces(l, o, addr, &counts, &displs, &rdt)
-                })
-            }
+            let finish = move |l: &[u8], o: &[usize]| -> Result<()> {
+                // SAFETY: the caller's guarantee for `recv` until the
+                // collective finishes.
+                unsafe { unpack_pieces(l, o, addr, &counts, &displs, &rdt) }
+            };
+            // SAFETY: `finish` writes only what the caller keeps valid.
+            unsafe { exchange(p, Vec::new(), &vec![(0, 0); n], &from, mode, finish) }
         }
         // SAFETY: nothing borrowed.
         Role::Idle => unsafe { idle(p, mode) },
@@ -353,12 +355,13 @@ pub unsafe fn scatterv(
             let mut from = vec![0; n];
             from[r] = len;
             let (addr, count, dt) = (b.ptr as usize, b.count, b.dt.clone());
-            // SAFETY: the caller's guarantee for the receive buffer.
-            unsafe {
-                exchange(p, Vec::new(), &vec![(0, 0); n], &from, mode, move |l, o| {
-                    unpack(&l[o[r]..o[r] + len], addr, count, &dt)
-                })
-            }
+            let finish = move |l: &[u8], o: &[usize]| -> Result<()> {
+                // SAFETY: the caller's guarantee for the receive buffer until the
+                // collective finishes.
+                unsafe { unpack(&l[o[r]..o[r] + len], addr, count, &dt) }
+            };
+            // SAFETY: `finish` writes only what the caller keeps valid.
+            unsafe { exchange(p, Vec::new(), &vec![(0, 0); n], &from, mode, finish) }
         }
     }
 }
@@ -391,12 +394,13 @@ pub unsafe fn allgatherv(
         .collect::<Result<Vec<_>>>()?;
     let (addr, rdt) = (recv as usize, rdt.clone());
     let (counts, displs) = (counts.to_vec(), displs.to_vec());
-    // SAFETY: the caller's guarantee for `recv`.
-    unsafe {
-        exchange(p, out, &to, &from, mode, move |l, o| {
-            unpack_pieces(l, o, addr, &counts, &displs, &rdt)
-        })
-    }
+    let finish = move |l: &[u8], o: &[usize]| -> Result<()> {
+        // SAFETY: the caller's guarantee for `recv` until the
+        // collective finishes.
+        unsafe { unpack_pieces(l, o, addr, &counts, &displs, &rdt) }
+    };
+    // SAFETY: `finish` writes only what the caller keeps valid.
+    unsafe { exchange(p, out, &to, &from, mode, finish) }
 }
 
 /// `MPI_Alltoallw` (and `MPI_Alltoall(v)`) of an intercommunicator: one
@@ -445,17 +449,18 @@ pub unsafe fn alltoallw(
         .collect::<Result<Vec<_>>>()?;
     let rdts: Vec<Datatype> = rdts.iter().map(|d| (*d).clone()).collect();
     let (addr, rcounts, rdispls) = (recv as usize, rcounts.to_vec(), rdispls.to_vec());
-    // SAFETY: the caller's guarantee for `recv`.
-    unsafe {
-        exchange(p, out, &to, &from, mode, move |l, o| {
-            for r in 0..rdts.len() {
-                let len = rdts[r].packed_size(rcounts[r])?;
-                let at = (addr as *mut u8).wrapping_offset(rdispls[r]) as usize;
-                unpack(&l[o[r]..o[r] + len], at, rcounts[r], &rdts[r])?;
-            }
-            Ok(())
-        })
-    }
+    let finish = move |l: &[u8], o: &[usize]| -> Result<()> {
+        for r in 0..rdts.len() {
+            let len = rdts[r].packed_size(rcounts[r])?;
+            let at = (addr as *mut u8).wrapping_offset(rdispls[r]) as usize;
+            // SAFETY: the caller's guarantee for piece `r` of `recv`,
+            // until the collective finishes.
+            unsafe { unpack(&l[o[r]..o[r] + len], at, rcounts[r], &rdts[r])? };
+        }
+        Ok(())
+    };
+    // SAFETY: `finish` writes only what the caller keeps valid.
+    unsafe { exchange(p, out, &to, &from, mode, finish) }
 }
 
 /// Combines the remote vectors (each `len` bytes, remote rank order) as
@@ -519,16 +524,17 @@ pub unsafe fn reduce(
     let wants = matches!(role, None | Some(Role::Root));
     let from = vec![if wants { len } else { 0 }; n];
     let (addr, dt) = (recv as usize, dt.clone());
-    // SAFETY: the caller's guarantee for `recv` where a result is wanted.
-    unsafe {
-        exchange(p, out, &to, &from, mode, move |l, o| {
-            if !wants {
-                return Ok(());
-            }
-            let acc = combine(l, o, len, &red)?;
-            unpack(&acc, addr, count, &dt)
-        })
-    }
+    let finish = move |l: &[u8], o: &[usize]| -> Result<()> {
+        if !wants {
+            return Ok(());
+        }
+        let acc = combine(l, o, len, &red)?;
+        // SAFETY: the caller's guarantee for `recv` where a result is
+        // wanted, until the collective finishes.
+        unsafe { unpack(&acc, addr, count, &dt) }
+    };
+    // SAFETY: `finish` writes only what the caller keeps valid.
+    unsafe { exchange(p, out, &to, &from, mode, finish) }
 }
 
 /// `MPI_Reduce_scatter` (and `_block`) of an intercommunicator: `counts`
@@ -569,13 +575,16 @@ pub unsafe fn reduce_scatter(
     let mine = counts[me];
     let mine_len = dt.packed_size(mine)?;
     let (addr, dt) = (recv as usize, dt.clone());
-    // SAFETY: the caller's guarantee for `recv`.
-    unsafe {
-        exchange(p, out, &to, &vec![len; n], mode, move |l, o| {
+    let finish = move |l: &[u8], o: &[usize]| -> Result<()> {
+        // SAFETY: the caller's guarantee for `recv` until the
+        // collective finishes.
+        unsafe {
             let acc = combine(l, o, len, &red)?;
             unpack(&acc[before..before + mine_len], addr, mine, &dt)
-        })
-    }
+        }
+    };
+    // SAFETY: `finish` writes only what the caller keeps valid.
+    unsafe { exchange(p, out, &to, &vec![len; n], mode, finish) }
 }
 
 /// Scans are not defined on intercommunicators.
