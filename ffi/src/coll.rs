@@ -261,11 +261,7 @@ unsafe fn displs(p: *const c_int, n: usize, what: &str) -> Res<Vec<usize>> {
 /// group the data comes from or goes to (the remote group of an
 /// intercommunicator).
 fn size_of(comm: &SimpleCommunicator) -> usize {
-    if comm.is_inter() {
-        comm.world_ranks().len()
-    } else {
-        comm.size() as usize
-    }
+    comm.peers() as usize
 }
 
 /// The number of processes of the local group (the blocks of a

@@ -367,6 +367,14 @@ impl SimpleCommunicator {
         }
     }
 
+    /// The number of processes that ranks of this communicator name in
+    /// point-to-point and in the pieces of a collective: its size, or for
+    /// an intercommunicator the remote group's size.
+    #[inline]
+    pub fn peers(&self) -> i32 {
+        self.world_ranks().len() as i32
+    }
+
     /// The world rank of each member of the local group, by rank.
     #[inline]
     pub fn local_world_ranks(&self) -> &[i32] {

@@ -123,6 +123,20 @@ fn inter_rank(u: Universe) {
             assert_eq!(r, want);
         }
     }
+    // rsmpi's names on the InterCommunicator: results from the remote group.
+    let mut sum = 0i32;
+    ic.all_reduce_into(&(me + 1), &mut sum, SystemOperation::sum())
+        .unwrap();
+    assert_eq!(sum, remote_sum);
+    let mut all = vec![0i32; remote.len()];
+    ic.all_gather_into(&me, &mut all[..]).unwrap();
+    assert_eq!(all, remote);
+    let to: Vec<i32> = (0..remote.len() as i32).map(|j| me * 10 + j).collect();
+    let mut from = vec![0i32; remote.len()];
+    ic.all_to_all_into(&to[..], &mut from[..]).unwrap();
+    let want: Vec<i32> = remote.iter().map(|w| w * 10 + lrank).collect();
+    assert_eq!(from, want);
+    ic.barrier().unwrap();
     // A scan is not defined here.
     // SAFETY: nothing is read or written (refused before).
     let scan = unsafe {
