@@ -185,6 +185,79 @@ static void collectives(MPI_Comm ic) {
     for (int k = 0; k < lsize * rsize; k++) sbb[k] = (wrank + 1) * (k + 1);
     OK(MPI_Reduce_scatter_block(sbb, rbb, rsize, MPI_INT, MPI_SUM, ic));
     for (int k = 0; k < rsize; k++) CHECK(rbb[k] == rw[rside] * (lrank * rsize + k + 1));
+    /* Allgatherv and alltoallv with a displacement per remote rank. */
+    {
+        int cnt[MAXN], dsp[MAXN], sdsp[MAXN], sc[MAXN], buf[4 * MAXN], send[4 * MAXN];
+        for (int j = 0; j < rsize; j++) cnt[j] = j % 2 + 1, dsp[j] = 3 * j;
+        for (int i = 0; i < 4 * MAXN; i++) buf[i] = -1;
+        int mine[2] = {wrank, wrank + 1};
+        OK(MPI_Allgatherv(mine, lrank % 2 + 1, MPI_INT, buf, cnt, dsp, MPI_INT, ic));
+        for (int j = 0; j < rsize; j++)
+            for (int i = 0; i < 3; i++) CHECK(buf[3 * j + i] == (i < cnt[j] ? rworld[j] + i : -1));
+        /* To remote rank j: j % 3 ints; from remote rank j: lrank % 3. */
+        int off = 0;
+        for (int j = 0; j < rsize; j++) {
+            sc[j] = j % 3, sdsp[j] = off;
+            for (int i = 0; i < sc[j]; i++) send[off + i] = 1000 * wrank + 10 * j + i;
+            off += sc[j];
+            cnt[j] = lrank % 3, dsp[j] = 4 * j;
+        }
+        for (int i = 0; i < 4 * MAXN; i++) buf[i] = -1;
+        MPI_Request q;
+        OK(MPI_Ialltoallv(send, sc, sdsp, MPI_INT, buf, cnt, dsp, MPI_INT, ic, &q));
+        OK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+        for (int j = 0; j < rsize; j++)
+            for (int i = 0; i < 4; i++)
+                CHECK(buf[4 * j + i] == (i < cnt[j] ? 1000 * rworld[j] + 10 * lrank + i : -1));
+    }
+    /* A derived datatype (every other int) in a bcast and an allreduce,
+     * and a persistent bcast started twice. */
+    {
+        MPI_Datatype every2;
+        OK(MPI_Type_vector(3, 1, 2, MPI_INT, &every2));
+        OK(MPI_Type_commit(&every2));
+        int v[6] = {-1, -1, -1, -1, -1, -1};
+        int root = side == 1 ? (lrank == lsize - 1 ? MPI_ROOT : MPI_PROC_NULL) : rsize - 1;
+        if (root == MPI_ROOT) v[0] = 5, v[2] = 6, v[4] = 7;
+        OK(MPI_Bcast(v, 1, every2, root, ic));
+        if (root != MPI_PROC_NULL) CHECK(v[0] == 5 && v[2] == 6 && v[4] == 7);
+        CHECK(v[1] == -1 && v[3] == -1 && v[5] == -1);
+        int in6[6], out6[6] = {-1, -1, -1, -1, -1, -1};
+        for (int i = 0; i < 6; i++) in6[i] = (wrank + 1) * (i + 1);
+        OK(MPI_Allreduce(in6, out6, 1, every2, MPI_SUM, ic));
+        for (int i = 0; i < 6; i++) CHECK(out6[i] == (i % 2 ? -1 : rw[rside] * (i + 1)));
+        OK(MPI_Type_free(&every2));
+        MPI_Request pr;
+        int pv = -1;
+        OK(MPI_Bcast_init(&pv, 1, MPI_INT, root, ic, MPI_INFO_NULL, &pr));
+        for (int round = 0; round < 2; round++) {
+            if (root == MPI_ROOT) pv = 70 + round;
+            OK(MPI_Start(&pr));
+            OK(MPI_Wait(&pr, MPI_STATUS_IGNORE));
+            if (root != MPI_PROC_NULL) CHECK(pv == 70 + round);
+        }
+        OK(MPI_Request_free(&pr));
+    }
+    /* A nonblocking allreduce overlapped with point-to-point traffic on
+     * the same intercommunicator: one message to remote rank
+     * lrank % rsize, received by remote rank j from local ranks k with
+     * k % rsize == j. */
+    {
+        MPI_Request q[MAXN + 2];
+        int nq = 0, x = wrank, got[MAXN], sum1 = 0, one = wrank + 1, from_[MAXN];
+        OK(MPI_Iallreduce(&one, &sum1, 1, MPI_INT, MPI_SUM, ic, &q[nq++]));
+        int nrecv = 0;
+        for (int j = 0; j < rsize; j++)
+            if (j % lsize == lrank) {
+                from_[nrecv] = j;
+                OK(MPI_Irecv(&got[nrecv++], 1, MPI_INT, j, 33, ic, &q[nq++]));
+            }
+        OK(MPI_Isend(&x, 1, MPI_INT, lrank % rsize, 33, ic, &q[nq++]));
+        OK(MPI_Waitall(nq, q, MPI_STATUSES_IGNORE));
+        CHECK(sum1 == rw[rside]);
+        for (int k = 0; k < nrecv; k++) CHECK(got[k] == rworld[from_[k]]);
+        OK(MPI_Barrier(ic));
+    }
     /* No scans on an intercommunicator; a bad root. */
     FAILS(MPI_ERR_COMM, MPI_Scan(in, res, 1, MPI_INT, MPI_SUM, ic));
     FAILS(MPI_ERR_ROOT, MPI_Bcast(&b, 1, MPI_INT, rsize, ic));
