@@ -147,13 +147,13 @@ pub fn intercomm_create(
             size: local.members(),
         });
     }
+    raw::check_send_tag(tag)?;
     let leader = local.my_rank() == local_leader;
     // The leader's link to the other leader.
-    let peer = if leader {
+    let check_peer = || -> Result<&SimpleCommunicator> {
         let p = peer.ok_or_else(|| Error::Comm {
             reason: "the local leader of MPI_Intercomm_create needs a peer communicator".into(),
         })?;
-        raw::check_send_tag(tag)?;
         let w = p.to_world(remote_leader)?;
         if w == raw::PROC_NULL || local.local_world_ranks().contains(&w) {
             return Err(Error::Rank {
@@ -161,13 +161,10 @@ pub fn intercomm_create(
                 size: p.members(),
             });
         }
-        Some(p)
-    } else {
-        None
+        Ok(p)
     };
     let ep = crate::environment::endpoint()?;
-    let exchange = |out: &[u8]| -> Result<Vec<u8>> {
-        let p = peer.ok_or_else(|| Error::Internal("exchange off the leader".into()))?;
+    let exchange = |p: &SimpleCommunicator, out: &[u8]| -> Result<Vec<u8>> {
         let mut buf = vec![0u8; out.len().max(4 * ep.size() as usize + 8)];
         let mut st = raw::Status::empty();
         raw::sendrecv(
@@ -183,12 +180,26 @@ pub fn intercomm_create(
         buf.truncate(st.count as usize);
         Ok(buf)
     };
-    // The groups.
+    // The groups. A leader that fails broadcasts no group, so that its
+    // local group fails too instead of waiting.
     let mut remote_bytes = Vec::new();
+    let mut failed = None;
+    let mut link = None;
     if leader {
-        remote_bytes = exchange(&encode(local.local_world_ranks()))?;
+        match check_peer().and_then(|p| Ok((p, exchange(p, &encode(local.local_world_ranks()))?))) {
+            Ok((p, b)) => (link, remote_bytes) = (Some(p), b),
+            Err(e) => failed = Some(e),
+        }
     }
     local.bcast_bytes(&mut remote_bytes, local_leader)?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if remote_bytes.is_empty() {
+        return Err(Error::Comm {
+            reason: "the local leader of MPI_Intercomm_create failed".into(),
+        });
+    }
     let me = local.local_world_ranks()[local.my_rank() as usize];
     let remote = Group::from_world_ranks(decode(&remote_bytes), me)?;
     if remote.size() == 0
@@ -206,8 +217,8 @@ pub fn intercomm_create(
         agree_by(|v, op| {
             let here = local.allreduce_u32(v, op)?;
             let mut both = 0;
-            if leader {
-                let there = exchange(&here.to_ne_bytes())?;
+            if let Some(p) = link {
+                let there = exchange(p, &here.to_ne_bytes())?;
                 let there = there
                     .get(..4)
                     .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))

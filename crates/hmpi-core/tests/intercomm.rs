@@ -202,6 +202,14 @@ fn inter_rank(u: Universe) {
     }
     let bad = intercomm::intercomm_create(&half, half.size(), Some(&world), remote[0], 5);
     assert!(matches!(bad, Err(Error::Rank { .. })));
+    // A remote leader in the local group: the leader refuses, and its
+    // group learns it instead of waiting.
+    let bad = intercomm::intercomm_create(&half, 0, Some(&world), local[0], 6);
+    match bad {
+        Err(Error::Rank { .. }) => assert_eq!(lrank, 0),
+        Err(Error::Comm { .. }) => assert_ne!(lrank, 0),
+        other => panic!("{other:?}"),
+    }
 
     // create_group: only the members of the group call it.
     let evens = world.group().incl(&local).unwrap();
