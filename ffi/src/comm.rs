@@ -596,8 +596,8 @@ mpi_fn! {
         })
     }
 
-    /// `MPI_Comm_dup` as a request. The new communicator's context is
-    /// agreed at the call (see [`idup`]); the request is complete.
+    /// `MPI_Comm_dup` as a request, completed by the wait and test
+    /// family (see [`idup`]).
     fn MPI_Comm_idup / PMPI_Comm_idup(comm: Comm, newcomm: *mut Comm, request: *mut Request) -> c_int {
         api_comm("MPI_Comm_idup", comm, |c| {
             // SAFETY: the caller's pointers.
@@ -783,14 +783,11 @@ fn dup_with(comm: &SimpleCommunicator, hints: &hmpi_core::Info) -> Res<SimpleCom
     Ok(d)
 }
 
-/// `MPI_Comm_idup(_with_info)`: the duplicate is made at the call, so the
-/// request handed back is complete. Making it is collective: every
-/// process of `comm` calls the duplication of one communicator in the
-/// same order (MPI's rule for collectives on a communicator), so two
-/// processes that start several duplications and wait later meet in
-/// each at once. A process that blocks on another communicator between
-/// its `MPI_Comm_idup` and the others' would stall them until it
-/// returns.
+/// `MPI_Comm_idup(_with_info)`: `*newcomm` gets a handle at once, whose
+/// slot stays busy ("communicator in use") until the duplicate exists;
+/// the duplication agrees in the background
+/// ([`hmpi_core::intercomm::idup`]) and then fills the slot and completes
+/// the request, an ordinary engine request of the wait and test family.
 ///
 /// # Safety
 /// `newcomm` and `request` are valid for writes when not null.
@@ -802,16 +799,43 @@ unsafe fn idup(
 ) -> Res {
     out(newcomm, "newcomm")?;
     out(request, "request")?;
-    let d = match &hints {
-        Some(h) => dup_with(&c.comm, h)?,
-        None => c.comm.duplicate()?,
+    let parent = comm_ref(c.handle)?;
+    let errhandler = c.errhandler();
+    // A slot for the new communicator, busy until it is made (the
+    // parent's communicator stands in, never seen).
+    let h = COMMS
+        .insert_with(|h| {
+            Arc::new(CommEntry::new(
+                c.comm.clone(),
+                Comm(h),
+                errhandler.clone(),
+                "",
+            ))
+        })
+        .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many communicators"))?;
+    let _ = COMMS.checkout(h);
+    let done = move |r: hmpi_core::Result<SimpleCommunicator>| match r {
+        Ok(d) => COMMS.checkin(h, Arc::new(CommEntry::new(d, Comm(h), errhandler, ""))),
+        // The handle becomes invalid; later use reports MPI_ERR_COMM.
+        Err(_) => COMMS.release(h),
     };
+    let req = match intercomm::idup(&c.comm, hints, done) {
+        Ok(r) => r,
+        Err(e) => {
+            COMMS.release(h);
+            return Err(e.into());
+        }
+    };
+    let e = crate::request::ReqEntry {
+        req: crate::request::EngineReq(req),
+        rest: crate::request::Rest::plain(parent),
+    };
+    let rh = crate::request::insert(e)?;
     // SAFETY: checked non-null.
-    unsafe { store_comm(c, Some(d), newcomm) }?;
-    let e = crate::request::finished_entry(comm_ref(c.handle)?, raw::Status::empty())?;
-    let h = crate::request::insert(e)?;
-    // SAFETY: checked non-null.
-    unsafe { request.write(h) };
+    unsafe {
+        newcomm.write(Comm(h));
+        request.write(rh);
+    }
     Ok(())
 }
 

@@ -413,6 +413,41 @@ int main(int argc, char **argv) {
         CHECK(got == prev);
     }
 
+    /* An idup does not wait for the others: rank 0 starts one and then
+     * sends synchronously to rank 1, which receives before it starts its
+     * own. */
+    {
+        MPI_Comm i3;
+        MPI_Request r3;
+        int v = 17, got = -1;
+        if (wrank == 0) {
+            OK(MPI_Comm_idup(MPI_COMM_WORLD, &i3, &r3));
+            OK(MPI_Ssend(&v, 1, MPI_INT, 1, 44, MPI_COMM_WORLD));
+        } else if (wrank == 1) {
+            OK(MPI_Recv(&got, 1, MPI_INT, 0, 44, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            CHECK(got == 17);
+            OK(MPI_Comm_idup(MPI_COMM_WORLD, &i3, &r3));
+        } else {
+            OK(MPI_Comm_idup(MPI_COMM_WORLD, &i3, &r3));
+        }
+        int done = 0;
+        while (!done) OK(MPI_Test(&r3, &done, MPI_STATUS_IGNORE));
+        int n3;
+        OK(MPI_Comm_size(i3, &n3));
+        CHECK(n3 == wsize);
+        /* A blocking dup after an idup on the same communicator. */
+        MPI_Comm i4, i5;
+        MPI_Request r4;
+        OK(MPI_Comm_idup(i3, &i4, &r4));
+        OK(MPI_Comm_dup(i3, &i5));
+        OK(MPI_Wait(&r4, MPI_STATUS_IGNORE));
+        OK(MPI_Comm_compare(i4, i5, &result));
+        CHECK(result == MPI_CONGRUENT);
+        OK(MPI_Comm_free(&i5));
+        OK(MPI_Comm_free(&i4));
+        OK(MPI_Comm_free(&i3));
+    }
+
     /* Info objects. */
     MPI_Info info, dupi, used;
     char key[MPI_MAX_INFO_KEY], val[MPI_MAX_INFO_VAL];

@@ -491,6 +491,9 @@ impl SimpleCommunicator {
 
     /// Allreduce of one `u32` with `op`, through rank 0 (internal context).
     pub(crate) fn allreduce_u32(&self, v: u32, op: fn(u32, u32) -> u32) -> Result<u32> {
+        // Duplications started before on this communicator agree first
+        // (they use the same tags).
+        crate::intercomm::wait_started(self);
         let (rank, size) = (self.inner.rank, self.inner.group.size());
         if rank == 0 {
             let mut acc = v;

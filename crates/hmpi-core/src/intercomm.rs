@@ -1,6 +1,7 @@
-//! Intercommunicators ([`InterCommunicator`], `MPI_Intercomm_create`) and
-//! the communicator constructors that are collective over a group only
-//! ([`create_group`], `MPI_Comm_create_group`).
+//! Intercommunicators ([`InterCommunicator`], `MPI_Intercomm_create`),
+//! the communicator constructor that is collective over a group only
+//! ([`create_group`], `MPI_Comm_create_group`) and the nonblocking
+//! duplication ([`idup`], `MPI_Comm_idup`).
 //!
 //! An intercommunicator joins two disjoint groups. A process's rank and
 //! size are those of its own (local) group; the ranks that point-to-point
@@ -40,8 +41,11 @@
 use crate::comm::{agree_by, ContextId, SimpleCommunicator};
 use crate::error::{Error, Result};
 use crate::group::{Group, GroupRelation};
+use crate::info::Info;
 use crate::raw;
 use crate::traits::Communicator;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// What an intercommunicator keeps besides its local group.
 #[derive(Debug)]
@@ -504,4 +508,171 @@ impl Communicator for InterCommunicator {
 /// intracommunicator).
 pub fn remote_group(c: &SimpleCommunicator) -> Result<Group> {
     part(c).map(|p| p.remote.clone())
+}
+
+// ------------------------------------------------------------ idup
+
+/// The tag (internal context of the communicator duplicated) of the
+/// message with which a started duplication says it is done.
+const TAG_IDUP_DONE: i32 = 63;
+
+/// A duplication to run: the work and what to do with its result.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The duplications started on one communicator, run in the order they
+/// were started by one thread of this process.
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Job>,
+    /// Jobs queued or running.
+    pending: usize,
+    /// Whether a thread runs this queue.
+    running: bool,
+}
+
+#[derive(Default)]
+struct Worker {
+    queue: Mutex<Queue>,
+    idle: Condvar,
+}
+
+/// The queues by the context id of the communicator whose agreements
+/// they run.
+static WORKERS: Mutex<BTreeMap<u32, Arc<Worker>>> = Mutex::new(BTreeMap::new());
+
+thread_local! {
+    /// Whether this thread runs duplications (which must not wait for
+    /// their own queue).
+    static IN_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn workers() -> MutexGuard<'static, BTreeMap<u32, Arc<Worker>>> {
+    // Every change is one insert or remove: a poisoned lock is consistent.
+    WORKERS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn queue(w: &Worker) -> MutexGuard<'_, Queue> {
+    w.queue.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The communicator whose internal agreements a duplication of `c` runs
+/// on (an intercommunicator's merged one).
+fn agreeing(c: &SimpleCommunicator) -> &SimpleCommunicator {
+    c.inter_part().map_or(c, |p| &p.merged)
+}
+
+/// Waits until the duplications started on `c` by this process have
+/// agreed, so that a blocking constructor's agreement on `c` comes after
+/// theirs, as on every other process.
+pub(crate) fn wait_started(c: &SimpleCommunicator) {
+    if IN_WORKER.with(|f| f.get()) {
+        return;
+    }
+    let Some(w) = workers().get(&c.context_id()).cloned() else {
+        return;
+    };
+    let mut q = queue(&w);
+    while q.pending > 0 {
+        q = w.idle.wait(q).unwrap_or_else(|p| p.into_inner());
+    }
+}
+
+/// Runs the jobs of `w` until none is left.
+fn run_queue(key: u32, w: Arc<Worker>) {
+    IN_WORKER.with(|f| f.set(true));
+    loop {
+        let job = {
+            let mut q = queue(&w);
+            match q.jobs.pop_front() {
+                Some(j) => j,
+                None => {
+                    q.running = false;
+                    drop(q);
+                    // Forget an idle queue (a new one is made when needed);
+                    // under the map's lock, so no job can slip in between.
+                    let mut m = workers();
+                    let q = queue(&w);
+                    if q.pending == 0 && !q.running {
+                        if let Some(cur) = m.get(&key) {
+                            if Arc::ptr_eq(cur, &w) {
+                                m.remove(&key);
+                            }
+                        }
+                    }
+                    return;
+                }
+            }
+        };
+        job();
+        let mut q = queue(&w);
+        q.pending -= 1;
+        if q.pending == 0 {
+            w.idle.notify_all();
+        }
+    }
+}
+
+/// `MPI_Comm_idup` / `MPI_Comm_idup_with_info`: starts duplicating `c`
+/// (with the hints of `hints`, or `c`'s own) and returns at once. The
+/// agreement runs on a thread of this process, after the duplications
+/// started on `c` before (every process starts them in the same order,
+/// MPI's rule for collectives on one communicator); a blocking
+/// constructor on `c` waits for them. When it is over, `done` gets the
+/// new communicator (or the error), and then the returned request — a
+/// receive of the engine, completed by the wait and test family like any
+/// other — completes.
+pub fn idup(
+    c: &SimpleCommunicator,
+    hints: Option<Info>,
+    done: impl FnOnce(Result<SimpleCommunicator>) + Send + 'static,
+) -> Result<raw::Request<'static>> {
+    let ep = crate::environment::endpoint()?;
+    let me = c.local_world_ranks()[c.my_rank() as usize];
+    let ctx = c.internal_context();
+    // Posted now, so that the completions (from this process, in queue
+    // order) match the requests in the order they were started.
+    // SAFETY: a receive of zero bytes writes nothing.
+    let mut req = unsafe {
+        ep.irecv(
+            std::ptr::NonNull::<u8>::dangling().as_ptr(),
+            0,
+            me,
+            TAG_IDUP_DONE,
+            ctx,
+        )?
+    };
+    let parent = c.clone();
+    let job: Job = Box::new(move || {
+        let r = parent.duplicate().inspect(|d| {
+            if let Some(h) = &hints {
+                d.replace_info(h);
+            }
+        });
+        done(r);
+        // The request learns it: a message of no bytes to this process.
+        let _ = ep.send(&[], me, TAG_IDUP_DONE, ctx, vci::SendMode::Standard);
+    });
+    let key = agreeing(c).context_id();
+    let mut m = workers();
+    let w = m.entry(key).or_default().clone();
+    let mut q = queue(&w);
+    q.jobs.push_back(job);
+    q.pending += 1;
+    if !q.running {
+        let w2 = w.clone();
+        let spawned = std::thread::Builder::new()
+            .name("hmpi-idup".into())
+            .spawn(move || run_queue(key, w2));
+        if let Err(e) = spawned {
+            // Nothing runs the queue: take the job and the receive back.
+            q.jobs.pop_back();
+            q.pending -= 1;
+            req.cancel();
+            return Err(Error::Internal(format!("cannot start a thread: {e}")));
+        }
+        q.running = true;
+    }
+    drop(q);
+    drop(m);
+    Ok(req)
 }

@@ -14,6 +14,12 @@ use hmpi_core::op::{Operation, SystemOperation};
 use hmpi_core::prelude::*;
 use hmpi_core::{Info, InterCommunicator};
 
+fn info_with(k: &str, v: &str) -> Info {
+    let mut i = Info::new();
+    i.set(k, v).unwrap();
+    i
+}
+
 fn sum_op() -> Operation {
     Operation::System(SystemOperation::sum())
 }
@@ -218,6 +224,36 @@ fn inter_rank(u: Universe) {
         assert_eq!((e.size(), e.rank()), (local.len() as i32, lrank));
         e.barrier().unwrap();
     }
+
+    // idup: started, then other traffic, then waited for; on the
+    // intercommunicator and on the world, with a blocking dup between.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx2 = tx.clone();
+    let r1 = intercomm::idup(&c, None, move |r| {
+        let _ = tx.send(r);
+    })
+    .unwrap();
+    let r2 = intercomm::idup(&world, Some(info_with("hmpi_k", "v")), move |r| {
+        let _ = tx2.send(r);
+    })
+    .unwrap();
+    if me == 0 {
+        world.process_at_rank(1).send(&5i32).unwrap();
+    } else if me == 1 {
+        let (x, _) = world.process_at_rank(0).receive::<i32>().unwrap();
+        assert_eq!(x, 5);
+    }
+    let blocking = world.duplicate().unwrap();
+    r1.wait().unwrap();
+    r2.wait().unwrap();
+    let a = rx.recv().unwrap().unwrap();
+    let b = rx.recv().unwrap().unwrap();
+    let (di, dw) = if a.is_inter() { (a, b) } else { (b, a) };
+    assert_eq!(intercomm::compare(&di, &c), CommRelation::Congruent);
+    assert_eq!(intercomm::compare(&dw, &blocking), CommRelation::Congruent);
+    assert_eq!(dw.info().get("hmpi_k"), Some("v"));
+    dw.barrier().unwrap();
+    di.barrier().unwrap();
 
     // Hints.
     let mut info = Info::new();
