@@ -2,7 +2,7 @@
 //! semantics: data flows between the two groups, never within one.
 //!
 //! * rooted collectives (bcast, gather(v), scatter(v), reduce) take
-//!   [`ROOT`] at the root, [`PROC_NULL`](crate::PROC_NULL) at the other
+//!   [`ROOT`] at the root, [`PROC_NULL`] at the other
 //!   processes of the root's group, and the root's rank in the remote
 //!   group at the processes of the other group;
 //! * allgather(v), alltoall(v, w) and allreduce deliver the remote group's
