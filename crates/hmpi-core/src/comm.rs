@@ -1,5 +1,9 @@
 //! Communicators: [`SimpleCommunicator`] and the [`Communicator`] trait
-//! (rsmpi's names), with duplication and splitting.
+//! (rsmpi's names), with duplication and splitting. A communicator keeps
+//! the hints set on it ([`SimpleCommunicator::info`]); an
+//! intercommunicator ([`crate::intercomm`]) is a `SimpleCommunicator`
+//! too, whose point-to-point ranks name its remote group
+//! ([`SimpleCommunicator::is_inter`]).
 //!
 //! A communicator is a [`Group`] (its members, by communicator rank) and a
 //! **context id** `k`: its point-to-point messages travel in engine context
