@@ -257,12 +257,27 @@ unsafe fn displs(p: *const c_int, n: usize, what: &str) -> Res<Vec<usize>> {
         .collect()
 }
 
+/// The number of pieces a collective exchanges: one per process of the
+/// group the data comes from or goes to (the remote group of an
+/// intercommunicator).
 fn size_of(comm: &SimpleCommunicator) -> usize {
+    comm.peers() as usize
+}
+
+/// The number of processes of the local group (the blocks of a
+/// reduce_scatter).
+fn local_size_of(comm: &SimpleCommunicator) -> usize {
     comm.size() as usize
 }
 
+/// Whether this process is a rooted collective's root (`MPI_ROOT` on an
+/// intercommunicator).
 fn is_root(comm: &SimpleCommunicator, root: c_int) -> bool {
-    comm.rank() == root
+    if comm.is_inter() {
+        root == abi::ROOT
+    } else {
+        comm.rank() == root
+    }
 }
 
 // ---------------------------------------------------------------- families
@@ -775,7 +790,7 @@ collective! {
     (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Datatype, op: Op, comm: Comm),
     comm, |c, how| {
         // SAFETY: the array holds one count per rank (MPI's contract).
-        let n = unsafe { counts(recvcounts, size_of(&c.comm), "receive counts") }?;
+        let n = unsafe { counts(recvcounts, local_size_of(&c.comm), "receive counts") }?;
         reduce_scatter(c, sendbuf, recvbuf, n, datatype, op, how)
     }
 }
@@ -786,7 +801,7 @@ collective! {
     MPI_Reduce_scatter_block_init / PMPI_Reduce_scatter_block_init,
     (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Datatype, op: Op, comm: Comm),
     comm, |c, how| {
-        let n = vec![count(recvcount, "receive count")?; size_of(&c.comm)];
+        let n = vec![count(recvcount, "receive count")?; local_size_of(&c.comm)];
         reduce_scatter(c, sendbuf, recvbuf, n, datatype, op, how)
     }
 }

@@ -18,9 +18,10 @@
 //! MPI_Group_translate_ranks(g, 1, &zero, world_group, &in_world);
 //! ```
 
-use crate::abi::{self, Comm, Group as GroupH, Info};
+use crate::abi::{self, Comm, Group as GroupH, Info, Request};
 use crate::errors::{api, api_comm, err, out, put, put_string, Handler, MpiError, Res};
 use crate::handles::{Miss, Table, KIND_COMM, KIND_GROUP};
+use hmpi_core::intercomm::{self, CommRelation};
 use hmpi_core::traits::Communicator;
 use hmpi_core::{raw, Group, GroupRelation, SimpleCommunicator};
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -378,11 +379,12 @@ mpi_fn! {
         comm: Comm,
         split_type: c_int,
         key: c_int,
-        _info: Info,
+        info: Info,
         newcomm: *mut Comm,
     ) -> c_int {
         api_comm("MPI_Comm_split_type", comm, |c| {
             out(newcomm, "newcomm")?;
+            let hints = crate::info::hints_of(info)?;
             let color = match split_type {
                 abi::COMM_TYPE_SHARED => Some(0),
                 abi::UNDEFINED
@@ -392,6 +394,9 @@ mpi_fn! {
                 t => return err(abi::ERR_ARG, format!("unknown split type {t}")),
             };
             let s = c.comm.split(color, key)?;
+            if let Some(n) = &s {
+                n.set_info(&hints)?;
+            }
             // SAFETY: checked non-null.
             unsafe { store_comm(c, s, newcomm) }
         })
@@ -429,13 +434,11 @@ mpi_fn! {
     fn MPI_Comm_compare / PMPI_Comm_compare(comm1: Comm, comm2: Comm, result: *mut c_int) -> c_int {
         api("MPI_Comm_compare", || {
             let (a, b) = (comm_ref(comm1)?, comm_ref(comm2)?);
-            let r = if comm1 == comm2 || a.comm.context_id() == b.comm.context_id() {
-                abi::IDENT
-            } else {
-                match a.comm.group().compare(&b.comm.group()) {
-                    GroupRelation::Identical => abi::CONGRUENT,
-                    other => relation(other),
-                }
+            let r = match intercomm::compare(&a.comm, &b.comm) {
+                CommRelation::Identical => abi::IDENT,
+                CommRelation::Congruent => abi::CONGRUENT,
+                CommRelation::Similar => abi::SIMILAR,
+                CommRelation::Unequal => abi::UNEQUAL,
             };
             // SAFETY: the caller's int pointer.
             unsafe { put(result, "result", r) }
@@ -483,11 +486,131 @@ mpi_fn! {
         })
     }
 
-    /// Always false: there are no intercommunicators.
+    /// Whether `comm` is an intercommunicator.
     fn MPI_Comm_test_inter / PMPI_Comm_test_inter(comm: Comm, flag: *mut c_int) -> c_int {
-        api_comm("MPI_Comm_test_inter", comm, |_| {
+        api_comm("MPI_Comm_test_inter", comm, |c| {
             // SAFETY: the caller's int pointer.
-            unsafe { put(flag, "flag", 0) }
+            unsafe { put(flag, "flag", c_int::from(c.comm.is_inter())) }
+        })
+    }
+
+    /// The size of an intercommunicator's remote group.
+    fn MPI_Comm_remote_size / PMPI_Comm_remote_size(comm: Comm, size: *mut c_int) -> c_int {
+        api_comm("MPI_Comm_remote_size", comm, |c| {
+            let g = intercomm::remote_group(&c.comm)?;
+            // SAFETY: the caller's int pointer.
+            unsafe { put(size, "size", g.size()) }
+        })
+    }
+
+    /// The remote group of an intercommunicator (a new group handle).
+    fn MPI_Comm_remote_group / PMPI_Comm_remote_group(comm: Comm, group: *mut GroupH) -> c_int {
+        api_comm("MPI_Comm_remote_group", comm, |c| {
+            let g = intercomm::remote_group(&c.comm)?;
+            // SAFETY: the caller's handle pointer.
+            unsafe { store_group(g, group) }
+        })
+    }
+
+    /// An intercommunicator between `local_comm`'s group and the group of
+    /// `remote_leader` (a rank of `peer_comm`, which only the local leader
+    /// reads).
+    fn MPI_Intercomm_create / PMPI_Intercomm_create(
+        local_comm: Comm,
+        local_leader: c_int,
+        peer_comm: Comm,
+        remote_leader: c_int,
+        tag: c_int,
+        newintercomm: *mut Comm,
+    ) -> c_int {
+        api_comm("MPI_Intercomm_create", local_comm, |c| {
+            out(newintercomm, "newintercomm")?;
+            let leader = c.comm.my_rank() == local_leader;
+            let peer = if leader { Some(comm_ref(peer_comm)?) } else { None };
+            let ic = intercomm::intercomm_create(
+                &c.comm,
+                local_leader,
+                peer.as_ref().map(|p| &p.comm),
+                remote_leader,
+                tag,
+            )?;
+            // SAFETY: checked non-null.
+            unsafe { store_comm(c, Some(ic.into_simple()), newintercomm) }
+        })
+    }
+
+    /// An intracommunicator of both groups of an intercommunicator, the
+    /// group that passes `high = 0` first.
+    fn MPI_Intercomm_merge / PMPI_Intercomm_merge(intercomm: Comm, high: c_int, newintracomm: *mut Comm) -> c_int {
+        api_comm("MPI_Intercomm_merge", intercomm, |c| {
+            out(newintracomm, "newintracomm")?;
+            let m = intercomm::merge(&c.comm, high != 0)?;
+            // SAFETY: checked non-null.
+            unsafe { store_comm(c, Some(m), newintracomm) }
+        })
+    }
+
+    /// A communicator of `group`'s members, collective over them only.
+    fn MPI_Comm_create_group / PMPI_Comm_create_group(comm: Comm, group: GroupH, tag: c_int, newcomm: *mut Comm) -> c_int {
+        api_comm("MPI_Comm_create_group", comm, |c| {
+            out(newcomm, "newcomm")?;
+            let g = group_ref(group)?;
+            if g.rank().is_none() {
+                // MPI: a process outside the group gets MPI_COMM_NULL.
+                // SAFETY: checked non-null.
+                unsafe { newcomm.write(abi::COMM_NULL) };
+                return Ok(());
+            }
+            let n = intercomm::create_group(&c.comm, &g, tag)?;
+            // SAFETY: checked non-null.
+            unsafe { store_comm(c, Some(n), newcomm) }
+        })
+    }
+
+    /// Sets hints on `comm` (keys of `info` replace those set before).
+    fn MPI_Comm_set_info / PMPI_Comm_set_info(comm: Comm, info: Info) -> c_int {
+        api_comm("MPI_Comm_set_info", comm, |c| {
+            let i = crate::info::info_of(info)?;
+            c.comm.set_info(&i)?;
+            Ok(())
+        })
+    }
+
+    /// The hints in effect on `comm` (a new info object).
+    fn MPI_Comm_get_info / PMPI_Comm_get_info(comm: Comm, info_used: *mut Info) -> c_int {
+        api_comm("MPI_Comm_get_info", comm, |c| {
+            // SAFETY: the caller's handle pointer.
+            unsafe { crate::info::store_info(c.comm.info(), info_used) }
+        })
+    }
+
+    /// `MPI_Comm_dup` whose new communicator has the hints of `info`
+    /// instead of `comm`'s.
+    fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(comm: Comm, info: Info, newcomm: *mut Comm) -> c_int {
+        api_comm("MPI_Comm_dup_with_info", comm, |c| {
+            out(newcomm, "newcomm")?;
+            let hints = crate::info::hints_of(info)?;
+            let d = dup_with(&c.comm, &hints)?;
+            // SAFETY: checked non-null.
+            unsafe { store_comm(c, Some(d), newcomm) }
+        })
+    }
+
+    /// `MPI_Comm_dup` as a request, completed by the wait and test
+    /// family (see [`idup`]).
+    fn MPI_Comm_idup / PMPI_Comm_idup(comm: Comm, newcomm: *mut Comm, request: *mut Request) -> c_int {
+        api_comm("MPI_Comm_idup", comm, |c| {
+            // SAFETY: the caller's pointers.
+            unsafe { idup(c, None, newcomm, request) }
+        })
+    }
+
+    /// `MPI_Comm_dup_with_info` as a request (as `MPI_Comm_idup`).
+    fn MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(comm: Comm, info: Info, newcomm: *mut Comm, request: *mut Request) -> c_int {
+        api_comm("MPI_Comm_idup_with_info", comm, |c| {
+            let hints = crate::info::hints_of(info)?;
+            // SAFETY: the caller's pointers.
+            unsafe { idup(c, Some(hints), newcomm, request) }
         })
     }
 
@@ -651,6 +774,69 @@ mpi_fn! {
             Ok(())
         })
     }
+}
+
+/// A duplicate of `comm` with exactly the hints of `hints`.
+fn dup_with(comm: &SimpleCommunicator, hints: &hmpi_core::Info) -> Res<SimpleCommunicator> {
+    let d = comm.duplicate()?;
+    d.replace_info(hints);
+    Ok(d)
+}
+
+/// `MPI_Comm_idup(_with_info)`: `*newcomm` gets a handle at once, whose
+/// slot stays busy ("communicator in use") until the duplicate exists;
+/// the duplication agrees in the background
+/// ([`hmpi_core::intercomm::idup`]) and then fills the slot and completes
+/// the request, an ordinary engine request of the wait and test family.
+///
+/// # Safety
+/// `newcomm` and `request` are valid for writes when not null.
+unsafe fn idup(
+    c: &CommEntry,
+    hints: Option<hmpi_core::Info>,
+    newcomm: *mut Comm,
+    request: *mut Request,
+) -> Res {
+    out(newcomm, "newcomm")?;
+    out(request, "request")?;
+    let parent = comm_ref(c.handle)?;
+    let errhandler = c.errhandler();
+    // A slot for the new communicator, busy until it is made (the
+    // parent's communicator stands in, never seen).
+    let h = COMMS
+        .insert_with(|h| {
+            Arc::new(CommEntry::new(
+                c.comm.clone(),
+                Comm(h),
+                errhandler.clone(),
+                "",
+            ))
+        })
+        .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many communicators"))?;
+    let _ = COMMS.checkout(h);
+    let done = move |r: hmpi_core::Result<SimpleCommunicator>| match r {
+        Ok(d) => COMMS.checkin(h, Arc::new(CommEntry::new(d, Comm(h), errhandler, ""))),
+        // The handle becomes invalid; later use reports MPI_ERR_COMM.
+        Err(_) => COMMS.release(h),
+    };
+    let req = match intercomm::idup(&c.comm, hints, done) {
+        Ok(r) => r,
+        Err(e) => {
+            COMMS.release(h);
+            return Err(e.into());
+        }
+    };
+    let e = crate::request::ReqEntry {
+        req: crate::request::EngineReq(req),
+        rest: crate::request::Rest::plain(parent),
+    };
+    let rh = crate::request::insert(e)?;
+    // SAFETY: checked non-null.
+    unsafe {
+        newcomm.write(Comm(h));
+        request.write(rh);
+    }
+    Ok(())
 }
 
 /// The node-local rank (the arena in the shared heap) of rank `rank` of

@@ -47,6 +47,7 @@ pub const KIND_ERRHANDLER: usize = 5;
 pub const KIND_MESSAGE: usize = 6;
 pub const KIND_OP: usize = 7;
 pub const KIND_COLL: usize = 8;
+pub const KIND_INFO: usize = 9;
 
 enum Slot<T> {
     Free,

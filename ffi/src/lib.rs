@@ -78,6 +78,7 @@ pub mod datatype;
 pub mod env;
 pub mod errors;
 pub mod handles;
+pub mod info;
 pub mod op;
 pub mod opi;
 pub mod p2p;

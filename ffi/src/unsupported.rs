@@ -203,8 +203,6 @@ refused! {
         comm: Comm, newcomm: *mut Comm) => comm;
     MPI_Comm_create_from_group / PMPI_Comm_create_from_group(group: Group, stringtag: *const c_char,
         info: Info, errhandler: Errhandler, newcomm: *mut Comm) => world;
-    MPI_Comm_create_group / PMPI_Comm_create_group(comm: Comm, group: Group, tag: c_int,
-        newcomm: *mut Comm) => comm;
     MPI_Comm_create_keyval / PMPI_Comm_create_keyval(comm_copy_attr_fn: Callback,
         comm_delete_attr_fn: Callback, comm_keyval: *mut c_int, extra_state: *mut c_void) => world;
     MPI_Comm_delete_attr / PMPI_Comm_delete_attr(comm: Comm, comm_keyval: c_int) => comm;
@@ -213,24 +211,15 @@ refused! {
     MPI_Comm_detach_buffer_c / PMPI_Comm_detach_buffer_c(comm: Comm, buffer_addr: *mut c_void,
         size: *mut Count) => comm;
     MPI_Comm_disconnect / PMPI_Comm_disconnect(comm: *mut Comm) => world;
-    MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(comm: Comm, info: Info, newcomm: *mut Comm
-    ) => comm;
     MPI_Comm_flush_buffer / PMPI_Comm_flush_buffer(comm: Comm) => comm;
     MPI_Comm_free_keyval / PMPI_Comm_free_keyval(comm_keyval: *mut c_int) => world;
     MPI_Comm_get_attr / PMPI_Comm_get_attr(comm: Comm, comm_keyval: c_int,
         attribute_val: *mut c_void, flag: *mut c_int) => comm;
-    MPI_Comm_get_info / PMPI_Comm_get_info(comm: Comm, info_used: *mut Info) => comm;
     MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut Comm) => world;
-    MPI_Comm_idup / PMPI_Comm_idup(comm: Comm, newcomm: *mut Comm, request: *mut Request) => comm;
-    MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(comm: Comm, info: Info, newcomm: *mut Comm,
-        request: *mut Request) => comm;
     MPI_Comm_iflush_buffer / PMPI_Comm_iflush_buffer(comm: Comm, request: *mut Request) => comm;
     MPI_Comm_join / PMPI_Comm_join(fd: c_int, intercomm: *mut Comm) => world;
-    MPI_Comm_remote_group / PMPI_Comm_remote_group(comm: Comm, group: *mut Group) => comm;
-    MPI_Comm_remote_size / PMPI_Comm_remote_size(comm: Comm, size: *mut c_int) => comm;
     MPI_Comm_set_attr / PMPI_Comm_set_attr(comm: Comm, comm_keyval: c_int,
         attribute_val: *mut c_void) => comm;
-    MPI_Comm_set_info / PMPI_Comm_set_info(comm: Comm, info: Info) => comm;
     MPI_Comm_spawn / PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char,
         maxprocs: c_int, info: Info, root: c_int, comm: Comm, intercomm: *mut Comm,
         array_of_errcodes: *mut c_int) => comm;
@@ -479,28 +468,9 @@ refused! {
         root: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Imrecv_c / PMPI_Imrecv_c(buf: *mut c_void, count: Count, datatype: Datatype,
         message: *mut Message, request: *mut Request) => world;
-    MPI_Info_create / PMPI_Info_create(info: *mut Info) => world;
-    MPI_Info_create_env / PMPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: *mut Info
-    ) => world;
-    MPI_Info_delete / PMPI_Info_delete(info: Info, key: *const c_char) => world;
-    MPI_Info_dup / PMPI_Info_dup(info: Info, newinfo: *mut Info) => world;
-    MPI_Info_free / PMPI_Info_free(info: *mut Info) => world;
-    MPI_Info_get / PMPI_Info_get(info: Info, key: *const c_char, valuelen: c_int,
-        value: *mut c_char, flag: *mut c_int) => world;
-    MPI_Info_get_nkeys / PMPI_Info_get_nkeys(info: Info, nkeys: *mut c_int) => world;
-    MPI_Info_get_nthkey / PMPI_Info_get_nthkey(info: Info, n: c_int, key: *mut c_char) => world;
-    MPI_Info_get_string / PMPI_Info_get_string(info: Info, key: *const c_char, buflen: *mut c_int,
-        value: *mut c_char, flag: *mut c_int) => world;
-    MPI_Info_get_valuelen / PMPI_Info_get_valuelen(info: Info, key: *const c_char,
-        valuelen: *mut c_int, flag: *mut c_int) => world;
-    MPI_Info_set / PMPI_Info_set(info: Info, key: *const c_char, value: *const c_char) => world;
-    MPI_Intercomm_create / PMPI_Intercomm_create(local_comm: Comm, local_leader: c_int,
-        peer_comm: Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut Comm) => local_comm;
     MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local_group: Group,
         local_leader: c_int, remote_group: Group, remote_leader: c_int, stringtag: *const c_char,
         info: Info, errhandler: Errhandler, newintercomm: *mut Comm) => world;
-    MPI_Intercomm_merge / PMPI_Intercomm_merge(intercomm: Comm, high: c_int, newintracomm: *mut Comm
-    ) => intercomm;
     MPI_Irecv_c / PMPI_Irecv_c(buf: *mut c_void, count: Count, datatype: Datatype, source: c_int,
         tag: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Ireduce_c / PMPI_Ireduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,

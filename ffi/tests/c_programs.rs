@@ -41,6 +41,10 @@ const TESTS: &[(&str, fn())] = &[
     ("ownership_passing_in_c", ownership_passing_in_c),
     ("communicators_and_groups", communicators_and_groups),
     (
+        "intercommunicators_info_and_constructors",
+        intercommunicators_info_and_constructors,
+    ),
+    (
         "comm_creation_does_not_slow_down",
         comm_creation_does_not_slow_down,
     ),
@@ -385,6 +389,14 @@ fn topologies_and_neighbor_collectives() {
 
 fn ownership_passing_in_c() {
     build_and_run("tests/opi.c", "opi", 2);
+}
+
+fn intercommunicators_info_and_constructors() {
+    // Uneven halves (2, 3, 5 ranks) and even ones (4 ranks).
+    let exe = compile("tests/intercomm.c", &[], &[]);
+    for ranks in [2, 3, 4, 5] {
+        run_passes(&exe, "intercomm", ranks, &[]);
+    }
 }
 
 fn communicators_and_groups() {

@@ -1,5 +1,9 @@
 //! Communicators: [`SimpleCommunicator`] and the [`Communicator`] trait
-//! (rsmpi's names), with duplication and splitting.
+//! (rsmpi's names), with duplication and splitting. A communicator keeps
+//! the hints set on it ([`SimpleCommunicator::info`]); an
+//! intercommunicator ([`crate::intercomm`]) is a `SimpleCommunicator`
+//! too, whose point-to-point ranks name its remote group
+//! ([`SimpleCommunicator::is_inter`]).
 //!
 //! A communicator is a [`Group`] (its members, by communicator rank) and a
 //! **context id** `k`: its point-to-point messages travel in engine context
@@ -52,6 +56,7 @@
 use crate::environment::endpoint;
 use crate::error::{Error, Result};
 use crate::group::Group;
+use crate::info::Info;
 use crate::point_to_point::{AnyProcess, Process};
 use crate::raw::{self, Traffic};
 use std::collections::BTreeSet;
@@ -70,6 +75,8 @@ const TAG_BCAST: i32 = 2;
 const TAG_GATHER: i32 = 3;
 const TAG_GATHER_BCAST: i32 = 4;
 const TAG_COLL_SETUP: i32 = 5;
+const TAG_BCAST_LEN: i32 = 6;
+const TAG_BCAST_DATA: i32 = 7;
 
 /// Context ids claimed by communicators this process belongs to (besides
 /// the world's and self's).
@@ -94,13 +101,42 @@ fn lowest_free(floor: u32) -> u32 {
 /// A context id claimed in this process's set (see the module docs),
 /// released when dropped; the world's and self's are not in the set.
 #[derive(Debug)]
-struct ContextId(u32);
+pub(crate) struct ContextId(u32);
 
 impl Drop for ContextId {
     fn drop(&mut self) {
         if self.0 > SELF_ID {
             claimed().remove(&self.0);
         }
+    }
+}
+
+/// Agrees on a context id free on every process that `allreduce` spans
+/// and claims it there (see the module docs); `allreduce(v, op)` combines
+/// one value of every such process with `op`.
+pub(crate) fn agree_by(
+    mut allreduce: impl FnMut(u32, fn(u32, u32) -> u32) -> Result<u32>,
+) -> Result<ContextId> {
+    let mut floor = 0;
+    loop {
+        let proposal = lowest_free(floor);
+        let k = allreduce(proposal, u32::max)?;
+        if k > MAX_ID {
+            return Err(Error::Comm {
+                reason: "no context id left".into(),
+            });
+        }
+        // The guard of the set is released at the end of this
+        // statement, before a failed claim (`None`) could be dropped.
+        let inserted = claimed().insert(k);
+        let mine = inserted.then(|| ContextId(k));
+        // A failed agreement drops (releases) this rank's claim.
+        if allreduce(u32::from(mine.is_some()), u32::min)? == 1 {
+            if let Some(id) = mine {
+                return Ok(id);
+            }
+        }
+        floor = k + 1;
     }
 }
 
@@ -123,6 +159,11 @@ struct Inner {
     /// Its process topology, if it was created with one (kept by
     /// duplicates).
     topology: OnceLock<Arc<crate::topology::Topology>>,
+    /// The hints set on it (`MPI_Comm_set_info`, `*_with_info`).
+    info: Mutex<Info>,
+    /// What an intercommunicator has besides its local group (`None` for
+    /// an intracommunicator).
+    inter: Option<Arc<crate::intercomm::InterPart>>,
 }
 
 /// Whether every member's communicator rank is its world rank.
@@ -143,7 +184,7 @@ pub struct SimpleCommunicator {
 }
 
 impl SimpleCommunicator {
-    fn new(id: ContextId, group: Group) -> Result<SimpleCommunicator> {
+    pub(crate) fn new(id: ContextId, group: Group) -> Result<SimpleCommunicator> {
         let ep = endpoint()?;
         let rank = group.rank().ok_or_else(|| {
             Error::Internal("a communicator built on a process outside its group".into())
@@ -165,8 +206,83 @@ impl SimpleCommunicator {
                 from_world: from_world.into(),
                 coll: OnceLock::new(),
                 topology: OnceLock::new(),
+                info: Mutex::new(Info::new()),
+                inter: None,
             }),
         })
+    }
+
+    /// An intercommunicator on context id `id`: this process's rank and
+    /// size are its local group's, point-to-point ranks name `remote`'s
+    /// members (through `from_world`, the table of the remote group).
+    pub(crate) fn new_inter(
+        id: ContextId,
+        local: Group,
+        part: crate::intercomm::InterPart,
+    ) -> Result<SimpleCommunicator> {
+        let ep = endpoint()?;
+        let rank = local.rank().ok_or_else(|| {
+            Error::Internal("an intercommunicator built on a process outside its group".into())
+        })?;
+        let mut from_world = vec![-1; ep.size() as usize];
+        for (i, &w) in part.remote.world_ranks().iter().enumerate() {
+            let slot = from_world.get_mut(w as usize).ok_or_else(|| Error::Rank {
+                rank: w,
+                size: ep.size(),
+            })?;
+            *slot = i as i32;
+        }
+        Ok(SimpleCommunicator {
+            inner: Arc::new(Inner {
+                id,
+                identity: false,
+                group: local,
+                rank,
+                from_world: from_world.into(),
+                coll: OnceLock::new(),
+                topology: OnceLock::new(),
+                info: Mutex::new(Info::new()),
+                inter: Some(Arc::new(part)),
+            }),
+        })
+    }
+
+    /// Whether this is an intercommunicator (`MPI_Comm_test_inter`).
+    #[inline]
+    pub fn is_inter(&self) -> bool {
+        self.inner.inter.is_some()
+    }
+
+    /// The intercommunicator's parts (`None` for an intracommunicator).
+    #[inline]
+    pub(crate) fn inter_part(&self) -> Option<&crate::intercomm::InterPart> {
+        self.inner.inter.as_deref()
+    }
+
+    /// The hints set on this communicator (`MPI_Comm_get_info`): what
+    /// `MPI_Comm_set_info` and the `*_with_info` constructors gave it.
+    pub fn info(&self) -> Info {
+        self.inner
+            .info
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Replaces every hint of this communicator with those of `info`
+    /// (`MPI_Comm_dup_with_info`).
+    pub fn replace_info(&self, info: &Info) {
+        *self.inner.info.lock().unwrap_or_else(|p| p.into_inner()) = info.clone();
+    }
+
+    /// Sets the hints of this communicator (`MPI_Comm_set_info`): keys
+    /// of `info` replace those already set, others stay.
+    pub fn set_info(&self, info: &Info) -> Result<()> {
+        let mut mine = self.inner.info.lock().unwrap_or_else(|p| p.into_inner());
+        for (k, v) in info.iter() {
+            mine.set(k, v)?;
+        }
+        Ok(())
     }
 
     fn world_new() -> Result<SimpleCommunicator> {
@@ -201,6 +317,8 @@ impl SimpleCommunicator {
                 from_world: from_world.into(),
                 coll: OnceLock::new(),
                 topology: OnceLock::new(),
+                info: Mutex::new(Info::new()),
+                inter: None,
             }),
         }
     }
@@ -248,9 +366,28 @@ impl SimpleCommunicator {
         self.inner.group.size()
     }
 
-    /// The world rank of each member, by communicator rank.
+    /// The world rank of each process that point-to-point ranks of this
+    /// communicator name, by rank: its members for an intracommunicator,
+    /// the remote group's for an intercommunicator.
     #[inline]
     pub fn world_ranks(&self) -> &[i32] {
+        match &self.inner.inter {
+            None => self.inner.group.world_ranks(),
+            Some(p) => p.remote.world_ranks(),
+        }
+    }
+
+    /// The number of processes that ranks of this communicator name in
+    /// point-to-point and in the pieces of a collective: its size, or for
+    /// an intercommunicator the remote group's size.
+    #[inline]
+    pub fn peers(&self) -> i32 {
+        self.world_ranks().len() as i32
+    }
+
+    /// The world rank of each member of the local group, by rank.
+    #[inline]
+    pub fn local_world_ranks(&self) -> &[i32] {
         self.inner.group.world_ranks()
     }
 
@@ -290,7 +427,8 @@ impl SimpleCommunicator {
     }
 
     /// The table from world ranks to communicator ranks (`-1` for
-    /// non-members), as statuses need it.
+    /// non-members; for an intercommunicator, remote ranks), as statuses
+    /// need it.
     #[inline]
     pub fn world_to_comm(&self) -> &Arc<[i32]> {
         &self.inner.from_world
@@ -321,6 +459,13 @@ impl SimpleCommunicator {
     /// set up at the first call: collective over the members, like every
     /// collective.
     pub fn coll(&self) -> Result<Option<&crate::collective::Coll>> {
+        if self.is_inter() {
+            return Err(Error::Comm {
+                reason: "an intercommunicator's collectives run on its hidden \
+                         intracommunicators"
+                    .into(),
+            });
+        }
         if self.inner.group.size() <= 1 {
             return Ok(None);
         }
@@ -368,6 +513,9 @@ impl SimpleCommunicator {
 
     /// Allreduce of one `u32` with `op`, through rank 0 (internal context).
     pub(crate) fn allreduce_u32(&self, v: u32, op: fn(u32, u32) -> u32) -> Result<u32> {
+        // Duplications started before on this communicator agree first
+        // (they use the same tags).
+        crate::intercomm::wait_started(self);
         let (rank, size) = (self.inner.rank, self.inner.group.size());
         if rank == 0 {
             let mut acc = v;
@@ -421,30 +569,40 @@ impl SimpleCommunicator {
             .collect())
     }
 
+    /// Broadcasts `data` from member `root` to every member (internal
+    /// context); the others' `data` is replaced.
+    pub(crate) fn bcast_bytes(&self, data: &mut Vec<u8>, root: i32) -> Result<()> {
+        if self.inner.rank == root {
+            let len = (data.len() as u64).to_ne_bytes();
+            for r in (0..self.inner.group.size()).filter(|&r| r != root) {
+                self.send_internal(&len, r, TAG_BCAST_LEN)?;
+                self.send_internal(data, r, TAG_BCAST_DATA)?;
+            }
+        } else {
+            let mut len = [0u8; 8];
+            self.recv_internal(&mut len, root, TAG_BCAST_LEN)?;
+            let n = usize::try_from(u64::from_ne_bytes(len))
+                .map_err(|_| Error::Internal("broadcast too long".into()))?;
+            data.clear();
+            data.resize(n, 0);
+            self.recv_internal(data, root, TAG_BCAST_DATA)?;
+        }
+        Ok(())
+    }
+
     /// Agrees on a context id free on every rank of this communicator and
     /// claims it on every rank (see the module docs).
-    fn agree_context_id(&self) -> Result<ContextId> {
-        let mut floor = 0;
-        loop {
-            let proposal = lowest_free(floor);
-            let k = self.allreduce_u32(proposal, u32::max)?;
-            if k > MAX_ID {
-                return Err(Error::Comm {
-                    reason: "no context id left".into(),
-                });
-            }
-            // The guard of the set is released at the end of this
-            // statement, before a failed claim (`None`) could be dropped.
-            let inserted = claimed().insert(k);
-            let mine = inserted.then(|| ContextId(k));
-            // A failed agreement drops (releases) this rank's claim.
-            if self.allreduce_u32(u32::from(mine.is_some()), u32::min)? == 1 {
-                if let Some(id) = mine {
-                    return Ok(id);
-                }
-            }
-            floor = k + 1;
-        }
+    pub(crate) fn agree_context_id(&self) -> Result<ContextId> {
+        agree_by(|v, op| self.allreduce_u32(v, op))
+    }
+
+    pub(crate) fn local_group(&self) -> &Group {
+        &self.inner.group
+    }
+
+    /// Allgather of one `(i64, i64)` per member (internal context).
+    pub(crate) fn allgather_pairs(&self, v: (i64, i64)) -> Result<Vec<(i64, i64)>> {
+        self.allgather_pair(v)
     }
 
     /// A barrier over this communicator's members (on the shared heap).
@@ -453,6 +611,9 @@ impl SimpleCommunicator {
     }
 
     fn split_impl(&self, color: Option<u32>, key: i32) -> Result<Option<SimpleCommunicator>> {
+        if self.is_inter() {
+            return crate::intercomm::split(self, color, key);
+        }
         let mine = (color.map_or(-1, i64::from), i64::from(key));
         let all = self.allgather_pair(mine)?;
         let k = self.agree_context_id()?;
@@ -525,12 +686,17 @@ pub trait Communicator {
     /// (`MPI_Comm_dup`). Collective.
     fn duplicate(&self) -> Result<SimpleCommunicator> {
         let c = self.as_simple();
-        let k = c.agree_context_id()?;
-        let d = SimpleCommunicator::new(k, c.inner.group.clone())?;
-        // A duplicate keeps the topology (MPI_Comm_dup).
+        let d = if c.is_inter() {
+            crate::intercomm::duplicate(c)?
+        } else {
+            let k = c.agree_context_id()?;
+            SimpleCommunicator::new(k, c.inner.group.clone())?
+        };
+        // A duplicate keeps the topology and the hints (MPI_Comm_dup).
         if let Some(t) = c.inner.topology.get() {
             let _ = d.inner.topology.set(t.clone());
         }
+        d.set_info(&c.info())?;
         Ok(d)
     }
 
@@ -576,6 +742,9 @@ pub trait Communicator {
     /// split by color would make it.
     fn split_by_subgroup_collective(&self, group: &Group) -> Result<Option<SimpleCommunicator>> {
         let c = self.as_simple();
+        if c.is_inter() {
+            return crate::intercomm::create(c, group);
+        }
         let me = c.world_rank_of_me();
         let mut first = None;
         for &w in group.world_ranks() {

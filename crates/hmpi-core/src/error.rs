@@ -120,6 +120,23 @@ pub enum Error {
         /// The size of one element in bytes.
         element_size: usize,
     },
+    /// `MPI_ERR_INFO_KEY`: an info key that is empty, too long or holds a
+    /// NUL byte.
+    InfoKey {
+        /// What is wrong.
+        reason: String,
+    },
+    /// `MPI_ERR_INFO_VALUE`: an info value that is empty, too long or
+    /// holds a NUL byte.
+    InfoValue {
+        /// What is wrong.
+        reason: String,
+    },
+    /// `MPI_ERR_INFO_NOKEY`: the info key is not set.
+    InfoNoKey {
+        /// The key asked for.
+        key: String,
+    },
     /// `MPI_ERR_NO_MEM` and friends: the shared heap failed (not attached,
     /// exhausted, bad configuration).
     Heap(shmheap::Error),
@@ -192,6 +209,9 @@ impl fmt::Display for Error {
                 count,
                 element_size,
             } => write!(f, "{count} elements of {element_size} bytes overflow"),
+            Error::InfoKey { reason } => write!(f, "invalid info key: {reason}"),
+            Error::InfoValue { reason } => write!(f, "invalid info value: {reason}"),
+            Error::InfoNoKey { key } => write!(f, "info key {key:?} is not set"),
             Error::Heap(e) => write!(f, "shared heap: {e}"),
             Error::Engine(e) => write!(f, "engine: {e}"),
             Error::AlreadyInitialized => {

@@ -6,6 +6,9 @@
 //! * [`comm`]: communicators ([`SimpleCommunicator`], the [`traits::Communicator`]
 //!   trait): world, self, `duplicate`, `split`, `split_shared`;
 //! * [`group`]: [`Group`] and its set operations;
+//! * [`intercomm`]: intercommunicators ([`InterCommunicator`]) and
+//!   `MPI_Comm_create_group`;
+//! * [`info`](mod@info): hints ([`Info`]);
 //! * [`collective`]: every collective on the shared heap (rsmpi's
 //!   `CommunicatorCollectives` and `Root`), blocking and nonblocking;
 //! * [`point_to_point`]: typed sends and receives through
@@ -66,6 +69,8 @@ pub mod env;
 pub mod environment;
 pub mod error;
 pub mod group;
+pub mod info;
+pub mod intercomm;
 pub mod launch;
 pub mod op;
 pub mod point_to_point;
@@ -80,6 +85,8 @@ pub use environment::{
 };
 pub use error::{Error, Result};
 pub use group::{Group, GroupRelation};
+pub use info::Info;
+pub use intercomm::InterCommunicator;
 pub use point_to_point::Status;
 pub use vci::{ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB};
 

@@ -17,6 +17,7 @@
 //! the C library, which check their arguments first.
 
 mod engine;
+pub mod inter;
 pub mod neighbor;
 pub mod raw;
 mod shared;

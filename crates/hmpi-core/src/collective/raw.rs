@@ -390,7 +390,7 @@ unsafe fn unpack_pieces(
 // ---------------------------------------------------------------- ops
 
 /// A reduction operation on a dense datatype, for the engine.
-struct Reduction {
+pub(super) struct Reduction {
     dt: Datatype,
     /// The offset of the datatype's bytes from its origin.
     shift: isize,
@@ -430,7 +430,7 @@ impl Combine for Reduction {
 }
 
 impl Reduction {
-    fn error(&self) -> Option<Error> {
+    pub(super) fn error(&self) -> Option<Error> {
         // Relaxed: set by this process's own threads before the collective
         // completed (which this thread observed); the lock orders the rest.
         if !self.failed.load(Ordering::Relaxed) {
@@ -443,7 +443,7 @@ impl Reduction {
 /// How a reduction of `dt` runs: the datatype the engine's bytes hold
 /// (itself when dense, its basic type when packed) and whether buffers
 /// must be packed. Checks the operation against the datatype first.
-fn reduction(dt: &Datatype, op: &Operation) -> Result<(Reduction, bool)> {
+pub(super) fn reduction(dt: &Datatype, op: &Operation) -> Result<(Reduction, bool)> {
     let (edt, packed) = match dt.dense_offset() {
         Some(_) => (dt.clone(), false),
         None => match (op, dt.basic_type()) {
@@ -479,6 +479,9 @@ fn reduction(dt: &Datatype, op: &Operation) -> Result<(Reduction, bool)> {
 
 /// `MPI_Barrier` / `MPI_Ibarrier`.
 pub fn barrier(comm: &SimpleCommunicator, mode: Mode) -> Result<Option<CollRequest>> {
+    if comm.is_inter() {
+        return super::inter::barrier(comm, mode);
+    }
     match comm.coll()? {
         None => local(comm, mode, Ok(())),
         // SAFETY: a barrier borrows nothing but the state.
@@ -502,6 +505,10 @@ pub unsafe fn bcast(
     root: i32,
     mode: Mode,
 ) -> Result<Option<CollRequest>> {
+    if comm.is_inter() {
+        // SAFETY: the caller's guarantee.
+        return unsafe { super::inter::bcast(comm, buf, count, dt, root, mode) };
+    }
     let root = check_root(comm, root)?;
     let Some(c) = comm.coll()? else {
         return local(comm, mode, Ok(()));
@@ -555,6 +562,10 @@ pub unsafe fn reduce(
     root: Option<i32>,
     mode: Mode,
 ) -> Result<Option<CollRequest>> {
+    if comm.is_inter() {
+        // SAFETY: the caller's guarantee.
+        return unsafe { super::inter::reduce(comm, send, recv, count, dt, op, root, mode) };
+    }
     let root = root.map(|r| check_root(comm, r)).transpose()?;
     let me = comm.rank() as u32;
     let wants = root.is_none_or(|r| r == me);
@@ -701,6 +712,10 @@ pub unsafe fn gatherv(
     root: i32,
     mode: Mode,
 ) -> Result<Option<CollRequest>> {
+    if comm.is_inter() {
+        // SAFETY: the caller's guarantee.
+        return unsafe { super::inter::gatherv(comm, send, recv, counts, displs, rdt, root, mode) };
+    }
     let (root, me) = rooted(comm, root, counts, displs, send.is_none(), "gather")?;
     let coll = comm.coll()?;
     if me != root {
@@ -805,6 +820,12 @@ pub unsafe fn scatterv(
     root: i32,
     mode: Mode,
 ) -> Result<Option<CollRequest>> {
+    if comm.is_inter() {
+        // SAFETY: the caller's guarantee.
+        return unsafe {
+            super::inter::scatterv(comm, send, counts, displs, sdt, recv, root, mode)
+        };
+    }
     let (root, me) = rooted(comm, root, counts, displs, recv.is_none(), "scatter")?;
     let coll = comm.coll()?;
     if me != root {
@@ -897,6 +918,10 @@ pub unsafe fn allgatherv(
     rdt: &Datatype,
     mode: Mode,
 ) -> Result<Option<CollRequest>> {
+    if comm.is_inter() {
+        // SAFETY: the caller's guarantee.
+        return unsafe { super::inter::allgatherv(comm, send, recv, counts, displs, rdt, mode) };
+    }
     let me = comm.rank() as usize;
     pieces_per_member(comm, counts, displs, "allgather")?;
     // SAFETY: the caller's guarantee.
@@ -979,6 +1004,14 @@ pub unsafe fn alltoallw(
     rdts: &[&Datatype],
     mode: Mode,
 ) -> Result<Option<CollRequest>> {
+    if comm.is_inter() {
+        // SAFETY: the caller's guarantee.
+        return unsafe {
+            super::inter::alltoallw(
+                comm, send, scounts, sdispls, sdts, recv, rcounts, rdispls, rdts, mode,
+            )
+        };
+    }
     let n = comm.size() as usize;
     let (send, scounts, sdispls, sdts) = match send {
         Some(s) => (s, scounts, sdispls, sdts),
@@ -1162,6 +1195,9 @@ pub unsafe fn scan(
     exclusive: bool,
     mode: Mode,
 ) -> Result<Option<CollRequest>> {
+    if comm.is_inter() {
+        return super::inter::scan();
+    }
     let (red, packed) = reduction(dt, op)?;
     let input = send.unwrap_or(recv.cast_const());
     let Some(c) = comm.coll()? else {
@@ -1229,6 +1265,10 @@ pub unsafe fn reduce_scatter(
     op: &Operation,
     mode: Mode,
 ) -> Result<Option<CollRequest>> {
+    if comm.is_inter() {
+        // SAFETY: the caller's guarantee.
+        return unsafe { super::inter::reduce_scatter(comm, send, recv, counts, dt, op, mode) };
+    }
     let n = comm.size() as usize;
     if counts.len() != n {
         return Err(Error::Arg {

@@ -345,7 +345,7 @@ unsafe fn all_gather<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
     let sdt = sendbuf.element_datatype();
     let rdt = recvbuf.element_datatype();
     let total = elements_mut(recvbuf);
-    let (c, d) = even(total, comm.size() as usize, "all_gather_into")?;
+    let (c, d) = even(total, comm.peers() as usize, "all_gather_into")?;
     let recv = recvbuf.as_bytes_mut().as_mut_ptr();
     // SAFETY: `recv` holds `size` pieces of `c[r]` elements; the caller
     // keeps both buffers.
@@ -370,7 +370,7 @@ unsafe fn all_to_all_even<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
     recvbuf: &mut R,
     mode: Mode,
 ) -> Started {
-    let n = comm.size() as usize;
+    let n = comm.peers() as usize;
     let (sc, sd) = even(elements(sendbuf), n, "all_to_all_into")?;
     let (rc, rd) = even(elements_mut(recvbuf), n, "all_to_all_into")?;
     let sdt = sendbuf.element_datatype();
@@ -394,7 +394,7 @@ unsafe fn all_to_all<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
     rdt: &Datatype,
     mode: Mode,
 ) -> Started {
-    let n = comm.size() as usize;
+    let n = comm.peers() as usize;
     if sc.len() != n || rc.len() != n {
         return Err(Error::Arg {
             reason: format!(
