@@ -45,6 +45,7 @@ pub use hmpi_core::{
     time, time_resolution, traits, Error, Group, GroupRelation, Result, SimpleCommunicator, Status,
     Universe, ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB,
 };
+pub use hmpi_core::window;
 pub use opi;
 pub use shmheap;
 pub use shmheap::{attach_from_env, is_shared, owner_of, ShmHeap};

@@ -19,6 +19,9 @@
 //!   `#[derive(Equivalence)]`), MPI datatypes ([`datatype::Datatype`],
 //!   [`datatype::UserDatatype`]) and packing;
 //! * [`op`]: reduction operations and [`op::reduce_local`];
+//! * [`window`]: one-sided communication: windows ([`window::Window`],
+//!   [`window::Win`]) and put, get and atomics that never wait for the
+//!   target;
 //! * [`error`]: [`Error`] (MPI's error classes) and [`Result`];
 //! * [`launch`]: the launcher as a library ([`launch::Launcher`]), used by
 //!   the `hmpirun` binary and by multi-process tests and benchmarks;
@@ -69,6 +72,7 @@ pub mod op;
 pub mod point_to_point;
 pub mod raw;
 pub mod request;
+pub mod window;
 
 pub use comm::SimpleCommunicator;
 pub use environment::{
