@@ -40,12 +40,12 @@
 
 pub use hmpi_core;
 pub use hmpi_core::datatype::Equivalence;
+pub use hmpi_core::window;
 pub use hmpi_core::{
     abort, collective, datatype, init, initialize, op, point_to_point, processor_name, request,
     time, time_resolution, traits, Error, Group, GroupRelation, Result, SimpleCommunicator, Status,
     Universe, ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB,
 };
-pub use hmpi_core::window;
 pub use opi;
 pub use shmheap;
 pub use shmheap::{attach_from_env, is_shared, owner_of, ShmHeap};
