@@ -47,6 +47,9 @@ pub const KIND_ERRHANDLER: usize = 5;
 pub const KIND_MESSAGE: usize = 6;
 pub const KIND_OP: usize = 7;
 pub const KIND_COLL: usize = 8;
+/// Windows (`MPI_Win`, see `win`); a value apart from the sequence so that
+/// kinds added meanwhile do not collide.
+pub const KIND_WIN: usize = 16;
 
 enum Slot<T> {
     Free,

@@ -18,6 +18,7 @@
 //! * [`op`]: reduction operations, `MPI_Reduce_local`;
 //! * [`p2p`]: sends, receives, probes;
 //! * [`request`]: waiting and testing;
+//! * [`win`]: one-sided communication (windows, `MPI_Put` …);
 //! * [`opi`]: ownership passing (`OPI_*`, `include/opi.h`);
 //! * [`unsupported`]: every other routine of the standard ABI, exported
 //!   so that any program written for it links, each refusing with
@@ -82,6 +83,7 @@ pub mod opi;
 pub mod p2p;
 pub mod request;
 pub mod unsupported;
+pub mod win;
 
 /// libhmpi's own Rust allocations: the shared heap once attached, glibc's
 /// internal entry points before (see [`alloc`]).

@@ -620,6 +620,12 @@ impl Win {
         self.comm.barrier()
     }
 
+    /// Whether [`Win::free`] may be called now ([`Error::RmaSync`] while
+    /// a lock or a post/start epoch is open at this process).
+    pub fn check_free(&self) -> Result<()> {
+        self.check_quiet("MPI_Win_free")
+    }
+
     fn check_quiet(&self, what: &str) -> Result<()> {
         let e = self.epochs.lock().unwrap_or_else(|p| p.into_inner());
         if e.nlocks > 0 || e.lock_all.is_some() || e.access.is_some() || e.exposure.is_some() {
