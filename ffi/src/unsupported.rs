@@ -6,8 +6,8 @@
 //!
 //! * it reports `MPI_ERR_UNSUPPORTED_OPERATION` through the error handler
 //!   of its communicator argument when it has one that is valid, and of
-//!   `MPI_COMM_WORLD` otherwise (windows, files and sessions cannot exist
-//!   here, so they have no handler of their own). Under the default
+//!   `MPI_COMM_WORLD` otherwise (a refused window routine too; files and
+//!   sessions cannot exist here, so they have no handler of their own). Under the default
 //!   `MPI_ERRORS_ARE_FATAL` that ends the job with
 //!   `hmpi: rank R: MPI_Xxx: not supported by libhmpi
 //!   [MPI_ERR_UNSUPPORTED_OPERATION]`; under `MPI_ERRORS_RETURN` the code

@@ -137,6 +137,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore)] // Miri does not emulate process_vm_readv/writev
     fn segments_of_this_process_round_trip() {
         let me = std::process::id();
         let mut a = [0u8; 16];
@@ -150,6 +151,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)] // Miri does not emulate process_vm_readv/writev
     fn an_unmapped_address_is_an_error() {
         let me = std::process::id();
         let mut out = [0u8; 4];
