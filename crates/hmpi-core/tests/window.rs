@@ -11,7 +11,7 @@
 use hmpi_core::datatype::{BasicType, Datatype, UserDatatype};
 use hmpi_core::launch::rank_tests;
 use hmpi_core::prelude::*;
-use hmpi_core::window::{assert, Access, Flavor, LockType, Win, Window};
+use hmpi_core::window::{assert, Access, Flavor, Immediate, LockType, Win, Window};
 use shmheap::ShmHeap;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::Ordering;
@@ -241,6 +241,37 @@ fn lock_forms(world: &SimpleCommunicator) {
     let l = win.read_local();
     assert_eq!(l[prev], prev as i64 * 10 - 3);
     assert_eq!(l[n], -7);
+    world.barrier().unwrap();
+    // The request-based forms under lock_all.
+    let e = win.lock_all().unwrap();
+    let (one, mut back, mut old) = ([100i64], [0i64], [0i64]);
+    hmpi_core::request::scope(|s| {
+        let a = e.immediate_accumulate(s, t as i32, &one, n as u64 + 1, SystemOperation::sum());
+        a.unwrap().wait().unwrap();
+        let mut g = e.immediate_get(s, t as i32, &mut back, me as u64).unwrap();
+        assert!(g.test());
+        e.immediate_get_accumulate(
+            s,
+            t as i32,
+            &one,
+            &mut old,
+            n as u64 + 1,
+            SystemOperation::no_op(),
+        )
+        .unwrap()
+        .wait()
+        .unwrap();
+        e.immediate_put(s, t as i32, &one, me as u64)
+            .unwrap()
+            .wait()
+            .unwrap();
+    });
+    assert_eq!(back[0], me as i64 * 10 - 3);
+    assert!(old[0] >= 100);
+    e.unlock_all().unwrap();
+    world.barrier().unwrap();
+    let l = win.read_local();
+    assert_eq!(l[prev], 100);
     win.free().unwrap();
 }
 

@@ -20,7 +20,8 @@
 //! * [`Window`] is the typed API: a window of `T`, epochs as guards
 //!   ([`Window::fence`], [`Window::lock`], [`Window::lock_all`],
 //!   [`Window::start`], [`Window::post`]) that carry the operations, so an
-//!   operation outside an epoch does not compile.
+//!   operation outside an epoch does not compile; under `lock_all` the
+//!   request-based forms ([`Immediate`]) in a [`crate::request::scope`].
 //!
 //! # Memory model and completion
 //!
@@ -83,7 +84,9 @@ mod remote;
 mod shared;
 mod typed;
 
-pub use typed::{Access, AccessEpoch, ExposureEpoch, Fence, LockAll, LockEpoch, Window};
+pub use typed::{
+    Access, AccessEpoch, ExposureEpoch, Fence, Immediate, LockAll, LockEpoch, RmaRequest, Window,
+};
 
 use crate::comm::{Communicator, SimpleCommunicator};
 use crate::error::{Error, Result};

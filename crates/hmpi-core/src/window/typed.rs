@@ -10,6 +10,7 @@ use crate::datatype::Equivalence;
 use crate::error::{Error, Result};
 use crate::group::Group;
 use crate::op::SystemOperation;
+use crate::request::Scope;
 use std::marker::PhantomData;
 use std::sync::atomic::AtomicU64;
 
@@ -318,6 +319,138 @@ pub trait Access<T: Equivalence> {
         Ok(out[0])
     }
 }
+
+/// The request of an `immediate_*` one-sided operation (`MPI_Rput` …):
+/// the operation is complete when its call returns, so the request is
+/// complete from the start; it lives in a [`Scope`] like the others.
+#[must_use = "a request should be waited for"]
+#[derive(Debug)]
+pub struct RmaRequest<'s> {
+    _scope: PhantomData<&'s ()>,
+}
+
+impl RmaRequest<'_> {
+    /// Returns at once: the operation is complete.
+    pub fn wait(self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Always true: the operation is complete.
+    pub fn test(&mut self) -> bool {
+        true
+    }
+}
+
+fn done<'s>(_scope: &'s Scope<'s, '_>) -> RmaRequest<'s> {
+    RmaRequest {
+        _scope: PhantomData,
+    }
+}
+
+/// The request-based operations (`MPI_Rput`, `MPI_Rget`,
+/// `MPI_Raccumulate`, `MPI_Rget_accumulate`) of a passive-target epoch,
+/// in a [`Scope`].
+pub trait Immediate<T: Equivalence>: Access<T> {
+    /// `MPI_Rput`.
+    fn immediate_put<'s>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        rank: i32,
+        data: &'s [T],
+        disp: u64,
+    ) -> Result<RmaRequest<'s>> {
+        let dt = T::equivalent_datatype();
+        let n = data.len();
+        // SAFETY: `data` holds `n` elements.
+        unsafe {
+            self.raw()
+                .rput(data.as_ptr().cast(), n, &dt, rank, disp, n, &dt)?
+        };
+        Ok(done(scope))
+    }
+
+    /// `MPI_Rget`.
+    fn immediate_get<'s>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        rank: i32,
+        buf: &'s mut [T],
+        disp: u64,
+    ) -> Result<RmaRequest<'s>> {
+        let dt = T::equivalent_datatype();
+        let n = buf.len();
+        // SAFETY: `buf` holds `n` writable elements.
+        unsafe {
+            self.raw()
+                .rget(buf.as_mut_ptr().cast(), n, &dt, rank, disp, n, &dt)?
+        };
+        Ok(done(scope))
+    }
+
+    /// `MPI_Raccumulate`.
+    fn immediate_accumulate<'s>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        rank: i32,
+        data: &'s [T],
+        disp: u64,
+        op: SystemOperation,
+    ) -> Result<RmaRequest<'s>> {
+        let dt = T::equivalent_datatype();
+        let n = data.len();
+        // SAFETY: `data` holds `n` elements; no result.
+        unsafe {
+            self.raw().rget_accumulate(
+                data.as_ptr().cast(),
+                n,
+                &dt,
+                std::ptr::null_mut(),
+                0,
+                None,
+                rank,
+                disp,
+                n,
+                &dt,
+                op,
+            )?
+        };
+        Ok(done(scope))
+    }
+
+    /// `MPI_Rget_accumulate`.
+    fn immediate_get_accumulate<'s>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        rank: i32,
+        data: &'s [T],
+        result: &'s mut [T],
+        disp: u64,
+        op: SystemOperation,
+    ) -> Result<RmaRequest<'s>> {
+        let dt = T::equivalent_datatype();
+        let n = data.len();
+        // SAFETY: `data` holds `n` elements, `result` `result.len()`
+        // writable ones (checked against `n` by the raw tier).
+        unsafe {
+            self.raw().rget_accumulate(
+                data.as_ptr().cast(),
+                n,
+                &dt,
+                result.as_mut_ptr().cast(),
+                result.len(),
+                Some(&dt),
+                rank,
+                disp,
+                n,
+                &dt,
+                op,
+            )?
+        };
+        Ok(done(scope))
+    }
+}
+
+impl<T: Equivalence> Immediate<T> for LockAll<'_, T> {}
 
 /// A fence epoch ([`Window::fence`]).
 #[derive(Debug)]
