@@ -1,4 +1,4 @@
-//! One-sided communication across real ranks (1 to 5, more ranks than
+//! One-sided communication across real ranks (1 to 7, more ranks than
 //! cores): every operation under every synchronisation (fence, lock,
 //! lock_all, post/start/complete/wait) against a model of each window's
 //! content, on window memory in the node heap and outside it; derived
@@ -732,7 +732,7 @@ fn main() {
         },
         &[
             ("every_operation_under_every_synchronisation", || {
-                for n in [1, 2, 3, 5] {
+                for n in [1, 2, 3, 5, 7] {
                     let r = rank_tests::launch("ops", n, &[]);
                     rank_tests::assert_ran(&r, "ops");
                 }
