@@ -125,9 +125,6 @@ refused! {
     MPI_Abi_set_fortran_booleans / PMPI_Abi_set_fortran_booleans(logical_size: c_int,
         logical_true: *mut c_void, logical_false: *mut c_void) => world;
     MPI_Abi_set_fortran_info / PMPI_Abi_set_fortran_info(info: Info) => world;
-    MPI_Accumulate_c / PMPI_Accumulate_c(origin_addr: *const c_void, origin_count: Count,
-        origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count,
-        target_datatype: Datatype, op: Op, win: Win) => world;
     MPI_Add_error_class / PMPI_Add_error_class(errorclass: *mut c_int) => world;
     MPI_Add_error_code / PMPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) => world;
     MPI_Add_error_string / PMPI_Add_error_string(errorcode: c_int, string: *const c_char) => world;
@@ -437,13 +434,6 @@ refused! {
     MPI_Gatherv_init_c / PMPI_Gatherv_init_c(sendbuf: *const c_void, sendcount: Count,
         sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Aint,
         recvtype: Datatype, root: c_int, comm: Comm, info: Info, request: *mut Request) => comm;
-    MPI_Get_c / PMPI_Get_c(origin_addr: *mut c_void, origin_count: Count, origin_datatype: Datatype,
-        target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype,
-        win: Win) => world;
-    MPI_Get_accumulate_c / PMPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: Count,
-        origin_datatype: Datatype, result_addr: *mut c_void, result_count: Count,
-        result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count,
-        target_datatype: Datatype, op: Op, win: Win) => world;
     MPI_Get_elements / PMPI_Get_elements(status: *const MpiStatus, datatype: Datatype,
         count: *mut c_int) => world;
     MPI_Get_elements_c / PMPI_Get_elements_c(status: *const MpiStatus, datatype: Datatype,
@@ -704,12 +694,6 @@ refused! {
     ) => comm;
     MPI_Publish_name / PMPI_Publish_name(service_name: *const c_char, info: Info,
         port_name: *const c_char) => world;
-    MPI_Put_c / PMPI_Put_c(origin_addr: *const c_void, origin_count: Count,
-        origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count,
-        target_datatype: Datatype, win: Win) => world;
-    MPI_Raccumulate_c / PMPI_Raccumulate_c(origin_addr: *const c_void, origin_count: Count,
-        origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count,
-        target_datatype: Datatype, op: Op, win: Win, request: *mut Request) => world;
     MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, count: Count, datatype: Datatype, source: c_int,
         tag: c_int, comm: Comm, status: *mut MpiStatus) => comm;
     MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: Datatype,
@@ -749,16 +733,6 @@ refused! {
     MPI_Request_get_status_some / PMPI_Request_get_status_some(incount: c_int,
         array_of_requests: *const Request, outcount: *mut c_int, array_of_indices: *mut c_int,
         array_of_statuses: *mut MpiStatus) => world;
-    MPI_Rget_c / PMPI_Rget_c(origin_addr: *mut c_void, origin_count: Count,
-        origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count,
-        target_datatype: Datatype, win: Win, request: *mut Request) => world;
-    MPI_Rget_accumulate_c / PMPI_Rget_accumulate_c(origin_addr: *const c_void, origin_count: Count,
-        origin_datatype: Datatype, result_addr: *mut c_void, result_count: Count,
-        result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count,
-        target_datatype: Datatype, op: Op, win: Win, request: *mut Request) => world;
-    MPI_Rput_c / PMPI_Rput_c(origin_addr: *const c_void, origin_count: Count,
-        origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count,
-        target_datatype: Datatype, win: Win, request: *mut Request) => world;
     MPI_Rsend_c / PMPI_Rsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
         tag: c_int, comm: Comm) => comm;
     MPI_Rsend_init / PMPI_Rsend_init(buf: *const c_void, count: c_int, datatype: Datatype,
@@ -912,12 +886,6 @@ refused! {
         datatype: Datatype) => world;
     MPI_Unpublish_name / PMPI_Unpublish_name(service_name: *const c_char, info: Info,
         port_name: *const c_char) => world;
-    MPI_Win_allocate_c / PMPI_Win_allocate_c(size: Aint, disp_unit: Aint, info: Info, comm: Comm,
-        baseptr: *mut c_void, win: *mut Win) => comm;
-    MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c(size: Aint, disp_unit: Aint, info: Info,
-        comm: Comm, baseptr: *mut c_void, win: *mut Win) => comm;
-    MPI_Win_create_c / PMPI_Win_create_c(base: *mut c_void, size: Aint, disp_unit: Aint, info: Info,
-        comm: Comm, win: *mut Win) => comm;
     MPI_Win_create_errhandler / PMPI_Win_create_errhandler(win_errhandler_fn: Callback,
         errhandler: *mut Errhandler) => world;
     MPI_Win_create_keyval / PMPI_Win_create_keyval(win_copy_attr_fn: Callback,
@@ -928,8 +896,6 @@ refused! {
     MPI_Win_set_attr / PMPI_Win_set_attr(win: Win, win_keyval: c_int, attribute_val: *mut c_void
     ) => world;
     MPI_Win_set_info / PMPI_Win_set_info(win: Win, info: Info) => world;
-    MPI_Win_shared_query_c / PMPI_Win_shared_query_c(win: Win, rank: c_int, size: *mut Aint,
-        disp_unit: *mut Aint, baseptr: *mut c_void) => world;
     MPI_T_category_changed / PMPI_T_category_changed(update_number: *mut c_int) => tool;
     MPI_T_category_get_categories / PMPI_T_category_get_categories(cat_index: c_int, len: c_int,
         indices: *mut c_int) => tool;

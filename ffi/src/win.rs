@@ -23,7 +23,7 @@
 //! MPI_Win_free(&win);
 //! ```
 
-use crate::abi::{self, Aint, Comm, Datatype, Errhandler, Group, Info, Op, Request, Win};
+use crate::abi::{self, Aint, Comm, Count, Datatype, Errhandler, Group, Info, Op, Request, Win};
 use crate::comm::{group_ref, store_group, CommRef};
 use crate::datatype::{count_arg, type_ref};
 use crate::errors::{api, api_comm, class_name, err, out, put_string, raise, MpiError, Res};
@@ -209,6 +209,68 @@ mpi_fn! {
             let w = core(unsafe { CoreWin::create(&c.comm, base.cast(), s, d) })?;
             // SAFETY: the caller's handle pointer.
             unsafe { store(w, c, win) }
+        })
+    }
+
+    /// `MPI_Win_create` with a large displacement unit.
+    fn MPI_Win_create_c / PMPI_Win_create_c(base: *mut c_void, size: Aint, disp_unit: Aint,
+        info: Info, comm: Comm, win: *mut Win) -> c_int {
+        api_comm("MPI_Win_create_c", comm, |c| {
+            info_arg(info);
+            let (s, d) = (size_arg(size)?, disp_unit_arg(disp_unit)?);
+            // SAFETY: as in MPI_Win_create.
+            let w = core(unsafe { CoreWin::create(&c.comm, base.cast(), s, d) })?;
+            // SAFETY: the caller's handle pointer.
+            unsafe { store(w, c, win) }
+        })
+    }
+
+    /// `MPI_Win_allocate` with a large displacement unit.
+    fn MPI_Win_allocate_c / PMPI_Win_allocate_c(size: Aint, disp_unit: Aint, info: Info,
+        comm: Comm, baseptr: *mut c_void, win: *mut Win) -> c_int {
+        api_comm("MPI_Win_allocate_c", comm, |c| {
+            info_arg(info);
+            out(baseptr, "baseptr")?;
+            let (s, d) = (size_arg(size)?, disp_unit_arg(disp_unit)?);
+            let w = core(CoreWin::allocate(&c.comm, s, d))?;
+            let b = w.base();
+            // SAFETY: the caller's pointers.
+            unsafe {
+                put_ptr(baseptr, b.cast())?;
+                store(w, c, win)
+            }
+        })
+    }
+
+    /// `MPI_Win_allocate_shared` with a large displacement unit.
+    fn MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c(size: Aint, disp_unit: Aint,
+        info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win) -> c_int {
+        api_comm("MPI_Win_allocate_shared_c", comm, |c| {
+            info_arg(info);
+            out(baseptr, "baseptr")?;
+            let (s, d) = (size_arg(size)?, disp_unit_arg(disp_unit)?);
+            let w = core(CoreWin::allocate_shared(&c.comm, s, d))?;
+            let b = w.base();
+            // SAFETY: the caller's pointers.
+            unsafe {
+                put_ptr(baseptr, b.cast())?;
+                store(w, c, win)
+            }
+        })
+    }
+
+    /// `MPI_Win_shared_query` with a large displacement unit.
+    fn MPI_Win_shared_query_c / PMPI_Win_shared_query_c(win: Win, rank: c_int,
+        size: *mut Aint, disp_unit: *mut Aint, baseptr: *mut c_void) -> c_int {
+        api_win("MPI_Win_shared_query_c", win, |e| {
+            let (s, d, b) = core(e.win.shared_query(rank))?;
+            let (size, disp_unit) = (out(size, "size")?, out(disp_unit, "disp_unit")?);
+            // SAFETY: checked non-null; the caller's pointers.
+            unsafe {
+                size.write(s as Aint);
+                disp_unit.write(d as Aint);
+                put_ptr(baseptr, b.cast())
+            }
         })
     }
 
@@ -521,13 +583,24 @@ mpi_fn! {
         origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int,
         target_datatype: Datatype, win: Win) -> c_int {
         api_win("MPI_Put", win, |e| {
-            let (ot, tt) = (type_ref(origin_datatype)?, type_ref(target_datatype)?);
-            // SAFETY: the origin buffer is the caller's.
-            core(unsafe {
-                e.win.put(origin_addr.cast(), count_arg(origin_count)?, &ot.ty,
-                    target_rank, disp_arg(target_disp)?,
-                    count_arg(target_count)?, &tt.ty)
-            })
+            // SAFETY: the caller's buffer.
+            unsafe {
+                put(e, origin_addr, count_arg(origin_count)?, origin_datatype, target_rank,
+                    target_disp, count_arg(target_count)?, target_datatype, None)
+            }
+        })
+    }
+
+    /// `MPI_Put` with large counts.
+    fn MPI_Put_c / PMPI_Put_c(origin_addr: *const c_void, origin_count: Count,
+        origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count,
+        target_datatype: Datatype, win: Win) -> c_int {
+        api_win("MPI_Put_c", win, |e| {
+            // SAFETY: the caller's buffer.
+            unsafe {
+                put(e, origin_addr, count_c(origin_count)?, origin_datatype, target_rank,
+                    target_disp, count_c(target_count)?, target_datatype, None)
+            }
         })
     }
 
@@ -536,13 +609,24 @@ mpi_fn! {
         origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int,
         target_datatype: Datatype, win: Win) -> c_int {
         api_win("MPI_Get", win, |e| {
-            let (ot, tt) = (type_ref(origin_datatype)?, type_ref(target_datatype)?);
-            // SAFETY: the origin buffer is the caller's.
-            core(unsafe {
-                e.win.get(origin_addr.cast(), count_arg(origin_count)?, &ot.ty,
-                    target_rank, disp_arg(target_disp)?,
-                    count_arg(target_count)?, &tt.ty)
-            })
+            // SAFETY: the caller's buffer.
+            unsafe {
+                get(e, origin_addr, count_arg(origin_count)?, origin_datatype, target_rank,
+                    target_disp, count_arg(target_count)?, target_datatype, None)
+            }
+        })
+    }
+
+    /// `MPI_Get` with large counts.
+    fn MPI_Get_c / PMPI_Get_c(origin_addr: *mut c_void, origin_count: Count,
+        origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count,
+        target_datatype: Datatype, win: Win) -> c_int {
+        api_win("MPI_Get_c", win, |e| {
+            // SAFETY: the caller's buffer.
+            unsafe {
+                get(e, origin_addr, count_c(origin_count)?, origin_datatype, target_rank,
+                    target_disp, count_c(target_count)?, target_datatype, None)
+            }
         })
     }
 
@@ -551,14 +635,26 @@ mpi_fn! {
         origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int,
         target_datatype: Datatype, op: Op, win: Win) -> c_int {
         api_win("MPI_Accumulate", win, |e| {
-            let (ot, tt) = (type_ref(origin_datatype)?, type_ref(target_datatype)?);
-            let op = system_op(op)?;
-            // SAFETY: the origin buffer is the caller's.
-            core(unsafe {
-                e.win.accumulate(origin_addr.cast(), count_arg(origin_count)?, &ot.ty,
-                    target_rank, disp_arg(target_disp)?,
-                    count_arg(target_count)?, &tt.ty, op)
-            })
+            // SAFETY: the caller's buffer.
+            unsafe {
+                get_acc(e, origin_addr, count_arg(origin_count)?, origin_datatype,
+                    std::ptr::null_mut(), 0, abi::DATATYPE_NULL, target_rank, target_disp,
+                    count_arg(target_count)?, target_datatype, op, None)
+            }
+        })
+    }
+
+    /// `MPI_Accumulate` with large counts.
+    fn MPI_Accumulate_c / PMPI_Accumulate_c(origin_addr: *const c_void, origin_count: Count,
+        origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count,
+        target_datatype: Datatype, op: Op, win: Win) -> c_int {
+        api_win("MPI_Accumulate_c", win, |e| {
+            // SAFETY: the caller's buffer.
+            unsafe {
+                get_acc(e, origin_addr, count_c(origin_count)?, origin_datatype,
+                    std::ptr::null_mut(), 0, abi::DATATYPE_NULL, target_rank, target_disp,
+                    count_c(target_count)?, target_datatype, op, None)
+            }
         })
     }
 
@@ -570,9 +666,24 @@ mpi_fn! {
         api_win("MPI_Get_accumulate", win, |e| {
             // SAFETY: the caller's buffers.
             unsafe {
-                get_acc(e, origin_addr, origin_count, origin_datatype, result_addr,
-                    result_count, result_datatype, target_rank, target_disp, target_count,
-                    target_datatype, op, false)
+                get_acc(e, origin_addr, count_arg(origin_count)?, origin_datatype, result_addr,
+                    count_arg(result_count)?, result_datatype, target_rank, target_disp,
+                    count_arg(target_count)?, target_datatype, op, None)
+            }
+        })
+    }
+
+    /// `MPI_Get_accumulate` with large counts.
+    fn MPI_Get_accumulate_c / PMPI_Get_accumulate_c(origin_addr: *const c_void,
+        origin_count: Count, origin_datatype: Datatype, result_addr: *mut c_void,
+        result_count: Count, result_datatype: Datatype, target_rank: c_int, target_disp: Aint,
+        target_count: Count, target_datatype: Datatype, op: Op, win: Win) -> c_int {
+        api_win("MPI_Get_accumulate_c", win, |e| {
+            // SAFETY: the caller's buffers.
+            unsafe {
+                get_acc(e, origin_addr, count_c(origin_count)?, origin_datatype, result_addr,
+                    count_c(result_count)?, result_datatype, target_rank, target_disp,
+                    count_c(target_count)?, target_datatype, op, None)
             }
         })
     }
@@ -617,17 +728,24 @@ mpi_fn! {
         origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int,
         target_datatype: Datatype, win: Win, request: *mut Request) -> c_int {
         api_win("MPI_Rput", win, |e| {
-            let r = out(request, "request")?;
-            let (ot, tt) = (type_ref(origin_datatype)?, type_ref(target_datatype)?);
-            // SAFETY: the origin buffer is the caller's.
-            core(unsafe {
-                e.win.rput(origin_addr.cast(), count_arg(origin_count)?, &ot.ty,
-                    target_rank, disp_arg(target_disp)?,
-                    count_arg(target_count)?, &tt.ty)
-            })?;
-            // SAFETY: checked non-null; the caller's pointer.
-            unsafe { r.write(crate::coll::completed(e.comm.clone())?) };
-            Ok(())
+            // SAFETY: the caller's buffer and handle pointer.
+            unsafe {
+                put(e, origin_addr, count_arg(origin_count)?, origin_datatype, target_rank,
+                    target_disp, count_arg(target_count)?, target_datatype, Some(request))
+            }
+        })
+    }
+
+    /// `MPI_Rput` with large counts.
+    fn MPI_Rput_c / PMPI_Rput_c(origin_addr: *const c_void, origin_count: Count,
+        origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count,
+        target_datatype: Datatype, win: Win, request: *mut Request) -> c_int {
+        api_win("MPI_Rput_c", win, |e| {
+            // SAFETY: the caller's buffer and handle pointer.
+            unsafe {
+                put(e, origin_addr, count_c(origin_count)?, origin_datatype, target_rank,
+                    target_disp, count_c(target_count)?, target_datatype, Some(request))
+            }
         })
     }
 
@@ -636,17 +754,24 @@ mpi_fn! {
         origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int,
         target_datatype: Datatype, win: Win, request: *mut Request) -> c_int {
         api_win("MPI_Rget", win, |e| {
-            let r = out(request, "request")?;
-            let (ot, tt) = (type_ref(origin_datatype)?, type_ref(target_datatype)?);
-            // SAFETY: the origin buffer is the caller's.
-            core(unsafe {
-                e.win.rget(origin_addr.cast(), count_arg(origin_count)?, &ot.ty,
-                    target_rank, disp_arg(target_disp)?,
-                    count_arg(target_count)?, &tt.ty)
-            })?;
-            // SAFETY: checked non-null; the caller's pointer.
-            unsafe { r.write(crate::coll::completed(e.comm.clone())?) };
-            Ok(())
+            // SAFETY: the caller's buffer and handle pointer.
+            unsafe {
+                get(e, origin_addr, count_arg(origin_count)?, origin_datatype, target_rank,
+                    target_disp, count_arg(target_count)?, target_datatype, Some(request))
+            }
+        })
+    }
+
+    /// `MPI_Rget` with large counts.
+    fn MPI_Rget_c / PMPI_Rget_c(origin_addr: *mut c_void, origin_count: Count,
+        origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count,
+        target_datatype: Datatype, win: Win, request: *mut Request) -> c_int {
+        api_win("MPI_Rget_c", win, |e| {
+            // SAFETY: the caller's buffer and handle pointer.
+            unsafe {
+                get(e, origin_addr, count_c(origin_count)?, origin_datatype, target_rank,
+                    target_disp, count_c(target_count)?, target_datatype, Some(request))
+            }
         })
     }
 
@@ -655,15 +780,26 @@ mpi_fn! {
         origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int,
         target_datatype: Datatype, op: Op, win: Win, request: *mut Request) -> c_int {
         api_win("MPI_Raccumulate", win, |e| {
-            let r = out(request, "request")?;
-            // SAFETY: the caller's buffers.
+            // SAFETY: the caller's buffer and handle pointer.
             unsafe {
-                get_acc(e, origin_addr, origin_count, origin_datatype, std::ptr::null_mut(), 0,
-                    abi::DATATYPE_NULL, target_rank, target_disp, target_count,
-                    target_datatype, op, true)?;
-                r.write(crate::coll::completed(e.comm.clone())?);
+                get_acc(e, origin_addr, count_arg(origin_count)?, origin_datatype,
+                    std::ptr::null_mut(), 0, abi::DATATYPE_NULL, target_rank, target_disp,
+                    count_arg(target_count)?, target_datatype, op, Some(request))
             }
-            Ok(())
+        })
+    }
+
+    /// `MPI_Raccumulate` with large counts.
+    fn MPI_Raccumulate_c / PMPI_Raccumulate_c(origin_addr: *const c_void, origin_count: Count,
+        origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count,
+        target_datatype: Datatype, op: Op, win: Win, request: *mut Request) -> c_int {
+        api_win("MPI_Raccumulate_c", win, |e| {
+            // SAFETY: the caller's buffer and handle pointer.
+            unsafe {
+                get_acc(e, origin_addr, count_c(origin_count)?, origin_datatype,
+                    std::ptr::null_mut(), 0, abi::DATATYPE_NULL, target_rank, target_disp,
+                    count_c(target_count)?, target_datatype, op, Some(request))
+            }
         })
     }
 
@@ -674,91 +810,171 @@ mpi_fn! {
         target_count: c_int, target_datatype: Datatype, op: Op, win: Win,
         request: *mut Request) -> c_int {
         api_win("MPI_Rget_accumulate", win, |e| {
-            let r = out(request, "request")?;
-            // SAFETY: the caller's buffers.
+            // SAFETY: the caller's buffers and handle pointer.
             unsafe {
-                get_acc(e, origin_addr, origin_count, origin_datatype, result_addr,
-                    result_count, result_datatype, target_rank, target_disp, target_count,
-                    target_datatype, op, true)?;
-                r.write(crate::coll::completed(e.comm.clone())?);
+                get_acc(e, origin_addr, count_arg(origin_count)?, origin_datatype, result_addr,
+                    count_arg(result_count)?, result_datatype, target_rank, target_disp,
+                    count_arg(target_count)?, target_datatype, op, Some(request))
             }
-            Ok(())
+        })
+    }
+
+    /// `MPI_Rget_accumulate` with large counts.
+    fn MPI_Rget_accumulate_c / PMPI_Rget_accumulate_c(origin_addr: *const c_void,
+        origin_count: Count, origin_datatype: Datatype, result_addr: *mut c_void,
+        result_count: Count, result_datatype: Datatype, target_rank: c_int, target_disp: Aint,
+        target_count: Count, target_datatype: Datatype, op: Op, win: Win,
+        request: *mut Request) -> c_int {
+        api_win("MPI_Rget_accumulate_c", win, |e| {
+            // SAFETY: the caller's buffers and handle pointer.
+            unsafe {
+                get_acc(e, origin_addr, count_c(origin_count)?, origin_datatype, result_addr,
+                    count_c(result_count)?, result_datatype, target_rank, target_disp,
+                    count_c(target_count)?, target_datatype, op, Some(request))
+            }
         })
     }
 }
 
-/// `MPI_(R)get_accumulate` and `MPI_Raccumulate` (`result_datatype ==
-/// MPI_DATATYPE_NULL`: no result). With `MPI_NO_OP` the origin may be
-/// `MPI_DATATYPE_NULL` too.
+/// A large count from C.
+fn count_c(c: Count) -> Res<usize> {
+    usize::try_from(c).map_err(|_| MpiError::new(abi::ERR_COUNT, format!("negative count {c}")))
+}
+
+/// Writes a complete request for an `MPI_R…` call (after checking the
+/// pointer, before the operation: a bad pointer leaves nothing done).
 ///
 /// # Safety
-/// The caller's buffers hold what their counts and datatypes say.
+/// `request`, if not null, is valid for a write.
+unsafe fn complete_into(e: &Entry, request: Option<*mut Request>, op: impl FnOnce() -> Res) -> Res {
+    let Some(r) = request else {
+        return op();
+    };
+    let r = out(r, "request")?;
+    op()?;
+    // SAFETY: checked non-null; the caller's pointer.
+    unsafe { r.write(crate::coll::completed(e.comm.clone())?) };
+    Ok(())
+}
+
+/// `MPI_(R)put(_c)`.
+///
+/// # Safety
+/// The origin buffer holds what its count and datatype say; `request` as
+/// for [`complete_into`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn put(
+    e: &Entry,
+    origin_addr: *const c_void,
+    oc: usize,
+    odt: Datatype,
+    rank: c_int,
+    disp: Aint,
+    tc: usize,
+    tdt: Datatype,
+    request: Option<*mut Request>,
+) -> Res {
+    let (ot, tt) = (type_ref(odt)?, type_ref(tdt)?);
+    let d = disp_arg(disp)?;
+    let passive = request.is_some();
+    // SAFETY: the caller's guarantee.
+    unsafe {
+        complete_into(e, request, || {
+            core(if passive {
+                e.win
+                    .rput(origin_addr.cast(), oc, &ot.ty, rank, d, tc, &tt.ty)
+            } else {
+                e.win
+                    .put(origin_addr.cast(), oc, &ot.ty, rank, d, tc, &tt.ty)
+            })
+        })
+    }
+}
+
+/// `MPI_(R)get(_c)`.
+///
+/// # Safety
+/// As for [`put`], the origin buffer writable.
+#[allow(clippy::too_many_arguments)]
+unsafe fn get(
+    e: &Entry,
+    origin_addr: *mut c_void,
+    oc: usize,
+    odt: Datatype,
+    rank: c_int,
+    disp: Aint,
+    tc: usize,
+    tdt: Datatype,
+    request: Option<*mut Request>,
+) -> Res {
+    let (ot, tt) = (type_ref(odt)?, type_ref(tdt)?);
+    let d = disp_arg(disp)?;
+    let passive = request.is_some();
+    // SAFETY: the caller's guarantee.
+    unsafe {
+        complete_into(e, request, || {
+            core(if passive {
+                e.win
+                    .rget(origin_addr.cast(), oc, &ot.ty, rank, d, tc, &tt.ty)
+            } else {
+                e.win
+                    .get(origin_addr.cast(), oc, &ot.ty, rank, d, tc, &tt.ty)
+            })
+        })
+    }
+}
+
+/// `MPI_(R)accumulate(_c)` (`result_datatype == MPI_DATATYPE_NULL`: no
+/// result) and `MPI_(R)get_accumulate(_c)`. With `MPI_NO_OP` the origin
+/// may be `MPI_DATATYPE_NULL` too.
+///
+/// # Safety
+/// The caller's buffers hold what their counts and datatypes say;
+/// `request` as for [`complete_into`].
 #[allow(clippy::too_many_arguments)]
 unsafe fn get_acc(
     e: &Entry,
     origin_addr: *const c_void,
-    origin_count: c_int,
+    origin_count: usize,
     origin_datatype: Datatype,
     result_addr: *mut c_void,
-    result_count: c_int,
+    result_count: usize,
     result_datatype: Datatype,
-    target_rank: c_int,
+    rank: c_int,
     disp: Aint,
-    target_count: c_int,
+    tc: usize,
     target_datatype: Datatype,
     op: Op,
-    request: bool,
+    request: Option<*mut Request>,
 ) -> Res {
     let op = system_op(op)?;
     let tt = type_ref(target_datatype)?;
     let (ot, oc) = if op == SystemOperation::NoOp && origin_datatype == abi::DATATYPE_NULL {
         (None, 0)
     } else {
-        (Some(type_ref(origin_datatype)?), count_arg(origin_count)?)
+        (Some(type_ref(origin_datatype)?), origin_count)
     };
     let rt = if result_datatype == abi::DATATYPE_NULL {
         None
     } else {
         Some(type_ref(result_datatype)?)
     };
-    let rc = if rt.is_some() {
-        count_arg(result_count)?
-    } else {
-        0
-    };
+    let rc = if rt.is_some() { result_count } else { 0 };
     let odt = ot.as_ref().map_or(&tt.ty, |t| &t.ty);
-    let (rank, d, tc) = (target_rank, disp_arg(disp)?, count_arg(target_count)?);
+    let d = disp_arg(disp)?;
     let rdt = rt.as_ref().map(|t| &t.ty);
+    let passive = request.is_some();
+    let (o, r) = (origin_addr.cast::<u8>(), result_addr.cast::<u8>());
     // SAFETY: the caller's guarantee.
-    core(unsafe {
-        if request {
-            e.win.rget_accumulate(
-                origin_addr.cast(),
-                oc,
-                odt,
-                result_addr.cast(),
-                rc,
-                rdt,
-                rank,
-                d,
-                tc,
-                &tt.ty,
-                op,
-            )
-        } else {
-            e.win.get_accumulate(
-                origin_addr.cast(),
-                oc,
-                odt,
-                result_addr.cast(),
-                rc,
-                rdt,
-                rank,
-                d,
-                tc,
-                &tt.ty,
-                op,
-            )
-        }
-    })
+    unsafe {
+        complete_into(e, request, || {
+            core(if passive {
+                e.win
+                    .rget_accumulate(o, oc, odt, r, rc, rdt, rank, d, tc, &tt.ty, op)
+            } else {
+                e.win
+                    .get_accumulate(o, oc, odt, r, rc, rdt, rank, d, tc, &tt.ty, op)
+            })
+        })
+    }
 }

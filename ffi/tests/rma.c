@@ -228,6 +228,24 @@ int main(int argc, char **argv) {
     free(att);
     free(addrs);
 
+    /* The large-count forms. */
+    long *cb = NULL;
+    MPI_Win cw;
+    OK(MPI_Win_allocate_c(4 * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &cb, &cw));
+    OK(MPI_Win_lock_all(0, cw));
+    long four[4] = {1, 2, 3, 4}, back4[4] = {0}, r4[4] = {0};
+    OK(MPI_Put_c(four, 4, MPI_LONG, next, 0, 4, MPI_LONG, cw));
+    OK(MPI_Accumulate_c(four, 4, MPI_LONG, next, 0, 4, MPI_LONG, MPI_SUM, cw));
+    OK(MPI_Get_c(back4, 4, MPI_LONG, next, 0, 4, MPI_LONG, cw));
+    CHECK(back4[0] == 2 && back4[3] == 8);
+    MPI_Request cr;
+    OK(MPI_Rget_accumulate_c(NULL, 0, MPI_DATATYPE_NULL, r4, 4, MPI_LONG, next, 0, 4, MPI_LONG,
+                             MPI_NO_OP, cw, &cr));
+    OK(MPI_Wait(&cr, MPI_STATUS_IGNORE));
+    CHECK(r4[1] == 4 && cr == MPI_REQUEST_NULL);
+    OK(MPI_Win_unlock_all(cw));
+    OK(MPI_Win_free(&cw));
+
     PASSED("rma");
     return MPI_Finalize();
 }
