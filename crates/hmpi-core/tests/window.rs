@@ -701,6 +701,25 @@ fn bad(world: &SimpleCommunicator) {
     drop(f);
     world.barrier().unwrap();
     win.free().unwrap();
+    // A bad argument at one member fails the creation at every member
+    // (nobody waits for the one that gave up).
+    let unit = if me == 0 { 0 } else { 8 };
+    match Win::allocate(world, 64, unit) {
+        Err(Error::Arg { .. }) if me == 0 => {}
+        Err(Error::Win { .. }) if me != 0 => {}
+        other => panic!("rank {me}: {other:?}"),
+    }
+    let huge = if me == n - 1 { u64::MAX / 2 } else { 64 };
+    let r = Win::allocate(world, huge, 8);
+    assert!(r.is_err(), "rank {me}: an allocation failed elsewhere");
+    // SAFETY: a null base is refused before it is used.
+    let r = unsafe { Win::create(world, std::ptr::null_mut(), if me == 0 { 8 } else { 0 }, 1) };
+    assert!(r.is_err());
+    let r = Win::allocate_shared(world, 8, unit);
+    assert!(r.is_err());
+    // And the next window works.
+    let w = Window::<u8>::allocate(world, 1).unwrap();
+    w.free().unwrap();
 }
 
 fn ops_rank(u: Universe) {

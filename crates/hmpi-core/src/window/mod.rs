@@ -213,7 +213,9 @@ pub struct Win {
     peers: Box<[Peer]>,
     block: Block,
     flavor: Flavor,
-    owned: Option<Owned>,
+    /// Memory the window owns: held only to be freed, after the window's
+    /// last barrier (fields drop after `Drop::drop`).
+    _owned: Option<Owned>,
     name: Mutex<String>,
     epochs: Mutex<Epochs>,
     freed: bool,
@@ -247,43 +249,89 @@ fn heap_alloc(size: u64) -> Result<Owned> {
     Ok(Owned { ptr, layout })
 }
 
+impl Drop for Owned {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `ShmHeap` with this layout (`heap_alloc`);
+        // a window drops it after the barrier of its free, when no member
+        // reaches it any more.
+        unsafe { shmheap::ShmHeap::new().dealloc(self.ptr.as_ptr(), self.layout) };
+    }
+}
+
+/// What this member brings to a new window.
+struct Part {
+    /// Its memory's address (for a shared window: the offset of its part
+    /// in the segment).
+    base: u64,
+    size: u64,
+    disp_unit: u64,
+    /// Whether the memory lies in the node heap.
+    heap: bool,
+    /// Memory the window owns.
+    owned: Option<Owned>,
+    /// The shared segment's address (rank 0 of a shared window).
+    extra: u64,
+}
+
+fn check_unit(disp_unit: u64) -> Result<()> {
+    if disp_unit == 0 {
+        return Err(arg("a window's displacement unit must be positive"));
+    }
+    Ok(())
+}
+
 /// The fields every member contributes when a window is made.
-const INFO: usize = 7;
+const INFO: usize = 8;
 
 impl Win {
-    /// The common part of every creation: `base`/`size` of this member's
-    /// memory (`heap` whether it lies in the node heap), gathered from
-    /// every member with the shared block's address.
-    #[allow(clippy::too_many_arguments)]
-    fn build(
-        comm: &SimpleCommunicator,
-        base: u64,
-        size: u64,
-        disp_unit: u64,
-        heap: bool,
-        flavor: Flavor,
-        owned: Option<Owned>,
-        extra: u64,
-    ) -> Result<Win> {
+    /// The common part of every creation: this member's part (or why it
+    /// has none), gathered from every member with the address of the
+    /// shared block. Every member takes part even when its own arguments
+    /// were bad, so that nobody waits for it; then all fail together.
+    fn build(comm: &SimpleCommunicator, part: Result<Part>, flavor: Flavor) -> Result<Win> {
         let comm = comm.duplicate()?;
         let n = comm.size() as u32;
         let me = comm.rank() as u32;
-        let block = if me == 0 {
-            Some(Block::create(n)?)
+        let (part, mut failure) = match part {
+            Ok(p) => (Some(p), None),
+            Err(e) => (None, Some(e)),
+        };
+        let block = if me == 0 && failure.is_none() {
+            match Block::create(n) {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    failure = Some(e);
+                    None
+                }
+            }
         } else {
             None
         };
+        let p = part.as_ref();
         let mine: [u64; INFO] = [
-            base,
-            size,
-            disp_unit,
+            p.map_or(0, |p| p.base),
+            p.map_or(0, |p| p.size),
+            p.map_or(1, |p| p.disp_unit),
             u64::from(std::process::id()),
-            u64::from(heap),
+            u64::from(p.is_some_and(|p| p.heap)),
             block.as_ref().map_or(0, Block::addr),
-            extra,
+            p.map_or(0, |p| p.extra),
+            u64::from(failure.is_none()),
         ];
         let mut all = vec![0u64; INFO * n as usize];
         comm.all_gather_into(&mine[..], &mut all[..])?;
+        if let Some(bad) = all.chunks_exact(INFO).position(|c| c[7] == 0) {
+            if let Some(b) = block {
+                // SAFETY: nobody attached: every member saw the failure.
+                unsafe { b.discard() };
+            }
+            return Err(failure.unwrap_or_else(|| Error::Win {
+                reason: format!("member {bad} could not make its part of the window"),
+            }));
+        }
+        let (Some(part), None) = (part, failure) else {
+            return Err(Error::Internal("a window part vanished".into()));
+        };
         let block = match block {
             Some(b) => b,
             // SAFETY: rank 0 created the block before the allgather that
@@ -311,7 +359,7 @@ impl Win {
             peers,
             block,
             flavor,
-            owned,
+            _owned: part.owned,
             name: Mutex::new(String::new()),
             epochs: Mutex::new(Epochs {
                 locks: vec![None; n as usize],
@@ -325,7 +373,8 @@ impl Win {
 
     /// `MPI_Win_create`: a window over `size` bytes of the caller's memory
     /// at `base` (collective over `comm`). Memory in the node heap is
-    /// reached by plain copies, other memory through the kernel.
+    /// reached by plain copies, other memory through the kernel. A bad
+    /// argument at any member fails the call at every member.
     ///
     /// # Safety
     /// `base` is valid for reads and writes of `size` bytes (by this
@@ -337,51 +386,63 @@ impl Win {
         size: u64,
         disp_unit: u64,
     ) -> Result<Win> {
-        if disp_unit == 0 {
-            return Err(arg("a window's displacement unit must be positive"));
-        }
-        if size > 0 && base.is_null() {
-            return Err(arg("a window of memory at address 0"));
-        }
-        let b = base as u64;
-        let end = b
-            .checked_add(size)
-            .ok_or_else(|| arg("the window's memory wraps around the address space"))?;
-        let heap = size == 0
-            || (shmheap::is_shared(base) && shmheap::is_shared((end - 1) as usize as *const u8));
-        Win::build(comm, b, size, disp_unit, heap, Flavor::Create, None, 0)
+        let part = (|| {
+            check_unit(disp_unit)?;
+            if size > 0 && base.is_null() {
+                return Err(arg("a window of memory at address 0"));
+            }
+            let b = base as u64;
+            let end = b
+                .checked_add(size)
+                .ok_or_else(|| arg("the window's memory wraps around the address space"))?;
+            let heap = size == 0
+                || (shmheap::is_shared(base)
+                    && shmheap::is_shared((end - 1) as usize as *const u8));
+            Ok(Part {
+                base: b,
+                size,
+                disp_unit,
+                heap,
+                owned: None,
+                extra: 0,
+            })
+        })();
+        Win::build(comm, part, Flavor::Create)
     }
 
-    /// `MPI_Win_allocate`: `size` zeroed bytes of the node heap (collective).
+    /// `MPI_Win_allocate`: `size` zeroed bytes of the node heap
+    /// (collective; a failure at any member fails it everywhere).
     pub fn allocate(comm: &SimpleCommunicator, size: u64, disp_unit: u64) -> Result<Win> {
-        if disp_unit == 0 {
-            return Err(arg("a window's displacement unit must be positive"));
-        }
-        let own = heap_alloc(size)?;
-        let b = own.ptr.as_ptr() as u64;
-        Win::build(
-            comm,
-            b,
-            size,
-            disp_unit,
-            true,
-            Flavor::Allocate,
-            Some(own),
-            0,
-        )
+        let part = check_unit(disp_unit)
+            .and_then(|()| heap_alloc(size))
+            .map(|own| Part {
+                base: own.ptr.as_ptr() as u64,
+                size,
+                disp_unit,
+                heap: true,
+                owned: Some(own),
+                extra: 0,
+            });
+        Win::build(comm, part, Flavor::Allocate)
     }
 
     /// `MPI_Win_allocate_shared`: one contiguous zeroed segment of the node
     /// heap, this member's `size` bytes right after the previous member's
     /// (collective). [`Win::shared_query`] gives every member's part.
     pub fn allocate_shared(comm: &SimpleCommunicator, size: u64, disp_unit: u64) -> Result<Win> {
-        if disp_unit == 0 {
-            return Err(arg("a window's displacement unit must be positive"));
-        }
         let n = comm.size() as usize;
-        let mut sizes = vec![0u64; n];
-        comm.all_gather_into(&[size][..], &mut sizes[..])?;
+        let ok = check_unit(disp_unit);
+        let mut sizes = vec![0u64; 2 * n];
+        comm.all_gather_into(&[size, u64::from(ok.is_ok())][..], &mut sizes[..])?;
+        ok?;
+        if let Some(bad) = sizes.chunks_exact(2).position(|c| c[1] == 0) {
+            return Err(Error::Win {
+                reason: format!("member {bad} gave a bad argument for the shared window"),
+            });
+        }
+        let sizes: Vec<u64> = sizes.chunks_exact(2).map(|c| c[0]).collect();
         let offset: u64 = sizes[..comm.rank() as usize].iter().sum();
+        // Checked at every member alike (the same sizes): all fail or none.
         let total = sizes
             .iter()
             .try_fold(0u64, |a, &s| a.checked_add(s))
@@ -402,27 +463,35 @@ impl Win {
         if segs[0] == 0 {
             return match own {
                 Some(Err(e)) => Err(e),
-                _ => Err(Error::Heap(shmheap::Error::NotAttached)),
+                _ => Err(Error::Win {
+                    reason: "member 0 could not allocate the shared segment".into(),
+                }),
             };
         }
-        let owned = own.and_then(Result::ok);
-        Win::build(
-            comm,
-            offset,
+        let part = Part {
+            base: offset,
             size,
             disp_unit,
-            true,
-            Flavor::Shared,
-            owned,
-            segs[0],
-        )
+            heap: true,
+            owned: own.and_then(Result::ok),
+            extra: segs[0],
+        };
+        Win::build(comm, Ok(part), Flavor::Shared)
     }
 
     /// `MPI_Win_create_dynamic`: a window without memory; members
     /// [`attach`](Win::attach) regions and origins address them by their
     /// absolute address (displacement unit 1).
     pub fn create_dynamic(comm: &SimpleCommunicator) -> Result<Win> {
-        Win::build(comm, 0, 0, 1, true, Flavor::Dynamic, None, 0)
+        let part = Part {
+            base: 0,
+            size: 0,
+            disp_unit: 1,
+            heap: true,
+            owned: None,
+            extra: 0,
+        };
+        Win::build(comm, Ok(part), Flavor::Dynamic)
     }
 
     /// `MPI_Win_attach`: makes `size` bytes at `base` of this process
@@ -956,14 +1025,10 @@ impl Drop for Win {
     fn drop(&mut self) {
         if !self.freed {
             // Collective, as MPI_Win_free: nobody may still reach the
-            // memory when it goes back to the heap.
+            // memory when it goes back to the heap (with `owned`, after
+            // this).
             fence(Ordering::SeqCst);
             let _ = self.comm.barrier();
-        }
-        if let Some(o) = self.owned.take() {
-            // SAFETY: allocated by `ShmHeap` with this layout; the barrier
-            // of `free` (or above) means no member reaches it any more.
-            unsafe { shmheap::ShmHeap::new().dealloc(o.ptr.as_ptr(), o.layout) };
         }
     }
 }

@@ -156,6 +156,19 @@ impl Block {
         Ok(Block { base, size })
     }
 
+    /// Frees a block that no other member attached to (a creation that
+    /// failed somewhere).
+    ///
+    /// # Safety
+    /// Made by [`Block::create`] here, and nobody else holds it.
+    pub(crate) unsafe fn discard(self) {
+        if let Ok(l) = layout(self.size) {
+            // SAFETY: the caller's guarantee; allocated with this layout.
+            unsafe { shmheap::ShmHeap::new().dealloc(self.base.as_ptr().cast(), l) };
+        }
+        std::mem::forget(self);
+    }
+
     /// The block's address (for the other members).
     pub(crate) fn addr(&self) -> u64 {
         self.base.as_ptr() as usize as u64
