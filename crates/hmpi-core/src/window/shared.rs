@@ -35,7 +35,7 @@
 //! last member to let go of it (a reference count in the header).
 
 use crate::error::{Error, Result};
-use shmheap::sync::futex::{wait_until, wake_all, Backoff};
+use shmheap::sync::futex::{wake_all, Backoff};
 use std::alloc::{GlobalAlloc, Layout};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -322,28 +322,67 @@ pub(crate) fn unlock(w: &AtomicU32, exclusive: bool) {
 }
 
 // ------------------------------------------------------ the PSCW counters
+//
+// A counter holds a count in its low 31 bits; the top bit marks a reader
+// that may be asleep on it, so that a publication without sleepers is one
+// atomic swap and no system call.
 
-/// Publishes `v` in a single-writer counter and wakes its waiters.
+/// The counter's sleeper mark.
+const ASLEEP: u32 = 1 << 31;
+/// The counter's count bits.
+const COUNT: u32 = !ASLEEP;
+/// How long a sleeping reader stays in the kernel before it looks again
+/// (bounds the cost of a publication that raced with the mark).
+const NAP: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// Whether count `x` is at or past `v`, in wrapping 31-bit arithmetic
+/// (counts in flight differ by far less than 2^30).
+fn past(x: u32, v: u32) -> bool {
+    (x & COUNT).wrapping_sub(v) & COUNT < 1 << 30
+}
+
+/// Publishes `v` in a single-writer counter; wakes the readers that
+/// marked it.
 pub(crate) fn publish(c: &AtomicU32, v: u32) {
-    // SYNC POINT: Release pairs with `reach`'s Acquire: every access of
-    // the writer before the publication (an origin's puts before its
-    // complete; a target's own stores before its post) happens before the
-    // reader's return.
-    c.store(v, Ordering::Release);
-    wake_all(c);
+    // SYNC POINT: Release pairs with `reached`'s and `reach`'s Acquire
+    // loads: every access of the writer before the publication (an
+    // origin's puts before its complete; a target's own stores before its
+    // post) happens before the reader's return.
+    if c.swap(v & COUNT, Ordering::Release) & ASLEEP != 0 {
+        wake_all(c);
+    }
 }
 
-/// Whether the counter `c` has reached `v` (wrapping).
+/// Whether the counter `c` has reached `v`.
 pub(crate) fn reached(c: &AtomicU32, v: u32) -> bool {
-    // SYNC POINT: pairs with `publish`'s Release store.
-    c.load(Ordering::Acquire).wrapping_sub(v) < 1 << 31
+    // SYNC POINT: pairs with `publish`'s Release swap.
+    past(c.load(Ordering::Acquire), v)
 }
 
-/// Waits until the counter `c` reaches `v`: spin, yield, then sleep.
+/// Waits until the counter `c` reaches `v`: spin, yield, then sleep on it
+/// after marking it.
 pub(crate) fn reach(c: &AtomicU32, v: u32) {
-    if !reached(c, v) {
-        // `wait_until`'s loads are Acquire: they pair with `publish`.
-        wait_until(c, |x| x.wrapping_sub(v) < 1 << 31);
+    let mut backoff = Backoff::new();
+    loop {
+        // SYNC POINT: pairs with `publish`'s Release swap.
+        let x = c.load(Ordering::Acquire);
+        if past(x, v) {
+            return;
+        }
+        if !backoff.is_sleeping() {
+            backoff.snooze();
+            continue;
+        }
+        // Relaxed: the mark only asks the writer to wake us; the data is
+        // acquired by the load at the top of the loop. A failed exchange
+        // means the counter moved: look again.
+        let marked = x | ASLEEP;
+        if x & ASLEEP != 0
+            || c.compare_exchange(x, marked, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            shmheap::sync::futex::futex_wait(c, marked, NAP);
+        }
     }
 }
 
@@ -387,11 +426,29 @@ mod tests {
 
     #[test]
     fn counters_compare_across_the_wrap() {
-        let c = AtomicU32::new(u32::MAX);
-        assert!(reached(&c, u32::MAX));
+        let c = AtomicU32::new(COUNT);
+        assert!(reached(&c, COUNT));
         assert!(!reached(&c, 0));
-        publish(&c, 1);
-        assert!(reached(&c, 0));
+        publish(&c, COUNT.wrapping_add(2));
+        assert!(reached(&c, 0) && reached(&c, 1) && !reached(&c, 2));
         reach(&c, 1);
+        // A sleeper's mark does not change the count.
+        c.store(5 | ASLEEP, Ordering::Relaxed);
+        assert!(reached(&c, 5) && !reached(&c, 6));
+    }
+
+    #[test]
+    fn a_reader_asleep_on_a_counter_is_woken() {
+        let c = std::sync::Arc::new(AtomicU32::new(0));
+        let t = {
+            let c = c.clone();
+            std::thread::spawn(move || reach(&c, 3))
+        };
+        for v in 1..=3 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            publish(&c, v);
+        }
+        t.join().unwrap();
+        assert!(reached(&c, 3));
     }
 }
