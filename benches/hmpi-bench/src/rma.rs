@@ -3,6 +3,13 @@
 //! * `put-latency` / `get-latency`: one put (get) of each size followed by
 //!   `flush` in a `lock_all` epoch, as OSU's `osu_put_latency` /
 //!   `osu_get_latency` with `MPI_Win_flush` (time per operation);
+//! * `put-bw` / `get-bw`: 64 puts (gets) of each size, then `flush`, as
+//!   OSU's `osu_put_bw` / `osu_get_bw` (MB/s);
+//! * `acc-latency`: an accumulate (`SUM` of `u64`s) of each size and
+//!   `flush`; `fop-latency`: one 8-byte `fetch_and_op` and `flush` (size 8);
+//! * `fence-put` / `pscw-put`: OSU's put latency with fence (a put, then a
+//!   fence at both ranks) and with post/start/complete/wait (the target
+//!   posts and waits, the origin starts, puts and completes), per epoch;
 //! * `skew-origin`: the benchmark of the truly one-sided paper (notes §5):
 //!   the origin's time for one exclusive lock epoch of 16 puts of 256 KiB
 //!   while the target computes an `n × n` matrix product outside the
@@ -19,6 +26,7 @@
 use crate::p2p::ResultFile;
 use crate::report::{self, Sample};
 use crate::{BenchError, Options, Outcome, Progress, Workload};
+use hmpi::collective::SystemOperation;
 use hmpi::hmpi_core::launch::{allowed_cpus, Bind, Launcher};
 use hmpi::traits::{Communicator, CommunicatorCollectives};
 use hmpi::window::{Access, LockType, Window};
@@ -42,7 +50,16 @@ const PUT: &str = "put-latency";
 const GET: &str = "get-latency";
 const SKEW: &str = "skew-origin";
 const SKEW_TARGET: &str = "skew-target";
+const PUT_BW: &str = "put-bw";
+const GET_BW: &str = "get-bw";
+const ACC: &str = "acc-latency";
+const FOP: &str = "fop-latency";
+const FENCE: &str = "fence-put";
+const PSCW: &str = "pscw-put";
 const UNIT: &str = "us";
+const BW_UNIT: &str = "MB/s";
+/// Operations in flight per bandwidth iteration (OSU's window).
+const BW_WINDOW: usize = 64;
 const BACKEND: &str = "hmpi";
 /// The skew benchmark's puts: 16 of 256 KiB.
 const SKEW_PUTS: usize = 16;
@@ -113,7 +130,18 @@ fn run(opts: &Options, progress: &Progress) -> Result<Outcome, BenchError> {
         }
     };
     let mut text = String::new();
-    for w in [PUT, GET, SKEW, SKEW_TARGET] {
+    for w in [
+        PUT,
+        GET,
+        PUT_BW,
+        GET_BW,
+        ACC,
+        FOP,
+        FENCE,
+        PSCW,
+        SKEW,
+        SKEW_TARGET,
+    ] {
         let _ = writeln!(text, "{w}:");
         text += &report::render_table(&samples, w, &[BACKEND], &[]);
     }
@@ -200,12 +228,25 @@ fn parse_line(line: &str) -> Option<Sample> {
     if w.next()? != LINE_TAG {
         return None;
     }
-    let workload = match w.next()? {
-        PUT => PUT,
-        GET => GET,
-        SKEW => SKEW,
-        SKEW_TARGET => SKEW_TARGET,
-        _ => return None,
+    let name = w.next()?;
+    let workload = [
+        PUT,
+        GET,
+        PUT_BW,
+        GET_BW,
+        ACC,
+        FOP,
+        FENCE,
+        PSCW,
+        SKEW,
+        SKEW_TARGET,
+    ]
+    .into_iter()
+    .find(|&k| k == name)?;
+    let unit = if workload == PUT_BW || workload == GET_BW {
+        BW_UNIT
+    } else {
+        UNIT
     };
     let size: usize = w.next()?.parse().ok()?;
     let values: Vec<f64> = w
@@ -213,7 +254,7 @@ fn parse_line(line: &str) -> Option<Sample> {
         .split(',')
         .map(|x| x.parse().ok().filter(|v: &f64| v.is_finite() && *v >= 0.0))
         .collect::<Option<_>>()?;
-    Sample::from_reps(workload, BACKEND, 2, size, UNIT, &values)
+    Sample::from_reps(workload, BACKEND, 2, size, unit, &values)
 }
 
 /// The worker's arguments.
@@ -307,8 +348,10 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
 
     // Latency: rank 0 puts into (gets from) rank 1, which only waits.
     world.barrier().map_err(failed)?;
+    let win64 = Window::<u64>::allocate(&world, max / 8 + 1).map_err(failed)?;
     if me == 0 {
         let e = win.lock_all().map_err(failed)?;
+        let e64 = win64.lock_all().map_err(failed)?;
         for &size in &job.sizes {
             let n = iters(size, job.quick);
             for (w, put) in [(PUT, true), (GET, false)] {
@@ -334,7 +377,103 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
                 lines.push(format_line(w, size, &us));
             }
         }
+        // Bandwidth: a window of puts (gets), then one flush.
+        for &size in &job.sizes {
+            let n = (iters(size, job.quick) / BW_WINDOW).max(2);
+            for (w, put) in [(PUT_BW, true), (GET_BW, false)] {
+                let mut one = || -> Result<(), hmpi::Error> {
+                    for _ in 0..BW_WINDOW {
+                        if put {
+                            e.put(1, &src[..size], 0)?;
+                        } else {
+                            e.get(1, &mut dst[..size], 0)?;
+                        }
+                    }
+                    e.flush(1)
+                };
+                one().map_err(failed)?;
+                let mut mbs = Vec::with_capacity(job.reps);
+                for _ in 0..job.reps {
+                    let t = Instant::now();
+                    for _ in 0..n {
+                        one().map_err(failed)?;
+                    }
+                    let bytes = (size * BW_WINDOW * n) as f64;
+                    mbs.push(bytes / t.elapsed().as_secs_f64() / 1e6);
+                }
+                lines.push(format_line(w, size, &mbs));
+            }
+        }
+        // Accumulate and fetch-and-op latency, on a window of u64s.
+        let words: Vec<u64> = (0..max / 8).map(|i| i as u64).collect();
+        for (w, sizes) in [(ACC, job.sizes.clone()), (FOP, vec![8])] {
+            for size in sizes {
+                let k = size / 8;
+                if k == 0 {
+                    continue;
+                }
+                let n = iters(size, job.quick);
+                let one = || -> Result<(), hmpi::Error> {
+                    if w == ACC {
+                        e64.accumulate(1, &words[..k], 0, SystemOperation::sum())?;
+                    } else {
+                        e64.fetch_and_op(1, 1, 0, SystemOperation::sum())?;
+                    }
+                    e64.flush(1)
+                };
+                for _ in 0..n / 10 {
+                    one().map_err(failed)?;
+                }
+                let mut us = Vec::with_capacity(job.reps);
+                for _ in 0..job.reps {
+                    let t = Instant::now();
+                    for _ in 0..n {
+                        one().map_err(failed)?;
+                    }
+                    us.push(t.elapsed().as_secs_f64() * 1e6 / n as f64);
+                }
+                lines.push(format_line(w, size, &us));
+            }
+        }
         e.unlock_all().map_err(failed)?;
+        e64.unlock_all().map_err(failed)?;
+    }
+    world.barrier().map_err(failed)?;
+
+    // Active target: a put per epoch, with fence and with post/start.
+    let peer = world.group().exclude(&[me]).map_err(failed)?;
+    for &size in &job.sizes {
+        let n = (iters(size, job.quick) / 10).max(10);
+        for w in [FENCE, PSCW] {
+            let one = || -> Result<(), hmpi::Error> {
+                if w == FENCE {
+                    let f = win.fence()?;
+                    if me == 0 {
+                        f.put(1, &src[..size], 0)?;
+                    }
+                    f.end()
+                } else if me == 0 {
+                    let a = win.start(&peer)?;
+                    a.put(1, &src[..size], 0)?;
+                    a.complete()
+                } else {
+                    win.post(&peer)?.wait()
+                }
+            };
+            for _ in 0..n / 10 {
+                one().map_err(failed)?;
+            }
+            let mut us = Vec::with_capacity(job.reps);
+            for _ in 0..job.reps {
+                world.barrier().map_err(failed)?;
+                let t = Instant::now();
+                for _ in 0..n {
+                    one().map_err(failed)?;
+                }
+                us.push(t.elapsed().as_secs_f64() * 1e6 / n as f64);
+            }
+            lines.push(format_line(w, size, &us));
+        }
     }
     world.barrier().map_err(failed)?;
 
@@ -384,6 +523,7 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
             writeln!(f, "{l}").map_err(|e| BenchError::Failed(format!("rma worker: {e}")))?;
         }
     }
+    win64.free().map_err(failed)?;
     win.free().map_err(failed)?;
     Ok(())
 }

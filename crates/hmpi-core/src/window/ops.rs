@@ -676,16 +676,20 @@ impl Win {
                 for off in (0..l).step_by(s) {
                     let addr = a as usize + off;
                     let inp = input.map(|i| &i[p..p + s]);
-                    let old = if s == 8 {
+                    let out = fetched.as_deref_mut().map(|f| &mut f[p..p + s]);
+                    if s == 8 {
                         // SAFETY: an aligned 8-byte element inside the
                         // window in the node heap (`hardware`, `target`).
-                        unsafe { atomic8(addr, b, op, inp)? }.to_ne_bytes().to_vec()
+                        let old = unsafe { atomic8(addr, b, op, inp)? };
+                        if let Some(o) = out {
+                            o.copy_from_slice(&old.to_ne_bytes());
+                        }
                     } else {
                         // SAFETY: as above, 4 bytes.
-                        unsafe { atomic4(addr, b, op, inp)? }.to_ne_bytes().to_vec()
-                    };
-                    if let Some(f) = fetched.as_deref_mut() {
-                        f[p..p + s].copy_from_slice(&old);
+                        let old = unsafe { atomic4(addr, b, op, inp)? };
+                        if let Some(o) = out {
+                            o.copy_from_slice(&old.to_ne_bytes());
+                        }
                     }
                     p += s;
                 }
