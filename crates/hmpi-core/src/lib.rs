@@ -83,6 +83,7 @@ pub use error::{Error, Result};
 pub use group::{Group, GroupRelation};
 pub use point_to_point::Status;
 pub use vci::{ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB};
+pub use window::{LockType, Window};
 
 /// The traits that carry the operations (rsmpi's `mpi::traits`): bring them
 /// into scope with `use hmpi_core::traits::*`.
@@ -95,6 +96,7 @@ pub mod traits {
     pub use crate::point_to_point::{Destination, Source};
 
     pub use crate::point_to_point::MatchedReceiveVec;
+    pub use crate::window::{Access, Immediate};
 }
 
 /// Everything a typical program uses: the traits, [`init`], the types.
@@ -113,5 +115,6 @@ pub mod prelude {
         send_receive_replace_into_with_tags, send_receive_with_tags, Message,
     };
     pub use crate::request::{CancelGuard, RequestCollection, WaitGuard};
+    pub use crate::window::{LockType, Window};
     pub use crate::ANY_SOURCE;
 }
