@@ -694,6 +694,10 @@ mpi_fn! {
         api_win("MPI_Fetch_and_op", win, |e| {
             let t = type_ref(datatype)?;
             let op = system_op(op)?;
+            if op != SystemOperation::NoOp {
+                t.check_buffer(origin_addr, 1)?;
+            }
+            t.check_buffer(result_addr, 1)?;
             // SAFETY: the caller's buffers.
             core(unsafe {
                 e.win.fetch_and_op(origin_addr.cast(), result_addr.cast(), &t.ty,
@@ -875,6 +879,7 @@ unsafe fn put(
     request: Option<*mut Request>,
 ) -> Res {
     let (ot, tt) = (type_ref(odt)?, type_ref(tdt)?);
+    ot.check_buffer(origin_addr, oc)?;
     let d = disp_arg(disp)?;
     let passive = request.is_some();
     // SAFETY: the caller's guarantee.
@@ -908,6 +913,7 @@ unsafe fn get(
     request: Option<*mut Request>,
 ) -> Res {
     let (ot, tt) = (type_ref(odt)?, type_ref(tdt)?);
+    ot.check_buffer(origin_addr, oc)?;
     let d = disp_arg(disp)?;
     let passive = request.is_some();
     // SAFETY: the caller's guarantee.
@@ -960,6 +966,12 @@ unsafe fn get_acc(
         Some(type_ref(result_datatype)?)
     };
     let rc = if rt.is_some() { result_count } else { 0 };
+    if let Some(t) = &ot {
+        t.check_buffer(origin_addr, oc)?;
+    }
+    if let Some(t) = &rt {
+        t.check_buffer(result_addr, rc)?;
+    }
     let odt = ot.as_ref().map_or(&tt.ty, |t| &t.ty);
     let d = disp_arg(disp)?;
     let rdt = rt.as_ref().map(|t| &t.ty);

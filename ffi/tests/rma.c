@@ -174,6 +174,10 @@ int main(int argc, char **argv) {
     void *qb;
     FAILS(MPI_ERR_RMA_FLAVOR, MPI_Win_shared_query(win, 0, &qs, &qd, &qb));
     FAILS(MPI_ERR_OP, MPI_Accumulate(&v, 1, MPI_DOUBLE, rank, 0, 1, MPI_DOUBLE, MPI_BAND, win));
+    FAILS(MPI_ERR_BUFFER, MPI_Put(NULL, 1, MPI_LONG, rank, 0, 1, MPI_LONG, win));
+    FAILS(MPI_ERR_BUFFER, MPI_Get(NULL, 1, MPI_LONG, rank, 0, 1, MPI_LONG, win));
+    FAILS(MPI_ERR_BUFFER, MPI_Fetch_and_op(&v, NULL, MPI_LONG, rank, 0, MPI_SUM, win));
+    FAILS(MPI_ERR_BUFFER, MPI_Compare_and_swap(&v, NULL, &v, MPI_LONG, rank, 0, win));
     int kv = 0;
     FAILS(MPI_ERR_KEYVAL, MPI_Win_get_attr(win, 12345, &qb, &kv));
     OK(MPI_Win_unlock(rank, win));
