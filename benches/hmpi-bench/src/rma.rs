@@ -15,7 +15,11 @@
 //!   while the target computes an `n × n` matrix product outside the
 //!   library (`n` in the size column, 0: no skew); `skew-target` is the
 //!   target's computing time, for scale. Truly one-sided, the origin's
-//!   time does not grow with `n`.
+//!   time does not grow with `n`. Every repetition starts after both
+//!   ranks idled 50 ms, so that the origin starts with its caches in the
+//!   same state for every `n` (an origin that waited for a long product
+//!   in the previous repetition would otherwise start colder than one
+//!   that did not).
 //!
 //! The MPI peers are not measured by this workload yet (`compare` does
 //! not know it).
@@ -69,6 +73,8 @@ const MATRIX: &[usize] = &[0, 32, 64, 128, 192, 256];
 const QUICK_MATRIX: &[usize] = &[0, 64, 256];
 const DEFAULT_SIZES: &[usize] = &[8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20];
 const QUICK_SIZES: &[usize] = &[8, 1 << 10, 64 << 10, 1 << 20];
+/// How long both ranks idle before each repetition of the skew benchmark.
+const IDLE: Duration = Duration::from_millis(50);
 /// The bound: origin time at the largest skew over its time
 /// without skew.
 const SKEW_TARGET_RATIO: f64 = 1.2;
@@ -487,6 +493,11 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
         let mut origin_us = Vec::with_capacity(job.reps);
         let mut target_us = Vec::with_capacity(job.reps);
         for rep in 0..=job.reps {
+            // Both ranks idle the same time first, so that the origin's
+            // caches are in the same state whatever `n` is (after an idle
+            // wait other processes have run on its core); the epoch then
+            // measures only whether the target's work holds the origin up.
+            std::thread::sleep(IDLE);
             world.barrier().map_err(failed)?;
             let t = Instant::now();
             if me == 1 {
