@@ -40,6 +40,7 @@
 
 pub use hmpi_core;
 pub use hmpi_core::datatype::Equivalence;
+pub use hmpi_core::window;
 pub use hmpi_core::{
     abort, collective, datatype, init, initialize, op, point_to_point, processor_name, request,
     time, time_resolution, topology, traits, Error, Group, GroupRelation, Result,

@@ -63,6 +63,21 @@ fn lock(e: &Mutex<Entry>) -> std::sync::MutexGuard<'_, Entry> {
     e.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A request that is complete already (the request-based one-sided
+/// operations, `MPI_Rput` …, finish at their call): `MPI_Wait` and its kin
+/// return at once and free it, with an empty status.
+pub fn completed(comm: CommRef) -> Res<Request> {
+    let e = Entry {
+        comm,
+        plan: None,
+        active: None,
+    };
+    COLLS
+        .insert(Arc::new(Mutex::new(e)))
+        .map(Request)
+        .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many requests"))
+}
+
 /// Whether `h` is a collective's request (of this module's kind).
 #[inline]
 pub fn is_coll(h: Request) -> bool {

@@ -198,7 +198,7 @@ pub(crate) unsafe fn store_comm(
     Ok(())
 }
 
-fn group_ref(g: GroupH) -> Res<Arc<Group>> {
+pub fn group_ref(g: GroupH) -> Res<Arc<Group>> {
     match g {
         abi::GROUP_EMPTY => Ok(Arc::new(Group::empty(my_world_rank()))),
         abi::GROUP_NULL => Err(MpiError::new(
@@ -225,7 +225,7 @@ fn my_world_rank() -> i32 {
 ///
 /// # Safety
 /// `newgroup` is valid for a write when not null.
-unsafe fn store_group(g: Group, newgroup: *mut GroupH) -> Res {
+pub unsafe fn store_group(g: Group, newgroup: *mut GroupH) -> Res {
     let p = out(newgroup, "newgroup")?;
     let h = if g.size() == 0 {
         abi::GROUP_EMPTY

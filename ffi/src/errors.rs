@@ -105,6 +105,11 @@ pub fn class_of(e: &hmpi_core::Error) -> c_int {
         E::Heap(_) | E::Engine(_) | E::AlreadyInitialized => abi::ERR_OTHER,
         E::NotInitialized | E::Finalized => abi::ERR_OTHER,
         E::Internal(_) => abi::ERR_INTERN,
+        E::Win { .. } => abi::ERR_WIN,
+        E::RmaRange { .. } => abi::ERR_RMA_RANGE,
+        E::RmaSync { .. } => abi::ERR_RMA_SYNC,
+        E::RmaAttach { .. } => abi::ERR_RMA_ATTACH,
+        E::RmaFlavor { .. } => abi::ERR_RMA_FLAVOR,
         _ => abi::ERR_OTHER,
     }
 }

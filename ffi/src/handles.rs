@@ -48,6 +48,8 @@ pub const KIND_MESSAGE: usize = 6;
 pub const KIND_OP: usize = 7;
 pub const KIND_COLL: usize = 8;
 pub const KIND_INFO: usize = 9;
+/// Windows (`MPI_Win`, see `win`).
+pub const KIND_WIN: usize = 10;
 
 enum Slot<T> {
     Free,

@@ -19,6 +19,7 @@
 //! * [`p2p`]: sends, receives, probes;
 //! * [`request`]: waiting and testing;
 //! * [`topo`]: process topologies and neighbourhood collectives;
+//! * [`win`]: one-sided communication (windows, `MPI_Put` …);
 //! * [`opi`]: ownership passing (`OPI_*`, `include/opi.h`);
 //! * [`unsupported`]: every other routine of the standard ABI, exported
 //!   so that any program written for it links, each refusing with
@@ -85,6 +86,7 @@ pub mod p2p;
 pub mod request;
 pub mod topo;
 pub mod unsupported;
+pub mod win;
 
 /// libhmpi's own Rust allocations: the shared heap once attached, glibc's
 /// internal entry points before (see [`alloc`]).

@@ -6,8 +6,8 @@
 //!
 //! * it reports `MPI_ERR_UNSUPPORTED_OPERATION` through the error handler
 //!   of its communicator argument when it has one that is valid, and of
-//!   `MPI_COMM_WORLD` otherwise (windows, files and sessions cannot exist
-//!   here, so they have no handler of their own). Under the default
+//!   `MPI_COMM_WORLD` otherwise (a refused window routine too; files and
+//!   sessions cannot exist here, so they have no handler of their own). Under the default
 //!   `MPI_ERRORS_ARE_FATAL` that ends the job with
 //!   `hmpi: rank R: MPI_Xxx: not supported by libhmpi
 //!   [MPI_ERR_UNSUPPORTED_OPERATION]`; under `MPI_ERRORS_RETURN` the code
@@ -125,12 +125,6 @@ refused! {
     MPI_Abi_set_fortran_booleans / PMPI_Abi_set_fortran_booleans(logical_size: c_int,
         logical_true: *mut c_void, logical_false: *mut c_void) => world;
     MPI_Abi_set_fortran_info / PMPI_Abi_set_fortran_info(info: Info) => world;
-    MPI_Accumulate / PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int,
-        origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int,
-        target_datatype: Datatype, op: Op, win: Win) => world;
-    MPI_Accumulate_c / PMPI_Accumulate_c(origin_addr: *const c_void, origin_count: Count,
-        origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count,
-        target_datatype: Datatype, op: Op, win: Win) => world;
     MPI_Add_error_class / PMPI_Add_error_class(errorclass: *mut c_int) => world;
     MPI_Add_error_code / PMPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) => world;
     MPI_Add_error_string / PMPI_Add_error_string(errorcode: c_int, string: *const c_char) => world;
@@ -227,16 +221,11 @@ refused! {
         array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char,
         array_of_maxprocs: *const c_int, array_of_info: *const Info, root: c_int, comm: Comm,
         intercomm: *mut Comm, array_of_errcodes: *mut c_int) => comm;
-    MPI_Compare_and_swap / PMPI_Compare_and_swap(origin_addr: *const c_void,
-        compare_addr: *const c_void, result_addr: *mut c_void, datatype: Datatype,
-        target_rank: c_int, target_disp: Aint, win: Win) => world;
     MPI_Exscan_c / PMPI_Exscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
         datatype: Datatype, op: Op, comm: Comm) => comm;
     MPI_Exscan_init_c / PMPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void,
         count: Count, datatype: Datatype, op: Op, comm: Comm, info: Info, request: *mut Request
     ) => comm;
-    MPI_Fetch_and_op / PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void,
-        datatype: Datatype, target_rank: c_int, target_disp: Aint, op: Op, win: Win) => world;
     MPI_File_call_errhandler / PMPI_File_call_errhandler(fh: File, errorcode: c_int) => world;
     MPI_File_close / PMPI_File_close(fh: *mut File) => world;
     MPI_File_create_errhandler / PMPI_File_create_errhandler(file_errhandler_fn: Callback,
@@ -408,20 +397,6 @@ refused! {
     MPI_Gatherv_init_c / PMPI_Gatherv_init_c(sendbuf: *const c_void, sendcount: Count,
         sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Aint,
         recvtype: Datatype, root: c_int, comm: Comm, info: Info, request: *mut Request) => comm;
-    MPI_Get / PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Datatype,
-        target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype,
-        win: Win) => world;
-    MPI_Get_c / PMPI_Get_c(origin_addr: *mut c_void, origin_count: Count, origin_datatype: Datatype,
-        target_rank: c_int, target_disp: Aint, target_count: Count, target_datatype: Datatype,
-        win: Win) => world;
-    MPI_Get_accumulate / PMPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int,
-        origin_datatype: Datatype, result_addr: *mut c_void, result_count: c_int,
-        result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int,
-        target_datatype: Datatype, op: Op, win: Win) => world;
-    MPI_Get_accumulate_c / PMPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: Count,
-        origin_datatype: Datatype, result_addr: *mut c_void, result_count: Count,
-        result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count,
-        target_datatype: Datatype, op: Op, win: Win) => world;
     MPI_Get_elements / PMPI_Get_elements(status: *const MpiStatus, datatype: Datatype,
         count: *mut c_int) => world;
     MPI_Get_elements_c / PMPI_Get_elements_c(status: *const MpiStatus, datatype: Datatype,
@@ -549,18 +524,6 @@ refused! {
     ) => comm;
     MPI_Publish_name / PMPI_Publish_name(service_name: *const c_char, info: Info,
         port_name: *const c_char) => world;
-    MPI_Put / PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype,
-        target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype,
-        win: Win) => world;
-    MPI_Put_c / PMPI_Put_c(origin_addr: *const c_void, origin_count: Count,
-        origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count,
-        target_datatype: Datatype, win: Win) => world;
-    MPI_Raccumulate / PMPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int,
-        origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int,
-        target_datatype: Datatype, op: Op, win: Win, request: *mut Request) => world;
-    MPI_Raccumulate_c / PMPI_Raccumulate_c(origin_addr: *const c_void, origin_count: Count,
-        origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count,
-        target_datatype: Datatype, op: Op, win: Win, request: *mut Request) => world;
     MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, count: Count, datatype: Datatype, source: c_int,
         tag: c_int, comm: Comm, status: *mut MpiStatus) => comm;
     MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: Datatype,
@@ -600,26 +563,6 @@ refused! {
     MPI_Request_get_status_some / PMPI_Request_get_status_some(incount: c_int,
         array_of_requests: *const Request, outcount: *mut c_int, array_of_indices: *mut c_int,
         array_of_statuses: *mut MpiStatus) => world;
-    MPI_Rget / PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Datatype,
-        target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype,
-        win: Win, request: *mut Request) => world;
-    MPI_Rget_c / PMPI_Rget_c(origin_addr: *mut c_void, origin_count: Count,
-        origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count,
-        target_datatype: Datatype, win: Win, request: *mut Request) => world;
-    MPI_Rget_accumulate / PMPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int,
-        origin_datatype: Datatype, result_addr: *mut c_void, result_count: c_int,
-        result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: c_int,
-        target_datatype: Datatype, op: Op, win: Win, request: *mut Request) => world;
-    MPI_Rget_accumulate_c / PMPI_Rget_accumulate_c(origin_addr: *const c_void, origin_count: Count,
-        origin_datatype: Datatype, result_addr: *mut c_void, result_count: Count,
-        result_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count,
-        target_datatype: Datatype, op: Op, win: Win, request: *mut Request) => world;
-    MPI_Rput / PMPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Datatype,
-        target_rank: c_int, target_disp: Aint, target_count: c_int, target_datatype: Datatype,
-        win: Win, request: *mut Request) => world;
-    MPI_Rput_c / PMPI_Rput_c(origin_addr: *const c_void, origin_count: Count,
-        origin_datatype: Datatype, target_rank: c_int, target_disp: Aint, target_count: Count,
-        target_datatype: Datatype, win: Win, request: *mut Request) => world;
     MPI_Rsend_c / PMPI_Rsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
         tag: c_int, comm: Comm) => comm;
     MPI_Rsend_init / PMPI_Rsend_init(buf: *const c_void, count: c_int, datatype: Datatype,
@@ -772,61 +715,16 @@ refused! {
         datatype: Datatype) => world;
     MPI_Unpublish_name / PMPI_Unpublish_name(service_name: *const c_char, info: Info,
         port_name: *const c_char) => world;
-    MPI_Win_allocate / PMPI_Win_allocate(size: Aint, disp_unit: c_int, info: Info, comm: Comm,
-        baseptr: *mut c_void, win: *mut Win) => comm;
-    MPI_Win_allocate_c / PMPI_Win_allocate_c(size: Aint, disp_unit: Aint, info: Info, comm: Comm,
-        baseptr: *mut c_void, win: *mut Win) => comm;
-    MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: Aint, disp_unit: c_int, info: Info,
-        comm: Comm, baseptr: *mut c_void, win: *mut Win) => comm;
-    MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c(size: Aint, disp_unit: Aint, info: Info,
-        comm: Comm, baseptr: *mut c_void, win: *mut Win) => comm;
-    MPI_Win_attach / PMPI_Win_attach(win: Win, base: *mut c_void, size: Aint) => world;
-    MPI_Win_call_errhandler / PMPI_Win_call_errhandler(win: Win, errorcode: c_int) => world;
-    MPI_Win_complete / PMPI_Win_complete(win: Win) => world;
-    MPI_Win_create / PMPI_Win_create(base: *mut c_void, size: Aint, disp_unit: c_int, info: Info,
-        comm: Comm, win: *mut Win) => comm;
-    MPI_Win_create_c / PMPI_Win_create_c(base: *mut c_void, size: Aint, disp_unit: Aint, info: Info,
-        comm: Comm, win: *mut Win) => comm;
-    MPI_Win_create_dynamic / PMPI_Win_create_dynamic(info: Info, comm: Comm, win: *mut Win) => comm;
     MPI_Win_create_errhandler / PMPI_Win_create_errhandler(win_errhandler_fn: Callback,
         errhandler: *mut Errhandler) => world;
     MPI_Win_create_keyval / PMPI_Win_create_keyval(win_copy_attr_fn: Callback,
         win_delete_attr_fn: Callback, win_keyval: *mut c_int, extra_state: *mut c_void) => world;
     MPI_Win_delete_attr / PMPI_Win_delete_attr(win: Win, win_keyval: c_int) => world;
-    MPI_Win_detach / PMPI_Win_detach(win: Win, base: *const c_void) => world;
-    MPI_Win_fence / PMPI_Win_fence(assert: c_int, win: Win) => world;
-    MPI_Win_flush / PMPI_Win_flush(rank: c_int, win: Win) => world;
-    MPI_Win_flush_all / PMPI_Win_flush_all(win: Win) => world;
-    MPI_Win_flush_local / PMPI_Win_flush_local(rank: c_int, win: Win) => world;
-    MPI_Win_flush_local_all / PMPI_Win_flush_local_all(win: Win) => world;
-    MPI_Win_free / PMPI_Win_free(win: *mut Win) => world;
     MPI_Win_free_keyval / PMPI_Win_free_keyval(win_keyval: *mut c_int) => world;
-    MPI_Win_get_attr / PMPI_Win_get_attr(win: Win, win_keyval: c_int, attribute_val: *mut c_void,
-        flag: *mut c_int) => world;
-    MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: Win, errhandler: *mut Errhandler
-    ) => world;
-    MPI_Win_get_group / PMPI_Win_get_group(win: Win, group: *mut Group) => world;
     MPI_Win_get_info / PMPI_Win_get_info(win: Win, info_used: *mut Info) => world;
-    MPI_Win_get_name / PMPI_Win_get_name(win: Win, win_name: *mut c_char, resultlen: *mut c_int
-    ) => world;
-    MPI_Win_lock / PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: Win) => world;
-    MPI_Win_lock_all / PMPI_Win_lock_all(assert: c_int, win: Win) => world;
-    MPI_Win_post / PMPI_Win_post(group: Group, assert: c_int, win: Win) => world;
     MPI_Win_set_attr / PMPI_Win_set_attr(win: Win, win_keyval: c_int, attribute_val: *mut c_void
     ) => world;
-    MPI_Win_set_errhandler / PMPI_Win_set_errhandler(win: Win, errhandler: Errhandler) => world;
     MPI_Win_set_info / PMPI_Win_set_info(win: Win, info: Info) => world;
-    MPI_Win_set_name / PMPI_Win_set_name(win: Win, win_name: *const c_char) => world;
-    MPI_Win_shared_query / PMPI_Win_shared_query(win: Win, rank: c_int, size: *mut Aint,
-        disp_unit: *mut c_int, baseptr: *mut c_void) => world;
-    MPI_Win_shared_query_c / PMPI_Win_shared_query_c(win: Win, rank: c_int, size: *mut Aint,
-        disp_unit: *mut Aint, baseptr: *mut c_void) => world;
-    MPI_Win_start / PMPI_Win_start(group: Group, assert: c_int, win: Win) => world;
-    MPI_Win_sync / PMPI_Win_sync(win: Win) => world;
-    MPI_Win_test / PMPI_Win_test(win: Win, flag: *mut c_int) => world;
-    MPI_Win_unlock / PMPI_Win_unlock(rank: c_int, win: Win) => world;
-    MPI_Win_unlock_all / PMPI_Win_unlock_all(win: Win) => world;
-    MPI_Win_wait / PMPI_Win_wait(win: Win) => world;
     MPI_T_category_changed / PMPI_T_category_changed(update_number: *mut c_int) => tool;
     MPI_T_category_get_categories / PMPI_T_category_get_categories(cat_index: c_int, len: c_int,
         indices: *mut c_int) => tool;

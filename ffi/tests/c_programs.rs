@@ -80,6 +80,7 @@ const TESTS: &[(&str, fn())] = &[
         every_declared_function_is_exported,
     ),
     ("unsupported_routines_refuse", unsupported_routines_refuse),
+    ("one_sided_windows_in_c", one_sided_windows_in_c),
     (
         "unsupported_routine_is_fatal_by_default",
         unsupported_routine_is_fatal_by_default,
@@ -619,6 +620,12 @@ fn every_declared_function_is_exported() {
         undeclared.is_empty(),
         "exported but not declared: {undeclared:?}"
     );
+}
+
+fn one_sided_windows_in_c() {
+    for ranks in [1, 2, 3] {
+        build_and_run("tests/rma.c", "rma", ranks);
+    }
 }
 
 fn unsupported_routines_refuse() {

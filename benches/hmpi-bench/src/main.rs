@@ -33,7 +33,9 @@
 //!   (Open MPI, MPICH; each a build of this program with feature `mpi`,
 //!   started by that MPI's launcher) in one invocation;
 //! * [`opi`]: ownership passing (give/take) against the copy path and
-//!   (feature `iceoryx2`) iceoryx2, with the kernels in [`opi_kernels`].
+//!   (feature `iceoryx2`) iceoryx2, with the kernels in [`opi_kernels`];
+//! * [`rma`]: one-sided put/get latency and the skew benchmark on hmpi's
+//!   windows.
 //!
 //! Features: `mimalloc` and `plots` (default) add the `alloc` workload's
 //! mimalloc backend and the PNG charts; `mpi` builds the rsmpi peer;
@@ -58,6 +60,7 @@ mod p2p;
 #[cfg(feature = "plots")]
 mod plot;
 mod report;
+mod rma;
 mod stats;
 mod transport;
 
@@ -254,6 +257,7 @@ pub const WORKLOADS: &[Workload] = &[
     coll::WORKLOAD,
     alloc::WORKLOAD,
     opi::WORKLOAD,
+    rma::WORKLOAD,
 ];
 
 /// Progress lines on stderr, stamped with the time since the start.
@@ -903,7 +907,8 @@ mod tests {
     fn help_lists_workloads() {
         assert!(matches!(parse_args(&args("--help")), Ok(Command::Help)));
         for w in [
-            "alloc", "latency", "bw", "bibw", "msgrate", "coll", "compare", "plot", "--ranks",
+            "alloc", "latency", "bw", "bibw", "msgrate", "coll", "rma", "compare", "plot",
+            "--ranks",
         ] {
             assert!(help().contains(w), "{w}");
         }

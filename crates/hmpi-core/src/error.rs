@@ -152,6 +152,38 @@ pub enum Error {
     Finalized,
     /// `MPI_ERR_INTERN`: a broken invariant of the runtime itself.
     Internal(String),
+    /// `MPI_ERR_WIN`: the window cannot do this (freed, or used by a
+    /// process outside its group).
+    Win {
+        /// What is wrong.
+        reason: String,
+    },
+    /// `MPI_ERR_RMA_RANGE`: a one-sided operation reaches outside the
+    /// target's window (or outside every region attached to a dynamic one).
+    RmaRange {
+        /// What is wrong.
+        reason: String,
+    },
+    /// `MPI_ERR_RMA_SYNC`: a one-sided operation or synchronisation call
+    /// outside the epoch it needs (or one that conflicts with the epochs
+    /// already open).
+    RmaSync {
+        /// What is wrong.
+        reason: String,
+    },
+    /// `MPI_ERR_RMA_ATTACH`: memory cannot be attached to (or detached
+    /// from) a dynamic window.
+    RmaAttach {
+        /// What is wrong.
+        reason: String,
+    },
+    /// `MPI_ERR_RMA_FLAVOR`: the call needs a window of another flavor
+    /// (for example `shared_query` on a window not made by
+    /// `allocate_shared`).
+    RmaFlavor {
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -223,6 +255,11 @@ impl fmt::Display for Error {
                 "hmpi was finalized in this process (its Universe was dropped)"
             ),
             Error::Internal(m) => write!(f, "internal error: {m}"),
+            Error::Win { reason } => write!(f, "invalid window: {reason}"),
+            Error::RmaRange { reason } => write!(f, "RMA range: {reason}"),
+            Error::RmaSync { reason } => write!(f, "RMA synchronisation: {reason}"),
+            Error::RmaAttach { reason } => write!(f, "RMA attach: {reason}"),
+            Error::RmaFlavor { reason } => write!(f, "RMA flavor: {reason}"),
         }
     }
 }

@@ -24,6 +24,9 @@
 //!   `#[derive(Equivalence)]`), MPI datatypes ([`datatype::Datatype`],
 //!   [`datatype::UserDatatype`]) and packing;
 //! * [`op`]: reduction operations and [`op::reduce_local`];
+//! * [`window`]: one-sided communication: windows ([`window::Window`],
+//!   [`window::Win`]) and put, get and atomics that never wait for the
+//!   target;
 //! * [`error`]: [`Error`] (MPI's error classes) and [`Result`];
 //! * [`launch`]: the launcher as a library ([`launch::Launcher`]), used by
 //!   the `hmpirun` binary and by multi-process tests and benchmarks;
@@ -77,6 +80,7 @@ pub mod point_to_point;
 pub mod raw;
 pub mod request;
 pub mod topology;
+pub mod window;
 
 pub use comm::SimpleCommunicator;
 pub use environment::{
@@ -89,6 +93,7 @@ pub use info::Info;
 pub use intercomm::InterCommunicator;
 pub use point_to_point::Status;
 pub use vci::{ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB};
+pub use window::{LockType, Window};
 
 /// The traits that carry the operations (rsmpi's `mpi::traits`): bring them
 /// into scope with `use hmpi_core::traits::*`.
@@ -103,6 +108,7 @@ pub mod traits {
     pub use crate::topology::TopologyCommunicator;
 
     pub use crate::point_to_point::MatchedReceiveVec;
+    pub use crate::window::{Access, Immediate};
 }
 
 /// Everything a typical program uses: the traits, [`init`], the types.
@@ -121,5 +127,6 @@ pub mod prelude {
         send_receive_replace_into_with_tags, send_receive_with_tags, Message,
     };
     pub use crate::request::{CancelGuard, RequestCollection, WaitGuard};
+    pub use crate::window::{LockType, Window};
     pub use crate::ANY_SOURCE;
 }

@@ -1,0 +1,1034 @@
+//! One-sided communication: windows, and put, get and atomics into them
+//! that never wait for the target (`MPI_Win_*`, `MPI_Put` …
+//! `MPI_Compare_and_swap`).
+//!
+//! Every rank of a node maps the node heap at the same address, so a
+//! target's window memory in the heap is plain memory of the origin: a
+//! put is a copy into it, a get a copy out of it, an accumulate an atomic
+//! read-modify-write on it. Memory outside the heap (a stack, a static,
+//! memory from before the heap existed) is reached with
+//! `process_vm_writev` / `process_vm_readv` in the target's address space
+//! (`remote`). Neither needs the target to call the library: an origin
+//! whose target computes is never held up by it (notes §5).
+//!
+//! * [`Win`] is the raw tier, on addresses and datatypes, shared by the
+//!   typed API and the C library: creation ([`Win::create`],
+//!   [`Win::allocate`], [`Win::allocate_shared`] with
+//!   [`Win::shared_query`], [`Win::create_dynamic`] with
+//!   [`Win::attach`] / [`Win::detach`]), attributes, operations and
+//!   synchronisation.
+//! * [`Window`] is the typed API: a window of `T`, epochs as guards
+//!   ([`Window::fence`], [`Window::lock`], [`Window::lock_all`],
+//!   [`Window::start`], [`Window::post`]) that carry the operations, so an
+//!   operation outside an epoch does not compile; under `lock_all` the
+//!   request-based forms ([`Immediate`]) in a [`crate::request::scope`].
+//!
+//! # Memory model and completion
+//!
+//! The model is unified ([`Model::Unified`]): the window is the memory
+//! itself. Every operation has completed, at the origin and at the
+//! target, when its call returns (the request of `rput` … is complete at
+//! once), so `flush` and its kin only order memory.
+//!
+//! # Synchronisation, without the target
+//!
+//! Everything lives in a block in the node heap (`shared`):
+//! * **fence**: a barrier of the window's members, with full memory
+//!   ordering;
+//! * **lock / unlock**: a reader-writer lock word per target, taken by
+//!   the origin at `lock` (spin, yield, then sleep); `lock_all` takes each
+//!   shared; `MPI_MODE_NOCHECK` skips the words;
+//! * **post / start / complete / wait / test**: per-pair counters; an
+//!   origin's first operation to a target waits for that target's post
+//!   (not the `start` call), `complete` publishes one counter per target
+//!   of the group whether it received anything or not, and `wait` waits
+//!   for the counters of the posted group.
+//!
+//! # Accumulates
+//!
+//! Element-wise atomic as MPI requires: on heap memory, 4- and 8-byte
+//! elements (integers, floats, logicals) use hardware atomics (fetch-and-op
+//! where one exists, a compare-and-swap loop otherwise); everything else
+//! (other sizes, pair types, memory outside the heap) takes the lock
+//! stripes of the cache lines it touches, so accumulates on disjoint
+//! targets rarely serialise. Which way a location goes depends only on the
+//! location and its element type, so every origin takes the same way.
+//!
+//! # Shared windows
+//!
+//! [`Win::allocate_shared`] gives one contiguous segment of the node heap,
+//! member `r`'s part right after member `r - 1`'s (the
+//! `alloc_shared_noncontig` hint is not needed: the segment is one
+//! allocation and the parts are not padded).
+//!
+//! # Example
+//! ```
+//! use hmpi_core::window::{LockType, Window};
+//!
+//! let universe = hmpi_core::init().unwrap();
+//! let world = universe.world();
+//! let win = Window::<u64>::allocate(&world, 4).unwrap();
+//! {
+//!     let epoch = win.lock(0, LockType::Exclusive).unwrap();
+//!     epoch.put(&[1, 2, 3], 1).unwrap();
+//!     let mut back = [0u64; 4];
+//!     epoch.get(&mut back, 0).unwrap();
+//!     assert_eq!(back, [0, 1, 2, 3]);
+//!     epoch.unlock().unwrap();
+//! }
+//! win.free().unwrap();
+//! ```
+
+mod ops;
+mod remote;
+mod shared;
+mod typed;
+
+pub use typed::{
+    Access, AccessEpoch, ExposureEpoch, Fence, Immediate, LockAll, LockEpoch, RmaRequest, Window,
+};
+
+use crate::comm::{Communicator, SimpleCommunicator};
+use crate::error::{Error, Result};
+use crate::group::Group;
+use crate::traits::CommunicatorCollectives;
+use shared::Block;
+use std::alloc::{GlobalAlloc, Layout};
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Assertions of the synchronisation calls (`MPI_MODE_*`, with the values
+/// of the standard ABI). Every one is accepted; `NOCHECK` skips the lock
+/// word of `lock` / `lock_all` and the wait for the post of `start`.
+pub mod assert {
+    /// `MPI_MODE_NOCHECK`: no conflicting lock / the matching post has
+    /// already happened.
+    pub const NOCHECK: i32 = 1024;
+    /// `MPI_MODE_NOPRECEDE`: the fence closes no epoch with operations.
+    pub const NOPRECEDE: i32 = 2048;
+    /// `MPI_MODE_NOPUT`: the window is not updated by puts or
+    /// accumulates in the coming epoch.
+    pub const NOPUT: i32 = 4096;
+    /// `MPI_MODE_NOSTORE`: the window was not stored to locally since the
+    /// last synchronisation.
+    pub const NOSTORE: i32 = 8192;
+    /// `MPI_MODE_NOSUCCEED`: no epoch follows the fence.
+    pub const NOSUCCEED: i32 = 16384;
+    /// Every assertion bit.
+    pub const ALL: i32 = NOCHECK | NOPRECEDE | NOPUT | NOSTORE | NOSUCCEED;
+}
+
+/// How a window's memory came to be (`MPI_WIN_CREATE_FLAVOR`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    /// `MPI_WIN_FLAVOR_CREATE`: the caller's memory.
+    Create,
+    /// `MPI_WIN_FLAVOR_ALLOCATE`: allocated by the library in the heap.
+    Allocate,
+    /// `MPI_WIN_FLAVOR_DYNAMIC`: memory attached later.
+    Dynamic,
+    /// `MPI_WIN_FLAVOR_SHARED`: one segment for direct load/store.
+    Shared,
+}
+
+/// The memory model (`MPI_WIN_MODEL`): always unified here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Model {
+    /// `MPI_WIN_UNIFIED`: public and private copies are the same memory.
+    Unified,
+}
+
+/// The kind of a passive-target lock (`MPI_LOCK_EXCLUSIVE` /
+/// `MPI_LOCK_SHARED`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockType {
+    /// One origin at a time.
+    Exclusive,
+    /// Any number of origins at once.
+    Shared,
+}
+
+/// What an origin knows of a member's window memory.
+#[derive(Debug, Clone, Copy)]
+struct Peer {
+    /// The memory's address in the member's address space.
+    base: u64,
+    /// Its length in bytes.
+    size: u64,
+    /// The displacement unit in bytes.
+    disp_unit: u64,
+    /// The member's process id (for memory outside the heap).
+    pid: u32,
+    /// Whether the memory lies in the node heap.
+    heap: bool,
+}
+
+/// An open passive-target lock.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    kind: LockType,
+    /// `MPI_MODE_NOCHECK`: the lock word was not taken.
+    nocheck: bool,
+}
+
+/// The epochs open at this process (MPI's per-process epoch state).
+#[derive(Debug, Default)]
+struct Epochs {
+    /// A fence opened an epoch (and no `NOSUCCEED` closed it).
+    fence: bool,
+    /// Locks held, per target.
+    locks: Vec<Option<Held>>,
+    /// How many entries of `locks` are `Some`.
+    nlocks: usize,
+    /// `lock_all` is on (with `NOCHECK` or not).
+    lock_all: Option<bool>,
+    /// The access group of `start`: targets, and whether their post has
+    /// been seen.
+    access: Option<Vec<(u32, bool)>>,
+    /// The exposure group of `post`.
+    exposure: Option<Vec<u32>>,
+    /// Access epochs started at each target (the count its posts must
+    /// reach).
+    starts: Vec<u32>,
+    /// Exposure epochs posted to each origin (the count its completes
+    /// must reach).
+    posts: Vec<u32>,
+}
+
+/// Memory the window owns and frees with it.
+#[derive(Debug)]
+struct Owned {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+/// A window (`MPI_Win`), the raw tier: operations on addresses with
+/// datatypes. Free it with [`Win::free`] (collective); dropping it
+/// unfreed frees it the same way (and waits for the other members).
+#[derive(Debug)]
+pub struct Win {
+    comm: SimpleCommunicator,
+    me: u32,
+    peers: Box<[Peer]>,
+    block: Block,
+    flavor: Flavor,
+    /// Memory the window owns: held only to be freed, after the window's
+    /// last barrier (fields drop after `Drop::drop`).
+    _owned: Option<Owned>,
+    name: Mutex<String>,
+    epochs: Mutex<Epochs>,
+    freed: bool,
+}
+
+// SAFETY: the raw pointers inside (the owned memory) are to node-heap
+// memory this window owns; everything mutable is behind a `Mutex` or is
+// an atomic of the shared block.
+unsafe impl Send for Win {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Win {}
+
+fn arg(reason: impl Into<String>) -> Error {
+    Error::Arg {
+        reason: reason.into(),
+    }
+}
+
+fn sync_err(reason: impl Into<String>) -> Error {
+    Error::RmaSync {
+        reason: reason.into(),
+    }
+}
+
+/// Allocates `size` zeroed bytes in the node heap (at least one, aligned
+/// to a cache line).
+fn heap_alloc(size: u64) -> Result<Owned> {
+    let bytes = usize::try_from(size.max(1)).map_err(|_| arg("window size overflows"))?;
+    let layout = Layout::from_size_align(bytes, 64).map_err(|e| arg(e.to_string()))?;
+    let ptr = shmheap::ShmHeap::new().try_alloc_zeroed(layout)?;
+    Ok(Owned { ptr, layout })
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `ShmHeap` with this layout (`heap_alloc`);
+        // a window drops it after the barrier of its free, when no member
+        // reaches it any more.
+        unsafe { shmheap::ShmHeap::new().dealloc(self.ptr.as_ptr(), self.layout) };
+    }
+}
+
+/// What this member brings to a new window.
+struct Part {
+    /// Its memory's address (for a shared window: the offset of its part
+    /// in the segment).
+    base: u64,
+    size: u64,
+    disp_unit: u64,
+    /// Whether the memory lies in the node heap.
+    heap: bool,
+    /// Memory the window owns.
+    owned: Option<Owned>,
+    /// The shared segment's address (rank 0 of a shared window).
+    extra: u64,
+}
+
+fn check_unit(disp_unit: u64) -> Result<()> {
+    if disp_unit == 0 {
+        return Err(arg("a window's displacement unit must be positive"));
+    }
+    Ok(())
+}
+
+/// The fields every member contributes when a window is made.
+const INFO: usize = 8;
+
+impl Win {
+    /// The common part of every creation: this member's part (or why it
+    /// has none), gathered from every member with the address of the
+    /// shared block. Every member takes part even when its own arguments
+    /// were bad, so that nobody waits for it; then all fail together.
+    fn build(comm: &SimpleCommunicator, part: Result<Part>, flavor: Flavor) -> Result<Win> {
+        let comm = comm.duplicate()?;
+        let n = comm.size() as u32;
+        let me = comm.rank() as u32;
+        let (part, mut failure) = match part {
+            Ok(p) => (Some(p), None),
+            Err(e) => (None, Some(e)),
+        };
+        let block = if me == 0 && failure.is_none() {
+            match Block::create(n) {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    failure = Some(e);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let p = part.as_ref();
+        let mine: [u64; INFO] = [
+            p.map_or(0, |p| p.base),
+            p.map_or(0, |p| p.size),
+            p.map_or(1, |p| p.disp_unit),
+            u64::from(std::process::id()),
+            u64::from(p.is_some_and(|p| p.heap)),
+            block.as_ref().map_or(0, Block::addr),
+            p.map_or(0, |p| p.extra),
+            u64::from(failure.is_none()),
+        ];
+        let mut all = vec![0u64; INFO * n as usize];
+        comm.all_gather_into(&mine[..], &mut all[..])?;
+        if let Some(bad) = all.chunks_exact(INFO).position(|c| c[7] == 0) {
+            if let Some(b) = block {
+                // SAFETY: nobody attached: every member saw the failure.
+                unsafe { b.discard() };
+            }
+            return Err(failure.unwrap_or_else(|| Error::Win {
+                reason: format!("member {bad} could not make its part of the window"),
+            }));
+        }
+        let (Some(part), None) = (part, failure) else {
+            return Err(Error::Internal("a window part vanished".into()));
+        };
+        let block = match block {
+            Some(b) => b,
+            // SAFETY: rank 0 created the block before the allgather that
+            // carried its address; we attach once.
+            None => unsafe { Block::attach(all[5], n)? },
+        };
+        let seg = all[6];
+        let peers = all
+            .chunks_exact(INFO)
+            .map(|c| Peer {
+                base: if flavor == Flavor::Shared {
+                    seg + c[0]
+                } else {
+                    c[0]
+                },
+                size: c[1],
+                disp_unit: c[2],
+                pid: c[3] as u32,
+                heap: c[4] != 0,
+            })
+            .collect();
+        Ok(Win {
+            comm,
+            me,
+            peers,
+            block,
+            flavor,
+            _owned: part.owned,
+            name: Mutex::new(String::new()),
+            epochs: Mutex::new(Epochs {
+                locks: vec![None; n as usize],
+                starts: vec![0; n as usize],
+                posts: vec![0; n as usize],
+                ..Epochs::default()
+            }),
+            freed: false,
+        })
+    }
+
+    /// `MPI_Win_create`: a window over `size` bytes of the caller's memory
+    /// at `base` (collective over `comm`). Memory in the node heap is
+    /// reached by plain copies, other memory through the kernel. A bad
+    /// argument at any member fails the call at every member.
+    ///
+    /// # Safety
+    /// `base` is valid for reads and writes of `size` bytes (by this
+    /// process and, through the window, by the others) until the window is
+    /// freed.
+    pub unsafe fn create(
+        comm: &SimpleCommunicator,
+        base: *mut u8,
+        size: u64,
+        disp_unit: u64,
+    ) -> Result<Win> {
+        let part = (|| {
+            check_unit(disp_unit)?;
+            if size > 0 && base.is_null() {
+                return Err(arg("a window of memory at address 0"));
+            }
+            let b = base as u64;
+            let end = b
+                .checked_add(size)
+                .ok_or_else(|| arg("the window's memory wraps around the address space"))?;
+            let heap = size == 0
+                || (shmheap::is_shared(base)
+                    && shmheap::is_shared((end - 1) as usize as *const u8));
+            Ok(Part {
+                base: b,
+                size,
+                disp_unit,
+                heap,
+                owned: None,
+                extra: 0,
+            })
+        })();
+        Win::build(comm, part, Flavor::Create)
+    }
+
+    /// `MPI_Win_allocate`: `size` zeroed bytes of the node heap
+    /// (collective; a failure at any member fails it everywhere).
+    pub fn allocate(comm: &SimpleCommunicator, size: u64, disp_unit: u64) -> Result<Win> {
+        let part = check_unit(disp_unit)
+            .and_then(|()| heap_alloc(size))
+            .map(|own| Part {
+                base: own.ptr.as_ptr() as u64,
+                size,
+                disp_unit,
+                heap: true,
+                owned: Some(own),
+                extra: 0,
+            });
+        Win::build(comm, part, Flavor::Allocate)
+    }
+
+    /// `MPI_Win_allocate_shared`: one contiguous zeroed segment of the node
+    /// heap, this member's `size` bytes right after the previous member's
+    /// (collective). [`Win::shared_query`] gives every member's part.
+    pub fn allocate_shared(comm: &SimpleCommunicator, size: u64, disp_unit: u64) -> Result<Win> {
+        let n = comm.size() as usize;
+        let ok = check_unit(disp_unit);
+        let mut sizes = vec![0u64; 2 * n];
+        comm.all_gather_into(&[size, u64::from(ok.is_ok())][..], &mut sizes[..])?;
+        ok?;
+        if let Some(bad) = sizes.chunks_exact(2).position(|c| c[1] == 0) {
+            return Err(Error::Win {
+                reason: format!("member {bad} gave a bad argument for the shared window"),
+            });
+        }
+        let sizes: Vec<u64> = sizes.chunks_exact(2).map(|c| c[0]).collect();
+        let offset: u64 = sizes[..comm.rank() as usize].iter().sum();
+        // Checked at every member alike (the same sizes): all fail or none.
+        let total = sizes
+            .iter()
+            .try_fold(0u64, |a, &s| a.checked_add(s))
+            .ok_or_else(|| arg("the shared window's size overflows"))?;
+        // Rank 0 allocates; a failure there must reach everybody, so the
+        // address (0: failed) goes through the next collective.
+        let own = if comm.rank() == 0 {
+            Some(heap_alloc(total))
+        } else {
+            None
+        };
+        let seg = match &own {
+            Some(Ok(o)) => o.ptr.as_ptr() as u64,
+            _ => 0,
+        };
+        let mut segs = vec![0u64; n];
+        comm.all_gather_into(&[seg][..], &mut segs[..])?;
+        if segs[0] == 0 {
+            return match own {
+                Some(Err(e)) => Err(e),
+                _ => Err(Error::Win {
+                    reason: "member 0 could not allocate the shared segment".into(),
+                }),
+            };
+        }
+        let part = Part {
+            base: offset,
+            size,
+            disp_unit,
+            heap: true,
+            owned: own.and_then(Result::ok),
+            extra: segs[0],
+        };
+        Win::build(comm, Ok(part), Flavor::Shared)
+    }
+
+    /// `MPI_Win_create_dynamic`: a window without memory; members
+    /// [`attach`](Win::attach) regions and origins address them by their
+    /// absolute address (displacement unit 1).
+    pub fn create_dynamic(comm: &SimpleCommunicator) -> Result<Win> {
+        let part = Part {
+            base: 0,
+            size: 0,
+            disp_unit: 1,
+            heap: true,
+            owned: None,
+            extra: 0,
+        };
+        Win::build(comm, Ok(part), Flavor::Dynamic)
+    }
+
+    /// `MPI_Win_attach`: makes `size` bytes at `base` of this process
+    /// reachable through a dynamic window. [`Error::RmaFlavor`] on another
+    /// flavor; [`Error::RmaAttach`] for a region that overlaps one
+    /// attached, or when no slot is left.
+    ///
+    /// # Safety
+    /// The memory stays valid for reads and writes until it is detached.
+    pub unsafe fn attach(&self, base: *mut u8, size: u64) -> Result<()> {
+        self.need_dynamic("MPI_Win_attach")?;
+        if size == 0 {
+            return Ok(());
+        }
+        let b = base as u64;
+        let end = b
+            .checked_add(size)
+            .filter(|_| !base.is_null())
+            .ok_or_else(|| Error::RmaAttach {
+                reason: format!("{size} bytes at {b:#x} are not a region of memory"),
+            })?;
+        let head = self.block.head(self.me);
+        // The regions are written by this process only (one writer).
+        let _g = self.epochs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut free = None;
+        for (i, r) in head.regions.iter().enumerate() {
+            // Relaxed: this process is the only writer.
+            let (rb, rl) = (
+                r.base.load(Ordering::Relaxed),
+                r.len.load(Ordering::Relaxed),
+            );
+            if rl == 0 {
+                free.get_or_insert(i);
+            } else if b < rb + rl && rb < end {
+                return Err(Error::RmaAttach {
+                    reason: format!(
+                        "[{b:#x}, {end:#x}) overlaps the attached region [{rb:#x}, {:#x})",
+                        rb + rl
+                    ),
+                });
+            }
+        }
+        let i = free.ok_or_else(|| Error::RmaAttach {
+            reason: format!("{} regions are attached already", shared::REGIONS),
+        })?;
+        let r = &head.regions[i];
+        // Relaxed: the length published below orders it.
+        r.base.store(b, Ordering::Relaxed);
+        // SYNC POINT: Release pairs with the origins' Acquire load of the
+        // length in `find_region`: they see the base with it.
+        r.len.store(size, Ordering::Release);
+        Ok(())
+    }
+
+    /// `MPI_Win_detach`: the region attached at `base` is no longer
+    /// reachable. [`Error::RmaAttach`] if none is attached there.
+    pub fn detach(&self, base: *const u8) -> Result<()> {
+        self.need_dynamic("MPI_Win_detach")?;
+        let b = base as u64;
+        let head = self.block.head(self.me);
+        let _g = self.epochs.lock().unwrap_or_else(|p| p.into_inner());
+        for r in &head.regions {
+            // Relaxed: this process is the only writer.
+            if r.len.load(Ordering::Relaxed) != 0 && r.base.load(Ordering::Relaxed) == b {
+                // Release: an origin that still sees the region (a program
+                // that detaches during an access, which MPI forbids) reads
+                // consistent values.
+                r.len.store(0, Ordering::Release);
+                return Ok(());
+            }
+        }
+        Err(Error::RmaAttach {
+            reason: format!("no region is attached at {b:#x}"),
+        })
+    }
+
+    fn need_dynamic(&self, what: &str) -> Result<()> {
+        if self.flavor != Flavor::Dynamic {
+            return Err(Error::RmaFlavor {
+                reason: format!(
+                    "{what} needs a dynamic window, this one is {:?}",
+                    self.flavor
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// `MPI_Win_shared_query`: member `rank`'s part of a shared window as
+    /// (size, displacement unit, address here); `PROC_NULL` names the first
+    /// member with a part of nonzero size. [`Error::RmaFlavor`] on a window
+    /// not made by [`Win::allocate_shared`].
+    pub fn shared_query(&self, rank: i32) -> Result<(u64, u64, *mut u8)> {
+        if self.flavor != Flavor::Shared {
+            return Err(Error::RmaFlavor {
+                reason: format!(
+                    "MPI_Win_shared_query needs a shared window, this one is {:?}",
+                    self.flavor
+                ),
+            });
+        }
+        let p = if rank == vci::PROC_NULL {
+            self.peers
+                .iter()
+                .find(|p| p.size > 0)
+                .copied()
+                .unwrap_or(self.peers[0])
+        } else {
+            *self.peer(rank)?
+        };
+        Ok((p.size, p.disp_unit, p.base as usize as *mut u8))
+    }
+
+    fn peer(&self, rank: i32) -> Result<&Peer> {
+        usize::try_from(rank)
+            .ok()
+            .and_then(|r| self.peers.get(r))
+            .ok_or(Error::Rank {
+                rank,
+                size: self.peers.len() as i32,
+            })
+    }
+
+    // ------------------------------------------------------------ attributes
+
+    /// `MPI_WIN_BASE`: this member's window memory (null for a dynamic
+    /// window).
+    pub fn base(&self) -> *mut u8 {
+        self.peers[self.me as usize].base as usize as *mut u8
+    }
+
+    /// `MPI_WIN_SIZE`: its length in bytes.
+    pub fn size(&self) -> u64 {
+        self.peers[self.me as usize].size
+    }
+
+    /// `MPI_WIN_DISP_UNIT`.
+    pub fn disp_unit(&self) -> u64 {
+        self.peers[self.me as usize].disp_unit
+    }
+
+    /// `MPI_WIN_CREATE_FLAVOR`.
+    pub fn flavor(&self) -> Flavor {
+        self.flavor
+    }
+
+    /// `MPI_WIN_MODEL`.
+    pub fn model(&self) -> Model {
+        Model::Unified
+    }
+
+    /// `MPI_Win_get_group`: the window's members.
+    pub fn group(&self) -> Group {
+        self.comm.group()
+    }
+
+    /// This process's rank in the window's group.
+    pub fn rank(&self) -> i32 {
+        self.me as i32
+    }
+
+    /// The number of members.
+    pub fn members(&self) -> i32 {
+        self.peers.len() as i32
+    }
+
+    /// The window's communicator (a duplicate of the one it was made on).
+    pub fn comm(&self) -> &SimpleCommunicator {
+        &self.comm
+    }
+
+    /// `MPI_Win_get_name` (empty until set).
+    pub fn name(&self) -> String {
+        self.name.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// `MPI_Win_set_name`.
+    pub fn set_name(&self, name: &str) {
+        *self.name.lock().unwrap_or_else(|p| p.into_inner()) = name.to_owned();
+    }
+
+    /// Member `rank`'s user flag word in the window's shared block (a
+    /// word any member may read and write without the owner, for
+    /// signalling beside the window's memory).
+    pub fn flag(&self, rank: i32) -> Result<&AtomicU64> {
+        self.peer(rank)?;
+        Ok(&self.block.head(rank as u32).flag)
+    }
+
+    // --------------------------------------------------------------- freeing
+
+    /// `MPI_Win_free` (collective): [`Error::RmaSync`] while a lock or a
+    /// post/start epoch is open at this process.
+    pub fn free(mut self) -> Result<()> {
+        self.check_quiet("MPI_Win_free")?;
+        self.freed = true;
+        fence(Ordering::SeqCst);
+        self.comm.barrier()
+    }
+
+    /// Whether [`Win::free`] may be called now ([`Error::RmaSync`] while
+    /// a lock or a post/start epoch is open at this process).
+    pub fn check_free(&self) -> Result<()> {
+        self.check_quiet("MPI_Win_free")
+    }
+
+    fn check_quiet(&self, what: &str) -> Result<()> {
+        let e = self.epochs.lock().unwrap_or_else(|p| p.into_inner());
+        if e.nlocks > 0 || e.lock_all.is_some() || e.access.is_some() || e.exposure.is_some() {
+            return Err(sync_err(format!(
+                "{what} while a lock or a post/start epoch is open"
+            )));
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ epochs
+
+    fn epochs(&self) -> std::sync::MutexGuard<'_, Epochs> {
+        self.epochs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn check_assert(a: i32) -> Result<()> {
+        if a & !assert::ALL != 0 {
+            return Err(arg(format!(
+                "{a:#x} is not a combination of MPI_MODE_* assertions"
+            )));
+        }
+        Ok(())
+    }
+
+    /// `MPI_Win_fence` (collective): completes the epoch before it (every
+    /// operation has already completed; the barrier orders them before
+    /// everybody's next accesses) and opens the next unless `assert` has
+    /// `NOSUCCEED`. [`Error::RmaSync`] during a lock or post/start epoch.
+    pub fn fence(&self, assert_: i32) -> Result<()> {
+        Win::check_assert(assert_)?;
+        self.check_quiet("MPI_Win_fence")?;
+        // SeqCst: this process's stores to its window and its operations
+        // happen before the barrier's publication (which releases them).
+        fence(Ordering::SeqCst);
+        self.comm.barrier()?;
+        fence(Ordering::SeqCst);
+        self.epochs().fence = assert_ & assert::NOSUCCEED == 0;
+        Ok(())
+    }
+
+    /// `MPI_Win_lock`: opens a passive-target epoch at `rank`, taking its
+    /// lock word (not with `NOCHECK`). [`Error::RmaSync`] if this process
+    /// already has a lock on `rank`, `lock_all`, or an active-target epoch.
+    pub fn lock(&self, kind: LockType, rank: i32, assert_: i32) -> Result<()> {
+        Win::check_assert(assert_)?;
+        if rank == vci::PROC_NULL {
+            return Ok(());
+        }
+        self.peer(rank)?;
+        let nocheck = assert_ & assert::NOCHECK != 0;
+        {
+            let mut e = self.epochs();
+            if e.lock_all.is_some() || e.access.is_some() {
+                return Err(sync_err(format!(
+                    "MPI_Win_lock on rank {rank} during another access epoch"
+                )));
+            }
+            // A fence without NOSUCCEED leaves an epoch open that may hold
+            // no operations: a lock ends it (as the peers' libraries do).
+            e.fence = false;
+            if e.locks[rank as usize].is_some() {
+                return Err(sync_err(format!("rank {rank} is locked already")));
+            }
+            e.locks[rank as usize] = Some(Held { kind, nocheck });
+            e.nlocks += 1;
+        }
+        if !nocheck {
+            shared::lock(
+                &self.block.head(rank as u32).lock,
+                kind == LockType::Exclusive,
+            );
+        }
+        Ok(())
+    }
+
+    /// `MPI_Win_unlock`: closes the epoch at `rank` (its operations are
+    /// complete) and releases its lock word. [`Error::RmaSync`] without a
+    /// lock on `rank`.
+    pub fn unlock(&self, rank: i32) -> Result<()> {
+        if rank == vci::PROC_NULL {
+            return Ok(());
+        }
+        self.peer(rank)?;
+        let held = {
+            let mut e = self.epochs();
+            let h = e.locks[rank as usize]
+                .take()
+                .ok_or_else(|| sync_err(format!("MPI_Win_unlock: rank {rank} is not locked")))?;
+            e.nlocks -= 1;
+            h
+        };
+        if held.nocheck {
+            // SeqCst: the epoch's accesses happen before whatever this
+            // process does next (an unlock releases them to the target's
+            // later readers through their own synchronisation).
+            fence(Ordering::SeqCst);
+        } else {
+            shared::unlock(
+                &self.block.head(rank as u32).lock,
+                held.kind == LockType::Exclusive,
+            );
+        }
+        Ok(())
+    }
+
+    /// `MPI_Win_lock_all`: a shared lock on every member.
+    pub fn lock_all(&self, assert_: i32) -> Result<()> {
+        Win::check_assert(assert_)?;
+        let nocheck = assert_ & assert::NOCHECK != 0;
+        {
+            let mut e = self.epochs();
+            if e.lock_all.is_some() || e.nlocks > 0 || e.access.is_some() {
+                return Err(sync_err("MPI_Win_lock_all during another access epoch"));
+            }
+            e.fence = false;
+            e.lock_all = Some(nocheck);
+        }
+        if !nocheck {
+            for r in 0..self.peers.len() as u32 {
+                shared::lock(&self.block.head(r).lock, false);
+            }
+        }
+        Ok(())
+    }
+
+    /// `MPI_Win_unlock_all`.
+    pub fn unlock_all(&self) -> Result<()> {
+        let nocheck = self
+            .epochs()
+            .lock_all
+            .take()
+            .ok_or_else(|| sync_err("MPI_Win_unlock_all without MPI_Win_lock_all"))?;
+        if nocheck {
+            // SeqCst: as in `unlock`.
+            fence(Ordering::SeqCst);
+        } else {
+            for r in 0..self.peers.len() as u32 {
+                shared::unlock(&self.block.head(r).lock, false);
+            }
+        }
+        Ok(())
+    }
+
+    fn check_passive(&self, rank: i32, what: &str) -> Result<()> {
+        if rank == vci::PROC_NULL {
+            return Ok(());
+        }
+        self.peer(rank)?;
+        let e = self.epochs();
+        if e.lock_all.is_none() && e.locks[rank as usize].is_none() {
+            return Err(sync_err(format!("{what}: rank {rank} is not locked")));
+        }
+        Ok(())
+    }
+
+    /// `MPI_Win_flush` / `MPI_Win_flush_local`: the operations to `rank`
+    /// are complete (they are at their calls); orders memory.
+    pub fn flush(&self, rank: i32) -> Result<()> {
+        self.check_passive(rank, "MPI_Win_flush")?;
+        // SeqCst: the operations so far happen before the ones after.
+        fence(Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// `MPI_Win_flush_all` / `MPI_Win_flush_local_all`.
+    pub fn flush_all(&self) -> Result<()> {
+        {
+            let e = self.epochs();
+            if e.lock_all.is_none() && e.nlocks == 0 {
+                return Err(sync_err("MPI_Win_flush_all outside a passive-target epoch"));
+            }
+        }
+        // SeqCst: as in `flush`.
+        fence(Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// `MPI_Win_sync`: the window's memory and its public copy agree (one
+    /// and the same in the unified model): a full memory barrier.
+    pub fn sync(&self) -> Result<()> {
+        // SeqCst: orders this process's loads and stores to the window
+        // around the call, as MPI_Win_sync promises.
+        fence(Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn group_ranks(&self, group: &Group, what: &str) -> Result<Vec<u32>> {
+        let mine = self.comm.group();
+        let mut v = Vec::with_capacity(group.size() as usize);
+        for r in 0..group.size() {
+            match group.translate_rank(r, &mine)? {
+                Some(w) => v.push(w as u32),
+                None => {
+                    return Err(Error::Group {
+                        reason: format!(
+                            "{what}: member {r} of the group is not in the window's group"
+                        ),
+                    })
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    /// `MPI_Win_post`: opens an exposure epoch to the origins of `group`
+    /// (announced through the counters; returns at once).
+    pub fn post(&self, group: &Group, assert_: i32) -> Result<()> {
+        Win::check_assert(assert_)?;
+        let origins = self.group_ranks(group, "MPI_Win_post")?;
+        let mut e = self.epochs();
+        if e.exposure.is_some() {
+            return Err(sync_err("MPI_Win_post during an exposure epoch"));
+        }
+        // SeqCst: this process's stores to its window happen before the
+        // publications below (which release them).
+        fence(Ordering::SeqCst);
+        for &o in &origins {
+            e.posts[o as usize] = e.posts[o as usize].wrapping_add(1);
+            shared::publish(self.block.post(self.me, o), e.posts[o as usize]);
+        }
+        e.exposure = Some(origins);
+        Ok(())
+    }
+
+    /// `MPI_Win_start`: opens an access epoch to the targets of `group`.
+    /// Returns at once; an operation to a target waits for its post (the
+    /// first one only), unless `assert` has `NOCHECK`.
+    pub fn start(&self, group: &Group, assert_: i32) -> Result<()> {
+        Win::check_assert(assert_)?;
+        let targets = self.group_ranks(group, "MPI_Win_start")?;
+        let nocheck = assert_ & assert::NOCHECK != 0;
+        let mut e = self.epochs();
+        if e.access.is_some() || e.lock_all.is_some() || e.nlocks > 0 {
+            return Err(sync_err("MPI_Win_start during another access epoch"));
+        }
+        e.fence = false;
+        let mut acc = Vec::with_capacity(targets.len());
+        for &t in &targets {
+            e.starts[t as usize] = e.starts[t as usize].wrapping_add(1);
+            acc.push((t, nocheck));
+        }
+        e.access = Some(acc);
+        Ok(())
+    }
+
+    /// `MPI_Win_complete`: closes the access epoch; every target of the
+    /// group learns it, whether it received an operation or not.
+    pub fn complete(&self) -> Result<()> {
+        let mut e = self.epochs();
+        let acc = e
+            .access
+            .take()
+            .ok_or_else(|| sync_err("MPI_Win_complete without MPI_Win_start"))?;
+        // The publications below are Release: the epoch's operations
+        // happen before the target's return from wait.
+        for (t, _) in acc {
+            shared::publish(self.block.complete(self.me, t), e.starts[t as usize]);
+        }
+        Ok(())
+    }
+
+    /// `MPI_Win_wait`: waits until every origin of the posted group has
+    /// completed, and closes the exposure epoch.
+    pub fn wait(&self) -> Result<()> {
+        let (origins, posts) = {
+            let e = self.epochs();
+            let o = e
+                .exposure
+                .clone()
+                .ok_or_else(|| sync_err("MPI_Win_wait without MPI_Win_post"))?;
+            (o, e.posts.clone())
+        };
+        for &o in &origins {
+            shared::reach(self.block.complete(o, self.me), posts[o as usize]);
+        }
+        self.epochs().exposure = None;
+        Ok(())
+    }
+
+    /// `MPI_Win_test`: whether every origin of the posted group has
+    /// completed (then the exposure epoch is closed, as by `wait`).
+    pub fn test(&self) -> Result<bool> {
+        let mut e = self.epochs();
+        let origins = e
+            .exposure
+            .as_ref()
+            .ok_or_else(|| sync_err("MPI_Win_test without MPI_Win_post"))?;
+        let done = origins
+            .iter()
+            .all(|&o| shared::reached(self.block.complete(o, self.me), e.posts[o as usize]));
+        if done {
+            e.exposure = None;
+        }
+        Ok(done)
+    }
+
+    /// Checks that this process may access `rank` now; in a post/start
+    /// epoch, waits for the target's post the first time.
+    fn check_access(&self, rank: u32, what: &str) -> Result<()> {
+        let mut e = self.epochs();
+        if e.fence || e.lock_all.is_some() || e.locks[rank as usize].is_some() {
+            return Ok(());
+        }
+        let start = e.starts[rank as usize];
+        let Some(acc) = e.access.as_mut() else {
+            return Err(sync_err(format!(
+                "{what} to rank {rank} outside an access epoch"
+            )));
+        };
+        let Some(entry) = acc.iter_mut().find(|(t, _)| *t == rank) else {
+            return Err(sync_err(format!(
+                "{what} to rank {rank}, which is not in the group of MPI_Win_start"
+            )));
+        };
+        if !entry.1 {
+            shared::reach(self.block.post(rank, self.me), start);
+            entry.1 = true;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Win {
+    fn drop(&mut self) {
+        if !self.freed {
+            // Collective, as MPI_Win_free: nobody may still reach the
+            // memory when it goes back to the heap (with `owned`, after
+            // this).
+            fence(Ordering::SeqCst);
+            let _ = self.comm.barrier();
+        }
+    }
+}
