@@ -122,6 +122,13 @@ pub enum Error {
     Finalized,
     /// `MPI_ERR_INTERN`: a broken invariant of the runtime itself.
     Internal(String),
+    /// `MPI_ERR_PROC_ABORTED`: a process the operation depends on ended
+    /// without finalizing (a receive from it, a send to it that needs it,
+    /// a receive from any source), so the operation cannot finish.
+    ProcFailed {
+        /// The failed process's rank in the job (`MPI_COMM_WORLD`).
+        rank: i32,
+    },
 }
 
 impl fmt::Display for Error {
@@ -188,6 +195,10 @@ impl fmt::Display for Error {
                 "hmpi was finalized in this process (its Universe was dropped)"
             ),
             Error::Internal(m) => write!(f, "internal error: {m}"),
+            Error::ProcFailed { rank } => write!(
+                f,
+                "rank {rank} of the job ended without finalizing; this operation depends on it"
+            ),
         }
     }
 }
@@ -228,6 +239,9 @@ impl From<vci::Error> for Error {
             },
             vci::Error::Heap(e) => Error::Heap(e),
             vci::Error::AlreadyInitialized => Error::AlreadyInitialized,
+            vci::Error::ProcFailed { rank } => Error::ProcFailed {
+                rank: i32::try_from(rank).unwrap_or(i32::MAX),
+            },
             other => Error::Engine(other),
         }
     }

@@ -1,7 +1,11 @@
 //! The launcher against ranks that leave early: a rank that exits with
 //! status 0 without finalizing ends the job (its peers would wait for it
-//! forever), and a rank that exits after finalizing does not. Also: the
-//! segment's inherited descriptor does not reach programs a rank starts.
+//! forever, in a receive, a barrier, a synchronous send or a collective),
+//! so does a rank that exits before initializing while its peers wait in
+//! init, and a rank that exits after finalizing does not. Without a
+//! launcher that watches, the library itself turns a wait on a dead peer
+//! into an error. Also: the segment's inherited descriptor does not reach
+//! programs a rank starts, and a rank can be started once per job.
 //!
 //! Real ranks of this binary (`harness = false`, see
 //! [`hmpi_core::launch::rank_tests`]), run through the library and through
@@ -46,8 +50,12 @@ impl Drop for ShmDir {
     }
 }
 
-/// Rank 1 leaves right after init; rank 0 waits in a receive from it and
-/// rank 2 in a barrier, forever unless the launcher ends the job.
+/// Ranks of the early-exit jobs: one per kind of wait.
+const EARLY_RANKS: u32 = 5;
+
+/// Rank 1 leaves right after init; rank 0 waits in a receive from it,
+/// rank 2 in a barrier, rank 3 in a synchronous send to it and rank 4 in
+/// an allreduce, forever unless the launcher ends the job.
 fn early_exit_rank() {
     let universe = hmpi_core::init().expect("init");
     let world = universe.world();
@@ -59,11 +67,99 @@ fn early_exit_rank() {
         0 => {
             let _ = world.process_at_rank(1).receive_vec::<u64>();
         }
+        3 => {
+            let _ = world.process_at_rank(1).synchronous_send(&[7u64; 4][..]);
+        }
+        4 => {
+            let mut sum = 0u64;
+            let _ = world.all_reduce_into(&1u64, &mut sum, SystemOperation::sum());
+        }
         _ => {
             let _ = world.barrier();
         }
     }
-    unreachable!("rank {} got past its wait", world.rank());
+    // The library may notice the dead peer before the launcher ends the
+    // job: wait here for the launcher.
+    std::thread::sleep(Duration::from_secs(30));
+    unreachable!("rank {} outlived the job", world.rank());
+}
+
+/// Rank 1 leaves right after init; the others wait for it, and find out
+/// from the library (no launcher watches this job): a receive from it, a
+/// synchronous send to it and a receive from any source are errors that
+/// name it.
+fn dead_peer_rank() {
+    let universe = hmpi_core::init().expect("init");
+    let world = universe.world();
+    let failed = |r: hmpi_core::Result<()>, what: &str| match r {
+        Err(hmpi_core::Error::ProcFailed { rank }) => println!("{what} failed on rank {rank}"),
+        other => println!("{what} ended with {other:?}"),
+    };
+    match world.rank() {
+        1 => std::process::exit(0), // no finalize
+        0 => failed(
+            world.process_at_rank(1).receive_vec::<u64>().map(drop),
+            "receive",
+        ),
+        _ => {
+            failed(
+                world.process_at_rank(1).synchronous_send(&[7u64; 4][..]),
+                "ssend",
+            );
+            failed(
+                world.any_process().receive_vec::<u64>().map(drop),
+                "any-source receive",
+            );
+        }
+    }
+    // Not finalized: the world's final barrier would wait for rank 1.
+    std::process::exit(0);
+}
+
+/// Rank 1 exits before it initializes; the others wait for it in init.
+fn exit_before_init_rank() {
+    if std::env::var("HMPI_RANK").as_deref() == Ok("1") {
+        println!("left-at {}", hmpi_core::time());
+        std::process::exit(0);
+    }
+    let _universe = hmpi_core::init();
+    std::thread::sleep(Duration::from_secs(30));
+    unreachable!("init returned without rank 1");
+}
+
+/// After init, a second process that attaches as this rank (through this
+/// process's descriptor of the segment, with the same variables) is
+/// refused by init.
+fn claim_twice_rank() {
+    let universe = hmpi_core::init().expect("init");
+    let path = std::env::var("HMPI_SHM_NAME").unwrap();
+    let n = path
+        .strip_prefix("/proc/self/fd/")
+        .expect("a descriptor path");
+    let out = Command::new(std::env::current_exe().unwrap())
+        .env(rank_tests::ROLE_VAR, "claim-again")
+        .env(
+            "HMPI_SHM_NAME",
+            format!("/proc/{}/fd/{n}", std::process::id()),
+        )
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout.contains("refused: ") && stdout.contains("already taken"),
+        "{stdout}"
+    );
+    drop(universe);
+}
+
+/// The second process of [`claim_twice_rank`]: init must fail.
+fn claim_again_rank() {
+    match hmpi_core::init() {
+        Ok(_) => panic!("a second process initialized as an existing rank"),
+        Err(e) => println!("refused: {e}"),
+    }
 }
 
 /// Every rank finalizes; then rank 1 exits at once while the others linger.
@@ -107,7 +203,7 @@ fn left_at(stdout: &[u8]) -> f64 {
 fn early_exit_ends_the_job_through_the_library() {
     let dir = ShmDir::new("lib");
     let exe = std::env::current_exe().unwrap();
-    let report = Launcher::new(exe, 3)
+    let report = Launcher::new(exe, EARLY_RANKS)
         .env(rank_tests::ROLE_VAR, "early-exit")
         .spec(SegmentSpec {
             arena_len: 64 << 20,
@@ -123,8 +219,9 @@ fn early_exit_ends_the_job_through_the_library() {
     assert!(!report.timed_out, "{d}");
     assert_eq!(report.first_failure, Some(1), "{d}");
     assert_eq!(report.ranks[1].status, RankStatus::NotFinalized, "{d}");
-    assert_eq!(report.ranks[0].status, RankStatus::Killed, "{d}");
-    assert_eq!(report.ranks[2].status, RankStatus::Killed, "{d}");
+    for r in [0, 2, 3, 4] {
+        assert_eq!(report.ranks[r].status, RankStatus::Killed, "{d}");
+    }
     assert_ne!(report.exit_code(), 0);
     let waited = ended - left_at(&report.ranks[1].stdout);
     assert!(
@@ -137,7 +234,7 @@ fn early_exit_ends_the_job_through_the_library() {
 fn early_exit_ends_the_job_under_hmpirun_with_a_message() {
     let dir = ShmDir::new("bin");
     let out = Command::new(HMPIRUN)
-        .args(["-n", "3", "--timeout", "60", "--"])
+        .args(["-n", &EARLY_RANKS.to_string(), "--timeout", "60", "--"])
         .arg(std::env::current_exe().unwrap())
         .env(rank_tests::ROLE_VAR, "early-exit")
         .env("HMPI_SHM_DIR", &dir.0)
@@ -160,6 +257,117 @@ fn early_exit_ends_the_job_under_hmpirun_with_a_message() {
     dir.assert_empty();
 }
 
+fn a_rank_that_exits_before_init_ends_the_job() {
+    let dir = ShmDir::new("preinit");
+    let out = Command::new(HMPIRUN)
+        .args(["-n", "3", "--timeout", "60", "--"])
+        .arg(std::env::current_exe().unwrap())
+        .env(rank_tests::ROLE_VAR, "exit-before-init")
+        .env("HMPI_SHM_DIR", &dir.0)
+        .env("HMPI_HEAP_PER_RANK", "64M")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let ended = hmpi_core::time();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("hmpirun: rank 1 exited with status 0 before initializing"),
+        "stderr:\n{stderr}"
+    );
+    assert_eq!(out.status.code(), Some(1), "stderr:\n{stderr}");
+    let waited = ended - left_at(&out.stdout);
+    assert!(
+        waited <= LIMIT,
+        "hmpirun ended {waited:.2} s after rank 1 left"
+    );
+    dir.assert_empty();
+}
+
+/// Starts `ranks` ranks of this binary in `role` the way another launcher
+/// would: the segment and the variables, but nobody watching the ranks.
+/// Returns each rank's standard output, after all have exited.
+fn launch_unwatched(role: &str, ranks: u32, limit: Duration) -> Vec<String> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let dir = ShmDir::new(role);
+    let spec = SegmentSpec {
+        ranks,
+        arena_len: 64 << 20,
+        dir: dir.0.clone(),
+        ..SegmentSpec::default()
+    };
+    let file = shmheap::segment::SegmentFile::create(&spec, role).unwrap();
+    let fd = file.fd().as_raw_fd();
+    let children: Vec<_> = (0..ranks)
+        .map(|r| {
+            let mut cmd = Command::new(std::env::current_exe().unwrap());
+            cmd.env(rank_tests::ROLE_VAR, role)
+                .env("HMPI_RANK", r.to_string())
+                .env("HMPI_SIZE", ranks.to_string())
+                .env("HMPI_LOCAL_RANK", r.to_string())
+                .env("HMPI_LOCAL_SIZE", ranks.to_string())
+                .env("HMPI_SHM_NAME", file.path())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped());
+            // SAFETY: between fork and exec only fcntl, which is
+            // async-signal-safe; it lets the rank inherit the segment.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    drop(file);
+    let start = std::time::Instant::now();
+    let outputs = children
+        .into_iter()
+        .map(|mut c| {
+            loop {
+                if c.try_wait().unwrap().is_some() {
+                    break;
+                }
+                if start.elapsed() > limit {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let mut s = String::new();
+            use std::io::Read;
+            c.stdout.take().unwrap().read_to_string(&mut s).unwrap();
+            s
+        })
+        .collect();
+    assert!(
+        start.elapsed() < limit,
+        "the ranks did not end within {limit:?}"
+    );
+    dir.assert_empty();
+    outputs
+}
+
+fn a_wait_on_a_dead_peer_is_an_error_without_a_launcher() {
+    let out = launch_unwatched("dead-peer", 3, Duration::from_secs(20));
+    assert!(out[0].contains("receive failed on rank 1"), "{out:?}");
+    assert!(out[2].contains("ssend failed on rank 1"), "{out:?}");
+    // Rank 0 may have left too by then (it does not finalize either).
+    assert!(
+        out[2].contains("any-source receive failed on rank "),
+        "{out:?}"
+    );
+}
+
+fn a_rank_is_claimed_once_per_job() {
+    let report = rank_tests::launch("claim-twice", 2, &[]);
+    rank_tests::assert_ran(&report, "claim-twice");
+}
+
 fn a_ranks_children_do_not_inherit_the_segment() {
     let report = rank_tests::launch("descriptor-kept", 2, &[]);
     rank_tests::assert_ran(&report, "descriptor-kept");
@@ -177,6 +385,10 @@ fn main() {
                 "early-exit" => early_exit_rank,
                 "finalize-then-linger" => finalize_then_linger_rank,
                 "descriptor-kept" => descriptor_kept_rank,
+                "dead-peer" => dead_peer_rank,
+                "exit-before-init" => exit_before_init_rank,
+                "claim-twice" => claim_twice_rank,
+                "claim-again" => claim_again_rank,
                 _ => return None,
             };
             body();
@@ -194,6 +406,18 @@ fn main() {
             (
                 "exiting_after_finalize_is_normal",
                 exiting_after_finalize_is_normal,
+            ),
+            (
+                "a_rank_that_exits_before_init_ends_the_job",
+                a_rank_that_exits_before_init_ends_the_job,
+            ),
+            (
+                "a_wait_on_a_dead_peer_is_an_error_without_a_launcher",
+                a_wait_on_a_dead_peer_is_an_error_without_a_launcher,
+            ),
+            (
+                "a_rank_is_claimed_once_per_job",
+                a_rank_is_claimed_once_per_job,
             ),
             (
                 "a_ranks_children_do_not_inherit_the_segment",

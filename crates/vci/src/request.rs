@@ -32,6 +32,7 @@
 use crate::endpoint::Endpoint;
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
+use crate::liveness::Watch;
 use crate::matching::Private;
 use crate::vci::{PrivateGuard, Vci};
 use crate::{ANY_TAG, PROC_NULL};
@@ -59,6 +60,13 @@ pub enum StatusError {
     Alloc {
         /// The block's size.
         bytes: u64,
+    },
+    /// The peer failed (its process ended without finalizing) before the
+    /// operation could finish: a receive from it (or from any source) was
+    /// withdrawn, a send to it abandoned.
+    ProcFailed {
+        /// The failed peer's rank.
+        rank: u32,
     },
 }
 
@@ -106,6 +114,7 @@ impl Status {
                 status: self,
                 bytes,
             }),
+            Some(StatusError::ProcFailed { rank }) => Err(Error::ProcFailed { rank }),
         }
     }
 }
@@ -283,7 +292,12 @@ impl<'a> Request<'a> {
             // The loop carries only "done"; the status stays in the state
             // the attempt completed (see docs/performance.md, "Store
             // forwarding").
-            ep.wait_on(v, |full| self.attempt(full).map(drop));
+            while !self.is_complete() {
+                let watch = self.watch();
+                if let Err(rank) = ep.wait_on(v, watch, |full| self.attempt(full).map(drop)) {
+                    self.abandon(rank);
+                }
+            }
         }
         match &self.state {
             State::Complete(st) => st,
@@ -304,6 +318,53 @@ impl<'a> Request<'a> {
         match self.state {
             State::Recv(id) => self.ep.vci_at(self.vci).cancel_recv(id),
             _ => false,
+        }
+    }
+
+    /// The peers this pending request depends on: its destination (a
+    /// send), its source (a receive: every peer for a wildcard).
+    fn watch(&self) -> Watch {
+        match self.state {
+            State::Complete(_) => Watch::Nothing,
+            State::Send { status, .. } => Watch::source(status.source),
+            State::Recv(id) => {
+                let vci = self.ep.vci_at(self.vci);
+                let p = vci.lock();
+                match p.posted.iter().find(|&&(_, x)| x == id) {
+                    Some((key, _)) => Watch::source(key.source),
+                    // Matched: it finishes without its peer.
+                    None => Watch::Nothing,
+                }
+            }
+        }
+    }
+
+    /// Ends the request because peer `rank`, which it depends on, failed:
+    /// a receive that has not matched is withdrawn, a send abandoned (its
+    /// envelope stays with the dead receiver, never freed: nobody may
+    /// touch it again). Its status then records the failure. A receive
+    /// that matched meanwhile is left to finish.
+    fn abandon(&mut self, rank: u32) {
+        let failed = StatusError::ProcFailed { rank };
+        match self.state {
+            State::Complete(_) => {}
+            State::Send { mut status, .. } => {
+                status.error = Some(failed);
+                status.count = 0;
+                self.state = State::Complete(status);
+            }
+            State::Recv(id) => {
+                let vci = self.ep.vci_at(self.vci);
+                if vci.cancel_recv(id) {
+                    let mut g = vci.lock();
+                    // Frees the slot: the request will not collect it.
+                    let _ = vci.take_recv(&mut g, id);
+                    let mut st = Status::empty();
+                    st.source = rank as i32;
+                    st.error = Some(failed);
+                    self.state = State::Complete(st);
+                }
+            }
         }
     }
 
@@ -415,17 +476,25 @@ fn wait_in_order<'a, S: RequestSlot<'a>>(set: &mut [S]) {
     while let Some(i) =
         (first..set.len()).find(|&i| set[i].request().is_some_and(|r| !r.is_complete()))
     {
-        let (ep, v) = set[i]
+        let (ep, v, watch) = set[i]
             .request()
-            .map(|r| (r.ep, r.vci))
+            .map(|r| (r.ep, r.vci, r.watch()))
             .expect("found above");
-        ep.wait_on(v, |full| {
+        let waited = ep.wait_on(v, watch, |full| {
             poll_run(&mut set[i..], full);
             set[i]
                 .request()
                 .is_some_and(|r| r.is_complete())
                 .then_some(())
         });
+        if let Err(rank) = waited {
+            if let Some(r) = set[i].request() {
+                r.abandon(rank);
+            }
+            // Looked at again: a receive that matched meanwhile finishes.
+            first = i;
+            continue;
+        }
         first = i + 1;
     }
 }
@@ -472,7 +541,27 @@ fn wait_set(requests: &mut [Option<Request<'_>>]) {
     if requests.iter().flatten().any(Request::is_complete) {
         return;
     }
-    ep.wait_on(v, |full| poll_set(requests, full).then_some(()));
+    // Any request may finish the wait: it fails only when every one of
+    // them depends on a failed peer.
+    let watches: Vec<Watch> = requests.iter().flatten().map(Request::watch).collect();
+    let live = ep.liveness();
+    let all_failed = || {
+        let mut first = None;
+        for &w in &watches {
+            first = Some(first.unwrap_or(live.check(w)?));
+        }
+        first
+    };
+    if ep
+        .wait_on_failing(v, |full| poll_set(requests, full).then_some(()), all_failed)
+        .is_err()
+    {
+        for r in requests.iter_mut().flatten() {
+            if let Some(rank) = live.check(r.watch()) {
+                r.abandon(rank);
+            }
+        }
+    }
 }
 
 /// Takes the finished requests out of the set (leaving `None`), the first
