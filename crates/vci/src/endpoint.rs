@@ -248,6 +248,10 @@ impl Endpoint {
         // the barrier above).
         let pids: Vec<u32> = (0..size).map(|r| peers[r as usize * nv].pid()).collect();
         let live = Liveness::new(seg, rank, &pids);
+        // Out of init's wait for the peers (the runtime above marks the
+        // word on), before the barrier: a peer that leaves right after it
+        // does not see this rank still initializing.
+        seg.set_rank_state(shmheap::segment::RankState::Attached);
         // Every table is filled before anyone sends.
         seg.barrier();
         // A given block can be kept as it is if our global allocator is the

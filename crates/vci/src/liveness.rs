@@ -1,9 +1,11 @@
 //! Liveness of the peers: whether a rank a waiter depends on is gone.
 //!
-//! A rank is *failed* when its process has ended and its state word in the
-//! segment header ([`shmheap::segment::RankState`]) does not say it
-//! finalized: it left its peers without the messages (or the copies of
-//! theirs) they may wait for. A waiter asks only in the slow path of
+//! A rank is *failed* when its process has ended while its state word in
+//! the segment header ([`shmheap::segment::RankState`]) says it was in
+//! the runtime (initializing or running, not finalized): it left its peers
+//! without the messages (or the copies of theirs) they may wait for. A
+//! process that uses the engine alone, without the runtime that marks the
+//! word, is never taken for failed. A waiter asks only in the slow path of
 //! waiting, between two doorbell sleeps ([`crate::wait`]), so the message
 //! path pays nothing, and a job without a launcher watching it (or whose
 //! launcher does not end it) cannot hang on a dead peer.
@@ -20,7 +22,7 @@
 //! wildcard receive when a possible sender fails). Once found, a failed
 //! rank stays failed.
 
-use shmheap::segment::{RankState, Segment};
+use shmheap::segment::Segment;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -158,7 +160,13 @@ impl Liveness {
         if peer.failed.load(Ordering::Relaxed) {
             return true;
         }
-        if !Self::ended(peer) || self.seg.rank_state(rank) == RankState::Finalized {
+        // A peer that finalized (or never started the runtime above the
+        // engine, which marks the word) owes nobody anything.
+        if !self.seg.rank_state(rank).leaves_peers_waiting() || !Self::ended(peer) {
+            return false;
+        }
+        // It ended; had it finalized just before, the word says so now.
+        if !self.seg.rank_state(rank).leaves_peers_waiting() {
             return false;
         }
         // Relaxed: as above.
