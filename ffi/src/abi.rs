@@ -206,6 +206,10 @@ pub const ERR_PENDING: c_int = 18;
 pub const ERR_IN_STATUS: c_int = 19;
 pub const ERR_NO_MEM: c_int = 39;
 pub const ERR_UNSUPPORTED_OPERATION: c_int = 55;
+/// A peer process the operation depends on ended without finalizing (the
+/// standard ABI has no `MPI_ERR_PROC_FAILED`; this is its class for a
+/// failed peer).
+pub const ERR_PROC_ABORTED: c_int = 58;
 pub const ERR_ERRHANDLER: c_int = 61;
 pub const ERR_ABI: c_int = 62;
 pub const ERR_LASTCODE: c_int = 0x3fff;

@@ -55,6 +55,10 @@ const TESTS: &[(&str, fn())] = &[
     ),
     ("errors_are_fatal_by_default", errors_are_fatal_by_default),
     (
+        "a_call_before_init_is_fatal_by_default",
+        a_call_before_init_is_fatal_by_default,
+    ),
+    (
         "threads_on_separate_communicators",
         threads_on_separate_communicators,
     ),
@@ -599,6 +603,23 @@ fn every_declared_function_is_exported() {
 
 fn unsupported_routines_refuse() {
     build_and_run("tests/unsupported.c", "unsupported", 2);
+}
+
+fn a_call_before_init_is_fatal_by_default() {
+    let exe = compile("tests/preinit.c", &[], &[]);
+    let report = launch(&exe, 1, &[]);
+    let d = rank_tests::describe(&report);
+    // MPI_ERR_OTHER's class is the exit status.
+    assert_eq!(report.ranks[0].status, RankStatus::Exited(16), "{d}");
+    let out = String::from_utf8_lossy(&report.ranks[0].stdout);
+    assert!(out.contains("allowed routines work"), "{d}");
+    assert!(!out.contains("still running"), "{d}");
+    let err = String::from_utf8_lossy(&report.ranks[0].stderr);
+    assert!(
+        err.contains("MPI_Type_size: MPI_Init has not been called")
+            && err.contains("MPI_ERR_OTHER"),
+        "{d}"
+    );
 }
 
 fn unsupported_routine_is_fatal_by_default() {

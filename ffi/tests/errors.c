@@ -3,6 +3,7 @@
  * delivered), MPI_ERR_IN_STATUS, error strings, user error handlers, and
  * calls after MPI_Finalize. */
 #include "check.h"
+#include <stdint.h>
 #include <string.h>
 
 static int handler_calls, handler_code;
@@ -110,6 +111,16 @@ int main(int argc, char **argv) {
     FAILS(MPI_ERR_REQUEST, MPI_Test(&junk, &flag, &st));
     FAILS(MPI_ERR_REQUEST, MPI_Cancel(&junk));
     FAILS(MPI_ERR_REQUEST, MPI_Request_free(&junk));
+    /* Values with the top bits of a finished receive's handle, but no
+     * valid check of the status they would carry: invalid, not success
+     * with a made-up status. */
+    for (uint64_t low = 0; low < 64; low++) {
+        MPI_Request forged = (MPI_Request)(uintptr_t)((UINT64_C(0x2d) << 58) | (low * 0x10001u) | (low << 40));
+        FAILS(MPI_ERR_REQUEST, MPI_Wait(&forged, &st));
+        FAILS(MPI_ERR_REQUEST, MPI_Test(&forged, &flag, &st));
+        MPI_Request two[2] = {MPI_REQUEST_NULL, forged};
+        FAILS(MPI_ERR_REQUEST, MPI_Waitall(2, two, MPI_STATUSES_IGNORE));
+    }
     OK(MPI_Irecv(&x, 1, MPI_INT, check_rank, 55, MPI_COMM_WORLD, &reqs[0]));
     reqs[1] = (MPI_Request)MPI_COMM_WORLD;
     FAILS(MPI_ERR_REQUEST, MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE));
@@ -213,6 +224,26 @@ int main(int argc, char **argv) {
     FAILS(MPI_ERR_OTHER, MPI_Comm_rank(MPI_COMM_WORLD, &x));
     FAILS(MPI_ERR_OTHER, MPI_Comm_size(MPI_COMM_SELF, &x));
     FAILS(MPI_ERR_OTHER, MPI_Finalize());
+    /* Datatypes, groups, operations and error handlers are not allowed
+     * after MPI_Finalize either... */
+    MPI_Datatype late_type;
+    MPI_Op late_op = MPI_SUM;
+    MPI_Errhandler late_eh;
+    FAILS(MPI_ERR_OTHER, MPI_Type_contiguous(2, MPI_INT, &late_type));
+    FAILS(MPI_ERR_OTHER, MPI_Type_size(MPI_INT, &x));
+    FAILS(MPI_ERR_OTHER, MPI_Group_size(MPI_GROUP_EMPTY, &x));
+    FAILS(MPI_ERR_OTHER, MPI_Op_free(&late_op));
+    FAILS(MPI_ERR_OTHER, MPI_Comm_create_errhandler(my_handler, &late_eh));
+    /* ... while the routines MPI allows then keep working. */
+    OK(MPI_Finalized(&flag));
+    CHECK(flag);
+    OK(MPI_Initialized(&flag));
+    CHECK(flag);
+    OK(MPI_Error_class(MPI_ERR_TAG, &x));
+    CHECK(x == MPI_ERR_TAG);
+    OK(MPI_Error_string(MPI_ERR_OTHER, text, &len));
+    OK(MPI_Get_version(&x, &n));
+    CHECK(x == MPI_VERSION);
     PASSED("errors");
     return 0;
 }
