@@ -46,6 +46,10 @@ const TESTS: &[(&str, fn())] = &[
         malloc_before_init_without_launcher,
     ),
     (
+        "mpi_works_after_malloc_used_up_the_arena",
+        mpi_works_after_malloc_used_up_the_arena,
+    ),
+    (
         "c_heap_stays_private_with_hmpi_malloc_system",
         c_heap_stays_private_with_hmpi_malloc_system,
     ),
@@ -391,6 +395,11 @@ fn comm_creation_does_not_slow_down() {
 
 fn malloc_is_the_shared_heap() {
     build_and_run("tests/heap.c", "heap", 3);
+}
+
+fn mpi_works_after_malloc_used_up_the_arena() {
+    let exe = compile("tests/nomem.c", &[], &[]);
+    run_passes(&exe, "nomem", 2, &[("HMPI_HEAP_PER_RANK", "64M")]);
 }
 
 fn c_heap_stays_private_with_hmpi_malloc_system() {
