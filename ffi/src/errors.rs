@@ -101,6 +101,7 @@ pub fn class_of(e: &hmpi_core::Error) -> c_int {
         E::NotInitialized | E::Finalized => abi::ERR_OTHER,
         E::Internal(_) => abi::ERR_INTERN,
         E::ProcFailed { .. } => abi::ERR_PROC_ABORTED,
+        E::NoMemory { .. } => abi::ERR_NO_MEM,
         _ => abi::ERR_OTHER,
     }
 }

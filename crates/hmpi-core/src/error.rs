@@ -122,6 +122,12 @@ pub enum Error {
     Finalized,
     /// `MPI_ERR_INTERN`: a broken invariant of the runtime itself.
     Internal(String),
+    /// `MPI_ERR_NO_MEM`: memory the operation needs (outside the shared
+    /// heap: a packing buffer) could not be allocated.
+    NoMemory {
+        /// The bytes asked for.
+        bytes: usize,
+    },
     /// `MPI_ERR_PROC_ABORTED`: a process the operation depends on ended
     /// without finalizing (a receive from it, a send to it that needs it,
     /// a receive from any source), so the operation cannot finish.
@@ -195,6 +201,7 @@ impl fmt::Display for Error {
                 "hmpi was finalized in this process (its Universe was dropped)"
             ),
             Error::Internal(m) => write!(f, "internal error: {m}"),
+            Error::NoMemory { bytes } => write!(f, "no memory for {bytes} bytes"),
             Error::ProcFailed { rank } => write!(
                 f,
                 "rank {rank} of the job ended without finalizing; this operation depends on it"

@@ -157,6 +157,28 @@ fn local(comm: &SimpleCommunicator, mode: Mode, r: Result<()>) -> Result<Option<
     }
 }
 
+/// A null buffer for `count` elements of `dt` that hold data is an error
+/// (unless the type's true lower bound makes its elements absolute
+/// addresses, as with `MPI_BOTTOM`), checked before any work.
+fn check_not_null(p: *const u8, count: usize, dt: &Datatype, what: &str) -> Result<()> {
+    if p.is_null() && dt.packed_size(count)? > 0 && dt.true_lower_bound() < 4096 {
+        return Err(Error::Buffer {
+            reason: format!("the {what} buffer is null for {count} elements"),
+        });
+    }
+    Ok(())
+}
+
+/// A buffer for the `n` packed bytes of a one-member reduction or scan:
+/// an allocation failure is an error, not an abort.
+fn packing_buffer(n: usize) -> Result<Vec<u8>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| Error::NoMemory { bytes: n })?;
+    v.resize(n, 0);
+    Ok(v)
+}
+
 fn check_root(comm: &SimpleCommunicator, root: i32) -> Result<u32> {
     if (0..comm.size()).contains(&root) {
         Ok(root as u32)
@@ -561,11 +583,15 @@ pub unsafe fn reduce(
     }
     let (red, packed) = reduction(dt, op)?;
     let input = send.unwrap_or(recv.cast_const());
+    check_not_null(input, count, dt, "send")?;
+    if wants {
+        check_not_null(recv, count, dt, "receive")?;
+    }
     let Some(c) = comm.coll()? else {
         // One member: the result is its input.
         if let Some(s) = send {
             let n = dt.packed_size(count)?;
-            let mut v = vec![0u8; n];
+            let mut v = packing_buffer(n)?;
             // SAFETY: the caller's guarantee for both buffers.
             unsafe {
                 dt.pack_raw(s, count, &mut v)?;
@@ -1160,11 +1186,13 @@ pub unsafe fn scan(
 ) -> Result<Option<CollRequest>> {
     let (red, packed) = reduction(dt, op)?;
     let input = send.unwrap_or(recv.cast_const());
+    check_not_null(input, count, dt, "send")?;
+    check_not_null(recv, count, dt, "receive")?;
     let Some(c) = comm.coll()? else {
         if !exclusive {
             if let Some(s) = send {
                 let n = dt.packed_size(count)?;
-                let mut v = vec![0u8; n];
+                let mut v = packing_buffer(n)?;
                 // SAFETY: the caller's guarantee for both buffers.
                 unsafe {
                     dt.pack_raw(s, count, &mut v)?;
