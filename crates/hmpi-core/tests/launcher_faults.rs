@@ -116,6 +116,46 @@ fn dead_peer_rank() {
     std::process::exit(0);
 }
 
+/// Writes this rank's pid to `$FAULTS_PID_DIR/rank-R` (before init, so
+/// that a kill can find it at any moment), then passes messages around a
+/// ring, with barriers and allreduces, until the job is killed.
+fn busy_rank() {
+    let dir = std::env::var("FAULTS_PID_DIR").unwrap();
+    let rank = std::env::var("HMPI_RANK").unwrap();
+    let tmp = format!("{dir}/.rank-{rank}");
+    std::fs::write(&tmp, std::process::id().to_string()).unwrap();
+    std::fs::rename(&tmp, format!("{dir}/rank-{rank}")).unwrap();
+    let universe = hmpi_core::init().expect("init");
+    let world = universe.world();
+    let (me, n) = (world.rank(), world.size());
+    let mut data = vec![me as u64; 1 << 14];
+    let start = std::time::Instant::now();
+    let mut i = 0usize;
+    while start.elapsed() < Duration::from_secs(20) {
+        let len = [1, 64, 4096, 1 << 14][i % 4];
+        let next = world.process_at_rank((me + 1) % n);
+        let prev = world.process_at_rank((me + n - 1) % n);
+        if me == 0 {
+            next.send(&data[..len]).unwrap();
+            prev.receive_into(&mut data[..len]).unwrap();
+        } else {
+            prev.receive_into(&mut data[..len]).unwrap();
+            next.send(&data[..len]).unwrap();
+        }
+        if i % 3 == 0 {
+            world.barrier().unwrap();
+        }
+        if i % 5 == 0 {
+            let mut sum = 0u64;
+            world
+                .all_reduce_into(&1u64, &mut sum, SystemOperation::sum())
+                .unwrap();
+        }
+        i += 1;
+    }
+    unreachable!("rank {me} was not killed");
+}
+
 /// Rank 1 exits before it initializes; the others wait for it in init.
 fn exit_before_init_rank() {
     if std::env::var("HMPI_RANK").as_deref() == Ok("1") {
@@ -363,6 +403,85 @@ fn a_wait_on_a_dead_peer_is_an_error_without_a_launcher() {
     );
 }
 
+/// `kill -9` of a random rank at a random moment (its start, init, a
+/// message, a barrier, an allreduce), 30 seeded trials: the job ends
+/// within the limit, hmpirun names the rank, no segment file and no rank
+/// process is left.
+fn killing_a_random_rank_at_a_random_moment_ends_the_job() {
+    let mut x: u64 = 0x2026_1127;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for trial in 0..30 {
+        let dir = ShmDir::new(&format!("kill{trial}"));
+        let pids = dir.0.join("pids");
+        std::fs::create_dir(&pids).unwrap();
+        let ranks = 3;
+        let victim = (next() % ranks) as u32;
+        let delay = Duration::from_millis(next() % 300);
+        let child = Command::new(HMPIRUN)
+            .args(["-n", &ranks.to_string(), "--timeout", "60", "--"])
+            .arg(std::env::current_exe().unwrap())
+            .env(rank_tests::ROLE_VAR, "busy")
+            .env("FAULTS_PID_DIR", &pids)
+            .env("HMPI_SHM_DIR", &dir.0)
+            .env("HMPI_HEAP_PER_RANK", "64M")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid_of = |r: u32| -> Option<i32> {
+            std::fs::read_to_string(pids.join(format!("rank-{r}")))
+                .ok()?
+                .parse()
+                .ok()
+        };
+        let started = std::time::Instant::now();
+        std::thread::sleep(delay);
+        let pid = loop {
+            if let Some(p) = pid_of(victim) {
+                break p;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "trial {trial}: no pid"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        // SAFETY: kill only sends a signal to a rank of this job.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+        let killed = std::time::Instant::now();
+        let out = child.wait_with_output().unwrap();
+        let waited = killed.elapsed().as_secs_f64();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "hmpirun: rank {victim} was killed by signal 9 (SIGKILL)"
+            )),
+            "trial {trial} (rank {victim} after {delay:?}): stderr:\n{stderr}"
+        );
+        assert_eq!(out.status.code(), Some(128 + 9), "trial {trial}: {stderr}");
+        assert!(
+            waited <= LIMIT,
+            "trial {trial}: the job ended {waited:.2} s after the kill"
+        );
+        for r in 0..ranks as u32 {
+            if let Some(p) = pid_of(r) {
+                assert!(
+                    !std::path::Path::new(&format!("/proc/{p}")).exists(),
+                    "trial {trial}: rank {r} (pid {p}) is still there"
+                );
+            }
+        }
+        std::fs::remove_dir_all(&pids).unwrap();
+        dir.assert_empty();
+    }
+}
+
 fn a_rank_is_claimed_once_per_job() {
     let report = rank_tests::launch("claim-twice", 2, &[]);
     rank_tests::assert_ran(&report, "claim-twice");
@@ -389,6 +508,7 @@ fn main() {
                 "exit-before-init" => exit_before_init_rank,
                 "claim-twice" => claim_twice_rank,
                 "claim-again" => claim_again_rank,
+                "busy" => busy_rank,
                 _ => return None,
             };
             body();
@@ -418,6 +538,10 @@ fn main() {
             (
                 "a_rank_is_claimed_once_per_job",
                 a_rank_is_claimed_once_per_job,
+            ),
+            (
+                "killing_a_random_rank_at_a_random_moment_ends_the_job",
+                killing_a_random_rank_at_a_random_moment_ends_the_job,
             ),
             (
                 "a_ranks_children_do_not_inherit_the_segment",
