@@ -105,6 +105,40 @@ int main(int argc, char **argv) {
     FAILS(MPI_ERR_TYPE, MPI_Type_vector(1 << 30, 1, 2, vec, &dead));
     OK(MPI_Type_free(&vec));
 
+    /* Groups and operations: null, made up, another kind's, freed. */
+    {
+        MPI_Group made, stale_group;
+        OK(MPI_Comm_group(MPI_COMM_WORLD, &made));
+        stale_group = made;
+        OK(MPI_Group_free(&made));
+        MPI_Group bad_groups[] = {MPI_GROUP_NULL, (MPI_Group)0x4444, (MPI_Group)MPI_COMM_WORLD,
+                                  (MPI_Group)0x7fffffff, stale_group};
+        for (size_t i = 0; i < sizeof bad_groups / sizeof bad_groups[0]; i++) {
+            MPI_Group copy = bad_groups[i];
+            FAILS(MPI_ERR_GROUP, MPI_Group_size(bad_groups[i], &n));
+            FAILS(MPI_ERR_GROUP, MPI_Group_rank(bad_groups[i], &n));
+            FAILS(MPI_ERR_GROUP, MPI_Group_free(&copy));
+        }
+        MPI_Op made_op, stale_op;
+        int y = 0;
+        OK(MPI_Op_create((MPI_User_function *)my_handler, 1, &made_op));
+        stale_op = made_op;
+        OK(MPI_Op_free(&made_op));
+        MPI_Op bad_ops[] = {MPI_OP_NULL, (MPI_Op)0x4444, (MPI_Op)MPI_INT, (MPI_Op)0x7fffffff, stale_op};
+        for (size_t i = 0; i < sizeof bad_ops / sizeof bad_ops[0]; i++) {
+            MPI_Op copy = bad_ops[i];
+            FAILS(MPI_ERR_OP, MPI_Reduce_local(&x, &y, 1, MPI_INT, bad_ops[i]));
+            FAILS(MPI_ERR_OP, MPI_Allreduce(&x, &y, 1, MPI_INT, bad_ops[i], MPI_COMM_SELF));
+            FAILS(MPI_ERR_OP, MPI_Op_free(&copy));
+        }
+        MPI_Op predefined_op = MPI_SUM;
+        FAILS(MPI_ERR_OP, MPI_Op_free(&predefined_op));
+        /* Error handlers: invalid ones are MPI_ERR_ARG. */
+        MPI_Errhandler bad_eh = (MPI_Errhandler)0x4444;
+        FAILS(MPI_ERR_ARG, MPI_Comm_set_errhandler(MPI_COMM_WORLD, bad_eh));
+        FAILS(MPI_ERR_ARG, MPI_Errhandler_free(&bad_eh));
+    }
+
     /* Requests. */
     MPI_Request junk = (MPI_Request)0x4444, reqs[2];
     FAILS(MPI_ERR_REQUEST, MPI_Wait(&junk, &st));
