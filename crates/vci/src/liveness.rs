@@ -12,9 +12,10 @@
 //!
 //! Whether a process has ended: a pidfd (Linux 5.3 and later) polls
 //! readable once the process exits, zombie or not, and cannot be fooled by
-//! a reused pid. Where a pidfd cannot be had (an old kernel, no descriptor
-//! left) `/proc/<pid>/stat` answers: gone, a zombie, or another process
-//! (a different start time) is an ended peer.
+//! a reused pid. Where a pidfd cannot be had (an old kernel, or beyond a
+//! quarter of the process's descriptor limit, which stays the program's)
+//! `/proc/<pid>/stat` answers: gone, a zombie, or another process (a
+//! different start time) is an ended peer.
 //!
 //! What a wait watches ([`Watch`]) is decided by the operation: a receive
 //! from a rank or a send to it watches that rank; a receive from any
@@ -94,6 +95,10 @@ impl Liveness {
     /// while every peer is known to be alive (inside init, between two
     /// barriers).
     pub(crate) fn new(seg: Segment, me: u32, pids: &[u32]) -> Liveness {
+        // Pidfds take descriptors: at most a quarter of what the process
+        // may open, so that the program keeps its own; the other peers are
+        // watched through /proc.
+        let mut pidfds = Self::pidfd_budget();
         let peers = pids
             .iter()
             .enumerate()
@@ -101,7 +106,7 @@ impl Liveness {
                 probe: if r as u32 == me {
                     Probe::Never
                 } else {
-                    Self::probe_of(pid as i32)
+                    Self::probe_of(pid as i32, &mut pidfds)
                 },
                 failed: AtomicBool::new(false),
             })
@@ -109,15 +114,34 @@ impl Liveness {
         Liveness { seg, peers }
     }
 
-    fn probe_of(pid: i32) -> Probe {
+    /// How many pidfds this process may take: a quarter of its
+    /// descriptor limit.
+    fn pidfd_budget() -> usize {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes one rlimit, which `lim` is.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+            return 0;
+        }
+        usize::try_from(lim.rlim_cur / 4).unwrap_or(usize::MAX)
+    }
+
+    fn probe_of(pid: i32, pidfds: &mut usize) -> Probe {
         if pid <= 0 {
             return Probe::Never;
         }
-        // Raw libc: neither std nor nix wraps pidfd_open.
-        // SAFETY: pidfd_open takes a pid and flags and returns a new
-        // descriptor or -1; no memory is passed.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        let fd = if *pidfds > 0 {
+            // Raw libc: neither std nor nix wraps pidfd_open.
+            // SAFETY: pidfd_open takes a pid and flags and returns a new
+            // descriptor or -1; no memory is passed.
+            unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) }
+        } else {
+            -1
+        };
         if fd >= 0 {
+            *pidfds -= 1;
             // SAFETY: a fresh descriptor that nothing else owns. A pidfd
             // is close-on-exec from its creation.
             return Probe::Pidfd(unsafe { OwnedFd::from_raw_fd(fd as i32) });
@@ -181,5 +205,44 @@ impl Liveness {
             Watch::Any => (0..self.peers.len() as u32).find(|&r| self.failed(r)),
             Watch::Nothing => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn peer(pid: i32, pidfds: usize) -> Peer {
+        let mut budget = pidfds;
+        Peer {
+            probe: Liveness::probe_of(pid, &mut budget),
+            failed: AtomicBool::new(false),
+        }
+    }
+
+    #[test]
+    fn both_probes_see_a_process_end_and_not_this_one() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("0.05")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let by_fd = peer(pid, 1);
+        let by_stat = peer(pid, 0);
+        assert!(matches!(by_stat.probe, Probe::Stat { .. }));
+        assert!(!Liveness::ended(&by_stat));
+        // It ends; not reaped yet, it is a zombie, which counts as ended.
+        let start = Instant::now();
+        while !Liveness::ended(&by_fd) {
+            assert!(start.elapsed() < Duration::from_secs(10), "never ended");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(Liveness::ended(&by_stat));
+        child.wait().unwrap();
+        assert!(Liveness::ended(&by_fd) && Liveness::ended(&by_stat));
+        let me = peer(std::process::id() as i32, 1);
+        assert!(!Liveness::ended(&me));
+        assert!(!Liveness::ended(&peer(0, 1)));
     }
 }
