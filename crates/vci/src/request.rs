@@ -150,6 +150,37 @@ pub struct Request<'a> {
 /// A `seen` no events count equals soon: the first attempt takes the lock.
 const NEVER: u64 = u64::MAX;
 
+/// What a pending request depends on, as read from its state without a
+/// lock: a peer (a send's destination), a posted receive (whose source is
+/// looked up under the VCI lock, and only when a sleeping waiter checks
+/// its peers: never on the way into a wait), or nothing.
+#[derive(Debug, Clone, Copy)]
+enum Depends {
+    Peer(i32),
+    Recv(u32),
+    Nothing,
+}
+
+impl Depends {
+    /// The peers to watch: the destination, the receive's source (every
+    /// peer for a wildcard), none once the receive matched.
+    fn watch(self, ep: &Endpoint, v: usize) -> Watch {
+        match self {
+            Depends::Peer(rank) => Watch::source(rank),
+            Depends::Recv(id) => {
+                let vci = ep.vci_at(v);
+                let p = vci.lock();
+                match p.posted.iter().find(|&&(_, x)| x == id) {
+                    Some((key, _)) => Watch::source(key.source),
+                    // Matched: it finishes without its peer.
+                    None => Watch::Nothing,
+                }
+            }
+            Depends::Nothing => Watch::Nothing,
+        }
+    }
+}
+
 impl<'a> Request<'a> {
     #[inline(always)]
     pub(crate) fn complete(ep: &'a Endpoint, vci: usize, status: Status) -> Self {
@@ -293,8 +324,16 @@ impl<'a> Request<'a> {
             // the attempt completed (see docs/performance.md, "Store
             // forwarding").
             while !self.is_complete() {
-                let watch = self.watch();
-                if let Err(rank) = ep.wait_on(v, watch, |full| self.attempt(full).map(drop)) {
+                // What the request depends on is looked up only when a
+                // sleeping waiter checks its peers, never on the way in.
+                let depends = self.depends();
+                let live = ep.liveness();
+                let waited = ep.wait_on_failing(
+                    v,
+                    |full| self.attempt(full).map(drop),
+                    || live.check(depends.watch(ep, v)),
+                );
+                if let Err(rank) = waited {
                     self.abandon(rank);
                 }
             }
@@ -321,21 +360,13 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// The peers this pending request depends on: its destination (a
-    /// send), its source (a receive: every peer for a wildcard).
-    fn watch(&self) -> Watch {
+    /// What this request depends on, read without a lock (see
+    /// [`Depends::watch`]).
+    fn depends(&self) -> Depends {
         match self.state {
-            State::Complete(_) => Watch::Nothing,
-            State::Send { status, .. } => Watch::source(status.source),
-            State::Recv(id) => {
-                let vci = self.ep.vci_at(self.vci);
-                let p = vci.lock();
-                match p.posted.iter().find(|&&(_, x)| x == id) {
-                    Some((key, _)) => Watch::source(key.source),
-                    // Matched: it finishes without its peer.
-                    None => Watch::Nothing,
-                }
-            }
+            State::Complete(_) => Depends::Nothing,
+            State::Send { status, .. } => Depends::Peer(status.source),
+            State::Recv(id) => Depends::Recv(id),
         }
     }
 
@@ -476,17 +507,22 @@ fn wait_in_order<'a, S: RequestSlot<'a>>(set: &mut [S]) {
     while let Some(i) =
         (first..set.len()).find(|&i| set[i].request().is_some_and(|r| !r.is_complete()))
     {
-        let (ep, v, watch) = set[i]
+        let (ep, v, depends) = set[i]
             .request()
-            .map(|r| (r.ep, r.vci, r.watch()))
+            .map(|r| (r.ep, r.vci, r.depends()))
             .expect("found above");
-        let waited = ep.wait_on(v, watch, |full| {
-            poll_run(&mut set[i..], full);
-            set[i]
-                .request()
-                .is_some_and(|r| r.is_complete())
-                .then_some(())
-        });
+        let live = ep.liveness();
+        let waited = ep.wait_on_failing(
+            v,
+            |full| {
+                poll_run(&mut set[i..], full);
+                set[i]
+                    .request()
+                    .is_some_and(|r| r.is_complete())
+                    .then_some(())
+            },
+            || live.check(depends.watch(ep, v)),
+        );
         if let Err(rank) = waited {
             if let Some(r) = set[i].request() {
                 r.abandon(rank);
@@ -543,12 +579,16 @@ fn wait_set(requests: &mut [Option<Request<'_>>]) {
     }
     // Any request may finish the wait: it fails only when every one of
     // them depends on a failed peer.
-    let watches: Vec<Watch> = requests.iter().flatten().map(Request::watch).collect();
+    let depends: Vec<(&Endpoint, usize, Depends)> = requests
+        .iter()
+        .flatten()
+        .map(|r| (r.ep, r.vci, r.depends()))
+        .collect();
     let live = ep.liveness();
     let all_failed = || {
         let mut first = None;
-        for &w in &watches {
-            first = Some(first.unwrap_or(live.check(w)?));
+        for &(ep, v, d) in &depends {
+            first = Some(first.unwrap_or(live.check(d.watch(ep, v))?));
         }
         first
     };
@@ -557,7 +597,7 @@ fn wait_set(requests: &mut [Option<Request<'_>>]) {
         .is_err()
     {
         for r in requests.iter_mut().flatten() {
-            if let Some(rank) = live.check(r.watch()) {
+            if let Some(rank) = live.check(r.depends().watch(r.ep, r.vci)) {
                 r.abandon(rank);
             }
         }
