@@ -294,6 +294,7 @@ fn early_exit_ends_the_job_under_hmpirun_with_a_message() {
         waited <= LIMIT,
         "hmpirun ended {waited:.2} s after rank 1 left"
     );
+    println!("hmpirun ended {waited:.3} s after rank 1 left without finalizing");
     dir.assert_empty();
 }
 
