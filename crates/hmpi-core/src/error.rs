@@ -256,3 +256,31 @@ impl From<vci::Error> for Error {
 
 /// The runtime's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `n` zeroed bytes (a packing buffer), or [`Error::NoMemory`] instead of
+/// an abort when they cannot be allocated.
+pub(crate) fn zeroed_bytes(n: usize) -> Result<Vec<u8>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| Error::NoMemory { bytes: n })?;
+    v.resize(n, 0);
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_packing_buffer_that_cannot_be_had_is_an_error() {
+        assert_eq!(zeroed_bytes(16).unwrap(), vec![0u8; 16]);
+        assert!(matches!(
+            zeroed_bytes(usize::MAX),
+            Err(Error::NoMemory { bytes: usize::MAX })
+        ));
+        assert!(matches!(
+            zeroed_bytes(isize::MAX as usize),
+            Err(Error::NoMemory { .. })
+        ));
+    }
+}

@@ -169,16 +169,6 @@ fn check_not_null(p: *const u8, count: usize, dt: &Datatype, what: &str) -> Resu
     Ok(())
 }
 
-/// A buffer for the `n` packed bytes of a one-member reduction or scan:
-/// an allocation failure is an error, not an abort.
-fn packing_buffer(n: usize) -> Result<Vec<u8>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n)
-        .map_err(|_| Error::NoMemory { bytes: n })?;
-    v.resize(n, 0);
-    Ok(v)
-}
-
 fn check_root(comm: &SimpleCommunicator, root: i32) -> Result<u32> {
     if (0..comm.size()).contains(&root) {
         Ok(root as u32)
@@ -591,7 +581,7 @@ pub unsafe fn reduce(
         // One member: the result is its input.
         if let Some(s) = send {
             let n = dt.packed_size(count)?;
-            let mut v = packing_buffer(n)?;
+            let mut v = crate::error::zeroed_bytes(n)?;
             // SAFETY: the caller's guarantee for both buffers.
             unsafe {
                 dt.pack_raw(s, count, &mut v)?;
@@ -1192,7 +1182,7 @@ pub unsafe fn scan(
         if !exclusive {
             if let Some(s) = send {
                 let n = dt.packed_size(count)?;
-                let mut v = packing_buffer(n)?;
+                let mut v = crate::error::zeroed_bytes(n)?;
                 // SAFETY: the caller's guarantee for both buffers.
                 unsafe {
                     dt.pack_raw(s, count, &mut v)?;
