@@ -39,7 +39,13 @@
 //! sequence of messages it must get, in order. A received message must be
 //! the next one of its (source, tag) and have the planned length and
 //! content, so a lost, duplicated, reordered (within source, tag and
-//! communicator) or corrupted message is an error naming it.
+//! communicator) or corrupted message is an error naming it. Receive
+//! buffers are filled with a canary byte, and after each message the
+//! [`GUARD`] bytes past its end must still hold it (nothing is written
+//! beyond a message). Now and then a receiver takes a message into a
+//! buffer half its size: the receive must fail with a truncation whose
+//! status counts the buffer's bytes, and those bytes must be the message's
+//! first ones.
 //!
 //! # Termination
 //! No end markers: from the plan, each receiver knows how many messages it
@@ -73,6 +79,10 @@ static STATIC_BUFS: [Mutex<[u8; STATIC_MAX]>; 8] = [const { Mutex::new([0; STATI
 const WINDOW: usize = 4;
 /// Stack size of the sender and receiver threads (they hold stack buffers).
 const THREAD_STACK: usize = 8 << 20;
+/// What receive buffers hold where no message was written.
+const CANARY: u8 = 0xa5;
+/// Bytes past a message's end that must still hold the canary.
+const GUARD: usize = 64;
 
 const USAGE: &str = "usage: stress [--messages N] [--max-size BYTES (K/M/G suffixes)] [--seed S] \
                      [--threads T] [--self-test]";
@@ -360,6 +370,20 @@ fn fill(buf: &mut [u8], key: u64) -> u64 {
     sum
 }
 
+/// The checksum [`fill`] returns for the `len`-byte payload of `key`,
+/// without the payload (for a message received truncated).
+fn payload_sum(key: u64, len: usize) -> u64 {
+    let mut sum = (len as u64).wrapping_mul(MUL);
+    for i in 0..(len / 8) as u64 {
+        sum = sum.wrapping_add(word(key, i));
+    }
+    if len % 8 != 0 {
+        let w = word(key, (len / 8) as u64).to_le_bytes();
+        sum = sum.wrapping_add(tail_value(&w[..len % 8]));
+    }
+    sum
+}
+
 fn tail_value(rem: &[u8]) -> u64 {
     let mut w = [0u8; 8];
     w[..rem.len()].copy_from_slice(rem);
@@ -482,6 +506,44 @@ impl Expect {
         self.count[src as usize] += 1;
         self.sum[src as usize] = self.sum[src as usize].wrapping_add(sum);
         self.bytes += data.len() as u64;
+        Ok(())
+    }
+
+    /// Accepts a message received truncated into `prefix.len()` bytes: it
+    /// must be the next one planned from `src` with `tag`, of
+    /// `message_len` bytes, and `prefix` its first bytes. It counts as
+    /// received whole (its sender counted it so).
+    fn accept_truncated(
+        &mut self,
+        src: i32,
+        tag: i32,
+        prefix: &[u8],
+        message_len: u64,
+    ) -> Result<(), String> {
+        let t = self.thread;
+        let Some(q) = self.queues.get_mut(&(src, tag)).filter(|q| !q.is_empty()) else {
+            return Err(format!(
+                "a truncated message from rank {src} with tag {tag}: none was planned"
+            ));
+        };
+        let (k, size) = q.front().copied().unwrap_or_default();
+        let key = message_key(self.seed, src, t, k);
+        if size as u64 != message_len {
+            return Err(format!(
+                "message {k} of rank {src} thread {t} has {size} bytes, truncation said {message_len}"
+            ));
+        }
+        if let Err(off) = verify(prefix, key) {
+            return Err(format!(
+                "the first {} bytes of message {k} of rank {src} thread {t}, truncated: byte {off} is wrong",
+                prefix.len()
+            ));
+        }
+        q.pop_front();
+        self.remaining -= 1;
+        self.count[src as usize] += 1;
+        self.sum[src as usize] = self.sum[src as usize].wrapping_add(payload_sum(key, size));
+        self.bytes += size as u64;
         Ok(())
     }
 
@@ -956,9 +1018,10 @@ fn receive_stream(
     let me = comm.rank();
     let mut rng = Rng(mix(cfg.seed ^ 0x7265_6376) ^ ((me as u64) << 32) ^ e.thread as u64);
     let cap = cfg.max_size.max(1);
-    let mut big = vec![0u8; cap];
-    let mut window: Vec<Vec<u8>> = (0..WINDOW).map(|_| vec![0u8; cap]).collect();
-    let mut stack = [0u8; STACK_MAX];
+    // Room for the guard past the largest message.
+    let mut big = vec![CANARY; cap + GUARD];
+    let mut window: Vec<Vec<u8>> = (0..WINDOW).map(|_| vec![CANARY; cap + GUARD]).collect();
+    let mut stack = [CANARY; STACK_MAX];
     let any = comm.any_process();
     let or_fail =
         |r: hmpi::Result<Status>, what: &str| r.unwrap_or_else(|e| fail(&format!("{what}: {e}")));
@@ -967,15 +1030,15 @@ fn receive_stream(
         match rng.below(100) {
             // A blocking wildcard receive.
             0..=24 => {
-                let st = or_fail(any.receive_into(&mut big[..]), "receive");
-                take(&mut e, &st, &big)
+                let st = or_fail(any.receive_into(&mut big[..cap]), "receive");
+                take(&mut e, &st, &mut big)
             }
             // receive_vec: a matched probe and its receive.
             25..=39 => {
-                let (v, st) = any
+                let (mut v, st) = any
                     .receive_vec::<u8>()
                     .unwrap_or_else(|err| fail(&format!("receive_vec: {err}")));
-                take(&mut e, &st, &v)
+                take(&mut e, &st, &mut v)
             }
             // A matched probe (blocking or polled) into the big buffer.
             40..=54 => {
@@ -991,13 +1054,13 @@ fn receive_stream(
                         }
                     }
                 };
-                let st2 = or_fail(m.matched_receive_into(&mut big[..]), "matched receive");
+                let st2 = or_fail(m.matched_receive_into(&mut big[..cap]), "matched receive");
                 if st2 != st {
                     fail(&format!(
                         "matched receive status {st2:?}, probe said {st:?}"
                     ));
                 }
-                take(&mut e, &st, &big)
+                take(&mut e, &st, &mut big)
             }
             // A window of immediate wildcard receives, completed as a set and
             // checked in the order posted (the order they matched in).
@@ -1007,17 +1070,75 @@ fn receive_stream(
                 let outcomes = request::multiple_scope(w, |scope, coll| {
                     for b in window.iter_mut().take(w) {
                         let r = any
-                            .immediate_receive_into(scope, &mut b[..])
+                            .immediate_receive_into(scope, &mut b[..cap])
                             .unwrap_or_else(|err| fail(&format!("immediate receive: {err}")));
                         coll.add(r);
                     }
                     complete(coll, how, "receive")
                 });
-                for (st, b) in outcomes.iter().zip(&window) {
+                for (st, b) in outcomes.iter().zip(window.iter_mut()) {
                     match st {
                         Some(st) => take(&mut e, st, b),
                         None => fail("a receive of a window was not reported"),
                     }
+                }
+            }
+            // The next message of a given source and tag into half the
+            // room it needs: a truncation, the prefix delivered.
+            70..=74 => {
+                let keys: Vec<(i32, i32)> = e
+                    .open_keys()
+                    .into_iter()
+                    .filter(|&k| e.head_size(k).is_some_and(|s| s >= 2))
+                    .collect();
+                if keys.is_empty() {
+                    continue;
+                }
+                let (src, tag) = keys[rng.below(keys.len() as u64) as usize];
+                let half = e.head_size((src, tag)).unwrap_or(2) / 2;
+                let got = request::scope(|scope| {
+                    let r = comm.process_at_rank(src).immediate_receive_into_with_tag(
+                        scope,
+                        &mut big[..half],
+                        tag,
+                    );
+                    let mut r = r.unwrap_or_else(|err| fail(&format!("immediate receive: {err}")));
+                    for i in 0..256u32 {
+                        match r.test() {
+                            Ok(None) if i % 16 == 15 => std::thread::yield_now(),
+                            Ok(None) => {}
+                            other => return Some(other),
+                        }
+                    }
+                    if r.cancel() {
+                        let st = or_fail(r.wait(), "cancelled receive");
+                        if !st.is_cancelled() {
+                            fail("a cancelled receive's status is not cancelled");
+                        }
+                        return None;
+                    }
+                    Some(r.wait().map(Some))
+                });
+                match got {
+                    None => {}
+                    Some(Err(hmpi::Error::Truncate {
+                        status,
+                        message_len,
+                    })) => {
+                        if status.byte_count() != half as u64 {
+                            fail(&format!(
+                                "a truncated receive into {half} bytes says {} arrived",
+                                status.byte_count()
+                            ));
+                        }
+                        if let Err(msg) = e.accept_truncated(src, tag, &big[..half], message_len) {
+                            fail(&msg);
+                        }
+                        check_guard(&mut big, half);
+                    }
+                    Some(other) => fail(&format!(
+                        "a receive of half a message from rank {src} tag {tag} gave {other:?}"
+                    )),
                 }
             }
             // A given source, tag, or both; cancelled if it takes long.
@@ -1028,7 +1149,8 @@ fn receive_stream(
                     0 => (
                         src,
                         tag,
-                        e.head_size((src, tag)).is_some_and(|s| s <= STACK_MAX),
+                        e.head_size((src, tag))
+                            .is_some_and(|s| s + GUARD <= STACK_MAX),
                     ),
                     1 => (src, hmpi::ANY_TAG, false),
                     _ => (hmpi::ANY_SOURCE, tag, false),
@@ -1038,12 +1160,18 @@ fn receive_stream(
                 } else {
                     &mut big[..]
                 };
+                // The receive's room leaves the guard past the largest
+                // message it may get.
+                let room = buf.len().saturating_sub(GUARD);
                 let got = request::scope(|scope| {
                     let r = if src == hmpi::ANY_SOURCE {
-                        any.immediate_receive_into_with_tag(scope, &mut *buf, tag)
+                        any.immediate_receive_into_with_tag(scope, &mut buf[..room], tag)
                     } else {
-                        comm.process_at_rank(src)
-                            .immediate_receive_into_with_tag(scope, &mut *buf, tag)
+                        comm.process_at_rank(src).immediate_receive_into_with_tag(
+                            scope,
+                            &mut buf[..room],
+                            tag,
+                        )
                     };
                     let mut r = r.unwrap_or_else(|err| fail(&format!("immediate receive: {err}")));
                     for i in 0..256u32 {
@@ -1088,8 +1216,9 @@ fn receive_stream(
     tally
 }
 
-/// Checks a received message against the plan (or ends the job).
-fn take(e: &mut Expect, st: &Status, buf: &[u8]) {
+/// Checks a received message against the plan, and that nothing was
+/// written past its end (or ends the job).
+fn take(e: &mut Expect, st: &Status, buf: &mut [u8]) {
     let len = usize::try_from(st.byte_count()).unwrap_or(usize::MAX);
     let Some(data) = buf.get(..len) else {
         fail(&format!(
@@ -1100,4 +1229,18 @@ fn take(e: &mut Expect, st: &Status, buf: &[u8]) {
     if let Err(msg) = e.accept(st.source_rank(), st.tag(), data) {
         fail(&msg);
     }
+    check_guard(buf, len);
+}
+
+/// Checks that the [`GUARD`] bytes of `buf` past a message of `len` bytes
+/// still hold the canary, then puts the canary back where the message was.
+fn check_guard(buf: &mut [u8], len: usize) {
+    let end = (len + GUARD).min(buf.len());
+    if let Some(off) = buf[len..end].iter().position(|&b| b != CANARY) {
+        fail(&format!(
+            "byte {} past the end of a {len}-byte message was written",
+            off
+        ));
+    }
+    buf[..end].fill(CANARY);
 }

@@ -219,6 +219,10 @@ pub const ERR_RMA_RANGE: c_int = 48;
 pub const ERR_RMA_SYNC: c_int = 50;
 pub const ERR_WIN: c_int = 56;
 pub const ERR_RMA_FLAVOR: c_int = 57;
+/// A peer process the operation depends on ended without finalizing (the
+/// standard ABI has no `MPI_ERR_PROC_FAILED`; this is its class for a
+/// failed peer).
+pub const ERR_PROC_ABORTED: c_int = 58;
 pub const ERR_ERRHANDLER: c_int = 61;
 pub const ERR_ABI: c_int = 62;
 pub const ERR_LASTCODE: c_int = 0x3fff;

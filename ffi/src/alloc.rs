@@ -21,7 +21,13 @@
 //!   heap, copying glibc's usable size of the old block.
 //! * The Rust code of libhmpi allocates through [`LibHeap`], the same
 //!   routing as a `GlobalAlloc`, so nothing inside the library recurses
-//!   into the exported `malloc`.
+//!   into the exported `malloc`. When the rank's arena cannot serve it
+//!   (the program's `malloc` used it up), the library's own bookkeeping
+//!   comes from glibc instead, so the next MPI call does not fail for
+//!   want of room the program took: the library's tables need not be
+//!   shared, and what must be (message staging, collective blocks) is
+//!   allocated from the shared heap explicitly, where exhaustion is
+//!   `MPI_ERR_NO_MEM`.
 //! * **`fork`**: the child of a rank shares the segment's pages with its
 //!   parent but must not allocate from the parent's arena, so after `fork`
 //!   the child allocates from glibc and leaves the parent's blocks alone
@@ -441,12 +447,15 @@ unsafe impl GlobalAlloc for LibHeap {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if heap_on() {
-            // SAFETY: the caller's valid layout.
-            unsafe { ShmHeap.alloc(layout) }
-        } else {
-            // SAFETY: as above.
-            unsafe { libc_alloc(layout, false) }
+            // Quietly: a full arena is not the library's failure.
+            if let Ok(p) = ShmHeap.try_alloc(layout) {
+                return p.as_ptr();
+            }
         }
+        // Before the attach, or the arena is full: glibc (`dealloc` routes
+        // by address).
+        // SAFETY: as above.
+        unsafe { libc_alloc(layout, false) }
     }
 
     #[inline]
@@ -464,18 +473,23 @@ unsafe impl GlobalAlloc for LibHeap {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         if heap_on() {
-            // SAFETY: the caller's valid layout.
-            unsafe { ShmHeap.alloc_zeroed(layout) }
-        } else {
-            // SAFETY: as above.
-            unsafe { libc_alloc(layout, true) }
+            if let Ok(p) = ShmHeap.try_alloc_zeroed(layout) {
+                return p.as_ptr();
+            }
         }
+        // As in `alloc`.
+        // SAFETY: as above.
+        unsafe { libc_alloc(layout, true) }
     }
 
     unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         if shmheap::is_shared(p) && !FORKED.load(Ordering::Relaxed) {
             // SAFETY: a live heap block of `layout`; the caller's contract.
-            return unsafe { ShmHeap.realloc(p, layout, new_size) };
+            let q = unsafe { ShmHeap.realloc(p, layout, new_size) };
+            if !q.is_null() {
+                return q;
+            }
+            // The arena is full: move the block out (below).
         }
         if !shmheap::is_shared(p) && !heap_on() && layout.align() <= MALLOC_ALIGN {
             // SAFETY: a glibc block, staying in glibc.

@@ -19,7 +19,7 @@
 //! ```
 
 use crate::abi::{self, Comm, Group as GroupH, Info, Request};
-use crate::errors::{api, api_comm, err, out, put, put_string, Handler, MpiError, Res};
+use crate::errors::{api, api_active, api_comm, err, out, put, put_string, Handler, MpiError, Res};
 use crate::handles::{Miss, Table, KIND_COMM, KIND_GROUP};
 use hmpi_core::intercomm::{self, CommRelation};
 use hmpi_core::traits::Communicator;
@@ -616,7 +616,7 @@ mpi_fn! {
 
     /// The number of processes of a group.
     fn MPI_Group_size / PMPI_Group_size(group: GroupH, size: *mut c_int) -> c_int {
-        api("MPI_Group_size", || {
+        api_active("MPI_Group_size", || {
             let g = group_ref(group)?;
             // SAFETY: the caller's int pointer.
             unsafe { put(size, "size", g.size()) }
@@ -625,7 +625,7 @@ mpi_fn! {
 
     /// This process's rank in a group (`MPI_UNDEFINED` if not a member).
     fn MPI_Group_rank / PMPI_Group_rank(group: GroupH, rank: *mut c_int) -> c_int {
-        api("MPI_Group_rank", || {
+        api_active("MPI_Group_rank", || {
             let g = group_ref(group)?;
             // SAFETY: the caller's int pointer.
             unsafe { put(rank, "rank", g.rank().unwrap_or(abi::UNDEFINED)) }
@@ -634,7 +634,7 @@ mpi_fn! {
 
     /// The listed ranks of a group, in the listed order.
     fn MPI_Group_incl / PMPI_Group_incl(group: GroupH, n: c_int, ranks: *const c_int, newgroup: *mut GroupH) -> c_int {
-        api("MPI_Group_incl", || {
+        api_active("MPI_Group_incl", || {
             let g = group_ref(group)?;
             // SAFETY: `ranks` holds `n` ints (MPI's contract).
             let r = unsafe { ints(ranks, n, "ranks") }?;
@@ -647,7 +647,7 @@ mpi_fn! {
 
     /// A group without the listed ranks.
     fn MPI_Group_excl / PMPI_Group_excl(group: GroupH, n: c_int, ranks: *const c_int, newgroup: *mut GroupH) -> c_int {
-        api("MPI_Group_excl", || {
+        api_active("MPI_Group_excl", || {
             let g = group_ref(group)?;
             // SAFETY: `ranks` holds `n` ints (MPI's contract).
             let r = unsafe { ints(ranks, n, "ranks") }?;
@@ -665,7 +665,7 @@ mpi_fn! {
         ranges: *const [c_int; 3],
         newgroup: *mut GroupH,
     ) -> c_int {
-        api("MPI_Group_range_incl", || {
+        api_active("MPI_Group_range_incl", || {
             let g = group_ref(group)?;
             // SAFETY: `ranges` holds `n` triplets (MPI's contract).
             let r = expand_ranges(unsafe { triplets(ranges, n) }?, g.size())?;
@@ -682,7 +682,7 @@ mpi_fn! {
         ranges: *const [c_int; 3],
         newgroup: *mut GroupH,
     ) -> c_int {
-        api("MPI_Group_range_excl", || {
+        api_active("MPI_Group_range_excl", || {
             let g = group_ref(group)?;
             // SAFETY: `ranges` holds `n` triplets (MPI's contract).
             let r = expand_ranges(unsafe { triplets(ranges, n) }?, g.size())?;
@@ -694,7 +694,7 @@ mpi_fn! {
 
     /// `group1`'s members, then `group2`'s that are not in `group1`.
     fn MPI_Group_union / PMPI_Group_union(group1: GroupH, group2: GroupH, newgroup: *mut GroupH) -> c_int {
-        api("MPI_Group_union", || {
+        api_active("MPI_Group_union", || {
             let (a, b) = (group_ref(group1)?, group_ref(group2)?);
             // SAFETY: the caller's handle pointer.
             unsafe { store_group(a.union(&b), newgroup) }
@@ -703,7 +703,7 @@ mpi_fn! {
 
     /// `group1`'s members that are in `group2`.
     fn MPI_Group_intersection / PMPI_Group_intersection(group1: GroupH, group2: GroupH, newgroup: *mut GroupH) -> c_int {
-        api("MPI_Group_intersection", || {
+        api_active("MPI_Group_intersection", || {
             let (a, b) = (group_ref(group1)?, group_ref(group2)?);
             // SAFETY: the caller's handle pointer.
             unsafe { store_group(a.intersection(&b), newgroup) }
@@ -712,7 +712,7 @@ mpi_fn! {
 
     /// `group1`'s members that are not in `group2`.
     fn MPI_Group_difference / PMPI_Group_difference(group1: GroupH, group2: GroupH, newgroup: *mut GroupH) -> c_int {
-        api("MPI_Group_difference", || {
+        api_active("MPI_Group_difference", || {
             let (a, b) = (group_ref(group1)?, group_ref(group2)?);
             // SAFETY: the caller's handle pointer.
             unsafe { store_group(a.difference(&b), newgroup) }
@@ -728,7 +728,7 @@ mpi_fn! {
         group2: GroupH,
         ranks2: *mut c_int,
     ) -> c_int {
-        api("MPI_Group_translate_ranks", || {
+        api_active("MPI_Group_translate_ranks", || {
             let (a, b) = (group_ref(group1)?, group_ref(group2)?);
             // SAFETY: `ranks1` holds `n` ints (MPI's contract).
             let r = unsafe { ints(ranks1, n, "ranks1") }?;
@@ -751,7 +751,7 @@ mpi_fn! {
 
     /// `MPI_IDENT`, `MPI_SIMILAR` or `MPI_UNEQUAL`.
     fn MPI_Group_compare / PMPI_Group_compare(group1: GroupH, group2: GroupH, result: *mut c_int) -> c_int {
-        api("MPI_Group_compare", || {
+        api_active("MPI_Group_compare", || {
             let (a, b) = (group_ref(group1)?, group_ref(group2)?);
             // SAFETY: the caller's int pointer.
             unsafe { put(result, "result", relation(a.compare(&b))) }
@@ -760,7 +760,7 @@ mpi_fn! {
 
     /// Frees a group; `*group` becomes `MPI_GROUP_NULL`.
     fn MPI_Group_free / PMPI_Group_free(group: *mut GroupH) -> c_int {
-        api("MPI_Group_free", || {
+        api_active("MPI_Group_free", || {
             let p = out(group, "group")?;
             // SAFETY: checked non-null; the caller's handle.
             let h = unsafe { p.read() };

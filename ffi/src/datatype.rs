@@ -31,7 +31,7 @@
 
 use crate::abi::{self, Aint, Count, Datatype};
 use crate::comm::comm_ref;
-use crate::errors::{api, err, out, put, put_string, MpiError, Res};
+use crate::errors::{api_active, err, out, put, put_string, MpiError, Res};
 use crate::handles::{Table, KIND_TYPE};
 use hmpi_core::datatype::{BasicType, Datatype as CoreType, UserDatatype};
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -409,7 +409,7 @@ fn element_displacements(ds: &[c_int]) -> Vec<isize> {
 mpi_fn! {
     /// Bytes of data in one element.
     fn MPI_Type_size / PMPI_Type_size(datatype: Datatype, size: *mut c_int) -> c_int {
-        api("MPI_Type_size", || {
+        api_active("MPI_Type_size", || {
             let t = type_any(datatype)?;
             let v = c_int::try_from(t.size).unwrap_or(abi::UNDEFINED);
             // SAFETY: the caller's int pointer.
@@ -419,7 +419,7 @@ mpi_fn! {
 
     /// Bytes of data in one element, as `MPI_Count`.
     fn MPI_Type_size_x / PMPI_Type_size_x(datatype: Datatype, size: *mut Count) -> c_int {
-        api("MPI_Type_size_x", || {
+        api_active("MPI_Type_size_x", || {
             let t = type_any(datatype)?;
             // SAFETY: the caller's pointer.
             unsafe { put(size, "size", t.size as Count) }
@@ -428,7 +428,7 @@ mpi_fn! {
 
     /// Bytes of data in one element, as `MPI_Count`.
     fn MPI_Type_size_c / PMPI_Type_size_c(datatype: Datatype, size: *mut Count) -> c_int {
-        api("MPI_Type_size_c", || {
+        api_active("MPI_Type_size_c", || {
             let t = type_any(datatype)?;
             // SAFETY: the caller's pointer.
             unsafe { put(size, "size", t.size as Count) }
@@ -437,7 +437,7 @@ mpi_fn! {
 
     /// Lower bound and extent.
     fn MPI_Type_get_extent / PMPI_Type_get_extent(datatype: Datatype, lb: *mut Aint, extent: *mut Aint) -> c_int {
-        api("MPI_Type_get_extent", || {
+        api_active("MPI_Type_get_extent", || {
             let t = type_any(datatype)?;
             out(extent, "extent")?;
             // SAFETY: the caller's pointers.
@@ -462,7 +462,7 @@ mpi_fn! {
 
     /// Bounds of the data itself (without resizing or padding).
     fn MPI_Type_get_true_extent / PMPI_Type_get_true_extent(datatype: Datatype, lb: *mut Aint, extent: *mut Aint) -> c_int {
-        api("MPI_Type_get_true_extent", || {
+        api_active("MPI_Type_get_true_extent", || {
             let t = type_any(datatype)?;
             out(extent, "true_extent")?;
             // SAFETY: the caller's pointers.
@@ -487,7 +487,7 @@ mpi_fn! {
 
     /// `count` elements of `oldtype`, one after the other.
     fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, oldtype: Datatype, newtype: *mut Datatype) -> c_int {
-        api("MPI_Type_contiguous", || {
+        api_active("MPI_Type_contiguous", || {
             let n = count_arg(count)?;
             let t = UserDatatype::contiguous(n, &type_any(oldtype)?.ty)?;
             // SAFETY: the caller's handle pointer.
@@ -503,7 +503,7 @@ mpi_fn! {
         oldtype: Datatype,
         newtype: *mut Datatype,
     ) -> c_int {
-        api("MPI_Type_vector", || {
+        api_active("MPI_Type_vector", || {
             let n = count_arg(count)?;
             let bl = blocklen(blocklength)?;
             let t = UserDatatype::vector(n, bl, stride as isize, &type_any(oldtype)?.ty)?;
@@ -520,7 +520,7 @@ mpi_fn! {
         oldtype: Datatype,
         newtype: *mut Datatype,
     ) -> c_int {
-        api("MPI_Type_create_hvector", || {
+        api_active("MPI_Type_create_hvector", || {
             let n = count_arg(count)?;
             let bl = blocklen(blocklength)?;
             let t = UserDatatype::heterogeneous_vector(n, bl, stride, &type_any(oldtype)?.ty)?;
@@ -537,7 +537,7 @@ mpi_fn! {
         oldtype: Datatype,
         newtype: *mut Datatype,
     ) -> c_int {
-        api("MPI_Type_indexed", || {
+        api_active("MPI_Type_indexed", || {
             let n = count_arg(count)?;
             // SAFETY: MPI's contract: `count` entries each.
             let (bls, ds) = unsafe { (array(blocklengths, n, "blocklengths")?, array(displacements, n, "displacements")?) };
@@ -556,7 +556,7 @@ mpi_fn! {
         oldtype: Datatype,
         newtype: *mut Datatype,
     ) -> c_int {
-        api("MPI_Type_create_hindexed", || {
+        api_active("MPI_Type_create_hindexed", || {
             let n = count_arg(count)?;
             // SAFETY: MPI's contract: `count` entries each.
             let (bls, ds) = unsafe { (array(blocklengths, n, "blocklengths")?, array(displacements, n, "displacements")?) };
@@ -575,7 +575,7 @@ mpi_fn! {
         oldtype: Datatype,
         newtype: *mut Datatype,
     ) -> c_int {
-        api("MPI_Type_create_indexed_block", || {
+        api_active("MPI_Type_create_indexed_block", || {
             let n = count_arg(count)?;
             let bl = blocklen(blocklength)?;
             // SAFETY: MPI's contract: `count` entries.
@@ -594,7 +594,7 @@ mpi_fn! {
         oldtype: Datatype,
         newtype: *mut Datatype,
     ) -> c_int {
-        api("MPI_Type_create_hindexed_block", || {
+        api_active("MPI_Type_create_hindexed_block", || {
             let n = count_arg(count)?;
             let bl = blocklen(blocklength)?;
             // SAFETY: MPI's contract: `count` entries.
@@ -614,7 +614,7 @@ mpi_fn! {
         types: *const Datatype,
         newtype: *mut Datatype,
     ) -> c_int {
-        api("MPI_Type_create_struct", || {
+        api_active("MPI_Type_create_struct", || {
             let n = count_arg(count)?;
             // SAFETY: MPI's contract: `count` entries each.
             let (bls, ds, ts) = unsafe {
@@ -638,7 +638,7 @@ mpi_fn! {
         extent: Aint,
         newtype: *mut Datatype,
     ) -> c_int {
-        api("MPI_Type_create_resized", || {
+        api_active("MPI_Type_create_resized", || {
             let t = UserDatatype::resized(&type_any(oldtype)?.ty, lb, extent)?;
             // SAFETY: the caller's handle pointer.
             unsafe { store(t, false, newtype) }
@@ -647,7 +647,7 @@ mpi_fn! {
 
     /// A copy of a type (committed if the original is).
     fn MPI_Type_dup / PMPI_Type_dup(oldtype: Datatype, newtype: *mut Datatype) -> c_int {
-        api("MPI_Type_dup", || {
+        api_active("MPI_Type_dup", || {
             let old = type_any(oldtype)?;
             // SAFETY: the caller's handle pointer.
             unsafe { store(UserDatatype::dup(&old.ty), old.is_committed(), newtype) }
@@ -656,7 +656,7 @@ mpi_fn! {
 
     /// Makes a type usable in communication.
     fn MPI_Type_commit / PMPI_Type_commit(datatype: *mut Datatype) -> c_int {
-        api("MPI_Type_commit", || {
+        api_active("MPI_Type_commit", || {
             let p = out(datatype, "datatype")?;
             // SAFETY: checked non-null; the caller's handle.
             let t = type_any(unsafe { p.read() })?;
@@ -669,7 +669,7 @@ mpi_fn! {
     /// Frees a derived type; `*datatype` becomes `MPI_DATATYPE_NULL`.
     /// Types built from it and pending operations keep their copy.
     fn MPI_Type_free / PMPI_Type_free(datatype: *mut Datatype) -> c_int {
-        api("MPI_Type_free", || {
+        api_active("MPI_Type_free", || {
             let p = out(datatype, "datatype")?;
             // SAFETY: checked non-null; the caller's handle.
             let h = unsafe { p.read() };
@@ -685,7 +685,7 @@ mpi_fn! {
 
     /// A type's name (`MPI_INT`, …, or what `MPI_Type_set_name` gave).
     fn MPI_Type_get_name / PMPI_Type_get_name(datatype: Datatype, name: *mut c_char, len: *mut c_int) -> c_int {
-        api("MPI_Type_get_name", || {
+        api_active("MPI_Type_get_name", || {
             let t = type_any(datatype)?;
             // SAFETY: MPI requires MPI_MAX_OBJECT_NAME bytes at `name`.
             unsafe { put_string(name, abi::MAX_OBJECT_NAME, len, &t.name()) }
@@ -694,7 +694,7 @@ mpi_fn! {
 
     /// Names a derived type.
     fn MPI_Type_set_name / PMPI_Type_set_name(datatype: Datatype, name: *const c_char) -> c_int {
-        api("MPI_Type_set_name", || {
+        api_active("MPI_Type_set_name", || {
             let t = type_any(datatype)?;
             if t.predefined {
                 return err(abi::ERR_TYPE, "a predefined datatype cannot be renamed");
@@ -723,7 +723,7 @@ mpi_fn! {
         position: *mut c_int,
         comm: crate::abi::Comm,
     ) -> c_int {
-        api("MPI_Pack", || {
+        api_active("MPI_Pack", || {
             let c = comm_ref(comm)?;
             let go = || -> Res {
                 let n = count_arg(incount)?;
@@ -767,7 +767,7 @@ mpi_fn! {
         datatype: Datatype,
         comm: crate::abi::Comm,
     ) -> c_int {
-        api("MPI_Unpack", || {
+        api_active("MPI_Unpack", || {
             let c = comm_ref(comm)?;
             let go = || -> Res {
                 let n = count_arg(outcount)?;
@@ -804,7 +804,7 @@ mpi_fn! {
 
     /// Bytes `MPI_Pack` needs for `incount` elements.
     fn MPI_Pack_size / PMPI_Pack_size(incount: c_int, datatype: Datatype, comm: crate::abi::Comm, size: *mut c_int) -> c_int {
-        api("MPI_Pack_size", || {
+        api_active("MPI_Pack_size", || {
             comm_ref(comm)?;
             let n = count_arg(incount)?;
             let b = type_any(datatype)?.bytes(n)?;
@@ -816,7 +816,7 @@ mpi_fn! {
 
     /// The address of a location, for displacements.
     fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut Aint) -> c_int {
-        api("MPI_Get_address", || {
+        api_active("MPI_Get_address", || {
             // SAFETY: the caller's pointer.
             unsafe { put(address, "address", location as Aint) }
         })
@@ -859,7 +859,7 @@ unsafe fn extent_count(
     lb: *mut Count,
     extent: *mut Count,
 ) -> c_int {
-    api(func, || {
+    api_active(func, || {
         let t = type_any(datatype)?;
         let (names, l, e) = if true_ {
             (
@@ -940,8 +940,16 @@ mod tests {
         assert_eq!(type_any(Datatype(0x211)).unwrap_err().class, abi::ERR_TYPE);
     }
 
+    /// The runtime, started once for the tests of this binary (a world
+    /// of one rank): the entry points are allowed only after `MPI_Init`.
+    fn initialized() {
+        static UNIVERSE: std::sync::OnceLock<hmpi_core::Universe> = std::sync::OnceLock::new();
+        UNIVERSE.get_or_init(|| hmpi_core::init().expect("a world of one rank"));
+    }
+
     /// A derived type through the entry point, as C makes it.
     fn make(f: impl FnOnce(*mut Datatype) -> c_int) -> TypeRef {
+        initialized();
         let mut h = abi::DATATYPE_NULL;
         assert_eq!(f(&mut h), abi::SUCCESS);
         t(h.0)

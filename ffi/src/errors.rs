@@ -110,6 +110,8 @@ pub fn class_of(e: &hmpi_core::Error) -> c_int {
         E::RmaSync { .. } => abi::ERR_RMA_SYNC,
         E::RmaAttach { .. } => abi::ERR_RMA_ATTACH,
         E::RmaFlavor { .. } => abi::ERR_RMA_FLAVOR,
+        E::ProcFailed { .. } => abi::ERR_PROC_ABORTED,
+        E::NoMemory { .. } => abi::ERR_NO_MEM,
         _ => abi::ERR_OTHER,
     }
 }
@@ -253,6 +255,34 @@ pub fn api(func: &'static str, body: impl FnOnce() -> Res) -> c_int {
     }
 }
 
+/// The error of a routine called before `MPI_Init` or after
+/// `MPI_Finalize` that MPI allows only in between: `MPI_ERR_OTHER`,
+/// raised on the initial error handler before `MPI_Init` (fatal) and on
+/// `MPI_COMM_SELF`'s after `MPI_Finalize`, as MPI 4.1 (§11.2) says.
+pub fn active() -> Res {
+    if hmpi_core::is_initialized() {
+        return Ok(());
+    }
+    err(
+        abi::ERR_OTHER,
+        if hmpi_core::is_finalized() {
+            "MPI_Finalize was already called"
+        } else {
+            "MPI_Init has not been called"
+        },
+    )
+}
+
+/// [`api`] for a routine that is allowed only between `MPI_Init` and
+/// `MPI_Finalize` and does not name a communicator (datatypes, groups,
+/// operations, error handlers): [`active`] first.
+pub fn api_active(func: &'static str, body: impl FnOnce() -> Res) -> c_int {
+    api(func, || {
+        active()?;
+        body()
+    })
+}
+
 /// [`api`] for a routine on a communicator: the handle is looked up
 /// first, and the body's errors go to that communicator's handler.
 pub fn api_comm(func: &'static str, comm: Comm, body: impl FnOnce(&CommRef) -> Res) -> c_int {
@@ -347,7 +377,7 @@ mpi_fn! {
         f: Option<CommErrhandlerFn>,
         errhandler: *mut Errhandler,
     ) -> c_int {
-        api("MPI_Comm_create_errhandler", || {
+        api_active("MPI_Comm_create_errhandler", || {
             let Some(f) = f else {
                 return err(abi::ERR_ARG, "the error handler function is null");
             };
@@ -375,7 +405,7 @@ mpi_fn! {
 
     /// Frees an error handler (communicators that use it keep it).
     fn MPI_Errhandler_free / PMPI_Errhandler_free(errhandler: *mut Errhandler) -> c_int {
-        api("MPI_Errhandler_free", || {
+        api_active("MPI_Errhandler_free", || {
             let p = out(errhandler, "errhandler")?;
             // SAFETY: checked non-null; the caller's handle.
             let h = unsafe { p.read() };

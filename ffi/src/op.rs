@@ -15,7 +15,7 @@
 
 use crate::abi::{self, Count, Datatype, Op};
 use crate::datatype::{count_arg, type_ref};
-use crate::errors::{api, err, out, MpiError, Res};
+use crate::errors::{api_active, err, out, MpiError, Res};
 use crate::handles::{Table, KIND_OP};
 use hmpi_core::datatype::Datatype as CoreType;
 use hmpi_core::op::{reduce_local_raw, Operation, SystemOperation, UserOperation};
@@ -110,7 +110,7 @@ unsafe fn reduce_local(
     datatype: Datatype,
     op: Op,
 ) -> c_int {
-    api(func, || {
+    api_active(func, || {
         let n = count?;
         let t = type_ref(datatype)?;
         let op = op_ref(op)?;
@@ -127,7 +127,7 @@ unsafe fn reduce_local(
 mpi_fn! {
     /// Creates a user operation (`MPI_User_function`).
     fn MPI_Op_create / PMPI_Op_create(user_fn: Option<UserFunction>, commute: c_int, op: *mut Op) -> c_int {
-        api("MPI_Op_create", || {
+        api_active("MPI_Op_create", || {
             let Some(f) = user_fn else {
                 return err(abi::ERR_ARG, "user_fn is a null pointer");
             };
@@ -153,7 +153,7 @@ mpi_fn! {
 
     /// Creates a user operation (`MPI_User_function_c`, `MPI_Count` lengths).
     fn MPI_Op_create_c / PMPI_Op_create_c(user_fn: Option<UserFunctionC>, commute: c_int, op: *mut Op) -> c_int {
-        api("MPI_Op_create_c", || {
+        api_active("MPI_Op_create_c", || {
             let Some(f) = user_fn else {
                 return err(abi::ERR_ARG, "user_fn is a null pointer");
             };
@@ -169,7 +169,7 @@ mpi_fn! {
 
     /// Frees a user operation; `*op` becomes `MPI_OP_NULL`.
     fn MPI_Op_free / PMPI_Op_free(op: *mut Op) -> c_int {
-        api("MPI_Op_free", || {
+        api_active("MPI_Op_free", || {
             let p = out(op, "op")?;
             // SAFETY: checked non-null; the caller's handle.
             let h = unsafe { p.read() };
@@ -187,7 +187,7 @@ mpi_fn! {
 
     /// Whether an operation is commutative.
     fn MPI_Op_commutative / PMPI_Op_commutative(op: Op, commute: *mut c_int) -> c_int {
-        api("MPI_Op_commutative", || {
+        api_active("MPI_Op_commutative", || {
             let o = op_ref(op)?;
             // SAFETY: the caller's int pointer.
             unsafe { crate::errors::put(commute, "commute", c_int::from(o.is_commutative())) }

@@ -240,6 +240,7 @@ fn mpi_status(st: &raw::Status, source: c_int) -> MpiStatus {
         Some(raw::StatusError::Truncate { .. }) => abi::ERR_TRUNCATE,
         Some(raw::StatusError::Transfer { .. }) => abi::ERR_OTHER,
         Some(raw::StatusError::Alloc { .. }) => abi::ERR_NO_MEM,
+        Some(raw::StatusError::ProcFailed { .. }) => abi::ERR_PROC_ABORTED,
     };
     MpiStatus {
         source,
@@ -278,6 +279,9 @@ fn status_error_from(st: &raw::Status, comm: &CommRef, source: c_int) -> MpiErro
         ),
         Some(raw::StatusError::Alloc { bytes }) => {
             format!("no memory for a block of {bytes} bytes from rank {source}")
+        }
+        Some(raw::StatusError::ProcFailed { rank }) => {
+            format!("rank {rank} of the job ended without finalizing; this operation needs it")
         }
         None => "no error".into(),
     };
@@ -393,32 +397,57 @@ pub const SENT: Request = Request(reserved(KIND_REQUEST));
 /// predefined handle or user-space pointer has).
 const RECEIVED_MARK: usize = 0b10_1101 << 58;
 const RECEIVED_MASK: usize = 0b11_1111 << 58;
-/// Bits of a received handle for the count, the tag and the source.
-const COUNT_BITS: u32 = 16;
-const TAG_BITS: u32 = 30;
-const SOURCE_BITS: u32 = 12;
-const _: () = assert!(COUNT_BITS + TAG_BITS + SOURCE_BITS <= 58);
-const _: () = assert!(raw::TAG_UB as u64 + 1 == 1 << TAG_BITS);
+/// Bits of a received handle for the count, the tag and the source (the
+/// payload, at the bottom), and for the check of the payload (above it).
+const COUNT_BITS: u32 = 14;
+const TAG_BITS: u32 = 20;
+const SOURCE_BITS: u32 = 10;
+const PAYLOAD_BITS: u32 = COUNT_BITS + TAG_BITS + SOURCE_BITS;
+const CHECK_BITS: u32 = 58 - PAYLOAD_BITS;
+const PAYLOAD_MASK: usize = (1 << PAYLOAD_BITS) - 1;
+const _: () = assert!(CHECK_BITS >= 14);
+
+/// The check of a received handle's payload: the top bits of a
+/// multiplicative hash, which depend on every payload bit, flipped by a
+/// constant so that the mark alone (all other bits clear) is not a valid
+/// handle. A multiply, a shift and an exclusive or on the paths that make
+/// and decode these handles.
+#[inline(always)]
+const fn received_check(payload: usize) -> usize {
+    ((payload as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) as usize >> (64 - CHECK_BITS)) ^ 0x2a5a
+}
 
 /// The handle of a receive on `MPI_COMM_WORLD` that finished as it was
 /// posted (it matched a message that had arrived): its status is the
 /// handle itself, so it takes no table slot, and completing it only
 /// decodes it, as a [`SENT`] handle's completion does. `None` when the
-/// status does not fit (an error, a count from 64 KiB, a source rank from
-/// 4096): such a receive gets a slot.
+/// status does not fit (an error, a count from 16 KiB, a tag from 2^20, a
+/// source rank from 1024): such a receive gets a slot.
+///
+/// The handle carries a check of its status, so a value that merely
+/// looks like one (the right top bits) is not taken for a finished
+/// receive: it fails the check and is an invalid request (a random value
+/// passes with probability 2^-(6 + CHECK_BITS)).
 #[inline(always)]
 pub fn received(st: &raw::Status) -> Option<Request> {
     let fits = st.error.is_none()
         && !st.cancelled
         && st.count < 1 << COUNT_BITS
         && (0..1 << SOURCE_BITS).contains(&st.source)
-        && (0..=raw::TAG_UB).contains(&st.tag);
+        && (0..1 << TAG_BITS).contains(&st.tag);
+    let payload = (st.source as usize) << (COUNT_BITS + TAG_BITS)
+        | (st.tag as usize) << COUNT_BITS
+        | st.count as usize;
     fits.then_some(Request(
-        RECEIVED_MARK
-            | (st.source as usize) << (COUNT_BITS + TAG_BITS)
-            | (st.tag as usize) << COUNT_BITS
-            | st.count as usize,
+        RECEIVED_MARK | received_check(payload) << PAYLOAD_BITS | payload,
     ))
+}
+
+/// Whether `h` is a [`received`] handle: its mark and its check.
+#[inline(always)]
+fn is_received(h: usize) -> bool {
+    h & RECEIVED_MASK == RECEIVED_MARK
+        && (h & !RECEIVED_MASK) >> PAYLOAD_BITS == received_check(h & PAYLOAD_MASK)
 }
 
 /// The status of a request that finished without a table slot: a
@@ -426,7 +455,7 @@ pub fn received(st: &raw::Status) -> Option<Request> {
 /// or a [`SENT`] handle's empty one.
 #[inline(always)]
 fn finished_handle(h: Request) -> Option<raw::Status> {
-    if h.0 & RECEIVED_MASK == RECEIVED_MARK {
+    if is_received(h.0) {
         let field = |shift: u32, bits: u32| (h.0 >> shift) & ((1 << bits) - 1);
         return Some(raw::Status {
             source: field(COUNT_BITS + TAG_BITS, SOURCE_BITS) as i32,
@@ -443,7 +472,7 @@ fn finished_handle(h: Request) -> Option<raw::Status> {
 /// finished without one.
 #[inline(always)]
 fn entryless(h: usize) -> bool {
-    h == abi::REQUEST_NULL.0 || h == SENT.0 || h & RECEIVED_MASK == RECEIVED_MARK
+    h == abi::REQUEST_NULL.0 || h == SENT.0 || is_received(h)
 }
 
 /// The MPI status a request that finished without a table slot leaves.
@@ -1349,5 +1378,62 @@ mpi_fn! {
             unsafe { (*p).internal[2] = c_int::from(flag != 0) };
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(source: i32, tag: i32, count: u64) -> raw::Status {
+        raw::Status {
+            source,
+            tag,
+            count,
+            error: None,
+            cancelled: false,
+        }
+    }
+
+    #[test]
+    fn a_received_handle_carries_its_status() {
+        for (source, tag, count) in [(0, 0, 0), (3, 77, 4096), (1023, (1 << 20) - 1, 16383)] {
+            let h = received(&status(source, tag, count)).expect("fits");
+            assert!(entryless(h.0));
+            let st = finished_handle(h).expect("decodes");
+            assert_eq!((st.source, st.tag, st.count), (source, tag, count));
+        }
+        // What does not fit gets a table slot.
+        assert!(received(&status(1024, 0, 0)).is_none());
+        assert!(received(&status(0, 1 << 20, 0)).is_none());
+        assert!(received(&status(0, 0, 1 << 14)).is_none());
+    }
+
+    #[test]
+    fn a_value_with_the_mark_alone_is_not_a_finished_receive() {
+        // The mark alone, and values that flip one bit of a genuine
+        // handle: none decodes.
+        assert!(finished_handle(Request(RECEIVED_MARK)).is_none());
+        let good = received(&status(5, 9, 100)).expect("fits").0;
+        for bit in 0..58 {
+            let forged = good ^ (1 << bit);
+            assert!(finished_handle(Request(forged)).is_none(), "bit {bit}");
+            assert!(!entryless(forged), "bit {bit}");
+        }
+        let mut accepted = 0;
+        let mut x = 0x1234_5678_9abc_def0u64;
+        for _ in 0..100_000 {
+            // xorshift: garbage below the mark.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let h = RECEIVED_MARK | (x as usize & !RECEIVED_MASK);
+            accepted += usize::from(finished_handle(Request(h)).is_some());
+        }
+        // 2^-14 of random payloads pass the check: a handful at most.
+        assert!(
+            accepted <= 30,
+            "{accepted} of 100000 forged handles accepted"
+        );
     }
 }

@@ -54,6 +54,11 @@ const TESTS: &[(&str, fn())] = &[
         malloc_before_init_without_launcher,
     ),
     (
+        "mpi_works_after_malloc_used_up_the_arena",
+        mpi_works_after_malloc_used_up_the_arena,
+    ),
+    ("random_calls_raise_no_signal", random_calls_raise_no_signal),
+    (
         "c_heap_stays_private_with_hmpi_malloc_system",
         c_heap_stays_private_with_hmpi_malloc_system,
     ),
@@ -62,6 +67,10 @@ const TESTS: &[(&str, fn())] = &[
         error_classes_for_bad_arguments,
     ),
     ("errors_are_fatal_by_default", errors_are_fatal_by_default),
+    (
+        "a_call_before_init_is_fatal_by_default",
+        a_call_before_init_is_fatal_by_default,
+    ),
     (
         "threads_on_separate_communicators",
         threads_on_separate_communicators,
@@ -414,6 +423,40 @@ fn malloc_is_the_shared_heap() {
     build_and_run("tests/heap.c", "heap", 3);
 }
 
+fn mpi_works_after_malloc_used_up_the_arena() {
+    let exe = compile("tests/nomem.c", &[], &[]);
+    run_passes(&exe, "nomem", 2, &[("HMPI_HEAP_PER_RANK", "64M")]);
+}
+
+/// Random calls (`tests/fuzz.c`) over several seeds on 2 and 3 ranks:
+/// every rank must end normally (no signal, no abort, no hang). Calls per
+/// rank: `HMPI_FUZZ_CALLS` (a longer run), 3000 by default.
+fn random_calls_raise_no_signal() {
+    let exe = compile("tests/fuzz.c", &[], &[]);
+    let per_rank = std::env::var("HMPI_FUZZ_CALLS").unwrap_or_else(|_| "3000".into());
+    let mut total = 0u64;
+    for seed in 1..=4u32 {
+        let seed_s = seed.to_string();
+        let env = [
+            ("HMPI_FUZZ_SEED", seed_s.as_str()),
+            ("HMPI_FUZZ_CALLS", per_rank.as_str()),
+        ];
+        let report = run_passes(&exe, "fuzz", 2 + seed % 2, &env);
+        for r in &report.ranks {
+            let out = String::from_utf8_lossy(&r.stdout);
+            let calls: u64 = out
+                .lines()
+                .find_map(|l| l.split(": ").nth(2)?.strip_suffix(" calls")?.parse().ok())
+                .unwrap_or_else(|| panic!("rank {} did not count its calls:\n{out}", r.rank));
+            total += calls;
+        }
+    }
+    println!("fuzz: {total} calls over 4 seeds, no signal");
+    if per_rank == "3000" {
+        assert!(total >= 20_000, "only {total} calls");
+    }
+}
+
 fn c_heap_stays_private_with_hmpi_malloc_system() {
     let exe = compile("tests/heap.c", &[], &[]);
     run_passes(&exe, "heap", 2, &[("HMPI_MALLOC", "system")]);
@@ -630,6 +673,23 @@ fn one_sided_windows_in_c() {
 
 fn unsupported_routines_refuse() {
     build_and_run("tests/unsupported.c", "unsupported", 2);
+}
+
+fn a_call_before_init_is_fatal_by_default() {
+    let exe = compile("tests/preinit.c", &[], &[]);
+    let report = launch(&exe, 1, &[]);
+    let d = rank_tests::describe(&report);
+    // MPI_ERR_OTHER's class is the exit status.
+    assert_eq!(report.ranks[0].status, RankStatus::Exited(16), "{d}");
+    let out = String::from_utf8_lossy(&report.ranks[0].stdout);
+    assert!(out.contains("allowed routines work"), "{d}");
+    assert!(!out.contains("still running"), "{d}");
+    let err = String::from_utf8_lossy(&report.ranks[0].stderr);
+    assert!(
+        err.contains("MPI_Type_size: MPI_Init has not been called")
+            && err.contains("MPI_ERR_OTHER"),
+        "{d}"
+    );
 }
 
 fn unsupported_routine_is_fatal_by_default() {

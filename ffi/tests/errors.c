@@ -3,6 +3,7 @@
  * delivered), MPI_ERR_IN_STATUS, error strings, user error handlers, and
  * calls after MPI_Finalize. */
 #include "check.h"
+#include <stdint.h>
 #include <string.h>
 
 static int handler_calls, handler_code;
@@ -104,12 +105,56 @@ int main(int argc, char **argv) {
     FAILS(MPI_ERR_TYPE, MPI_Type_vector(1 << 30, 1, 2, vec, &dead));
     OK(MPI_Type_free(&vec));
 
+    /* Groups and operations: null, made up, another kind's, freed. */
+    {
+        MPI_Group made, stale_group;
+        OK(MPI_Comm_group(MPI_COMM_WORLD, &made));
+        stale_group = made;
+        OK(MPI_Group_free(&made));
+        MPI_Group bad_groups[] = {MPI_GROUP_NULL, (MPI_Group)0x4444, (MPI_Group)MPI_COMM_WORLD,
+                                  (MPI_Group)0x7fffffff, stale_group};
+        for (size_t i = 0; i < sizeof bad_groups / sizeof bad_groups[0]; i++) {
+            MPI_Group copy = bad_groups[i];
+            FAILS(MPI_ERR_GROUP, MPI_Group_size(bad_groups[i], &n));
+            FAILS(MPI_ERR_GROUP, MPI_Group_rank(bad_groups[i], &n));
+            FAILS(MPI_ERR_GROUP, MPI_Group_free(&copy));
+        }
+        MPI_Op made_op, stale_op;
+        int y = 0;
+        OK(MPI_Op_create((MPI_User_function *)my_handler, 1, &made_op));
+        stale_op = made_op;
+        OK(MPI_Op_free(&made_op));
+        MPI_Op bad_ops[] = {MPI_OP_NULL, (MPI_Op)0x4444, (MPI_Op)MPI_INT, (MPI_Op)0x7fffffff, stale_op};
+        for (size_t i = 0; i < sizeof bad_ops / sizeof bad_ops[0]; i++) {
+            MPI_Op copy = bad_ops[i];
+            FAILS(MPI_ERR_OP, MPI_Reduce_local(&x, &y, 1, MPI_INT, bad_ops[i]));
+            FAILS(MPI_ERR_OP, MPI_Allreduce(&x, &y, 1, MPI_INT, bad_ops[i], MPI_COMM_SELF));
+            FAILS(MPI_ERR_OP, MPI_Op_free(&copy));
+        }
+        MPI_Op predefined_op = MPI_SUM;
+        FAILS(MPI_ERR_OP, MPI_Op_free(&predefined_op));
+        /* Error handlers: invalid ones are MPI_ERR_ARG. */
+        MPI_Errhandler bad_eh = (MPI_Errhandler)0x4444;
+        FAILS(MPI_ERR_ARG, MPI_Comm_set_errhandler(MPI_COMM_WORLD, bad_eh));
+        FAILS(MPI_ERR_ARG, MPI_Errhandler_free(&bad_eh));
+    }
+
     /* Requests. */
     MPI_Request junk = (MPI_Request)0x4444, reqs[2];
     FAILS(MPI_ERR_REQUEST, MPI_Wait(&junk, &st));
     FAILS(MPI_ERR_REQUEST, MPI_Test(&junk, &flag, &st));
     FAILS(MPI_ERR_REQUEST, MPI_Cancel(&junk));
     FAILS(MPI_ERR_REQUEST, MPI_Request_free(&junk));
+    /* Values with the top bits of a finished receive's handle, but no
+     * valid check of the status they would carry: invalid, not success
+     * with a made-up status. */
+    for (uint64_t low = 0; low < 64; low++) {
+        MPI_Request forged = (MPI_Request)(uintptr_t)((UINT64_C(0x2d) << 58) | (low * 0x10001u) | (low << 40));
+        FAILS(MPI_ERR_REQUEST, MPI_Wait(&forged, &st));
+        FAILS(MPI_ERR_REQUEST, MPI_Test(&forged, &flag, &st));
+        MPI_Request two[2] = {MPI_REQUEST_NULL, forged};
+        FAILS(MPI_ERR_REQUEST, MPI_Waitall(2, two, MPI_STATUSES_IGNORE));
+    }
     OK(MPI_Irecv(&x, 1, MPI_INT, check_rank, 55, MPI_COMM_WORLD, &reqs[0]));
     reqs[1] = (MPI_Request)MPI_COMM_WORLD;
     FAILS(MPI_ERR_REQUEST, MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE));
@@ -213,6 +258,26 @@ int main(int argc, char **argv) {
     FAILS(MPI_ERR_OTHER, MPI_Comm_rank(MPI_COMM_WORLD, &x));
     FAILS(MPI_ERR_OTHER, MPI_Comm_size(MPI_COMM_SELF, &x));
     FAILS(MPI_ERR_OTHER, MPI_Finalize());
+    /* Datatypes, groups, operations and error handlers are not allowed
+     * after MPI_Finalize either... */
+    MPI_Datatype late_type;
+    MPI_Op late_op = MPI_SUM;
+    MPI_Errhandler late_eh;
+    FAILS(MPI_ERR_OTHER, MPI_Type_contiguous(2, MPI_INT, &late_type));
+    FAILS(MPI_ERR_OTHER, MPI_Type_size(MPI_INT, &x));
+    FAILS(MPI_ERR_OTHER, MPI_Group_size(MPI_GROUP_EMPTY, &x));
+    FAILS(MPI_ERR_OTHER, MPI_Op_free(&late_op));
+    FAILS(MPI_ERR_OTHER, MPI_Comm_create_errhandler(my_handler, &late_eh));
+    /* ... while the routines MPI allows then keep working. */
+    OK(MPI_Finalized(&flag));
+    CHECK(flag);
+    OK(MPI_Initialized(&flag));
+    CHECK(flag);
+    OK(MPI_Error_class(MPI_ERR_TAG, &x));
+    CHECK(x == MPI_ERR_TAG);
+    OK(MPI_Error_string(MPI_ERR_OTHER, text, &len));
+    OK(MPI_Get_version(&x, &n));
+    CHECK(x == MPI_VERSION);
     PASSED("errors");
     return 0;
 }

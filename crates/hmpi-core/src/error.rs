@@ -184,6 +184,19 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// `MPI_ERR_NO_MEM`: memory the operation needs (outside the shared
+    /// heap: a packing buffer) could not be allocated.
+    NoMemory {
+        /// The bytes asked for.
+        bytes: usize,
+    },
+    /// `MPI_ERR_PROC_ABORTED`: a process the operation depends on ended
+    /// without finalizing (a receive from it, a send to it that needs it,
+    /// a receive from any source), so the operation cannot finish.
+    ProcFailed {
+        /// The failed process's rank in the job (`MPI_COMM_WORLD`).
+        rank: i32,
+    },
 }
 
 impl fmt::Display for Error {
@@ -260,6 +273,11 @@ impl fmt::Display for Error {
             Error::RmaSync { reason } => write!(f, "RMA synchronisation: {reason}"),
             Error::RmaAttach { reason } => write!(f, "RMA attach: {reason}"),
             Error::RmaFlavor { reason } => write!(f, "RMA flavor: {reason}"),
+            Error::NoMemory { bytes } => write!(f, "no memory for {bytes} bytes"),
+            Error::ProcFailed { rank } => write!(
+                f,
+                "rank {rank} of the job ended without finalizing; this operation depends on it"
+            ),
         }
     }
 }
@@ -300,6 +318,9 @@ impl From<vci::Error> for Error {
             },
             vci::Error::Heap(e) => Error::Heap(e),
             vci::Error::AlreadyInitialized => Error::AlreadyInitialized,
+            vci::Error::ProcFailed { rank } => Error::ProcFailed {
+                rank: i32::try_from(rank).unwrap_or(i32::MAX),
+            },
             other => Error::Engine(other),
         }
     }
@@ -307,3 +328,31 @@ impl From<vci::Error> for Error {
 
 /// The runtime's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `n` zeroed bytes (a packing buffer), or [`Error::NoMemory`] instead of
+/// an abort when they cannot be allocated.
+pub(crate) fn zeroed_bytes(n: usize) -> Result<Vec<u8>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| Error::NoMemory { bytes: n })?;
+    v.resize(n, 0);
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_packing_buffer_that_cannot_be_had_is_an_error() {
+        assert_eq!(zeroed_bytes(16).unwrap(), vec![0u8; 16]);
+        assert!(matches!(
+            zeroed_bytes(usize::MAX),
+            Err(Error::NoMemory { bytes: usize::MAX })
+        ));
+        assert!(matches!(
+            zeroed_bytes(isize::MAX as usize),
+            Err(Error::NoMemory { .. })
+        ));
+    }
+}

@@ -83,6 +83,9 @@ use std::time::{Duration, Instant};
 pub const KILL_GRACE: Duration = Duration::from_secs(1);
 /// How long the launcher waits for the ranks' output after the job.
 const OUTPUT_GRACE: Duration = Duration::from_secs(1);
+/// How often the launcher looks for ranks waiting in init for a rank that
+/// exited before initializing (ranks entering init send no signal).
+const INIT_WATCH: Duration = Duration::from_millis(50);
 /// The exit code of a job that ran out of time (as `timeout(1)`).
 pub const TIMEOUT_EXIT_CODE: i32 = 124;
 
@@ -484,6 +487,28 @@ impl Job {
         self.procs.iter().filter(|p| p.status.is_none())
     }
 
+    /// A rank that exited with status 0 without ever starting the
+    /// runtime (its state word never reached init), if any.
+    fn exited_unstarted(&self, segment: &SegmentFile) -> Option<usize> {
+        self.procs.iter().enumerate().position(|(i, p)| {
+            p.status == Some(RankStatus::Exited(0))
+                && matches!(
+                    segment.rank_state(i as u32),
+                    RankState::Unknown | RankState::Attached
+                )
+        })
+    }
+
+    /// A rank that exited without starting the runtime while a live peer
+    /// waits in init (for every rank, the one that left included).
+    fn left_before_init(&self, segment: &SegmentFile) -> Option<usize> {
+        let i = self.exited_unstarted(segment)?;
+        let waiting = self.procs.iter().enumerate().any(|(j, p)| {
+            p.status.is_none() && segment.rank_state(j as u32) == RankState::Initializing
+        });
+        waiting.then_some(i)
+    }
+
     /// Sends `sig` to the job's process group (every rank and its
     /// descendants) if a rank is not yet reaped.
     fn signal_live(&self, sig: Signal) {
@@ -562,16 +587,24 @@ impl Job {
                 // finalizing leaves its peers waiting for it.
                 let p = &mut self.procs[i];
                 if p.status == Some(RankStatus::Exited(0))
-                    && segment.rank_state(i as u32) == RankState::Running
+                    && segment.rank_state(i as u32).leaves_peers_waiting()
                 {
                     p.status = Some(RankStatus::NotFinalized);
                 }
             }
+            // A rank that exited without starting the runtime while a peer
+            // waits for it in init (now, or later: looked at again below).
+            let unstarted = self.left_before_init(segment);
             let now = Instant::now();
             if self.cause.is_none() {
                 let failed = reaped
                     .into_iter()
-                    .find(|&i| !matches!(self.procs[i].status, Some(RankStatus::Exited(0))));
+                    .find(|&i| !matches!(self.procs[i].status, Some(RankStatus::Exited(0))))
+                    .or_else(|| {
+                        let i = unstarted?;
+                        self.procs[i].status = Some(RankStatus::LeftBeforeInit);
+                        Some(i)
+                    });
                 if let Some(i) = failed {
                     let status = self.procs[i].status.clone().expect("reaped");
                     self.say(format_args!("rank {i} {status}; terminating the job"));
@@ -603,10 +636,16 @@ impl Job {
                 self.reap(true);
                 return;
             }
-            let next = match (self.cause.is_none().then_some(deadline).flatten(), kill_at) {
+            let mut next = match (self.cause.is_none().then_some(deadline).flatten(), kill_at) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
+            if self.cause.is_none() && self.exited_unstarted(segment).is_some() {
+                // A peer may yet reach init and wait for the rank that
+                // left: look again soon (no signal tells us).
+                let soon = now + INIT_WATCH;
+                next = Some(next.map_or(soon, |n| n.min(soon)));
+            }
             if let Err(e) = wake.wait(next.map(|t| t.saturating_duration_since(Instant::now()))) {
                 // poll on our own pipe cannot fail in practice; never spin.
                 self.say(format_args!("cannot wait for the ranks: {e}"));
@@ -652,6 +691,9 @@ pub enum RankStatus {
     /// It exited with status 0 after initialising the runtime, without
     /// finalizing it (peers waiting for it would wait forever): a failure.
     NotFinalized,
+    /// It exited with status 0 without starting the runtime while other
+    /// ranks waited for it in init (they would wait forever): a failure.
+    LeftBeforeInit,
     /// Its status was collected by someone else in the launcher's process
     /// (e.g. `SIGCHLD` set to ignore, or a `waitpid(-1)`), so it is unknown.
     Lost,
@@ -669,7 +711,7 @@ impl RankStatus {
             RankStatus::Exited(code) => *code,
             RankStatus::Signaled(sig) => 128 + sig,
             RankStatus::Killed => 128 + libc::SIGTERM,
-            RankStatus::NotFinalized | RankStatus::Lost => 1,
+            RankStatus::NotFinalized | RankStatus::LeftBeforeInit | RankStatus::Lost => 1,
         }
     }
 }
@@ -684,6 +726,10 @@ impl fmt::Display for RankStatus {
             },
             RankStatus::Killed => write!(f, "was terminated by the launcher"),
             RankStatus::NotFinalized => write!(f, "exited with status 0 without finalizing"),
+            RankStatus::LeftBeforeInit => write!(
+                f,
+                "exited with status 0 before initializing, while other ranks wait for it in init"
+            ),
             RankStatus::Lost => write!(f, "ended with an unknown status"),
         }
     }

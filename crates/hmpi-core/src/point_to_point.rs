@@ -271,7 +271,7 @@ pub trait Source {
     ) -> Result<Status> {
         let bytes = buf.as_bytes_mut();
         datatype.check_reach(bytes.len(), count)?;
-        let mut packed = vec![0u8; datatype.packed_size(count)?];
+        let mut packed = crate::error::zeroed_bytes(datatype.packed_size(count)?)?;
         let st = self.receive_into_with_tag(&mut packed[..], tag)?;
         let got = (st.byte_count() as usize).min(packed.len());
         datatype.unpack(&packed[..got], bytes, count)?;
@@ -449,7 +449,7 @@ pub trait Destination {
                 )
             }
             _ => {
-                let mut packed = vec![0u8; n];
+                let mut packed = crate::error::zeroed_bytes(n)?;
                 datatype.pack(bytes, count, &mut packed)?;
                 raw::send(self.comm(), &packed, self.destination_rank(), tag)
             }

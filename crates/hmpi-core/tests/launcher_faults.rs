@@ -1,7 +1,11 @@
 //! The launcher against ranks that leave early: a rank that exits with
 //! status 0 without finalizing ends the job (its peers would wait for it
-//! forever), and a rank that exits after finalizing does not. Also: the
-//! segment's inherited descriptor does not reach programs a rank starts.
+//! forever, in a receive, a barrier, a synchronous send or a collective),
+//! so does a rank that exits before initializing while its peers wait in
+//! init, and a rank that exits after finalizing does not. Without a
+//! launcher that watches, the library itself turns a wait on a dead peer
+//! into an error. Also: the segment's inherited descriptor does not reach
+//! programs a rank starts, and a rank can be started once per job.
 //!
 //! Real ranks of this binary (`harness = false`, see
 //! [`hmpi_core::launch::rank_tests`]), run through the library and through
@@ -46,8 +50,12 @@ impl Drop for ShmDir {
     }
 }
 
-/// Rank 1 leaves right after init; rank 0 waits in a receive from it and
-/// rank 2 in a barrier, forever unless the launcher ends the job.
+/// Ranks of the early-exit jobs: one per kind of wait.
+const EARLY_RANKS: u32 = 5;
+
+/// Rank 1 leaves right after init; rank 0 waits in a receive from it,
+/// rank 2 in a barrier, rank 3 in a synchronous send to it and rank 4 in
+/// an allreduce, forever unless the launcher ends the job.
 fn early_exit_rank() {
     let universe = hmpi_core::init().expect("init");
     let world = universe.world();
@@ -59,11 +67,139 @@ fn early_exit_rank() {
         0 => {
             let _ = world.process_at_rank(1).receive_vec::<u64>();
         }
+        3 => {
+            let _ = world.process_at_rank(1).synchronous_send(&[7u64; 4][..]);
+        }
+        4 => {
+            let mut sum = 0u64;
+            let _ = world.all_reduce_into(&1u64, &mut sum, SystemOperation::sum());
+        }
         _ => {
             let _ = world.barrier();
         }
     }
-    unreachable!("rank {} got past its wait", world.rank());
+    // The library may notice the dead peer before the launcher ends the
+    // job: wait here for the launcher.
+    std::thread::sleep(Duration::from_secs(30));
+    unreachable!("rank {} outlived the job", world.rank());
+}
+
+/// Rank 1 leaves right after init; the others wait for it, and find out
+/// from the library (no launcher watches this job): a receive from it, a
+/// synchronous send to it and a receive from any source are errors that
+/// name it.
+fn dead_peer_rank() {
+    let universe = hmpi_core::init().expect("init");
+    let world = universe.world();
+    let failed = |r: hmpi_core::Result<()>, what: &str| match r {
+        Err(hmpi_core::Error::ProcFailed { rank }) => println!("{what} failed on rank {rank}"),
+        other => println!("{what} ended with {other:?}"),
+    };
+    match world.rank() {
+        1 => std::process::exit(0), // no finalize
+        0 => failed(
+            world.process_at_rank(1).receive_vec::<u64>().map(drop),
+            "receive",
+        ),
+        _ => {
+            failed(
+                world.process_at_rank(1).synchronous_send(&[7u64; 4][..]),
+                "ssend",
+            );
+            failed(
+                world.any_process().receive_vec::<u64>().map(drop),
+                "any-source receive",
+            );
+        }
+    }
+    // Not finalized: the world's final barrier would wait for rank 1.
+    std::process::exit(0);
+}
+
+/// Writes this rank's pid to `$FAULTS_PID_DIR/rank-R` (before init, so
+/// that a kill can find it at any moment), then passes messages around a
+/// ring, with barriers and allreduces, until the job is killed.
+fn busy_rank() {
+    let dir = std::env::var("FAULTS_PID_DIR").unwrap();
+    let rank = std::env::var("HMPI_RANK").unwrap();
+    let tmp = format!("{dir}/.rank-{rank}");
+    std::fs::write(&tmp, std::process::id().to_string()).unwrap();
+    std::fs::rename(&tmp, format!("{dir}/rank-{rank}")).unwrap();
+    let universe = hmpi_core::init().expect("init");
+    let world = universe.world();
+    let (me, n) = (world.rank(), world.size());
+    let mut data = vec![me as u64; 1 << 14];
+    let start = std::time::Instant::now();
+    let mut i = 0usize;
+    while start.elapsed() < Duration::from_secs(20) {
+        let len = [1, 64, 4096, 1 << 14][i % 4];
+        let next = world.process_at_rank((me + 1) % n);
+        let prev = world.process_at_rank((me + n - 1) % n);
+        if me == 0 {
+            next.send(&data[..len]).unwrap();
+            prev.receive_into(&mut data[..len]).unwrap();
+        } else {
+            prev.receive_into(&mut data[..len]).unwrap();
+            next.send(&data[..len]).unwrap();
+        }
+        if i % 3 == 0 {
+            world.barrier().unwrap();
+        }
+        if i % 5 == 0 {
+            let mut sum = 0u64;
+            world
+                .all_reduce_into(&1u64, &mut sum, SystemOperation::sum())
+                .unwrap();
+        }
+        i += 1;
+    }
+    unreachable!("rank {me} was not killed");
+}
+
+/// Rank 1 exits before it initializes; the others wait for it in init.
+fn exit_before_init_rank() {
+    if std::env::var("HMPI_RANK").as_deref() == Ok("1") {
+        println!("left-at {}", hmpi_core::time());
+        std::process::exit(0);
+    }
+    let _universe = hmpi_core::init();
+    std::thread::sleep(Duration::from_secs(30));
+    unreachable!("init returned without rank 1");
+}
+
+/// After init, a second process that attaches as this rank (through this
+/// process's descriptor of the segment, with the same variables) is
+/// refused by init.
+fn claim_twice_rank() {
+    let universe = hmpi_core::init().expect("init");
+    let path = std::env::var("HMPI_SHM_NAME").unwrap();
+    let n = path
+        .strip_prefix("/proc/self/fd/")
+        .expect("a descriptor path");
+    let out = Command::new(std::env::current_exe().unwrap())
+        .env(rank_tests::ROLE_VAR, "claim-again")
+        .env(
+            "HMPI_SHM_NAME",
+            format!("/proc/{}/fd/{n}", std::process::id()),
+        )
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout.contains("refused: ") && stdout.contains("already taken"),
+        "{stdout}"
+    );
+    drop(universe);
+}
+
+/// The second process of [`claim_twice_rank`]: init must fail.
+fn claim_again_rank() {
+    match hmpi_core::init() {
+        Ok(_) => panic!("a second process initialized as an existing rank"),
+        Err(e) => println!("refused: {e}"),
+    }
 }
 
 /// Every rank finalizes; then rank 1 exits at once while the others linger.
@@ -107,7 +243,7 @@ fn left_at(stdout: &[u8]) -> f64 {
 fn early_exit_ends_the_job_through_the_library() {
     let dir = ShmDir::new("lib");
     let exe = std::env::current_exe().unwrap();
-    let report = Launcher::new(exe, 3)
+    let report = Launcher::new(exe, EARLY_RANKS)
         .env(rank_tests::ROLE_VAR, "early-exit")
         .spec(SegmentSpec {
             arena_len: 64 << 20,
@@ -123,8 +259,9 @@ fn early_exit_ends_the_job_through_the_library() {
     assert!(!report.timed_out, "{d}");
     assert_eq!(report.first_failure, Some(1), "{d}");
     assert_eq!(report.ranks[1].status, RankStatus::NotFinalized, "{d}");
-    assert_eq!(report.ranks[0].status, RankStatus::Killed, "{d}");
-    assert_eq!(report.ranks[2].status, RankStatus::Killed, "{d}");
+    for r in [0, 2, 3, 4] {
+        assert_eq!(report.ranks[r].status, RankStatus::Killed, "{d}");
+    }
     assert_ne!(report.exit_code(), 0);
     let waited = ended - left_at(&report.ranks[1].stdout);
     assert!(
@@ -137,7 +274,7 @@ fn early_exit_ends_the_job_through_the_library() {
 fn early_exit_ends_the_job_under_hmpirun_with_a_message() {
     let dir = ShmDir::new("bin");
     let out = Command::new(HMPIRUN)
-        .args(["-n", "3", "--timeout", "60", "--"])
+        .args(["-n", &EARLY_RANKS.to_string(), "--timeout", "60", "--"])
         .arg(std::env::current_exe().unwrap())
         .env(rank_tests::ROLE_VAR, "early-exit")
         .env("HMPI_SHM_DIR", &dir.0)
@@ -157,7 +294,198 @@ fn early_exit_ends_the_job_under_hmpirun_with_a_message() {
         waited <= LIMIT,
         "hmpirun ended {waited:.2} s after rank 1 left"
     );
+    println!("hmpirun ended {waited:.3} s after rank 1 left without finalizing");
     dir.assert_empty();
+}
+
+fn a_rank_that_exits_before_init_ends_the_job() {
+    let dir = ShmDir::new("preinit");
+    let out = Command::new(HMPIRUN)
+        .args(["-n", "3", "--timeout", "60", "--"])
+        .arg(std::env::current_exe().unwrap())
+        .env(rank_tests::ROLE_VAR, "exit-before-init")
+        .env("HMPI_SHM_DIR", &dir.0)
+        .env("HMPI_HEAP_PER_RANK", "64M")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let ended = hmpi_core::time();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("hmpirun: rank 1 exited with status 0 before initializing"),
+        "stderr:\n{stderr}"
+    );
+    assert_eq!(out.status.code(), Some(1), "stderr:\n{stderr}");
+    let waited = ended - left_at(&out.stdout);
+    assert!(
+        waited <= LIMIT,
+        "hmpirun ended {waited:.2} s after rank 1 left"
+    );
+    dir.assert_empty();
+}
+
+/// Starts `ranks` ranks of this binary in `role` the way another launcher
+/// would: the segment and the variables, but nobody watching the ranks.
+/// Returns each rank's standard output, after all have exited.
+fn launch_unwatched(role: &str, ranks: u32, limit: Duration) -> Vec<String> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let dir = ShmDir::new(role);
+    let spec = SegmentSpec {
+        ranks,
+        arena_len: 64 << 20,
+        dir: dir.0.clone(),
+        ..SegmentSpec::default()
+    };
+    let file = shmheap::segment::SegmentFile::create(&spec, role).unwrap();
+    let fd = file.fd().as_raw_fd();
+    let children: Vec<_> = (0..ranks)
+        .map(|r| {
+            let mut cmd = Command::new(std::env::current_exe().unwrap());
+            cmd.env(rank_tests::ROLE_VAR, role)
+                .env("HMPI_RANK", r.to_string())
+                .env("HMPI_SIZE", ranks.to_string())
+                .env("HMPI_LOCAL_RANK", r.to_string())
+                .env("HMPI_LOCAL_SIZE", ranks.to_string())
+                .env("HMPI_SHM_NAME", file.path())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped());
+            // SAFETY: between fork and exec only fcntl, which is
+            // async-signal-safe; it lets the rank inherit the segment.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    drop(file);
+    let start = std::time::Instant::now();
+    let outputs = children
+        .into_iter()
+        .map(|mut c| {
+            loop {
+                if c.try_wait().unwrap().is_some() {
+                    break;
+                }
+                if start.elapsed() > limit {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let mut s = String::new();
+            use std::io::Read;
+            c.stdout.take().unwrap().read_to_string(&mut s).unwrap();
+            s
+        })
+        .collect();
+    assert!(
+        start.elapsed() < limit,
+        "the ranks did not end within {limit:?}"
+    );
+    dir.assert_empty();
+    outputs
+}
+
+fn a_wait_on_a_dead_peer_is_an_error_without_a_launcher() {
+    let out = launch_unwatched("dead-peer", 3, Duration::from_secs(20));
+    assert!(out[0].contains("receive failed on rank 1"), "{out:?}");
+    assert!(out[2].contains("ssend failed on rank 1"), "{out:?}");
+    // Rank 0 may have left too by then (it does not finalize either).
+    assert!(
+        out[2].contains("any-source receive failed on rank "),
+        "{out:?}"
+    );
+}
+
+/// `kill -9` of a random rank at a random moment (its start, init, a
+/// message, a barrier, an allreduce), 30 seeded trials: the job ends
+/// within the limit, hmpirun names the rank, no segment file and no rank
+/// process is left.
+fn killing_a_random_rank_at_a_random_moment_ends_the_job() {
+    let mut x: u64 = 0x2026_1127;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for trial in 0..30 {
+        let dir = ShmDir::new(&format!("kill{trial}"));
+        let pids = dir.0.join("pids");
+        std::fs::create_dir(&pids).unwrap();
+        let ranks = 3;
+        let victim = (next() % ranks) as u32;
+        let delay = Duration::from_millis(next() % 300);
+        let child = Command::new(HMPIRUN)
+            .args(["-n", &ranks.to_string(), "--timeout", "60", "--"])
+            .arg(std::env::current_exe().unwrap())
+            .env(rank_tests::ROLE_VAR, "busy")
+            .env("FAULTS_PID_DIR", &pids)
+            .env("HMPI_SHM_DIR", &dir.0)
+            .env("HMPI_HEAP_PER_RANK", "64M")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid_of = |r: u32| -> Option<i32> {
+            std::fs::read_to_string(pids.join(format!("rank-{r}")))
+                .ok()?
+                .parse()
+                .ok()
+        };
+        let started = std::time::Instant::now();
+        std::thread::sleep(delay);
+        let pid = loop {
+            if let Some(p) = pid_of(victim) {
+                break p;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "trial {trial}: no pid"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        // SAFETY: kill only sends a signal to a rank of this job.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+        let killed = std::time::Instant::now();
+        let out = child.wait_with_output().unwrap();
+        let waited = killed.elapsed().as_secs_f64();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "hmpirun: rank {victim} was killed by signal 9 (SIGKILL)"
+            )),
+            "trial {trial} (rank {victim} after {delay:?}): stderr:\n{stderr}"
+        );
+        assert_eq!(out.status.code(), Some(128 + 9), "trial {trial}: {stderr}");
+        assert!(
+            waited <= LIMIT,
+            "trial {trial}: the job ended {waited:.2} s after the kill"
+        );
+        for r in 0..ranks as u32 {
+            if let Some(p) = pid_of(r) {
+                assert!(
+                    !std::path::Path::new(&format!("/proc/{p}")).exists(),
+                    "trial {trial}: rank {r} (pid {p}) is still there"
+                );
+            }
+        }
+        std::fs::remove_dir_all(&pids).unwrap();
+        dir.assert_empty();
+    }
+}
+
+fn a_rank_is_claimed_once_per_job() {
+    let report = rank_tests::launch("claim-twice", 2, &[]);
+    rank_tests::assert_ran(&report, "claim-twice");
 }
 
 fn a_ranks_children_do_not_inherit_the_segment() {
@@ -177,6 +505,11 @@ fn main() {
                 "early-exit" => early_exit_rank,
                 "finalize-then-linger" => finalize_then_linger_rank,
                 "descriptor-kept" => descriptor_kept_rank,
+                "dead-peer" => dead_peer_rank,
+                "exit-before-init" => exit_before_init_rank,
+                "claim-twice" => claim_twice_rank,
+                "claim-again" => claim_again_rank,
+                "busy" => busy_rank,
                 _ => return None,
             };
             body();
@@ -194,6 +527,22 @@ fn main() {
             (
                 "exiting_after_finalize_is_normal",
                 exiting_after_finalize_is_normal,
+            ),
+            (
+                "a_rank_that_exits_before_init_ends_the_job",
+                a_rank_that_exits_before_init_ends_the_job,
+            ),
+            (
+                "a_wait_on_a_dead_peer_is_an_error_without_a_launcher",
+                a_wait_on_a_dead_peer_is_an_error_without_a_launcher,
+            ),
+            (
+                "a_rank_is_claimed_once_per_job",
+                a_rank_is_claimed_once_per_job,
+            ),
+            (
+                "killing_a_random_rank_at_a_random_moment_ends_the_job",
+                killing_a_random_rank_at_a_random_moment_ends_the_job,
             ),
             (
                 "a_ranks_children_do_not_inherit_the_segment",

@@ -41,6 +41,12 @@ pub enum Error {
     AlreadyAttached,
     /// No node heap is attached to this process.
     NotAttached,
+    /// Another process has already attached to the segment as this rank
+    /// (a rank slot is claimed once per job).
+    RankClaimed {
+        /// The local rank asked for.
+        rank: u32,
+    },
 }
 
 /// Details of an exhausted arena.
@@ -80,6 +86,11 @@ impl fmt::Display for Error {
             Error::Exhausted(e) => e.fmt(f),
             Error::AlreadyAttached => write!(f, "this process is already attached to a node heap"),
             Error::NotAttached => write!(f, "this process is not attached to a node heap"),
+            Error::RankClaimed { rank } => write!(
+                f,
+                "local rank {rank} of this job is already taken by another process \
+                 (a rank can be started once per job)"
+            ),
         }
     }
 }

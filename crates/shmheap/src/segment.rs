@@ -21,10 +21,13 @@
 //! real backing with `fallocate` as it grows ([`Segment::reserve`]), so an
 //! exhausted `/dev/shm` is an allocation error, never a `SIGBUS`.
 //!
-//! Each rank has a state word in the header ([`RankState`]): the runtime
-//! above marks it running and finalized, and the launcher reads it
-//! ([`SegmentFile::rank_state`]) to tell a rank that exited after
-//! finalizing from one that left its peers waiting.
+//! Each rank has a state word in the header ([`RankState`]): attaching
+//! claims it (once per job: a second process attaching as the same rank is
+//! refused), the runtime above marks it initializing, running and
+//! finalized, and the launcher reads it ([`SegmentFile::rank_state`]) to
+//! tell a rank that exited after finalizing from one that left its peers
+//! waiting; peers read it too ([`Segment::rank_state`]) when they look for
+//! ranks that are gone.
 //!
 //! # Example
 //! ```
@@ -75,22 +78,32 @@ pub const MAX_RANKS: u32 = 2048;
 pub const MIN_ARENA_LEN: usize = 4 << 20;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"HMPISEG\0");
-/// Layout version; 2 added the rank states.
-const VERSION: u32 = 2;
+/// Layout version; 2 added the rank states, 3 claims them at attach.
+const VERSION: u32 = 3;
 const REGISTRY_OFFSET: usize = 4096;
 /// Offset of the rank states: one `AtomicU32` per rank, after the registry.
 const STATE_OFFSET: usize = REGISTRY_OFFSET + MAX_RANKS as usize * REGISTRY_SLOTS * 8;
 
 /// Where a rank's runtime is, as recorded in its state word in the header.
+///
+/// The word is zero ([`RankState::Unknown`]) until a process attaches as the
+/// rank; attaching claims it ([`RankState::Attached`]) with a compare and
+/// swap, so a second process that attaches as the same rank is refused
+/// ([`Error::RankClaimed`]). The runtime above then moves it on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum RankState {
-    /// The runtime was not started (or the program does not use it).
+    /// No process has attached as this rank.
     Unknown = 0,
     /// The runtime was initialised and not yet finalized.
     Running = 1,
     /// The runtime was finalized.
     Finalized = 2,
+    /// A process attached as this rank (its heap is in use); the runtime
+    /// was not started (or the program does not use it).
+    Attached = 3,
+    /// The runtime is being started: the rank waits in init for its peers.
+    Initializing = 4,
 }
 
 impl RankState {
@@ -98,8 +111,17 @@ impl RankState {
         match w {
             1 => RankState::Running,
             2 => RankState::Finalized,
+            3 => RankState::Attached,
+            4 => RankState::Initializing,
             _ => RankState::Unknown,
         }
+    }
+
+    /// Whether a process that is in this state and has ended left its
+    /// peers without the messages or the collective calls they may be
+    /// waiting for: it started the runtime and did not finalize it.
+    pub fn leaves_peers_waiting(self) -> bool {
+        matches!(self, RankState::Initializing | RankState::Running)
     }
 }
 
@@ -585,6 +607,25 @@ impl Segment {
                 len: total_len,
             });
         }
+        // Claim the rank's slot: one process per rank and job.
+        // SAFETY: the header region is mapped at `base` (just above) and
+        // local_rank < ranks <= MAX_RANKS (checked above).
+        let word = unsafe { state_word(base as *const u8, local_rank) };
+        // SYNC POINT: AcqRel; the claim orders nothing else (the word is
+        // read by the launcher and by peers as a state, see `rank_state`),
+        // but a second attacher must see the first one's claim: the
+        // compare and swap on one word is what decides.
+        let claimed = word.compare_exchange(
+            RankState::Unknown as u32,
+            RankState::Attached as u32,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        if claimed.is_err() {
+            // SAFETY: unmapping the mapping we just made; nothing refers to it.
+            let _ = unsafe { nix::sys::mman::munmap(m, total_len) };
+            return Err(Error::RankClaimed { rank: local_rank });
+        }
         // SAFETY: the mapping at `base` holds the header (checked above) and
         // stays mapped for the rest of the process's life.
         let header: &'static SegmentHeader = unsafe { &*(base as *const SegmentHeader) };
@@ -744,7 +785,21 @@ impl Segment {
         }
     }
 
-    /// Records this rank's [`RankState`] for the launcher.
+    /// The state rank `rank` recorded ([`Segment::set_rank_state`]);
+    /// [`RankState::Unknown`] for a rank out of range.
+    pub fn rank_state(&self, rank: u32) -> RankState {
+        if rank >= self.ranks() {
+            return RankState::Unknown;
+        }
+        // SAFETY: the header region is mapped at `base` for the process's
+        // life, and rank < ranks <= MAX_RANKS.
+        let word = unsafe { state_word(self.base() as *const u8, rank) };
+        // SYNC POINT: Acquire pairs with the rank's Release store in
+        // `set_rank_state`.
+        RankState::from_word(word.load(Ordering::Acquire))
+    }
+
+    /// Records this rank's [`RankState`] for the launcher and its peers.
     pub fn set_rank_state(&self, state: RankState) {
         // SAFETY: the header region is mapped at `base` for the process's
         // life, and local_rank < ranks <= MAX_RANKS.

@@ -44,6 +44,7 @@ use crate::config::Config;
 use crate::envelope::{Envelope, Header, Protocol, FLAG_SYN, FLAG_SYNC};
 use crate::error::{Error, Result};
 use crate::fastbox::{FbPair, Lane, FB_PAYLOAD};
+use crate::liveness::{Liveness, Watch};
 use crate::matching::{Arrival, Key, Target};
 use crate::message::Message;
 use crate::request::{Request, Status};
@@ -127,6 +128,8 @@ pub struct Endpoint {
     /// Messages shorter than this may go through a fast box (0: fast
     /// boxes are off).
     pub(crate) fastbox_below: usize,
+    /// Whether the peers are alive (asked only by sleeping waiters).
+    live: Liveness,
 }
 
 impl Endpoint {
@@ -156,6 +159,8 @@ impl Endpoint {
             None => shmheap::attach_from_env()?,
         };
         let (rank, size) = (seg.local_rank(), seg.ranks());
+        // For the launcher: from now on this rank's peers wait for it.
+        seg.set_rank_state(shmheap::segment::RankState::Initializing);
         // One node only for now: the job's ranks are the node's ranks.
         for (var, want) in [(RANK_VAR, rank), (SIZE_VAR, size)] {
             if let Some(v) = std::env::var_os(var) {
@@ -239,6 +244,14 @@ impl Endpoint {
                 );
             shared.set_can_read(r, yes);
         }
+        // Every peer published its process id, and is alive (it reached
+        // the barrier above).
+        let pids: Vec<u32> = (0..size).map(|r| peers[r as usize * nv].pid()).collect();
+        let live = Liveness::new(seg, rank, &pids);
+        // Out of init's wait for the peers (the runtime above marks the
+        // word on), before the barrier: a peer that leaves right after it
+        // does not see this rank still initializing.
+        seg.set_rank_state(shmheap::segment::RankState::Attached);
         // Every table is filled before anyone sends.
         seg.barrier();
         // A given block can be kept as it is if our global allocator is the
@@ -265,6 +278,7 @@ impl Endpoint {
             config,
             seg,
             peers,
+            live,
         })
     }
 
@@ -314,6 +328,18 @@ impl Endpoint {
     /// This process's VCI number `v` (`v < vci_count()`).
     pub(crate) fn vci_at(&self, v: usize) -> &Vci {
         &self.vcis[v]
+    }
+
+    /// Whether the peers are alive (see [`crate::liveness`]).
+    pub(crate) fn liveness(&self) -> &Liveness {
+        &self.live
+    }
+
+    /// Whether rank `rank` has failed: its process ended without
+    /// finalizing (see [`crate::liveness`]). Costs a system call: not for
+    /// a message path.
+    pub fn peer_failed(&self, rank: i32) -> bool {
+        u32::try_from(rank).is_ok_and(|r| self.live.failed(r))
     }
 
     /// This rank's doorbell (in its VCI 0).
@@ -826,7 +852,7 @@ impl Endpoint {
         };
         let vci = &self.vcis[v];
         let mut seen = u64::MAX;
-        self.wait_on(v, |full| {
+        self.wait_on(v, Watch::source(source), |full| {
             if !full && !vci.news(seen) {
                 return None;
             }
@@ -835,8 +861,8 @@ impl Endpoint {
             let got = unsafe { vci.recv_now(&mut p, key, target, out) };
             seen = vci.events(&p);
             got.then_some(())
-        });
-        Ok(())
+        })
+        .map_err(|rank| Error::ProcFailed { rank })
     }
 
     /// The status of the earliest message that a receive with this key
@@ -857,7 +883,10 @@ impl Endpoint {
             return Ok(Status::empty());
         };
         let vci = &self.vcis[v];
-        Ok(self.wait_on(v, |_| vci.iprobe(&mut vci.lock(), key)))
+        self.wait_on(v, Watch::source(source), |_| {
+            vci.iprobe(&mut vci.lock(), key)
+        })
+        .map_err(|rank| Error::ProcFailed { rank })
     }
 
     /// A matched probe: takes the earliest message a receive with this key
@@ -885,8 +914,11 @@ impl Endpoint {
             return Ok(self.no_proc_message());
         };
         let vci = &self.vcis[v];
-        let (a, st): (Arrival, Status) =
-            self.wait_on(v, |_| vci.take_unexpected(&mut vci.lock(), key));
+        let (a, st): (Arrival, Status) = self
+            .wait_on(v, Watch::source(source), |_| {
+                vci.take_unexpected(&mut vci.lock(), key)
+            })
+            .map_err(|rank| Error::ProcFailed { rank })?;
         Ok((Message::new(self, v, Some(a), st), st))
     }
 

@@ -84,6 +84,12 @@ pub enum Error {
         /// The address found in its registry slot.
         addr: u64,
     },
+    /// A peer the operation depends on has failed: its process ended
+    /// without finalizing (see `crate::liveness`).
+    ProcFailed {
+        /// The failed peer's rank.
+        rank: u32,
+    },
 }
 
 impl fmt::Display for Error {
@@ -131,6 +137,10 @@ impl fmt::Display for Error {
             Error::BadPeer { rank, addr } => write!(
                 f,
                 "rank {rank} published {addr:#x} as its VCI, which is not a VCI in its arena"
+            ),
+            Error::ProcFailed { rank } => write!(
+                f,
+                "rank {rank} ended without finalizing; the operation depends on it"
             ),
         }
     }

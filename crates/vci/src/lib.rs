@@ -81,6 +81,7 @@ pub mod fastbox;
 pub mod idle;
 mod immediate;
 pub mod kernel_assisted;
+mod liveness;
 mod matching;
 pub mod message;
 pub mod owned;

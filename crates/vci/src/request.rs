@@ -32,6 +32,7 @@
 use crate::endpoint::Endpoint;
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
+use crate::liveness::Watch;
 use crate::matching::Private;
 use crate::vci::{PrivateGuard, Vci};
 use crate::{ANY_TAG, PROC_NULL};
@@ -59,6 +60,13 @@ pub enum StatusError {
     Alloc {
         /// The block's size.
         bytes: u64,
+    },
+    /// The peer failed (its process ended without finalizing) before the
+    /// operation could finish: a receive from it (or from any source) was
+    /// withdrawn, a send to it abandoned.
+    ProcFailed {
+        /// The failed peer's rank.
+        rank: u32,
     },
 }
 
@@ -106,6 +114,7 @@ impl Status {
                 status: self,
                 bytes,
             }),
+            Some(StatusError::ProcFailed { rank }) => Err(Error::ProcFailed { rank }),
         }
     }
 }
@@ -140,6 +149,37 @@ pub struct Request<'a> {
 
 /// A `seen` no events count equals soon: the first attempt takes the lock.
 const NEVER: u64 = u64::MAX;
+
+/// What a pending request depends on, as read from its state without a
+/// lock: a peer (a send's destination), a posted receive (whose source is
+/// looked up under the VCI lock, and only when a sleeping waiter checks
+/// its peers: never on the way into a wait), or nothing.
+#[derive(Debug, Clone, Copy)]
+enum Depends {
+    Peer(i32),
+    Recv(u32),
+    Nothing,
+}
+
+impl Depends {
+    /// The peers to watch: the destination, the receive's source (every
+    /// peer for a wildcard), none once the receive matched.
+    fn watch(self, ep: &Endpoint, v: usize) -> Watch {
+        match self {
+            Depends::Peer(rank) => Watch::source(rank),
+            Depends::Recv(id) => {
+                let vci = ep.vci_at(v);
+                let p = vci.lock();
+                match p.posted.iter().find(|&&(_, x)| x == id) {
+                    Some((key, _)) => Watch::source(key.source),
+                    // Matched: it finishes without its peer.
+                    None => Watch::Nothing,
+                }
+            }
+            Depends::Nothing => Watch::Nothing,
+        }
+    }
+}
 
 impl<'a> Request<'a> {
     #[inline(always)]
@@ -283,7 +323,20 @@ impl<'a> Request<'a> {
             // The loop carries only "done"; the status stays in the state
             // the attempt completed (see docs/performance.md, "Store
             // forwarding").
-            ep.wait_on(v, |full| self.attempt(full).map(drop));
+            while !self.is_complete() {
+                // What the request depends on is looked up only when a
+                // sleeping waiter checks its peers, never on the way in.
+                let depends = self.depends();
+                let live = ep.liveness();
+                let waited = ep.wait_on_failing(
+                    v,
+                    |full| self.attempt(full).map(drop),
+                    || live.check(depends.watch(ep, v)),
+                );
+                if let Err(rank) = waited {
+                    self.abandon(rank);
+                }
+            }
         }
         match &self.state {
             State::Complete(st) => st,
@@ -304,6 +357,45 @@ impl<'a> Request<'a> {
         match self.state {
             State::Recv(id) => self.ep.vci_at(self.vci).cancel_recv(id),
             _ => false,
+        }
+    }
+
+    /// What this request depends on, read without a lock (see
+    /// [`Depends::watch`]).
+    fn depends(&self) -> Depends {
+        match self.state {
+            State::Complete(_) => Depends::Nothing,
+            State::Send { status, .. } => Depends::Peer(status.source),
+            State::Recv(id) => Depends::Recv(id),
+        }
+    }
+
+    /// Ends the request because peer `rank`, which it depends on, failed:
+    /// a receive that has not matched is withdrawn, a send abandoned (its
+    /// envelope stays with the dead receiver, never freed: nobody may
+    /// touch it again). Its status then records the failure. A receive
+    /// that matched meanwhile is left to finish.
+    fn abandon(&mut self, rank: u32) {
+        let failed = StatusError::ProcFailed { rank };
+        match self.state {
+            State::Complete(_) => {}
+            State::Send { mut status, .. } => {
+                status.error = Some(failed);
+                status.count = 0;
+                self.state = State::Complete(status);
+            }
+            State::Recv(id) => {
+                let vci = self.ep.vci_at(self.vci);
+                if vci.cancel_recv(id) {
+                    let mut g = vci.lock();
+                    // Frees the slot: the request will not collect it.
+                    let _ = vci.take_recv(&mut g, id);
+                    let mut st = Status::empty();
+                    st.source = rank as i32;
+                    st.error = Some(failed);
+                    self.state = State::Complete(st);
+                }
+            }
         }
     }
 
@@ -415,17 +507,30 @@ fn wait_in_order<'a, S: RequestSlot<'a>>(set: &mut [S]) {
     while let Some(i) =
         (first..set.len()).find(|&i| set[i].request().is_some_and(|r| !r.is_complete()))
     {
-        let (ep, v) = set[i]
+        let (ep, v, depends) = set[i]
             .request()
-            .map(|r| (r.ep, r.vci))
+            .map(|r| (r.ep, r.vci, r.depends()))
             .expect("found above");
-        ep.wait_on(v, |full| {
-            poll_run(&mut set[i..], full);
-            set[i]
-                .request()
-                .is_some_and(|r| r.is_complete())
-                .then_some(())
-        });
+        let live = ep.liveness();
+        let waited = ep.wait_on_failing(
+            v,
+            |full| {
+                poll_run(&mut set[i..], full);
+                set[i]
+                    .request()
+                    .is_some_and(|r| r.is_complete())
+                    .then_some(())
+            },
+            || live.check(depends.watch(ep, v)),
+        );
+        if let Err(rank) = waited {
+            if let Some(r) = set[i].request() {
+                r.abandon(rank);
+            }
+            // Looked at again: a receive that matched meanwhile finishes.
+            first = i;
+            continue;
+        }
         first = i + 1;
     }
 }
@@ -472,7 +577,31 @@ fn wait_set(requests: &mut [Option<Request<'_>>]) {
     if requests.iter().flatten().any(Request::is_complete) {
         return;
     }
-    ep.wait_on(v, |full| poll_set(requests, full).then_some(()));
+    // Any request may finish the wait: it fails only when every one of
+    // them depends on a failed peer.
+    let depends: Vec<(&Endpoint, usize, Depends)> = requests
+        .iter()
+        .flatten()
+        .map(|r| (r.ep, r.vci, r.depends()))
+        .collect();
+    let live = ep.liveness();
+    let all_failed = || {
+        let mut first = None;
+        for &(ep, v, d) in &depends {
+            first = Some(first.unwrap_or(live.check(d.watch(ep, v))?));
+        }
+        first
+    };
+    if ep
+        .wait_on_failing(v, |full| poll_set(requests, full).then_some(()), all_failed)
+        .is_err()
+    {
+        for r in requests.iter_mut().flatten() {
+            if let Some(rank) = live.check(r.depends().watch(r.ep, r.vci)) {
+                r.abandon(rank);
+            }
+        }
+    }
 }
 
 /// Takes the finished requests out of the set (leaving `None`), the first

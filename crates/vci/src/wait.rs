@@ -7,9 +7,16 @@
 //! time). While it waits it now and then sweeps the process's other VCIs
 //! ([`Endpoint::sweep`]: progress on those whose lock is free), so a
 //! request never starves behind a VCI nobody waits on.
+//!
+//! Between sleeps, every [`NAPS_PER_CHECK`]th time, a waiter asks whether
+//! a peer it depends on has failed ([`crate::liveness`]); if one has (and
+//! one more look finds nothing), the wait ends with that rank, so a dead
+//! peer is an error, not a wait forever. The check lives only here, in the
+//! slow path: the spinning and the message path never pay for it.
 
 use crate::doorbell::{LINGER, MAX_SLEEP};
 use crate::endpoint::Endpoint;
+use crate::liveness::Watch;
 use crate::vci::VciShared;
 use shmheap::sync::futex::futex_wait;
 use std::sync::atomic::{fence, Ordering};
@@ -17,6 +24,10 @@ use std::time::{Duration, Instant};
 
 /// Empty attempts between sweeps (and full attempts) while spinning.
 const SWEEP_EVERY: u32 = 64;
+/// Doorbell sleeps (each at most `MAX_SLEEP`) between two checks for
+/// failed peers: a dead peer is noticed within a few tens of milliseconds
+/// at the cost of a system call or two per check.
+const NAPS_PER_CHECK: u32 = 8;
 
 impl VciShared {
     /// Waits until `attempt` returns a value: spins, yields, then sleeps on
@@ -25,11 +36,16 @@ impl VciShared {
     /// knows to be useless (a lock-free check for news, [`Vci::news`])
     /// unless `full` is set: every [`SWEEP_EVERY`]th attempt and the
     /// attempt before a sleep are full.
+    ///
+    /// While sleeping, `failed` is asked now and then for a failed peer
+    /// the wait depends on; when it names one and a last full attempt
+    /// finds nothing, the wait ends with `Err(rank)`.
     pub(crate) fn wait_until<R>(
         &self,
         mut attempt: impl FnMut(bool) -> Option<R>,
         mut sweep: impl FnMut(),
-    ) -> R {
+        mut failed: impl FnMut() -> Option<u32>,
+    ) -> Result<R, u32> {
         /// How long to poll back to back before yielding (see
         /// docs/performance.md, "Waiting").
         const SPIN: Duration = Duration::from_micros(20);
@@ -45,7 +61,7 @@ impl VciShared {
         let mut yields = 0u32;
         while yields < YIELDS {
             if let Some(r) = attempt(empty % SWEEP_EVERY == 0) {
-                return r;
+                return Ok(r);
             }
             empty += 1;
             if yielding {
@@ -73,9 +89,10 @@ impl VciShared {
         bell.sleepers.fetch_add(1, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         let linger_until = Instant::now() + LINGER;
+        let mut naps = 0u32;
         let r = loop {
             if let Some(r) = attempt(true) {
-                break r;
+                break Ok(r);
             }
             if Instant::now() >= linger_until {
                 // SYNC POINT: Acquire pairs with the ringer's Release
@@ -84,11 +101,19 @@ impl VciShared {
                 // one rung before it is visible to the attempt below.
                 let seq = bell.seq.load(Ordering::Acquire);
                 if let Some(r) = attempt(true) {
-                    break r;
+                    break Ok(r);
                 }
                 futex_wait(&bell.seq, seq, MAX_SLEEP);
                 sweep();
                 crate::idle::run();
+                naps += 1;
+                if naps % NAPS_PER_CHECK == 0 {
+                    if let Some(rank) = failed() {
+                        // What the peer sent before it ended counts: one
+                        // last look.
+                        break attempt(true).ok_or(rank);
+                    }
+                }
             } else {
                 std::hint::spin_loop();
             }
@@ -103,7 +128,25 @@ impl VciShared {
 impl Endpoint {
     /// Waits until `attempt` returns a value (see
     /// [`VciShared::wait_until`]); a waiter on VCI `v` sweeps the others.
-    pub(crate) fn wait_on<R>(&self, v: usize, attempt: impl FnMut(bool) -> Option<R>) -> R {
-        self.bell().wait_until(attempt, || self.sweep(v))
+    /// `Err(rank)` if a peer that `watch` names failed meanwhile.
+    pub(crate) fn wait_on<R>(
+        &self,
+        v: usize,
+        watch: Watch,
+        attempt: impl FnMut(bool) -> Option<R>,
+    ) -> Result<R, u32> {
+        self.wait_on_failing(v, attempt, || self.liveness().check(watch))
+    }
+
+    /// [`Endpoint::wait_on`] for waits that decide themselves whether
+    /// they depend on a failed peer (a set of requests, any of which may
+    /// finish it): `failed` names one, or says `None`.
+    pub(crate) fn wait_on_failing<R>(
+        &self,
+        v: usize,
+        attempt: impl FnMut(bool) -> Option<R>,
+        failed: impl FnMut() -> Option<u32>,
+    ) -> Result<R, u32> {
+        self.bell().wait_until(attempt, || self.sweep(v), failed)
     }
 }

@@ -161,6 +161,18 @@ pub(super) fn local(
     }
 }
 
+/// A null buffer for `count` elements of `dt` that hold data is an error
+/// (unless the type's true lower bound makes its elements absolute
+/// addresses, as with `MPI_BOTTOM`), checked before any work.
+fn check_not_null(p: *const u8, count: usize, dt: &Datatype, what: &str) -> Result<()> {
+    if p.is_null() && dt.packed_size(count)? > 0 && dt.true_lower_bound() < 4096 {
+        return Err(Error::Buffer {
+            reason: format!("the {what} buffer is null for {count} elements"),
+        });
+    }
+    Ok(())
+}
+
 fn check_root(comm: &SimpleCommunicator, root: i32) -> Result<u32> {
     if (0..comm.size()).contains(&root) {
         Ok(root as u32)
@@ -576,11 +588,15 @@ pub unsafe fn reduce(
     }
     let (red, packed) = reduction(dt, op)?;
     let input = send.unwrap_or(recv.cast_const());
+    check_not_null(input, count, dt, "send")?;
+    if wants {
+        check_not_null(recv, count, dt, "receive")?;
+    }
     let Some(c) = comm.coll()? else {
         // One member: the result is its input.
         if let Some(s) = send {
             let n = dt.packed_size(count)?;
-            let mut v = vec![0u8; n];
+            let mut v = crate::error::zeroed_bytes(n)?;
             // SAFETY: the caller's guarantee for both buffers.
             unsafe {
                 dt.pack_raw(s, count, &mut v)?;
@@ -1200,11 +1216,13 @@ pub unsafe fn scan(
     }
     let (red, packed) = reduction(dt, op)?;
     let input = send.unwrap_or(recv.cast_const());
+    check_not_null(input, count, dt, "send")?;
+    check_not_null(recv, count, dt, "receive")?;
     let Some(c) = comm.coll()? else {
         if !exclusive {
             if let Some(s) = send {
                 let n = dt.packed_size(count)?;
-                let mut v = vec![0u8; n];
+                let mut v = crate::error::zeroed_bytes(n)?;
                 // SAFETY: the caller's guarantee for both buffers.
                 unsafe {
                     dt.pack_raw(s, count, &mut v)?;

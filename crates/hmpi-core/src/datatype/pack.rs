@@ -111,6 +111,11 @@ impl Datatype {
                 out.len()
             )));
         }
+        if bytes == 0 {
+            // Nothing to read: `base` may be null (MPI allows it for no
+            // data), which no copy may be given, even of zero bytes.
+            return Ok(0);
+        }
         if let Some(off) = self.dense_offset() {
             // One run of bytes for all the elements: one copy.
             // SAFETY: the caller's guarantee: the `bytes` bytes of the

@@ -1,0 +1,248 @@
+//! Liveness of the peers: whether a rank a waiter depends on is gone.
+//!
+//! A rank is *failed* when its process has ended while its state word in
+//! the segment header ([`shmheap::segment::RankState`]) says it was in
+//! the runtime (initializing or running, not finalized): it left its peers
+//! without the messages (or the copies of theirs) they may wait for. A
+//! process that uses the engine alone, without the runtime that marks the
+//! word, is never taken for failed. A waiter asks only in the slow path of
+//! waiting, between two doorbell sleeps ([`crate::wait`]), so the message
+//! path pays nothing, and a job without a launcher watching it (or whose
+//! launcher does not end it) cannot hang on a dead peer.
+//!
+//! Whether a process has ended: a pidfd (Linux 5.3 and later) polls
+//! readable once the process exits, zombie or not, and cannot be fooled by
+//! a reused pid. Where a pidfd cannot be had (an old kernel, or beyond a
+//! quarter of the process's descriptor limit, which stays the program's)
+//! `/proc/<pid>/stat` answers: gone, a zombie, or another process (a
+//! different start time) is an ended peer.
+//!
+//! What a wait watches ([`Watch`]) is decided by the operation: a receive
+//! from a rank or a send to it watches that rank; a receive from any
+//! source watches every peer (MPI 4's fault-tolerance chapter also fails a
+//! wildcard receive when a possible sender fails). Once found, a failed
+//! rank stays failed.
+
+use shmheap::segment::Segment;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The peers a wait depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Watch {
+    /// One rank (a receive from it, a send to it).
+    Rank(u32),
+    /// Every other rank (a receive from any source).
+    Any,
+    /// None: the wait does not depend on a peer.
+    Nothing,
+}
+
+impl Watch {
+    /// What a receive from `source` (a rank or a wildcard) watches.
+    pub(crate) fn source(source: i32) -> Watch {
+        match u32::try_from(source) {
+            Ok(r) => Watch::Rank(r),
+            Err(_) if source == crate::ANY_SOURCE => Watch::Any,
+            Err(_) => Watch::Nothing,
+        }
+    }
+}
+
+/// How a peer's end is noticed.
+#[derive(Debug)]
+enum Probe {
+    /// A pidfd of the peer's process.
+    Pidfd(OwnedFd),
+    /// Its pid and start time (`/proc/<pid>/stat`, field 22).
+    Stat { pid: i32, start: u64 },
+    /// This process, or a peer that could not be identified.
+    Never,
+}
+
+#[derive(Debug)]
+struct Peer {
+    probe: Probe,
+    /// Sticky: found failed.
+    failed: AtomicBool,
+}
+
+/// The peers of this process and how to tell whether they are gone.
+#[derive(Debug)]
+pub(crate) struct Liveness {
+    seg: Segment,
+    peers: Vec<Peer>,
+}
+
+/// The state character and start time in `/proc/<pid>/stat`, if the
+/// process exists.
+fn stat_of(pid: i32) -> Option<(u8, u64)> {
+    let s = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold anything;
+    // the fields after the last ')' are plain.
+    let close = s.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&s[close + 1..]).ok()?;
+    let mut fields = rest.split_ascii_whitespace();
+    let state = *fields.next()?.as_bytes().first()?;
+    // Field 3 was the state; the start time is field 22.
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((state, start))
+}
+
+impl Liveness {
+    /// Identifies the processes of ranks `0..pids.len()` (`pids[r]` is
+    /// rank `r`'s, as it published; `me` is this process's rank). Called
+    /// while every peer is known to be alive (inside init, between two
+    /// barriers).
+    pub(crate) fn new(seg: Segment, me: u32, pids: &[u32]) -> Liveness {
+        // Pidfds take descriptors: at most a quarter of what the process
+        // may open, so that the program keeps its own; the other peers are
+        // watched through /proc.
+        let mut pidfds = Self::pidfd_budget();
+        let peers = pids
+            .iter()
+            .enumerate()
+            .map(|(r, &pid)| Peer {
+                probe: if r as u32 == me {
+                    Probe::Never
+                } else {
+                    Self::probe_of(pid as i32, &mut pidfds)
+                },
+                failed: AtomicBool::new(false),
+            })
+            .collect();
+        Liveness { seg, peers }
+    }
+
+    /// How many pidfds this process may take: a quarter of its
+    /// descriptor limit.
+    fn pidfd_budget() -> usize {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes one rlimit, which `lim` is.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+            return 0;
+        }
+        usize::try_from(lim.rlim_cur / 4).unwrap_or(usize::MAX)
+    }
+
+    fn probe_of(pid: i32, pidfds: &mut usize) -> Probe {
+        if pid <= 0 {
+            return Probe::Never;
+        }
+        let fd = if *pidfds > 0 {
+            // Raw libc: neither std nor nix wraps pidfd_open.
+            // SAFETY: pidfd_open takes a pid and flags and returns a new
+            // descriptor or -1; no memory is passed.
+            unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) }
+        } else {
+            -1
+        };
+        if fd >= 0 {
+            *pidfds -= 1;
+            // SAFETY: a fresh descriptor that nothing else owns. A pidfd
+            // is close-on-exec from its creation.
+            return Probe::Pidfd(unsafe { OwnedFd::from_raw_fd(fd as i32) });
+        }
+        match stat_of(pid) {
+            Some((_, start)) => Probe::Stat { pid, start },
+            None => Probe::Never,
+        }
+    }
+
+    /// Whether `peer`'s process has ended.
+    fn ended(peer: &Peer) -> bool {
+        match &peer.probe {
+            Probe::Pidfd(fd) => {
+                let mut p = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd, no timeout.
+                let n = unsafe { libc::poll(&mut p, 1, 0) };
+                n > 0 && p.revents & (libc::POLLIN | libc::POLLHUP) != 0
+            }
+            Probe::Stat { pid, start } => match stat_of(*pid) {
+                None => true,
+                Some((state, s)) => s != *start || state == b'Z' || state == b'X',
+            },
+            Probe::Never => false,
+        }
+    }
+
+    /// Whether rank `rank` has failed: its process ended without
+    /// finalizing. Costs a system call; for the slow path only.
+    pub(crate) fn failed(&self, rank: u32) -> bool {
+        let Some(peer) = self.peers.get(rank as usize) else {
+            return false;
+        };
+        // Relaxed: a sticky flag this process sets; nothing is published
+        // with it.
+        if peer.failed.load(Ordering::Relaxed) {
+            return true;
+        }
+        // A peer that finalized (or never started the runtime above the
+        // engine, which marks the word) owes nobody anything.
+        if !self.seg.rank_state(rank).leaves_peers_waiting() || !Self::ended(peer) {
+            return false;
+        }
+        // It ended; had it finalized just before, the word says so now.
+        if !self.seg.rank_state(rank).leaves_peers_waiting() {
+            return false;
+        }
+        // Relaxed: as above.
+        peer.failed.store(true, Ordering::Relaxed);
+        true
+    }
+
+    /// A failed rank among those `watch` names, if any.
+    pub(crate) fn check(&self, watch: Watch) -> Option<u32> {
+        match watch {
+            Watch::Rank(r) => self.failed(r).then_some(r),
+            Watch::Any => (0..self.peers.len() as u32).find(|&r| self.failed(r)),
+            Watch::Nothing => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn peer(pid: i32, pidfds: usize) -> Peer {
+        let mut budget = pidfds;
+        Peer {
+            probe: Liveness::probe_of(pid, &mut budget),
+            failed: AtomicBool::new(false),
+        }
+    }
+
+    #[test]
+    fn both_probes_see_a_process_end_and_not_this_one() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("0.05")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let by_fd = peer(pid, 1);
+        let by_stat = peer(pid, 0);
+        assert!(matches!(by_stat.probe, Probe::Stat { .. }));
+        assert!(!Liveness::ended(&by_stat));
+        // It ends; not reaped yet, it is a zombie, which counts as ended.
+        let start = Instant::now();
+        while !Liveness::ended(&by_fd) {
+            assert!(start.elapsed() < Duration::from_secs(10), "never ended");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(Liveness::ended(&by_stat));
+        child.wait().unwrap();
+        assert!(Liveness::ended(&by_fd) && Liveness::ended(&by_stat));
+        let me = peer(std::process::id() as i32, 1);
+        assert!(!Liveness::ended(&me));
+        assert!(!Liveness::ended(&peer(0, 1)));
+    }
+}
