@@ -72,9 +72,22 @@ impl SeqWord {
     /// a reader whose [`SeqWord::wait`] for `e` returns.
     #[inline]
     pub(crate) fn publish(&self, e: u32) {
-        // SYNC POINT: Release pairs with the Acquire load in `wait` (and
-        // `is_at`): the owner's writes of its data (inline bytes, buffer
-        // addresses, results) happen before the reader's return.
+        // Relaxed: only the sleeper mark is read here; the owner is the
+        // word's only writer of epochs, readers only add the mark.
+        if self.0.load(Ordering::Relaxed) & SLEEPER == 0 {
+            // SYNC POINT: Release pairs with the Acquire load in `wait`
+            // (and `is_at`): the owner's writes of its data (inline bytes,
+            // buffer addresses, results) happen before the reader's
+            // return. A plain store, not a swap: the owner does not stall
+            // until the line is its own. A reader that marks the word
+            // between the load above and this store loses its mark; its
+            // futex wait then either fails at once (the word changed) or
+            // ends at its timeout (`NAP`), when it looks again.
+            self.0.store(e & EPOCH, Ordering::Release);
+            return;
+        }
+        // SYNC POINT: as above; the swap returns the mark of a sleeper
+        // that came in meanwhile, so none is missed.
         if self.0.swap(e & EPOCH, Ordering::Release) & SLEEPER != 0 {
             shmheap::sync::futex::wake_all(&self.0);
         }
