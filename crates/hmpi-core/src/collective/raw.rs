@@ -14,7 +14,7 @@
 
 use super::{Coll, Combine, Op};
 use crate::comm::SimpleCommunicator;
-use crate::datatype::Datatype;
+use crate::datatype::{BasicType, Datatype};
 use crate::error::{Error, Result};
 use crate::op::{reduce_local_raw, Operation, SystemOperation};
 use crate::traits::Communicator;
@@ -391,6 +391,9 @@ struct Reduction {
     /// The offset of the datatype's bytes from its origin.
     shift: isize,
     op: Operation,
+    /// A predefined operation on elements of one predefined type, checked
+    /// once when the reduction was made: applied straight to the bytes.
+    direct: Option<(SystemOperation, BasicType)>,
     /// Whether `err` holds an error (read without the lock on every
     /// completion).
     failed: AtomicBool,
@@ -403,6 +406,12 @@ impl Combine for Reduction {
     }
 
     fn apply(&self, input: &[u8], inout: &mut [u8]) {
+        if let Some((s, b)) = self.direct {
+            // The slices hold whole elements of `b` (the dense bytes of
+            // the datatype) and do not overlap (the engine's contract).
+            crate::op::apply(s, b, input, inout);
+            return;
+        }
         let n = input.len() / self.dt.size().max(1);
         // SAFETY: both slices hold `n` whole elements of the dense
         // datatype, whose origin is `shift` bytes before them; they do not
@@ -454,9 +463,10 @@ fn reduction(dt: &Datatype, op: &Operation) -> Result<(Reduction, bool)> {
         },
     };
     let shift = edt.dense_offset().unwrap_or(0);
+    let mut direct = None;
     if let Operation::System(sys) = op {
         if !matches!(sys, SystemOperation::Replace | SystemOperation::NoOp) {
-            sys.element_type(&edt)?;
+            direct = sys.element_type(&edt)?.map(|b| (*sys, b));
         }
     }
     Ok((
@@ -464,6 +474,7 @@ fn reduction(dt: &Datatype, op: &Operation) -> Result<(Reduction, bool)> {
             dt: edt,
             shift,
             op: op.clone(),
+            direct,
             failed: AtomicBool::new(false),
             err: Mutex::new(None),
         },
@@ -477,6 +488,7 @@ fn reduction(dt: &Datatype, op: &Operation) -> Result<(Reduction, bool)> {
 pub fn barrier(comm: &SimpleCommunicator, mode: Mode) -> Result<Option<CollRequest>> {
     match comm.coll()? {
         None => local(comm, mode, Ok(())),
+        Some(c) if mode == Mode::Block => c.barrier().map(|()| None),
         // SAFETY: a barrier borrows nothing but the state.
         Some(c) => unsafe { exec(comm, c, mode, c.ibarrier()) },
     }
@@ -502,6 +514,22 @@ pub unsafe fn bcast(
     let Some(c) = comm.coll()? else {
         return local(comm, mode, Ok(()));
     };
+    if mode == Mode::Block {
+        // Run at once (the engine's direct path when the bytes fit its
+        // slot): the buffers stay on this frame.
+        if comm.rank() as u32 == root {
+            // SAFETY: the caller's guarantee.
+            let out = unsafe { out_bytes(buf, count, dt)? };
+            // SAFETY: `out` holds `out.len` readable bytes for the call.
+            return unsafe { c.bcast(out.addr as *mut u8, out.len, root) }.map(|()| None);
+        }
+        // SAFETY: the caller's guarantee.
+        let land = unsafe { in_bytes(buf, count, dt)? };
+        // SAFETY: `land` holds `land.len` writable bytes for the call.
+        unsafe { c.bcast(land.addr as *mut u8, land.len, root)? };
+        // SAFETY: the caller's guarantee.
+        return unsafe { land.finish() }.map(|()| None);
+    }
     if comm.rank() as u32 == root {
         // SAFETY: the caller's guarantee.
         let out = unsafe { out_bytes(buf, count, dt)? };
@@ -610,11 +638,11 @@ pub unsafe fn reduce(
     let send_addr = out.addr;
     let (send_addr, recv_addr) = (send_addr as *const u8, recv_addr as *mut u8);
     if mode == Mode::Block {
-        // Run at once: the reduction and the buffers stay on this frame.
+        // Run at once (the engine's direct path when the vector fits its
+        // slot): the reduction and the buffers stay on this frame.
         // SAFETY: the caller's guarantee for the buffers.
-        let inner = unsafe { c.ireduce(send_addr, recv_addr, ecount, &red, root) };
-        // SAFETY: as above.
-        return unsafe { exec(comm, c, mode, finish_reduction(inner, &red, out, land)) };
+        let res = unsafe { c.reduce(send_addr, recv_addr, ecount, &red, root) };
+        return reduction_done(res, &red, out, land).map(|()| None);
     }
     let red = Box::new(red);
     // SAFETY: the boxed reduction and the packed buffers are moved into
@@ -640,7 +668,11 @@ async fn finish_reduction(
     out: Out,
     land: Option<In>,
 ) -> Result<()> {
-    let res = inner.await;
+    reduction_done(inner.await, red, out, land)
+}
+
+/// [`finish_reduction`] once the engine's part has ended with `res`.
+fn reduction_done(res: Result<()>, red: &Reduction, out: Out, land: Option<In>) -> Result<()> {
     drop(out);
     let err = red.error();
     res?;
