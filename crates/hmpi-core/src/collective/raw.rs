@@ -387,7 +387,7 @@ unsafe fn unpack_pieces(
 
 /// A reduction operation on a dense datatype, for the engine.
 struct Reduction {
-    dt: Datatype,
+    dt: ElementType,
     /// The offset of the datatype's bytes from its origin.
     shift: isize,
     op: Operation,
@@ -398,6 +398,24 @@ struct Reduction {
     /// completion).
     failed: AtomicBool,
     err: Mutex<Option<Error>>,
+}
+
+/// The datatype of a reduction's elements: kept for an operation that
+/// needs it, only its size for a predefined operation on a predefined type
+/// (no reference to count, so the call's path has no atomic
+/// read-modify-write after the engine published).
+enum ElementType {
+    Kept(Datatype),
+    Size(usize),
+}
+
+impl ElementType {
+    fn size(&self) -> usize {
+        match self {
+            ElementType::Kept(dt) => dt.size(),
+            ElementType::Size(s) => *s,
+        }
+    }
 }
 
 impl Combine for Reduction {
@@ -412,7 +430,11 @@ impl Combine for Reduction {
             crate::op::apply(s, b, input, inout);
             return;
         }
-        let n = input.len() / self.dt.size().max(1);
+        let ElementType::Kept(dt) = &self.dt else {
+            // Only a reduction with `direct` keeps no datatype.
+            return;
+        };
+        let n = input.len() / dt.size().max(1);
         // SAFETY: both slices hold `n` whole elements of the dense
         // datatype, whose origin is `shift` bytes before them; they do not
         // overlap (the engine's contract).
@@ -421,7 +443,7 @@ impl Combine for Reduction {
                 input.as_ptr().wrapping_offset(-self.shift),
                 inout.as_mut_ptr().wrapping_offset(-self.shift),
                 n,
-                &self.dt,
+                dt,
                 &self.op,
             )
         };
@@ -450,9 +472,9 @@ impl Reduction {
 /// must be packed. Checks the operation against the datatype first.
 fn reduction(dt: &Datatype, op: &Operation) -> Result<(Reduction, bool)> {
     let (edt, packed) = match dt.dense_offset() {
-        Some(_) => (dt.clone(), false),
+        Some(_) => (std::borrow::Cow::Borrowed(dt), false),
         None => match (op, dt.basic_type()) {
-            (Operation::System(_), Some(b)) => (Datatype::basic(b), true),
+            (Operation::System(_), Some(b)) => (std::borrow::Cow::Owned(Datatype::basic(b)), true),
             _ => {
                 return Err(Error::Op {
                     reason: "a reduction over a non-contiguous datatype needs a predefined \
@@ -469,6 +491,10 @@ fn reduction(dt: &Datatype, op: &Operation) -> Result<(Reduction, bool)> {
             direct = sys.element_type(&edt)?.map(|b| (*sys, b));
         }
     }
+    let edt = match direct {
+        Some(_) => ElementType::Size(edt.size()),
+        None => ElementType::Kept(edt.into_owned()),
+    };
     Ok((
         Reduction {
             dt: edt,
