@@ -34,7 +34,7 @@
 //! Callers (the typed API, the C library) check arguments first; these
 //! functions trust them.
 
-use super::shared::{Block, SeqWord, INLINE};
+use super::shared::{phase_of, Block, SeqWord, INLINE, PHASES};
 use crate::error::{Error, Result};
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
@@ -444,7 +444,7 @@ impl Coll {
     /// themselves (this member's own earlier epochs are finished).
     #[inline]
     fn begin_now(&self, e: u32) {
-        let prev = e.wrapping_sub(2) & EPOCHS;
+        let prev = e.wrapping_sub(PHASES) & EPOCHS;
         for r in self.others() {
             let seen = &self.seen_done[r as usize];
             // Relaxed: a local cache of epochs already acquired.
@@ -468,7 +468,7 @@ impl Coll {
         if reached(self.seen[r as usize].load(Ordering::Relaxed), e) {
             return;
         }
-        self.block.slot(r).phase[(e & 1) as usize].arrive.wait(e);
+        self.block.slot(r).phase[phase_of(e)].arrive.wait(e);
         self.note_arrival(r, e);
     }
 
@@ -514,9 +514,9 @@ impl Coll {
     }
 
     /// Waits until every member, this one included, has finished the
-    /// epoch before the previous one (whose phase epoch `e` reuses).
+    /// epoch that last used the phase epoch `e` uses (`e - PHASES`).
     async fn begin(&self, e: u32) {
-        let prev = e.wrapping_sub(2) & EPOCHS;
+        let prev = e.wrapping_sub(PHASES) & EPOCHS;
         LocalUntil {
             word: &self.finished,
             e: prev,
@@ -629,7 +629,7 @@ impl Coll {
         if reached(seen.load(Ordering::Relaxed), e) {
             return;
         }
-        let phase = &self.block.slot(r).phase[(e & 1) as usize];
+        let phase = &self.block.slot(r).phase[phase_of(e)];
         until(&phase.arrive, e).await;
         self.note_arrival(r, e);
     }
@@ -639,7 +639,7 @@ impl Coll {
     /// then.
     #[inline]
     fn note_arrival(&self, r: u32, e: u32) {
-        let phase = &self.block.slot(r).phase[(e & 1) as usize];
+        let phase = &self.block.slot(r).phase[phase_of(e)];
         // Relaxed: a local cache of epochs this thread acquired.
         self.seen[r as usize].store(e, Ordering::Relaxed);
         // Relaxed: written before the `arrive` this thread acquired. What
@@ -678,7 +678,7 @@ impl Coll {
             // ours to write: every member finished reading it (`begin`).
             unsafe { std::ptr::copy_nonoverlapping(at(p), self.block.inline(me, e), len) };
         }
-        let phase = &self.block.slot(me).phase[(e & 1) as usize];
+        let phase = &self.block.slot(me).phase[phase_of(e)];
         // Relaxed: published by the Release in `arrive.publish`.
         phase
             .finished
@@ -753,7 +753,7 @@ impl Coll {
     /// Member `r`'s data for epoch `e` (after `arrived(r, e)`): its inline
     /// bytes when it published no address.
     fn data_of(&self, r: u32, e: u32) -> usize {
-        let phase = &self.block.slot(r).phase[(e & 1) as usize];
+        let phase = &self.block.slot(r).phase[phase_of(e)];
         // Relaxed: ordered by the Acquire in `arrived`.
         match phase.ptr.load(Ordering::Relaxed) {
             0 => self.block.inline(r, e) as usize,
@@ -763,14 +763,14 @@ impl Coll {
 
     /// The length member `r` published for epoch `e` (after `arrived`).
     fn len_of(&self, r: u32, e: u32) -> usize {
-        let phase = &self.block.slot(r).phase[(e & 1) as usize];
+        let phase = &self.block.slot(r).phase[phase_of(e)];
         // Relaxed: ordered by the Acquire in `arrived`.
         phase.len.load(Ordering::Relaxed) as usize
     }
 
     /// Member `r`'s second address for epoch `e` (after `arrived(r, e)`).
     fn second_of(&self, r: u32, e: u32) -> usize {
-        let phase = &self.block.slot(r).phase[(e & 1) as usize];
+        let phase = &self.block.slot(r).phase[phase_of(e)];
         // Relaxed: ordered by the Acquire in `arrived`.
         phase.ptr2.load(Ordering::Relaxed) as usize
     }
@@ -1264,7 +1264,7 @@ impl Coll {
 
     /// Member `r`'s published address for epoch `e` (after `arrived`).
     fn data_of_ptr(&self, r: u32, e: u32) -> usize {
-        let phase = &self.block.slot(r).phase[(e & 1) as usize];
+        let phase = &self.block.slot(r).phase[phase_of(e)];
         // Relaxed: ordered by the Acquire in `arrived`.
         phase.ptr.load(Ordering::Relaxed) as usize
     }
