@@ -667,7 +667,7 @@ fn loc<V: Num, I: Num>(max: bool, a: &[u8], o: &mut [u8]) {
 
 /// Applies `s` to packed elements of `b` (checked to apply and to be
 /// computable).
-fn apply(s: SystemOperation, b: BasicType, a: &[u8], o: &mut [u8]) {
+pub(crate) fn apply(s: SystemOperation, b: BasicType, a: &[u8], o: &mut [u8]) {
     use BasicType::*;
     let max = s == SystemOperation::MaxLoc;
     match b {

@@ -356,6 +356,95 @@ fn nonblocking_rank(u: Universe) {
     }
 }
 
+/// Small blocking collectives (the engine's direct path) from every
+/// root, through the engine and through the typed API, interleaved with
+/// nonblocking ones left in flight across them (so that blocking calls
+/// switch between the direct path and the queue behind the collectives in
+/// flight): each result against a serial computation in rank order.
+fn direct_rank(u: Universe) {
+    let world = u.world();
+    let (me, n) = (world.rank() as usize, world.size() as usize);
+    let coll = world.coll().unwrap();
+    for round in 0..120usize {
+        let root = round % n;
+        let rp = world.process_at_rank(root as i32);
+        // Typed: bcast of 5 u64s, reduce and allreduce of f64s (sum in
+        // rank order, so the result shows the order).
+        let mut b = [0u64; 5];
+        if me == root {
+            b.iter_mut()
+                .enumerate()
+                .for_each(|(i, x)| *x = (round * 100 + i) as u64);
+        }
+        rp.broadcast_into(&mut b[..]).unwrap();
+        assert!(
+            b.iter()
+                .enumerate()
+                .all(|(i, &x)| x == (round * 100 + i) as u64),
+            "broadcast_into round {round}"
+        );
+        let mine = [val(me, round), val(me, round + 1)];
+        let serial = |j: usize| {
+            let mut acc = val(n - 1, round + j);
+            for k in (0..n - 1).rev() {
+                acc += val(k, round + j);
+            }
+            acc
+        };
+        if me == root {
+            let mut out = [0.0f64; 2];
+            rp.reduce_into_root(&mine[..], &mut out[..], SystemOperation::sum())
+                .unwrap();
+            assert_eq!(
+                out,
+                [serial(0), serial(1)],
+                "reduce_into_root round {round}"
+            );
+        } else {
+            rp.reduce_into(&mine[..], SystemOperation::sum()).unwrap();
+        }
+        let Some(coll) = coll else {
+            // One rank: the typed calls above are local copies.
+            world.barrier().unwrap();
+            continue;
+        };
+        // A nonblocking allreduce in flight over the next calls, every
+        // third round.
+        let s: Vec<f64> = (0..3).map(|i| val(me, i + round)).collect();
+        let mut r = vec![0.0f64; 3];
+        // SAFETY: `s` and `r` outlive the operation, waited for below.
+        let pending = (round % 3 == 0).then(|| unsafe {
+            coll.start(coll.ireduce(s.as_ptr().cast(), r.as_mut_ptr().cast(), 3, &SumF64, None))
+        });
+        let mut out = [0.0f64; 2];
+        world
+            .all_reduce_into(&mine[..], &mut out[..], SystemOperation::sum())
+            .unwrap();
+        assert_eq!(out, [serial(0), serial(1)], "all_reduce_into round {round}");
+        // Engine: a non-commutative allreduce in place.
+        let mut m = [me as u64 + 2, (round + me) as u64];
+        let p = m.as_mut_ptr().cast::<u8>();
+        // SAFETY: 16 bytes of ours, in place.
+        unsafe { coll.reduce(p, p, 1, &Compose, None) }.unwrap();
+        let mut want = ((n - 1) as u64 + 2, (round + n - 1) as u64);
+        for k in (0..n - 1).rev() {
+            want = compose((k as u64 + 2, (round + k) as u64), want);
+        }
+        assert_eq!((m[0], m[1]), want, "allreduce in place round {round}");
+        coll.barrier().unwrap();
+        if let Some(op) = pending {
+            coll.wait(&op).unwrap();
+            for (i, x) in r.iter().enumerate() {
+                let mut acc = val(n - 1, i + round);
+                for k in (0..n - 1).rev() {
+                    acc += val(k, i + round);
+                }
+                assert_eq!(*x, acc, "ireduce round {round}");
+            }
+        }
+    }
+}
+
 fn run(n: u32) {
     rank_tests::assert_ran(&rank_tests::launch("engine", n, &[]), "engine");
 }
@@ -367,6 +456,7 @@ fn main() {
             match role {
                 "engine" => engine_rank(u),
                 "nonblocking" => nonblocking_rank(u),
+                "direct" => direct_rank(u),
                 _ => return None,
             }
             Some(())
@@ -375,6 +465,12 @@ fn main() {
             ("engine_two_ranks", || run(2)),
             ("engine_three_ranks", || run(3)),
             ("engine_five_ranks_on_two_cores", || run(5)),
+            ("small_blocking_between_nonblocking_every_root", || {
+                for n in 1..=5 {
+                    let r = rank_tests::launch("direct", n, &[]);
+                    rank_tests::assert_ran(&r, "direct");
+                }
+            }),
             ("nonblocking_out_of_order_with_p2p", || {
                 for n in [2, 3, 5] {
                     let r = rank_tests::launch("nonblocking", n, &[]);

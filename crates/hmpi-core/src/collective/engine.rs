@@ -34,7 +34,7 @@
 //! Callers (the typed API, the C library) check arguments first; these
 //! functions trust them.
 
-use super::shared::{Block, SeqWord, INLINE};
+use super::shared::{phase_of, Block, SeqWord, INLINE, PHASES};
 use crate::error::{Error, Result};
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
@@ -429,6 +429,57 @@ impl Coll {
         self.wait(&op)
     }
 
+    /// Whether a blocking call may take the direct path, which waits on
+    /// the sequence words itself instead of polling a future: nothing is
+    /// in flight and every epoch taken so far is finished, so the call is
+    /// this member's only collective step on the communicator.
+    #[inline]
+    fn direct(&self) -> bool {
+        // Relaxed: this process's own counters (see `start`, `finish`).
+        self.npending.load(Ordering::Relaxed) == 0
+            && self.finished.load(Ordering::Relaxed) == self.epoch.load(Ordering::Relaxed)
+    }
+
+    /// [`Coll::begin`] on the direct path: the same waits, on the words
+    /// themselves (this member's own earlier epochs are finished).
+    #[inline]
+    fn begin_now(&self, e: u32) {
+        let prev = e.wrapping_sub(PHASES) & EPOCHS;
+        for r in self.others() {
+            let seen = &self.seen_done[r as usize];
+            // Relaxed: a local cache of epochs already acquired.
+            if reached(seen.load(Ordering::Relaxed), prev) {
+                continue;
+            }
+            self.arrived_now(r, e.wrapping_sub(1) & EPOCHS);
+            // Relaxed: as above.
+            if !reached(seen.load(Ordering::Relaxed), prev) {
+                let done = &self.block.slot(r).progress.done;
+                done.wait(prev);
+                seen.store(done.epoch(), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// [`Coll::arrived`] on the direct path.
+    #[inline]
+    fn arrived_now(&self, r: u32, e: u32) {
+        // Relaxed: a local cache of an epoch already acquired.
+        if reached(self.seen[r as usize].load(Ordering::Relaxed), e) {
+            return;
+        }
+        self.block.slot(r).phase[phase_of(e)].arrive.wait(e);
+        self.note_arrival(r, e);
+    }
+
+    /// [`Coll::finish_quietly`] on the direct path (nothing in flight: the
+    /// next publication carries it).
+    #[inline]
+    fn finished_now(&self, e: u32) {
+        // Relaxed: this process's own counter (see `finish`).
+        self.finished.store(e, Ordering::Relaxed);
+    }
+
     /// How many nonblocking collectives are in flight.
     pub fn in_flight(&self) -> usize {
         // Relaxed: a count kept under the pending list's lock; a stale
@@ -463,9 +514,9 @@ impl Coll {
     }
 
     /// Waits until every member, this one included, has finished the
-    /// epoch before the previous one (whose phase epoch `e` reuses).
+    /// epoch that last used the phase epoch `e` uses (`e - PHASES`).
     async fn begin(&self, e: u32) {
-        let prev = e.wrapping_sub(2) & EPOCHS;
+        let prev = e.wrapping_sub(PHASES) & EPOCHS;
         LocalUntil {
             word: &self.finished,
             e: prev,
@@ -578,9 +629,19 @@ impl Coll {
         if reached(seen.load(Ordering::Relaxed), e) {
             return;
         }
-        let phase = &self.block.slot(r).phase[(e & 1) as usize];
+        let phase = &self.block.slot(r).phase[phase_of(e)];
         until(&phase.arrive, e).await;
-        seen.store(e, Ordering::Relaxed);
+        self.note_arrival(r, e);
+    }
+
+    /// Remembers that member `r` has published epoch `e` (its `arrive`
+    /// word was acquired at `e` by this thread), and what it had finished
+    /// then.
+    #[inline]
+    fn note_arrival(&self, r: u32, e: u32) {
+        let phase = &self.block.slot(r).phase[phase_of(e)];
+        // Relaxed: a local cache of epochs this thread acquired.
+        self.seen[r as usize].store(e, Ordering::Relaxed);
         // Relaxed: written before the `arrive` this thread acquired. What
         // the member had finished then, it has finished now: remember it.
         let f = phase.finished.load(Ordering::Relaxed);
@@ -617,7 +678,7 @@ impl Coll {
             // ours to write: every member finished reading it (`begin`).
             unsafe { std::ptr::copy_nonoverlapping(at(p), self.block.inline(me, e), len) };
         }
-        let phase = &self.block.slot(me).phase[(e & 1) as usize];
+        let phase = &self.block.slot(me).phase[phase_of(e)];
         // Relaxed: published by the Release in `arrive.publish`.
         phase
             .finished
@@ -692,7 +753,7 @@ impl Coll {
     /// Member `r`'s data for epoch `e` (after `arrived(r, e)`): its inline
     /// bytes when it published no address.
     fn data_of(&self, r: u32, e: u32) -> usize {
-        let phase = &self.block.slot(r).phase[(e & 1) as usize];
+        let phase = &self.block.slot(r).phase[phase_of(e)];
         // Relaxed: ordered by the Acquire in `arrived`.
         match phase.ptr.load(Ordering::Relaxed) {
             0 => self.block.inline(r, e) as usize,
@@ -702,14 +763,14 @@ impl Coll {
 
     /// The length member `r` published for epoch `e` (after `arrived`).
     fn len_of(&self, r: u32, e: u32) -> usize {
-        let phase = &self.block.slot(r).phase[(e & 1) as usize];
+        let phase = &self.block.slot(r).phase[phase_of(e)];
         // Relaxed: ordered by the Acquire in `arrived`.
         phase.len.load(Ordering::Relaxed) as usize
     }
 
     /// Member `r`'s second address for epoch `e` (after `arrived(r, e)`).
     fn second_of(&self, r: u32, e: u32) -> usize {
-        let phase = &self.block.slot(r).phase[(e & 1) as usize];
+        let phase = &self.block.slot(r).phase[phase_of(e)];
         // Relaxed: ordered by the Acquire in `arrived`.
         phase.ptr2.load(Ordering::Relaxed) as usize
     }
@@ -742,6 +803,17 @@ impl Coll {
 
     /// Blocks until every member has called it.
     pub fn barrier(&self) -> Result<()> {
+        if self.direct() {
+            let e = self.next_epoch();
+            self.begin_now(e);
+            // SAFETY: no inline data.
+            unsafe { self.publish(e, None, 0, 0, 0) };
+            for r in self.others() {
+                self.arrived_now(r, e);
+            }
+            self.finished_now(e);
+            return Ok(());
+        }
         self.run(self.ibarrier())
     }
 
@@ -765,8 +837,43 @@ impl Coll {
     /// `buf` holds `len` bytes, readable at the root and writable
     /// elsewhere, untouched by others during the call.
     pub unsafe fn bcast(&self, buf: *mut u8, len: usize, root: u32) -> Result<()> {
+        if len <= INLINE && self.direct() {
+            // SAFETY: the caller's guarantee.
+            return unsafe { self.bcast_now(buf as usize, len, root) };
+        }
         // SAFETY: the caller's guarantee.
         self.run(unsafe { self.ibcast(buf, len, root) })
+    }
+
+    /// [`Coll::bcast`] of an inline contribution on the direct path: the
+    /// steps of [`Coll::ibcast`] with nothing in flight.
+    ///
+    /// # Safety
+    /// As [`Coll::bcast`]; `len <= INLINE` and [`Coll::direct`] holds.
+    unsafe fn bcast_now(&self, buf: usize, len: usize, root: u32) -> Result<()> {
+        let e = self.next_epoch();
+        self.begin_now(e);
+        if self.rank == root {
+            // SAFETY: `buf` holds `len <= INLINE` readable bytes (caller).
+            unsafe { self.publish(e, Some((buf, len)), 0, 0, len) };
+            self.finished_now(e);
+            return Ok(());
+        }
+        // SAFETY: no inline data.
+        unsafe { self.publish(e, None, 0, 0, 0) };
+        self.arrived_now(root, e);
+        let mut bad = None;
+        let n = self.expect(root, e, len, &mut bad);
+        // SAFETY: the root published `n` bytes (inline, or a buffer it
+        // keeps until we are done when its length was not ours); `buf`
+        // holds `len >= n` writable bytes.
+        unsafe { std::ptr::copy_nonoverlapping(at(self.data_of(root, e)), at(buf), n) };
+        if self.data_of_ptr(root, e) != 0 {
+            // The root waits until its buffer is read.
+            self.block.slot(self.rank).progress.done.publish(e);
+        }
+        self.finished_now(e);
+        bad.map_or(Ok(()), Err)
     }
 
     /// [`Coll::bcast`] as a future.
@@ -1157,7 +1264,7 @@ impl Coll {
 
     /// Member `r`'s published address for epoch `e` (after `arrived`).
     fn data_of_ptr(&self, r: u32, e: u32) -> usize {
-        let phase = &self.block.slot(r).phase[(e & 1) as usize];
+        let phase = &self.block.slot(r).phase[phase_of(e)];
         // Relaxed: ordered by the Acquire in `arrived`.
         phase.ptr.load(Ordering::Relaxed) as usize
     }
@@ -1180,8 +1287,50 @@ impl Coll {
         op: &dyn Combine,
         root: Option<u32>,
     ) -> Result<()> {
+        if count.saturating_mul(op.element_size()) <= INLINE && self.direct() {
+            // SAFETY: the caller's guarantee.
+            return unsafe { self.reduce_now(send as usize, recv as usize, count, op, root) };
+        }
         // SAFETY: the caller's guarantee.
         self.run(unsafe { self.ireduce(send, recv, count, op, root) })
+    }
+
+    /// [`Coll::reduce`] of an inline vector on the direct path: every
+    /// member publishes its vector in its slot; those that want the
+    /// result combine the slots in rank order (the steps of
+    /// [`Coll::ireduce`] for a small vector, with nothing in flight).
+    ///
+    /// # Safety
+    /// As [`Coll::reduce`]; the vector fits inline and [`Coll::direct`]
+    /// holds.
+    unsafe fn reduce_now(
+        &self,
+        send: usize,
+        recv: usize,
+        count: usize,
+        op: &dyn Combine,
+        root: Option<u32>,
+    ) -> Result<()> {
+        let e = self.next_epoch();
+        self.begin_now(e);
+        let len = count * op.element_size();
+        // SAFETY: `send` holds `len <= INLINE` bytes (caller).
+        unsafe { self.publish(e, Some((send, len)), 0, 0, len) };
+        let mut bad = None;
+        if root.is_none_or(|r| r == self.rank) {
+            for r in self.others() {
+                self.arrived_now(r, e);
+            }
+            bad = self.same_lengths(e, len, self.size);
+            if bad.is_none() {
+                let inputs = |r| self.block.inline(r, e) as usize;
+                // SAFETY: every slot holds `len` inline bytes for `e`;
+                // `recv` holds `len` writable bytes and is not a slot.
+                unsafe { combine_into(self.size, inputs, 0, len, recv, op) };
+            }
+        }
+        self.finished_now(e);
+        bad.map_or(Ok(()), Err)
     }
 
     /// [`Coll::reduce`] as a future.

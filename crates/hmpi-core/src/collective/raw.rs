@@ -14,7 +14,7 @@
 
 use super::{Coll, Combine, Op};
 use crate::comm::SimpleCommunicator;
-use crate::datatype::Datatype;
+use crate::datatype::{BasicType, Datatype};
 use crate::error::{Error, Result};
 use crate::op::{reduce_local_raw, Operation, SystemOperation};
 use crate::traits::Communicator;
@@ -403,14 +403,35 @@ unsafe fn unpack_pieces(
 
 /// A reduction operation on a dense datatype, for the engine.
 pub(super) struct Reduction {
-    dt: Datatype,
+    dt: ElementType,
     /// The offset of the datatype's bytes from its origin.
     shift: isize,
     op: Operation,
+    /// A predefined operation on elements of one predefined type, checked
+    /// once when the reduction was made: applied straight to the bytes.
+    direct: Option<(SystemOperation, BasicType)>,
     /// Whether `err` holds an error (read without the lock on every
     /// completion).
     failed: AtomicBool,
     err: Mutex<Option<Error>>,
+}
+
+/// The datatype of a reduction's elements: kept for an operation that
+/// needs it, only its size for a predefined operation on a predefined type
+/// (no reference to count, so the call's path has no atomic
+/// read-modify-write after the engine published).
+enum ElementType {
+    Kept(Datatype),
+    Size(usize),
+}
+
+impl ElementType {
+    fn size(&self) -> usize {
+        match self {
+            ElementType::Kept(dt) => dt.size(),
+            ElementType::Size(s) => *s,
+        }
+    }
 }
 
 impl Combine for Reduction {
@@ -419,7 +440,17 @@ impl Combine for Reduction {
     }
 
     fn apply(&self, input: &[u8], inout: &mut [u8]) {
-        let n = input.len() / self.dt.size().max(1);
+        if let Some((s, b)) = self.direct {
+            // The slices hold whole elements of `b` (the dense bytes of
+            // the datatype) and do not overlap (the engine's contract).
+            crate::op::apply(s, b, input, inout);
+            return;
+        }
+        let ElementType::Kept(dt) = &self.dt else {
+            // Only a reduction with `direct` keeps no datatype.
+            return;
+        };
+        let n = input.len() / dt.size().max(1);
         // SAFETY: both slices hold `n` whole elements of the dense
         // datatype, whose origin is `shift` bytes before them; they do not
         // overlap (the engine's contract).
@@ -428,7 +459,7 @@ impl Combine for Reduction {
                 input.as_ptr().wrapping_offset(-self.shift),
                 inout.as_mut_ptr().wrapping_offset(-self.shift),
                 n,
-                &self.dt,
+                dt,
                 &self.op,
             )
         };
@@ -457,9 +488,9 @@ impl Reduction {
 /// must be packed. Checks the operation against the datatype first.
 pub(super) fn reduction(dt: &Datatype, op: &Operation) -> Result<(Reduction, bool)> {
     let (edt, packed) = match dt.dense_offset() {
-        Some(_) => (dt.clone(), false),
+        Some(_) => (std::borrow::Cow::Borrowed(dt), false),
         None => match (op, dt.basic_type()) {
-            (Operation::System(_), Some(b)) => (Datatype::basic(b), true),
+            (Operation::System(_), Some(b)) => (std::borrow::Cow::Owned(Datatype::basic(b)), true),
             _ => {
                 return Err(Error::Op {
                     reason: "a reduction over a non-contiguous datatype needs a predefined \
@@ -470,16 +501,22 @@ pub(super) fn reduction(dt: &Datatype, op: &Operation) -> Result<(Reduction, boo
         },
     };
     let shift = edt.dense_offset().unwrap_or(0);
+    let mut direct = None;
     if let Operation::System(sys) = op {
         if !matches!(sys, SystemOperation::Replace | SystemOperation::NoOp) {
-            sys.element_type(&edt)?;
+            direct = sys.element_type(&edt)?.map(|b| (*sys, b));
         }
     }
+    let edt = match direct {
+        Some(_) => ElementType::Size(edt.size()),
+        None => ElementType::Kept(edt.into_owned()),
+    };
     Ok((
         Reduction {
             dt: edt,
             shift,
             op: op.clone(),
+            direct,
             failed: AtomicBool::new(false),
             err: Mutex::new(None),
         },
@@ -496,6 +533,7 @@ pub fn barrier(comm: &SimpleCommunicator, mode: Mode) -> Result<Option<CollReque
     }
     match comm.coll()? {
         None => local(comm, mode, Ok(())),
+        Some(c) if mode == Mode::Block => c.barrier().map(|()| None),
         // SAFETY: a barrier borrows nothing but the state.
         Some(c) => unsafe { exec(comm, c, mode, c.ibarrier()) },
     }
@@ -525,6 +563,22 @@ pub unsafe fn bcast(
     let Some(c) = comm.coll()? else {
         return local(comm, mode, Ok(()));
     };
+    if mode == Mode::Block {
+        // Run at once (the engine's direct path when the bytes fit its
+        // slot): the buffers stay on this frame.
+        if comm.rank() as u32 == root {
+            // SAFETY: the caller's guarantee.
+            let out = unsafe { out_bytes(buf, count, dt)? };
+            // SAFETY: `out` holds `out.len` readable bytes for the call.
+            return unsafe { c.bcast(out.addr as *mut u8, out.len, root) }.map(|()| None);
+        }
+        // SAFETY: the caller's guarantee.
+        let land = unsafe { in_bytes(buf, count, dt)? };
+        // SAFETY: `land` holds `land.len` writable bytes for the call.
+        unsafe { c.bcast(land.addr as *mut u8, land.len, root)? };
+        // SAFETY: the caller's guarantee.
+        return unsafe { land.finish() }.map(|()| None);
+    }
     if comm.rank() as u32 == root {
         // SAFETY: the caller's guarantee.
         let out = unsafe { out_bytes(buf, count, dt)? };
@@ -641,11 +695,11 @@ pub unsafe fn reduce(
     let send_addr = out.addr;
     let (send_addr, recv_addr) = (send_addr as *const u8, recv_addr as *mut u8);
     if mode == Mode::Block {
-        // Run at once: the reduction and the buffers stay on this frame.
+        // Run at once (the engine's direct path when the vector fits its
+        // slot): the reduction and the buffers stay on this frame.
         // SAFETY: the caller's guarantee for the buffers.
-        let inner = unsafe { c.ireduce(send_addr, recv_addr, ecount, &red, root) };
-        // SAFETY: as above.
-        return unsafe { exec(comm, c, mode, finish_reduction(inner, &red, out, land)) };
+        let res = unsafe { c.reduce(send_addr, recv_addr, ecount, &red, root) };
+        return reduction_done(res, &red, out, land).map(|()| None);
     }
     let red = Box::new(red);
     // SAFETY: the boxed reduction and the packed buffers are moved into
@@ -671,7 +725,11 @@ async fn finish_reduction(
     out: Out,
     land: Option<In>,
 ) -> Result<()> {
-    let res = inner.await;
+    reduction_done(inner.await, red, out, land)
+}
+
+/// [`finish_reduction`] once the engine's part has ended with `res`.
+fn reduction_done(res: Result<()>, red: &Reduction, out: Out, land: Option<In>) -> Result<()> {
     drop(out);
     let err = red.error();
     res?;

@@ -4,12 +4,12 @@
 //! Every collective call on a communicator takes the next **epoch** `e`
 //! (a per-process counter; MPI requires every member to call the
 //! communicator's collectives in the same order, so the members agree on
-//! `e` without talking). A slot has two **phases**, used by alternate
-//! epochs (`e & 1`), and each phase is one 1 KiB run of memory:
+//! `e` without talking). A slot has four **phases**, used by the epochs
+//! in turn (`e % 4`), and each phase is one 1 KiB run of memory:
 //!
 //! ```text
 //! phase:  arrive (u32) | finished (u32) | ptr (u64) | ptr2 (u64) | len (u64) | inline data (992 B)
-//! slot:   phase 0 | phase 1 | mid (u32) done (u32), on a line of their own
+//! slot:   phase 0 | … | phase 3 | mid (u32) done (u32), on a line of their own
 //! ```
 //!
 //! * `arrive` is the epoch whose data the owner has published: inline
@@ -22,8 +22,12 @@
 //!   it no longer reads what anybody published for it; `mid` marks a
 //!   middle step of the collectives that have two (allreduce by slices).
 //! * Before a member writes phase `p` for epoch `e` it waits until every
-//!   member (itself included) has finished `e - 2`, the previous epoch
-//!   that used the same phase. A publication carries the epoch its owner
+//!   member (itself included) has finished `e - 4`, the previous epoch
+//!   that used the same phase. Four phases rather than two: a member
+//!   learns that the others finished `e - 4` from what they published for
+//!   an epoch it read anyway, even when the collective in between was one
+//!   whose publications it did not read (a bcast's non-root reads only
+//!   the root's). A publication carries the epoch its owner
 //!   had finished (`finished`, beside `arrive`), so a reader learns it
 //!   from the line it reads for the data and rarely reads a `done` word:
 //!   a small collective is one publication and one wait for the others'.
@@ -45,6 +49,15 @@ use std::alloc::{GlobalAlloc, Layout};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
+
+/// Phases per slot (a power of two: epochs wrap at 2^31).
+pub(crate) const PHASES: u32 = 4;
+
+/// The phase epoch `e` uses.
+#[inline]
+pub(crate) fn phase_of(e: u32) -> usize {
+    (e % PHASES) as usize
+}
 
 /// Bytes of inline data in one phase of a slot.
 pub(crate) const INLINE: usize = 992;
@@ -72,9 +85,22 @@ impl SeqWord {
     /// a reader whose [`SeqWord::wait`] for `e` returns.
     #[inline]
     pub(crate) fn publish(&self, e: u32) {
-        // SYNC POINT: Release pairs with the Acquire load in `wait` (and
-        // `is_at`): the owner's writes of its data (inline bytes, buffer
-        // addresses, results) happen before the reader's return.
+        // Relaxed: only the sleeper mark is read here; the owner is the
+        // word's only writer of epochs, readers only add the mark.
+        if self.0.load(Ordering::Relaxed) & SLEEPER == 0 {
+            // SYNC POINT: Release pairs with the Acquire load in `wait`
+            // (and `is_at`): the owner's writes of its data (inline bytes,
+            // buffer addresses, results) happen before the reader's
+            // return. A plain store, not a swap: the owner does not stall
+            // until the line is its own. A reader that marks the word
+            // between the load above and this store loses its mark; its
+            // futex wait then either fails at once (the word changed) or
+            // ends at its timeout (`NAP`), when it looks again.
+            self.0.store(e & EPOCH, Ordering::Release);
+            return;
+        }
+        // SYNC POINT: as above; the swap returns the mark of a sleeper
+        // that came in meanwhile, so none is missed.
         if self.0.swap(e & EPOCH, Ordering::Release) & SLEEPER != 0 {
             shmheap::sync::futex::wake_all(&self.0);
         }
@@ -164,7 +190,7 @@ pub(crate) struct Progress {
 /// One member's slot.
 #[repr(C)]
 pub(crate) struct Slot {
-    pub(crate) phase: [Phase; 2],
+    pub(crate) phase: [Phase; PHASES as usize],
     pub(crate) progress: Progress,
 }
 
@@ -256,7 +282,7 @@ impl Block {
     /// The inline data of member `r`'s phase for epoch `e`.
     #[inline]
     pub(crate) fn inline(&self, r: u32, e: u32) -> *mut u8 {
-        let phase: *const Phase = &self.slot(r).phase[(e & 1) as usize];
+        let phase: *const Phase = &self.slot(r).phase[phase_of(e)];
         // SAFETY: a field of a live phase; the pointer is only used for
         // accesses ordered by the phase's `arrive` word.
         unsafe { std::ptr::addr_of!((*phase).data).cast::<u8>().cast_mut() }

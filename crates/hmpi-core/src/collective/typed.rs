@@ -122,6 +122,17 @@ fn elements_mut<B: ?Sized + BufferMut>(b: &mut B) -> usize {
     b.as_bytes_mut().len() / es
 }
 
+/// `dt`, or for a plain predefined type the process's own instance of it,
+/// borrowed: the caller's reference is dropped now, so that no reference
+/// count changes (an atomic read-modify-write, which waits for the stores
+/// before it) after the engine has published.
+fn unshared(dt: Datatype) -> std::borrow::Cow<'static, Datatype> {
+    match dt.predefined().filter(|_| dt.handle().is_none()) {
+        Some(b) => std::borrow::Cow::Borrowed(Datatype::basic_static(b)),
+        None => std::borrow::Cow::Owned(dt),
+    }
+}
+
 fn send_buf<'d, B: ?Sized + Buffer>(b: &B, dt: &'d Datatype) -> Buf<'d> {
     Buf {
         ptr: b.as_bytes().as_ptr(),
@@ -438,7 +449,7 @@ unsafe fn reduce_typed<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
     root: Option<i32>,
     mode: Mode,
 ) -> Started {
-    let dt = sendbuf.element_datatype();
+    let dt = unshared(sendbuf.element_datatype());
     let count = elements(sendbuf);
     let recv = match recvbuf {
         Some(r) => {
@@ -868,7 +879,7 @@ pub trait Root {
 
 impl Root for Process<'_> {
     fn broadcast_into<B: ?Sized + BufferMut>(&self, buffer: &mut B) -> Result<()> {
-        let dt = buffer.element_datatype();
+        let dt = unshared(buffer.element_datatype());
         let count = elements_mut(buffer);
         let p = buffer.as_bytes_mut().as_mut_ptr();
         // SAFETY: `buffer` holds `count` elements, borrowed for the call.

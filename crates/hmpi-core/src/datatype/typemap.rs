@@ -309,6 +309,12 @@ impl AsRef<Datatype> for Datatype {
 impl Datatype {
     /// The predefined datatype of a basic type.
     pub fn basic(b: BasicType) -> Datatype {
+        Datatype::basic_static(b).clone()
+    }
+
+    /// The predefined datatype of a basic type, borrowed from the table
+    /// that holds it for the life of the process (no reference count).
+    pub(crate) fn basic_static(b: BasicType) -> &'static Datatype {
         static TABLE: OnceLock<Vec<Datatype>> = OnceLock::new();
         let t = TABLE.get_or_init(|| {
             BasicType::ALL
@@ -336,7 +342,7 @@ impl Datatype {
                 })
                 .collect()
         });
-        t[b.index()].clone()
+        &t[b.index()]
     }
 
     /// Bytes of data in one element.
