@@ -329,6 +329,196 @@ fn immediate_rank(u: Universe) {
     }
 }
 
+/// The nonblocking gathers, scatters and variable-count collectives in a
+/// scope, several in flight at once, completed in reverse order or left
+/// to the scope's end, at every root, on the world and a split
+/// communicator.
+fn immediate_pieces_rank(u: Universe) {
+    use hmpi_core::collective::{ImmediateCollectives, ImmediateRoot};
+    let world = u.world();
+    let half = world
+        .split(Some(world.rank() as u32 % 2), world.rank())
+        .unwrap()
+        .unwrap();
+    for c in [&world, &half] {
+        let (me, n) = (c.rank() as usize, c.size() as usize);
+        // Rank r's piece has r + 1 + extra elements; at the receiver the
+        // pieces lie in reverse rank order with a gap of one element.
+        for extra in [0usize, 200] {
+            let len = |r: usize| r + 1 + extra;
+            let mut displs = vec![0i32; n];
+            let mut total = 0usize;
+            for r in (0..n).rev() {
+                displs[r] = total as i32;
+                total += len(r) + 1;
+            }
+            let counts: Vec<i32> = (0..n).map(|r| len(r) as i32).collect();
+            let elem = |r: usize, i: usize| (r * 10_000 + i) as u64;
+            let mine: Vec<u64> = (0..len(me)).map(|i| elem(me, i)).collect();
+            let even: Vec<u64> = (0..extra + 1).map(|i| elem(me, i)).collect();
+            for root in 0..n {
+                let rp = c.process_at_rank(root as i32);
+                let at_root = me == root;
+                let mut gathered = vec![0u64; n * (extra + 1)];
+                let mut gathered_v = vec![u64::MAX; total];
+                let scatter_src: Vec<u64> = (0..n * (extra + 1)).map(|k| k as u64 * 3).collect();
+                let mut scattered = vec![0u64; extra + 1];
+                let mut scattered_v = vec![0u64; len(me)];
+                let mut everywhere = vec![u64::MAX; total];
+                let mut source_v = vec![u64::MAX; total];
+                for r in 0..n {
+                    for i in 0..len(r) {
+                        source_v[displs[r] as usize + i] = elem(r, i) + 7;
+                    }
+                }
+                let mut gv = PartitionMut::new(&mut gathered_v[..], &counts[..], &displs[..]);
+                let sv = Partition::new(&source_v[..], &counts[..], &displs[..]);
+                let mut ev = PartitionMut::new(&mut everywhere[..], &counts[..], &displs[..]);
+                request::scope(|scope| {
+                    let mut reqs = Vec::new();
+                    if at_root {
+                        reqs.push(
+                            rp.immediate_gather_into_root(scope, &even[..], &mut gathered[..])
+                                .unwrap(),
+                        );
+                    } else {
+                        reqs.push(rp.immediate_gather_into(scope, &even[..]).unwrap());
+                    }
+                    if at_root {
+                        reqs.push(
+                            rp.immediate_gather_varcount_into_root(scope, &mine[..], &mut gv)
+                                .unwrap(),
+                        );
+                    } else {
+                        reqs.push(rp.immediate_gather_varcount_into(scope, &mine[..]).unwrap());
+                    }
+                    if at_root {
+                        reqs.push(
+                            rp.immediate_scatter_into_root(
+                                scope,
+                                &scatter_src[..],
+                                &mut scattered[..],
+                            )
+                            .unwrap(),
+                        );
+                    } else {
+                        reqs.push(
+                            rp.immediate_scatter_into(scope, &mut scattered[..])
+                                .unwrap(),
+                        );
+                    }
+                    if at_root {
+                        reqs.push(
+                            rp.immediate_scatter_varcount_into_root(
+                                scope,
+                                &sv,
+                                &mut scattered_v[..],
+                            )
+                            .unwrap(),
+                        );
+                    } else {
+                        reqs.push(
+                            rp.immediate_scatter_varcount_into(scope, &mut scattered_v[..])
+                                .unwrap(),
+                        );
+                    }
+                    reqs.push(
+                        c.immediate_all_gather_varcount_into(scope, &mine[..], &mut ev)
+                            .unwrap(),
+                    );
+                    if root % 2 == 0 {
+                        while let Some(r) = reqs.pop() {
+                            r.wait().unwrap();
+                        }
+                    } else {
+                        std::mem::forget(reqs); // the scope's end completes them
+                    }
+                });
+                if at_root {
+                    for r in 0..n {
+                        for i in 0..=extra {
+                            assert_eq!(gathered[r * (extra + 1) + i], elem(r, i), "igather");
+                        }
+                        for i in 0..len(r) {
+                            assert_eq!(gathered_v[displs[r] as usize + i], elem(r, i), "igatherv");
+                        }
+                        assert_eq!(gathered_v[displs[r] as usize + len(r)], u64::MAX, "gap");
+                    }
+                }
+                for i in 0..=extra {
+                    assert_eq!(
+                        scattered[i],
+                        ((me * (extra + 1) + i) * 3) as u64,
+                        "iscatter"
+                    );
+                }
+                for i in 0..len(me) {
+                    assert_eq!(scattered_v[i], elem(me, i) + 7, "iscatterv");
+                }
+                for r in 0..n {
+                    for i in 0..len(r) {
+                        assert_eq!(
+                            everywhere[displs[r] as usize + i],
+                            elem(r, i),
+                            "iallgatherv"
+                        );
+                    }
+                }
+            }
+            // all-to-all with varying counts: member me sends j + 1 + extra
+            // elements to member j, from blocks in reverse order.
+            let sc: Vec<i32> = (0..n).map(|j| (j + 1 + extra) as i32).collect();
+            let mut sd = vec![0i32; n];
+            let mut stot = 0;
+            for j in (0..n).rev() {
+                sd[j] = stot;
+                stot += sc[j];
+            }
+            let rc: Vec<i32> = vec![(me + 1 + extra) as i32; n];
+            let rd: Vec<i32> = (0..n).map(|j| j as i32 * rc[0]).collect();
+            let mut src = vec![0u64; stot as usize];
+            for j in 0..n {
+                for i in 0..sc[j] as usize {
+                    src[sd[j] as usize + i] = (me * 1_000_000 + j * 1000 + i) as u64;
+                }
+            }
+            let mut dst = vec![0u64; n * rc[0] as usize];
+            let s = Partition::new(&src[..], &sc[..], &sd[..]);
+            let mut r = PartitionMut::new(&mut dst[..], &rc[..], &rd[..]);
+            request::scope(|scope| {
+                let q = c
+                    .immediate_all_to_all_varcount_into(scope, &s, &mut r)
+                    .unwrap();
+                let b = c.immediate_barrier(scope).unwrap();
+                b.wait().unwrap();
+                q.wait().unwrap();
+            });
+            for k in 0..n {
+                for i in 0..rc[0] as usize {
+                    assert_eq!(
+                        dst[rd[k] as usize + i],
+                        (k * 1_000_000 + me * 1000 + i) as u64,
+                        "ialltoallv"
+                    );
+                }
+            }
+        }
+        // The wrong form for this member is an error value, not a hang.
+        let rp = c.process_at_rank(0);
+        let mut x = [0u8; 1];
+        request::scope(|scope| {
+            if me == 0 {
+                assert!(rp.immediate_scatter_into(scope, &mut x[..]).is_err());
+                assert!(rp.immediate_gather_into(scope, &[1u8][..]).is_err());
+            } else {
+                assert!(rp
+                    .immediate_gather_into_root(scope, &[1u8][..], &mut x[..])
+                    .is_err());
+            }
+        });
+    }
+}
+
 /// A nonblocking collective moves on while its rank blocks in a
 /// point-to-point receive that depends on it: rank 1 starts a broadcast
 /// before the root has published (so it is left in flight), then waits
@@ -399,6 +589,7 @@ fn main() {
                 "typed" => typed_rank(u),
                 "determinism" => determinism_rank(u),
                 "immediate" => immediate_rank(u),
+                "immediate_pieces" => immediate_pieces_rank(u),
                 "progress" => progress_rank(u),
                 _ => return None,
             }
@@ -422,6 +613,12 @@ fn main() {
                 for n in [1, 2, 3, 5] {
                     let r = rank_tests::launch("immediate", n, &[]);
                     rank_tests::assert_ran(&r, "immediate");
+                }
+            }),
+            ("immediate_gathers_scatters_and_varcounts", || {
+                for n in [1, 2, 3, 4] {
+                    let r = rank_tests::launch("immediate_pieces", n, &[]);
+                    rank_tests::assert_ran(&r, "immediate_pieces");
                 }
             }),
             (
