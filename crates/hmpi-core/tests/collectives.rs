@@ -519,6 +519,53 @@ fn immediate_pieces_rank(u: Universe) {
     }
 }
 
+/// Nonblocking collectives on two communicators, waited for in opposite
+/// orders on even and odd ranks: waiting for one must keep the other
+/// moving (MPI's progress rule), or each rank sleeps until the other
+/// moves.
+fn cross_waits_rank(u: Universe) {
+    use hmpi_core::collective::ImmediateCollectives;
+    let world = u.world();
+    let dup = world.duplicate().unwrap();
+    let (me, n) = (world.rank() as usize, world.size() as usize);
+    for round in 0..10usize {
+        let count = 20_000 + round;
+        let mine: Vec<f64> = (0..count).map(|i| v(me, i + round)).collect();
+        let mut sum = vec![0.0; count];
+        let src: Vec<u32> = (0..n * count)
+            .map(|i| (me * 1_000_000 + i) as u32)
+            .collect();
+        let mut dst = vec![0u32; n * count];
+        request::scope(|scope| {
+            let a = world
+                .immediate_all_reduce_into(scope, &mine[..], &mut sum[..], SystemOperation::sum())
+                .unwrap();
+            let b = dup
+                .immediate_all_to_all_into(scope, &src[..], &mut dst[..])
+                .unwrap();
+            if me % 2 == 0 {
+                a.wait().unwrap();
+                b.wait().unwrap();
+            } else {
+                b.wait().unwrap();
+                a.wait().unwrap();
+            }
+        });
+        for i in 0..count {
+            let mut acc = v(n - 1, i + round);
+            for r in (0..n - 1).rev() {
+                acc += v(r, i + round);
+            }
+            assert_eq!(sum[i], acc, "allreduce element {i}");
+        }
+        for k in 0..n {
+            for i in 0..count {
+                assert_eq!(dst[k * count + i], (k * 1_000_000 + me * count + i) as u32);
+            }
+        }
+    }
+}
+
 /// A nonblocking collective moves on while its rank blocks in a
 /// point-to-point receive that depends on it: rank 1 starts a broadcast
 /// before the root has published (so it is left in flight), then waits
@@ -590,6 +637,7 @@ fn main() {
                 "determinism" => determinism_rank(u),
                 "immediate" => immediate_rank(u),
                 "immediate_pieces" => immediate_pieces_rank(u),
+                "cross_waits" => cross_waits_rank(u),
                 "progress" => progress_rank(u),
                 _ => return None,
             }
@@ -613,6 +661,12 @@ fn main() {
                 for n in [1, 2, 3, 5] {
                     let r = rank_tests::launch("immediate", n, &[]);
                     rank_tests::assert_ran(&r, "immediate");
+                }
+            }),
+            ("waits_on_two_communicators_in_opposite_orders", || {
+                for n in [2, 3, 4] {
+                    let r = rank_tests::launch("cross_waits", n, &[]);
+                    rank_tests::assert_ran(&r, "cross_waits");
                 }
             }),
             ("immediate_gathers_scatters_and_varcounts", || {

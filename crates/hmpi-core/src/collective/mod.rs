@@ -48,6 +48,15 @@ pub(crate) fn track(comm: &SimpleCommunicator) {
     }
 }
 
+/// Whether a communicator other than `comm` has nonblocking collectives
+/// in flight (a waiter on `comm` must then keep them moving instead of
+/// sleeping until `comm`'s members move).
+pub(crate) fn others_in_flight(comm: &SimpleCommunicator) -> bool {
+    let v = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
+    v.iter()
+        .any(|c| !c.same_as(comm) && c.coll().ok().flatten().is_some_and(|k| k.in_flight() > 0))
+}
+
 /// The idle hook: moves every collective in flight on; forgets the
 /// communicators that have none left. Skips a turn rather than wait for
 /// the list's lock.

@@ -63,6 +63,19 @@ impl CollRequest {
     pub fn wait_mut(&mut self) -> Result<()> {
         let r = match &self.state {
             ReqState::Running(op) => match self.comm.coll()? {
+                // Other communicators' collectives may need this process
+                // to move on before the members this one waits for can
+                // finish it (MPI's progress rule): no parking then.
+                Some(c) if super::others_in_flight(&self.comm) => {
+                    let mut backoff = shmheap::sync::futex::Backoff::new();
+                    loop {
+                        if let Some(r) = c.test(op) {
+                            break r;
+                        }
+                        super::progress_in_flight();
+                        backoff.snooze();
+                    }
+                }
                 Some(c) => c.wait(op),
                 None => Ok(()),
             },
