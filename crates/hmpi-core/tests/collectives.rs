@@ -21,6 +21,26 @@ struct Pair {
     b: f32,
 }
 
+/// An affine map x -> m x + c (wrapping): composition is associative and
+/// not commutative.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Equivalence)]
+#[equivalence(crate = "hmpi_core")]
+#[repr(C)]
+struct Affine {
+    m: u64,
+    c: u64,
+}
+
+impl Affine {
+    /// `self` after `inner`: x -> self(inner(x)).
+    fn after(self, inner: Affine) -> Affine {
+        Affine {
+            m: self.m.wrapping_mul(inner.m),
+            c: self.m.wrapping_mul(inner.c).wrapping_add(self.c),
+        }
+    }
+}
+
 /// Element `i` of rank `r`'s contribution (exact in f64 sums).
 fn v(r: usize, i: usize) -> f64 {
     ((r * 131 + i * 7) % 97) as f64 + r as f64 * 0.5
@@ -566,6 +586,86 @@ fn cross_waits_rank(u: Universe) {
     }
 }
 
+/// The hierarchical broadcast and allreduce, with the ranks split into
+/// pretended domains (`HMPI_COLL_DOMAINS`): every root, in place or not,
+/// a non-commutative operation (rank order kept), against the serial
+/// computation; the plan is in use afterwards.
+fn hier_rank(u: Universe) {
+    use hmpi_core::collective::{domains_in_use, Operation, UserOperation};
+    let world = u.world();
+    let (me, n) = (world.rank() as usize, world.size() as usize);
+    let want: usize = std::env::var("HMPI_COLL_DOMAINS").unwrap().parse().unwrap();
+    // Affine maps (m, c): x -> m x + c, composed (associative, not
+    // commutative): in op inout = in after inout.
+    let compose: Operation = UserOperation::typed(false, |x: &[Affine], acc: &mut [Affine]| {
+        for (a, x) in acc.iter_mut().zip(x) {
+            *a = x.after(*a);
+        }
+    })
+    .into();
+    let affine = |r: usize, i: usize| Affine {
+        m: (r + 2) as u64,
+        c: (r * 10 + i % 10) as u64,
+    };
+    for &count in &[0usize, 1, 7, 5000, 1 << 16] {
+        for root in 0..n {
+            let mut b: Vec<u64> = (0..count)
+                .map(|i| {
+                    if me == root {
+                        (root * 7919 + i) as u64
+                    } else {
+                        0
+                    }
+                })
+                .collect();
+            world
+                .process_at_rank(root as i32)
+                .broadcast_into(&mut b[..])
+                .unwrap();
+            assert!(b
+                .iter()
+                .enumerate()
+                .all(|(i, &x)| x == (root * 7919 + i) as u64));
+        }
+        let mine: Vec<f64> = (0..count).map(|i| v(me, i)).collect();
+        let mut sum = vec![0.0; count];
+        world
+            .all_reduce_into(&mine[..], &mut sum[..], SystemOperation::sum())
+            .unwrap();
+        let maps: Vec<Affine> = (0..count).map(|i| affine(me, i)).collect();
+        let mut h = vec![Affine::default(); count];
+        world
+            .all_reduce_into(&maps[..], &mut h[..], compose.clone())
+            .unwrap();
+        for i in 0..count {
+            // MPI's order: x_0 op (x_1 op (… op x_{n-1})).
+            let mut acc = affine(n - 1, i);
+            for r in (0..n - 1).rev() {
+                acc = affine(r, i).after(acc);
+            }
+            assert_eq!(
+                h[i], acc,
+                "non-commutative allreduce, count {count} element {i}"
+            );
+            let mut s = v(n - 1, i);
+            for r in (0..n - 1).rev() {
+                s += v(r, i);
+            }
+            assert_eq!(sum[i], s, "allreduce sum");
+        }
+    }
+    let expect = if want.min(n) >= 2 && want.min(n) < n {
+        Some(want.min(n))
+    } else {
+        None
+    };
+    assert_eq!(
+        domains_in_use(&world),
+        expect,
+        "the plan of {n} ranks in {want} domains"
+    );
+}
+
 /// A nonblocking collective moves on while its rank blocks in a
 /// point-to-point receive that depends on it: rank 1 starts a broadcast
 /// before the root has published (so it is left in flight), then waits
@@ -638,6 +738,7 @@ fn main() {
                 "immediate" => immediate_rank(u),
                 "immediate_pieces" => immediate_pieces_rank(u),
                 "cross_waits" => cross_waits_rank(u),
+                "hier" => hier_rank(u),
                 "progress" => progress_rank(u),
                 _ => return None,
             }
@@ -663,6 +764,16 @@ fn main() {
                     rank_tests::assert_ran(&r, "immediate");
                 }
             }),
+            (
+                "hierarchical_bcast_and_allreduce_with_forced_domains",
+                || {
+                    for (n, k) in [(4, 2), (5, 2), (6, 3), (3, 3)] {
+                        let r =
+                            rank_tests::launch("hier", n, &[("HMPI_COLL_DOMAINS", k.to_string())]);
+                        rank_tests::assert_ran(&r, "hier");
+                    }
+                },
+            ),
             ("waits_on_two_communicators_in_opposite_orders", || {
                 for n in [2, 3, 4] {
                     let r = rank_tests::launch("cross_waits", n, &[]);

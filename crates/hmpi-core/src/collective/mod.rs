@@ -17,12 +17,14 @@
 //! the C library, which check their arguments first.
 
 mod engine;
+mod hier;
 pub mod raw;
 mod shared;
 mod typed;
 
 pub use crate::op::{Operation, SystemOperation, UserOperation};
 pub use engine::{block_on, poll_once, Coll, Combine, Op};
+pub use hier::{domains_in_use, DOMAINS_VAR};
 pub use raw::CollRequest;
 pub use typed::{
     CommunicatorCollectives, ImmediateCollectives, ImmediateRoot, Partition, PartitionMut, Root,

@@ -512,6 +512,12 @@ pub unsafe fn bcast(
     mode: Mode,
 ) -> Result<Option<CollRequest>> {
     let root = check_root(comm, root)?;
+    if mode == Mode::Block {
+        if let Some(h) = super::hier::plan(comm)? {
+            // SAFETY: the caller's guarantee.
+            return unsafe { h.bcast(comm, buf, count, dt, root) }.map(|()| None);
+        }
+    }
     let Some(c) = comm.coll()? else {
         return local(comm, mode, Ok(()));
     };
@@ -573,6 +579,12 @@ pub unsafe fn reduce(
         });
     }
     let (red, packed) = reduction(dt, op)?;
+    if root.is_none() && mode == Mode::Block {
+        if let Some(h) = super::hier::plan(comm)?.filter(|h| h.reduces(op)) {
+            // SAFETY: the caller's guarantee.
+            return unsafe { h.allreduce(send, recv, count, dt, op) }.map(|()| None);
+        }
+    }
     let input = send.unwrap_or(recv.cast_const());
     let Some(c) = comm.coll()? else {
         // One member: the result is its input.
