@@ -11,7 +11,9 @@
 //! while earlier ones are still in flight. Each result is compared with
 //! the serial computation.
 //!
-//! The driver launches 2, 3 and 4 ranks (more ranks than cores). A case
+//! The driver launches 2, 3 and 4 ranks (more ranks than cores), and 4
+//! ranks in two pretended cache domains (`HMPI_COLL_DOMAINS=2`: the
+//! hierarchical broadcast and allreduce). A case
 //! that fails prints the seed, the case number and the collective, so that
 //! `HMPI_COLL_PROPTEST_SEED=<seed>` replays it (the ranks are separate
 //! processes, so proptest cannot shrink the case). The default run draws
@@ -621,15 +623,17 @@ fn main() {
                     t.to_string()
                 });
                 let cases = std::env::var(CASES_VAR).unwrap_or_else(|_| "200".into());
-                for n in [2, 3, 4] {
-                    let r = rank_tests::launch(
-                        "proptest",
-                        n,
-                        &[(SEED_VAR, seed.clone()), (CASES_VAR, cases.clone())],
-                    );
+                // The last launch pretends two cache domains, so that the
+                // blocking broadcasts and allreduces go hierarchical.
+                for (n, domains) in [(2, None), (3, None), (4, None), (4, Some(2))] {
+                    let mut env = vec![(SEED_VAR, seed.clone()), (CASES_VAR, cases.clone())];
+                    if let Some(k) = domains {
+                        env.push(("HMPI_COLL_DOMAINS", format!("{k}")));
+                    }
+                    let r = rank_tests::launch("proptest", n, &env);
                     assert!(
                         r.success(),
-                        "{n} ranks, {SEED_VAR}={seed}:\n{}",
+                        "{n} ranks (domains {domains:?}), {SEED_VAR}={seed}:\n{}",
                         rank_tests::describe(&r)
                     );
                     rank_tests::assert_ran(&r, "proptest");
