@@ -41,7 +41,7 @@ use crate::error::{Error, Result};
 use crate::op::Operation;
 use crate::traits::Communicator;
 use std::cell::Cell;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The variable that pretends the ranks form that many domains.
 pub const DOMAINS_VAR: &str = "HMPI_COLL_DOMAINS";
@@ -76,17 +76,24 @@ fn inside<T>(f: impl FnOnce() -> T) -> T {
     r
 }
 
-/// The number of domains `HMPI_COLL_DOMAINS` asks for, if set.
+/// The number of domains `HMPI_COLL_DOMAINS` asks for, if set (read once:
+/// every blocking broadcast and allreduce asks).
 fn forced() -> Result<Option<u32>> {
-    let Ok(v) = std::env::var(DOMAINS_VAR) else {
-        return Ok(None);
-    };
-    match v.trim().parse::<u32>() {
-        Ok(k) if k >= 1 => Ok(Some(k)),
-        _ => Err(Error::Arg {
-            reason: format!("{DOMAINS_VAR}={v:?}: a number of domains (1 or more) expected"),
-        }),
-    }
+    static FORCED: OnceLock<std::result::Result<Option<u32>, String>> = OnceLock::new();
+    FORCED
+        .get_or_init(|| {
+            let Ok(v) = std::env::var(DOMAINS_VAR) else {
+                return Ok(None);
+            };
+            match v.trim().parse::<u32>() {
+                Ok(k) if k >= 1 => Ok(Some(k)),
+                _ => Err(format!(
+                    "{DOMAINS_VAR}={v:?}: a number of domains (1 or more) expected"
+                )),
+            }
+        })
+        .clone()
+        .map_err(|reason| Error::Arg { reason })
 }
 
 /// This process's domain from the machine's topology (`None`: unknown).
