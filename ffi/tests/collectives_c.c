@@ -235,6 +235,14 @@ static void bad_arguments(void) {
     FAILS(MPI_ERR_ARG, MPI_Allgatherv_c(&c, 0, MPI_CHAR, &c, cnt, dis, MPI_CHAR, MPI_COMM_WORLD));
     free(cnt);
     free(dis);
+    /* MPI_Reduce_local_c: the same checks, the same arithmetic */
+    long long in[3] = {1, 2, 3}, acc[3] = {10, 20, 30};
+    OK(MPI_Reduce_local_c(in, acc, (MPI_Count)3, MPI_LONG_LONG, MPI_SUM));
+    CHECK(acc[0] == 11 && acc[1] == 22 && acc[2] == 33);
+    /* (no communicator: MPI_COMM_SELF's handler) */
+    OK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN));
+    FAILS(MPI_ERR_COUNT, MPI_Reduce_local_c(in, acc, -(MPI_Count)1, MPI_LONG_LONG, MPI_SUM));
+    OK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL));
 }
 
 /* Counts and displacements past INT_MAX (2 ranks). */
