@@ -25,7 +25,8 @@
 //! MPI_Wait(&r, MPI_STATUS_IGNORE);
 //! ```
 
-use crate::abi::{self, Comm, Datatype, Info, MpiStatus, Op, Request};
+use crate::abi::{self, Aint, Comm, Count, Datatype, Info, MpiStatus, Op, Request};
+use crate::coll_large::{scaled, times, Int};
 use crate::comm::CommRef;
 use crate::datatype::type_ref;
 use crate::errors::{api_comm, err, out, MpiError, Res};
@@ -232,15 +233,16 @@ fn dtype(t: Datatype) -> Res<CoreType> {
     Ok(type_ref(t)?.ty.clone())
 }
 
-fn count(c: c_int, what: &str) -> Res<usize> {
-    usize::try_from(c).map_err(|_| MpiError::new(abi::ERR_COUNT, format!("negative {what} {c}")))
+fn count(c: impl Int, what: &str) -> Res<usize> {
+    c.to_count(what)
 }
 
-/// `n` ints at `p` (a count or displacement array), checked.
+/// `n` integers at `p` (a count or displacement array: `int`, `MPI_Count`
+/// or `MPI_Aint`), checked.
 ///
 /// # Safety
-/// `p` holds `n` ints (MPI's contract) or is null (an error).
-unsafe fn ints(p: *const c_int, n: usize, what: &str) -> Res<Vec<c_int>> {
+/// `p` holds `n` integers (MPI's contract) or is null (an error).
+unsafe fn ints<I: Int>(p: *const I, n: usize, what: &str) -> Res<Vec<I>> {
     if p.is_null() {
         return err(abi::ERR_ARG, format!("{what} is a null pointer"));
     }
@@ -250,7 +252,7 @@ unsafe fn ints(p: *const c_int, n: usize, what: &str) -> Res<Vec<c_int>> {
 
 /// # Safety
 /// As [`ints`].
-unsafe fn counts(p: *const c_int, n: usize, what: &str) -> Res<Vec<usize>> {
+unsafe fn counts<I: Int>(p: *const I, n: usize, what: &str) -> Res<Vec<usize>> {
     // SAFETY: the caller's guarantee.
     unsafe { ints(p, n, what) }?
         .into_iter()
@@ -260,16 +262,33 @@ unsafe fn counts(p: *const c_int, n: usize, what: &str) -> Res<Vec<usize>> {
 
 /// # Safety
 /// As [`ints`].
-unsafe fn displs(p: *const c_int, n: usize, what: &str) -> Res<Vec<usize>> {
+unsafe fn displs<I: Int>(p: *const I, n: usize, what: &str) -> Res<Vec<usize>> {
     // SAFETY: the caller's guarantee.
     unsafe { ints(p, n, what) }?
         .into_iter()
         .map(|d| {
-            usize::try_from(d).map_err(|_| {
+            usize::try_from(d.to_disp(what)?).map_err(|_| {
                 MpiError::new(abi::ERR_ARG, format!("negative {what} {d} (not supported)"))
             })
         })
         .collect()
+}
+
+/// Checks that `n` elements of `dt` fit the address space in bytes, so
+/// that a count too large is an error on every rank, even where the
+/// collective moves nothing (one rank, or a side that is not read).
+fn sized(n: usize, dt: &CoreType) -> Res<usize> {
+    dt.packed_size(n)?;
+    Ok(n)
+}
+
+/// [`sized`] for every count of a piece list (one datatype for all, or
+/// one each).
+fn all_sized(counts: &[usize], dts: &[CoreType]) -> Res {
+    for (&n, dt) in counts.iter().zip(dts.iter().cycle()) {
+        sized(n, dt)?;
+    }
+    Ok(())
 }
 
 /// The number of pieces a collective exchanges: one per process of the
@@ -302,8 +321,9 @@ fn barrier(c: &CommRef, how: How) -> Res {
     run(c, how, move |m| craw::barrier(&comm, m))
 }
 
-fn bcast(c: &CommRef, buf: *mut c_void, n: c_int, t: Datatype, root: c_int, how: How) -> Res {
-    let (comm, dt, n, buf) = (c.comm.clone(), dtype(t)?, count(n, "count")?, buf as usize);
+fn bcast(c: &CommRef, buf: *mut c_void, n: impl Int, t: Datatype, root: c_int, how: How) -> Res {
+    let (comm, dt, buf) = (c.comm.clone(), dtype(t)?, buf as usize);
+    let n = sized(count(n, "count")?, &dt)?;
     run(c, how, move |m| {
         // SAFETY: MPI's contract for the buffer, until completion.
         unsafe { craw::bcast(&comm, buf as *mut u8, n, &dt, root, m) }
@@ -315,13 +335,14 @@ fn reduce(
     c: &CommRef,
     send: *const c_void,
     recv: *mut c_void,
-    n: c_int,
+    n: impl Int,
     t: Datatype,
     op: Op,
     root: Option<c_int>,
     how: How,
 ) -> Res {
-    let (comm, dt, n) = (c.comm.clone(), dtype(t)?, count(n, "count")?);
+    let (comm, dt) = (c.comm.clone(), dtype(t)?);
+    let n = sized(count(n, "count")?, &dt)?;
     let op: Operation = op_ref(op)?;
     let (send, recv) = (send as usize, recv as usize);
     run(c, how, move |m| {
@@ -336,13 +357,14 @@ fn scan(
     c: &CommRef,
     send: *const c_void,
     recv: *mut c_void,
-    n: c_int,
+    n: impl Int,
     t: Datatype,
     op: Op,
     exclusive: bool,
     how: How,
 ) -> Res {
-    let (comm, dt, n) = (c.comm.clone(), dtype(t)?, count(n, "count")?);
+    let (comm, dt) = (c.comm.clone(), dtype(t)?);
+    let n = sized(count(n, "count")?, &dt)?;
     let op: Operation = op_ref(op)?;
     let (send, recv) = (send as usize, recv as usize);
     run(c, how, move |m| {
@@ -379,33 +401,44 @@ fn buf_of(side: &Option<(usize, usize, CoreType)>) -> Option<Buf<'_>> {
     })
 }
 
-fn even(n: usize, per: c_int, t: Datatype) -> Res<Pieces> {
-    let per = count(per, "receive count")?;
+fn even(n: usize, per: impl Int, t: Datatype) -> Res<Pieces> {
+    let dt = dtype(t)?;
+    let per = sized(count(per, "receive count")?, &dt)?;
     Ok(Pieces {
         counts: vec![per; n],
-        displs: (0..n).map(|r| r * per).collect(),
-        dt: dtype(t)?,
+        displs: (0..n)
+            .map(|r| times(r, per, "receive buffer"))
+            .collect::<Res<_>>()?,
+        dt,
     })
 }
 
 /// # Safety
 /// `counts`/`displs` hold one int per rank.
-unsafe fn varying(n: usize, c: *const c_int, d: *const c_int, t: Datatype) -> Res<Pieces> {
-    Ok(Pieces {
+unsafe fn varying<I: Int, D: Int>(n: usize, c: *const I, d: *const D, t: Datatype) -> Res<Pieces> {
+    let p = Pieces {
         // SAFETY: the caller's guarantee.
         counts: unsafe { counts(c, n, "receive counts") }?,
         // SAFETY: as above.
         displs: unsafe { displs(d, n, "displacements") }?,
         dt: dtype(t)?,
-    })
+    };
+    all_sized(&p.counts, std::slice::from_ref(&p.dt))?;
+    Ok(p)
 }
 
 /// A send side: `None` for `MPI_IN_PLACE`.
-fn send_side(send: *const c_void, n: c_int, t: Datatype) -> Res<Option<(usize, usize, CoreType)>> {
+fn send_side(
+    send: *const c_void,
+    n: impl Int,
+    t: Datatype,
+) -> Res<Option<(usize, usize, CoreType)>> {
     if send as usize == IN_PLACE {
         return Ok(None);
     }
-    Ok(Some((send as usize, count(n, "send count")?, dtype(t)?)))
+    let dt = dtype(t)?;
+    let n = sized(count(n, "send count")?, &dt)?;
+    Ok(Some((send as usize, n, dt)))
 }
 
 fn gather(
@@ -486,52 +519,73 @@ struct Side {
     dts: Vec<CoreType>,
 }
 
-fn side_even(n: usize, per: c_int, t: Datatype) -> Res<Side> {
-    let per = count(per, "count")?;
+fn side_even(n: usize, per: impl Int, t: Datatype) -> Res<Side> {
     let dt = dtype(t)?;
+    let per = sized(count(per, "count")?, &dt)?;
     let ext = dt.extent();
+    let displs = (0..n)
+        .map(|r| {
+            let d = times(r, per, "buffer")?;
+            let d = isize::try_from(d).map_err(|_| {
+                MpiError::new(
+                    abi::ERR_COUNT,
+                    format!("piece {r} of {per} elements is out of reach"),
+                )
+            })?;
+            scaled(d, ext, "displacement")
+        })
+        .collect::<Res<_>>()?;
     Ok(Side {
         counts: vec![per; n],
-        displs: (0..n).map(|r| (r * per) as isize * ext).collect(),
+        displs,
         dts: vec![dt; n],
     })
 }
 
 /// # Safety
 /// `c`/`d` hold one int per rank.
-unsafe fn side_v(n: usize, c: *const c_int, d: *const c_int, t: Datatype) -> Res<Side> {
+unsafe fn side_v<I: Int, D: Int>(n: usize, c: *const I, d: *const D, t: Datatype) -> Res<Side> {
     let dt = dtype(t)?;
     let ext = dt.extent();
-    Ok(Side {
+    let s = Side {
         // SAFETY: the caller's guarantee.
         counts: unsafe { counts(c, n, "counts") }?,
         // SAFETY: as above.
         displs: unsafe { ints(d, n, "displacements") }?
             .into_iter()
-            .map(|x| x as isize * ext)
-            .collect(),
+            .map(|x| scaled(x.to_disp("displacement")?, ext, "displacement"))
+            .collect::<Res<_>>()?,
         dts: vec![dt; n],
-    })
+    };
+    all_sized(&s.counts, &s.dts)?;
+    Ok(s)
 }
 
 /// # Safety
 /// `c`/`d`/`t` hold one entry per rank.
-unsafe fn side_w(n: usize, c: *const c_int, d: *const c_int, t: *const Datatype) -> Res<Side> {
+unsafe fn side_w<I: Int, D: Int>(
+    n: usize,
+    c: *const I,
+    d: *const D,
+    t: *const Datatype,
+) -> Res<Side> {
     if t.is_null() {
         return err(abi::ERR_ARG, "datatypes is a null pointer");
     }
     // SAFETY: the caller's guarantee.
     let ts = unsafe { std::slice::from_raw_parts(t, n) };
-    Ok(Side {
+    let s = Side {
         // SAFETY: the caller's guarantee.
         counts: unsafe { counts(c, n, "counts") }?,
         // SAFETY: as above.
         displs: unsafe { ints(d, n, "displacements") }?
             .into_iter()
-            .map(|x| x as isize)
-            .collect(),
+            .map(|x| x.to_disp("displacement"))
+            .collect::<Res<_>>()?,
         dts: ts.iter().map(|&t| dtype(t)).collect::<Res<_>>()?,
-    })
+    };
+    all_sized(&s.counts, &s.dts)?;
+    Ok(s)
 }
 
 fn alltoall(
@@ -585,6 +639,7 @@ fn reduce_scatter(
     how: How,
 ) -> Res {
     let (comm, dt) = (c.comm.clone(), dtype(t)?);
+    all_sized(&counts, std::slice::from_ref(&dt))?;
     let op: Operation = op_ref(op)?;
     let (send, recv) = (send as usize, recv as usize);
     run(c, how, move |m| {
@@ -598,8 +653,32 @@ fn reduce_scatter(
 
 /// Defines the blocking, nonblocking and persistent C routines of one
 /// collective from one body: `$how` is `How::Block`, `How::Start(request)`
-/// or `How::Init(request)`.
+/// or `How::Init(request)`. With a `large` line and a second parameter
+/// list it also defines the large-count forms (`MPI_X_c`, `MPI_IX_c`,
+/// `MPI_X_init_c`) from the same body, whose count and displacement
+/// helpers take any [`Int`].
 macro_rules! collective {
+    (
+        $(#[doc = $doc:expr])*
+        $name:ident / $pname:ident, $iname:ident / $piname:ident, $init:ident / $pinit:ident,
+        ( $($arg:ident : $ty:ty),* ),
+        large $lname:ident / $lpname:ident, $liname:ident / $lpiname:ident,
+        $linit:ident / $lpinit:ident, ( $($larg:ident : $lty:ty),* ),
+        $comm:ident, |$c:ident, $how:ident| $body:expr
+    ) => {
+        collective! {
+            $(#[doc = $doc])*
+            $name / $pname, $iname / $piname, $init / $pinit,
+            ( $($arg: $ty),* ), $comm, |$c, $how| $body
+        }
+        collective! {
+            $(#[doc = $doc])*
+            ///
+            /// Large-count form: `MPI_Count` counts, `MPI_Aint` displacements.
+            $lname / $lpname, $liname / $lpiname, $linit / $lpinit,
+            ( $($larg: $lty),* ), $comm, |$c, $how| $body
+        }
+    };
     (
         $(#[doc = $doc:expr])*
         $name:ident / $pname:ident, $iname:ident / $piname:ident, $init:ident / $pinit:ident,
@@ -644,7 +723,11 @@ collective! {
 collective! {
     /// The root's buffer to every process.
     MPI_Bcast / PMPI_Bcast, MPI_Ibcast / PMPI_Ibcast, MPI_Bcast_init / PMPI_Bcast_init,
-    (buffer: *mut c_void, count: c_int, datatype: Datatype, root: c_int, comm: Comm), comm,
+    (buffer: *mut c_void, count: c_int, datatype: Datatype, root: c_int, comm: Comm),
+    large MPI_Bcast_c / PMPI_Bcast_c, MPI_Ibcast_c / PMPI_Ibcast_c,
+    MPI_Bcast_init_c / PMPI_Bcast_init_c,
+    (buffer: *mut c_void, count: Count, datatype: Datatype, root: c_int, comm: Comm),
+    comm,
     |c, how| bcast(c, buffer, count, datatype, root, how)
 }
 
@@ -652,6 +735,9 @@ collective! {
     /// The reduction of every process's buffer, in rank order, at the root.
     MPI_Reduce / PMPI_Reduce, MPI_Ireduce / PMPI_Ireduce, MPI_Reduce_init / PMPI_Reduce_init,
     (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Datatype, op: Op, root: c_int, comm: Comm),
+    large MPI_Reduce_c / PMPI_Reduce_c, MPI_Ireduce_c / PMPI_Ireduce_c,
+    MPI_Reduce_init_c / PMPI_Reduce_init_c,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, root: c_int, comm: Comm),
     comm, |c, how| reduce(c, sendbuf, recvbuf, count, datatype, op, Some(root), how)
 }
 
@@ -659,6 +745,9 @@ collective! {
     /// The reduction of every process's buffer, in rank order, everywhere.
     MPI_Allreduce / PMPI_Allreduce, MPI_Iallreduce / PMPI_Iallreduce, MPI_Allreduce_init / PMPI_Allreduce_init,
     (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Datatype, op: Op, comm: Comm),
+    large MPI_Allreduce_c / PMPI_Allreduce_c, MPI_Iallreduce_c / PMPI_Iallreduce_c,
+    MPI_Allreduce_init_c / PMPI_Allreduce_init_c,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, comm: Comm),
     comm, |c, how| reduce(c, sendbuf, recvbuf, count, datatype, op, None, how)
 }
 
@@ -666,6 +755,9 @@ collective! {
     /// The inclusive prefix reduction.
     MPI_Scan / PMPI_Scan, MPI_Iscan / PMPI_Iscan, MPI_Scan_init / PMPI_Scan_init,
     (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Datatype, op: Op, comm: Comm),
+    large MPI_Scan_c / PMPI_Scan_c, MPI_Iscan_c / PMPI_Iscan_c,
+    MPI_Scan_init_c / PMPI_Scan_init_c,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, comm: Comm),
     comm, |c, how| scan(c, sendbuf, recvbuf, count, datatype, op, false, how)
 }
 
@@ -673,6 +765,9 @@ collective! {
     /// The exclusive prefix reduction (rank 0's buffer is left as it is).
     MPI_Exscan / PMPI_Exscan, MPI_Iexscan / PMPI_Iexscan, MPI_Exscan_init / PMPI_Exscan_init,
     (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Datatype, op: Op, comm: Comm),
+    large MPI_Exscan_c / PMPI_Exscan_c, MPI_Iexscan_c / PMPI_Iexscan_c,
+    MPI_Exscan_init_c / PMPI_Exscan_init_c,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: Datatype, op: Op, comm: Comm),
     comm, |c, how| scan(c, sendbuf, recvbuf, count, datatype, op, true, how)
 }
 
@@ -681,6 +776,10 @@ collective! {
     MPI_Gather / PMPI_Gather, MPI_Igather / PMPI_Igather, MPI_Gather_init / PMPI_Gather_init,
     (sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype, recvbuf: *mut c_void,
      recvcount: c_int, recvtype: Datatype, root: c_int, comm: Comm),
+    large MPI_Gather_c / PMPI_Gather_c, MPI_Igather_c / PMPI_Igather_c,
+    MPI_Gather_init_c / PMPI_Gather_init_c,
+    (sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void,
+     recvcount: Count, recvtype: Datatype, root: c_int, comm: Comm),
     comm, |c, how| {
         let root_here = is_root(&c.comm, root);
         let send = send_side(sendbuf, sendcount, sendtype)?;
@@ -694,6 +793,10 @@ collective! {
     MPI_Gatherv / PMPI_Gatherv, MPI_Igatherv / PMPI_Igatherv, MPI_Gatherv_init / PMPI_Gatherv_init,
     (sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype, recvbuf: *mut c_void,
      recvcounts: *const c_int, displs: *const c_int, recvtype: Datatype, root: c_int, comm: Comm),
+    large MPI_Gatherv_c / PMPI_Gatherv_c, MPI_Igatherv_c / PMPI_Igatherv_c,
+    MPI_Gatherv_init_c / PMPI_Gatherv_init_c,
+    (sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void,
+     recvcounts: *const Count, displs: *const Aint, recvtype: Datatype, root: c_int, comm: Comm),
     comm, |c, how| {
         let root_here = is_root(&c.comm, root);
         let send = send_side(sendbuf, sendcount, sendtype)?;
@@ -708,6 +811,10 @@ collective! {
     MPI_Scatter / PMPI_Scatter, MPI_Iscatter / PMPI_Iscatter, MPI_Scatter_init / PMPI_Scatter_init,
     (sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype, recvbuf: *mut c_void,
      recvcount: c_int, recvtype: Datatype, root: c_int, comm: Comm),
+    large MPI_Scatter_c / PMPI_Scatter_c, MPI_Iscatter_c / PMPI_Iscatter_c,
+    MPI_Scatter_init_c / PMPI_Scatter_init_c,
+    (sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void,
+     recvcount: Count, recvtype: Datatype, root: c_int, comm: Comm),
     comm, |c, how| {
         let root_here = is_root(&c.comm, root);
         let p = if root_here { Some(even(size_of(&c.comm), sendcount, sendtype)?) } else { None };
@@ -721,6 +828,10 @@ collective! {
     MPI_Scatterv / PMPI_Scatterv, MPI_Iscatterv / PMPI_Iscatterv, MPI_Scatterv_init / PMPI_Scatterv_init,
     (sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Datatype,
      recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype, root: c_int, comm: Comm),
+    large MPI_Scatterv_c / PMPI_Scatterv_c, MPI_Iscatterv_c / PMPI_Iscatterv_c,
+    MPI_Scatterv_init_c / PMPI_Scatterv_init_c,
+    (sendbuf: *const c_void, sendcounts: *const Count, displs: *const Aint, sendtype: Datatype,
+     recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, root: c_int, comm: Comm),
     comm, |c, how| {
         let root_here = is_root(&c.comm, root);
         // SAFETY: at the root the arrays hold one entry per rank (MPI's contract).
@@ -735,6 +846,10 @@ collective! {
     MPI_Allgather / PMPI_Allgather, MPI_Iallgather / PMPI_Iallgather, MPI_Allgather_init / PMPI_Allgather_init,
     (sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype, recvbuf: *mut c_void,
      recvcount: c_int, recvtype: Datatype, comm: Comm),
+    large MPI_Allgather_c / PMPI_Allgather_c, MPI_Iallgather_c / PMPI_Iallgather_c,
+    MPI_Allgather_init_c / PMPI_Allgather_init_c,
+    (sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void,
+     recvcount: Count, recvtype: Datatype, comm: Comm),
     comm, |c, how| {
         let send = send_side(sendbuf, sendcount, sendtype)?;
         let p = even(size_of(&c.comm), recvcount, recvtype)?;
@@ -747,6 +862,10 @@ collective! {
     MPI_Allgatherv / PMPI_Allgatherv, MPI_Iallgatherv / PMPI_Iallgatherv, MPI_Allgatherv_init / PMPI_Allgatherv_init,
     (sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype, recvbuf: *mut c_void,
      recvcounts: *const c_int, displs: *const c_int, recvtype: Datatype, comm: Comm),
+    large MPI_Allgatherv_c / PMPI_Allgatherv_c, MPI_Iallgatherv_c / PMPI_Iallgatherv_c,
+    MPI_Allgatherv_init_c / PMPI_Allgatherv_init_c,
+    (sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void,
+     recvcounts: *const Count, displs: *const Aint, recvtype: Datatype, comm: Comm),
     comm, |c, how| {
         let send = send_side(sendbuf, sendcount, sendtype)?;
         // SAFETY: the arrays hold one entry per rank (MPI's contract).
@@ -760,6 +879,10 @@ collective! {
     MPI_Alltoall / PMPI_Alltoall, MPI_Ialltoall / PMPI_Ialltoall, MPI_Alltoall_init / PMPI_Alltoall_init,
     (sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype, recvbuf: *mut c_void,
      recvcount: c_int, recvtype: Datatype, comm: Comm),
+    large MPI_Alltoall_c / PMPI_Alltoall_c, MPI_Ialltoall_c / PMPI_Ialltoall_c,
+    MPI_Alltoall_init_c / PMPI_Alltoall_init_c,
+    (sendbuf: *const c_void, sendcount: Count, sendtype: Datatype, recvbuf: *mut c_void,
+     recvcount: Count, recvtype: Datatype, comm: Comm),
     comm, |c, how| {
         let n = size_of(&c.comm);
         let s = if sendbuf as usize == IN_PLACE { None } else { Some(side_even(n, sendcount, sendtype)?) };
@@ -773,6 +896,10 @@ collective! {
     MPI_Alltoallv / PMPI_Alltoallv, MPI_Ialltoallv / PMPI_Ialltoallv, MPI_Alltoallv_init / PMPI_Alltoallv_init,
     (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Datatype,
      recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Datatype, comm: Comm),
+    large MPI_Alltoallv_c / PMPI_Alltoallv_c, MPI_Ialltoallv_c / PMPI_Ialltoallv_c,
+    MPI_Alltoallv_init_c / PMPI_Alltoallv_init_c,
+    (sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Aint, sendtype: Datatype,
+     recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Aint, recvtype: Datatype, comm: Comm),
     comm, |c, how| {
         let n = size_of(&c.comm);
         // SAFETY: the arrays hold one entry per rank (MPI's contract).
@@ -788,6 +915,10 @@ collective! {
     MPI_Alltoallw / PMPI_Alltoallw, MPI_Ialltoallw / PMPI_Ialltoallw, MPI_Alltoallw_init / PMPI_Alltoallw_init,
     (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Datatype,
      recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Datatype, comm: Comm),
+    large MPI_Alltoallw_c / PMPI_Alltoallw_c, MPI_Ialltoallw_c / PMPI_Ialltoallw_c,
+    MPI_Alltoallw_init_c / PMPI_Alltoallw_init_c,
+    (sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Aint, sendtypes: *const Datatype,
+     recvbuf: *mut c_void, recvcounts: *const Count, rdispls: *const Aint, recvtypes: *const Datatype, comm: Comm),
     comm, |c, how| {
         let n = size_of(&c.comm);
         // SAFETY: the arrays hold one entry per rank (MPI's contract).
@@ -800,9 +931,11 @@ collective! {
 
 collective! {
     /// Block `r` of the reduction to process `r` (`recvcounts[r]` elements).
-    MPI_Reduce_scatter / PMPI_Reduce_scatter, MPI_Ireduce_scatter / PMPI_Ireduce_scatter,
-    MPI_Reduce_scatter_init / PMPI_Reduce_scatter_init,
+    MPI_Reduce_scatter / PMPI_Reduce_scatter, MPI_Ireduce_scatter / PMPI_Ireduce_scatter, MPI_Reduce_scatter_init / PMPI_Reduce_scatter_init,
     (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Datatype, op: Op, comm: Comm),
+    large MPI_Reduce_scatter_c / PMPI_Reduce_scatter_c, MPI_Ireduce_scatter_c / PMPI_Ireduce_scatter_c,
+    MPI_Reduce_scatter_init_c / PMPI_Reduce_scatter_init_c,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const Count, datatype: Datatype, op: Op, comm: Comm),
     comm, |c, how| {
         // SAFETY: the array holds one count per rank (MPI's contract).
         let n = unsafe { counts(recvcounts, local_size_of(&c.comm), "receive counts") }?;
@@ -812,9 +945,11 @@ collective! {
 
 collective! {
     /// Block `r` of the reduction to process `r` (`recvcount` elements each).
-    MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block, MPI_Ireduce_scatter_block / PMPI_Ireduce_scatter_block,
-    MPI_Reduce_scatter_block_init / PMPI_Reduce_scatter_block_init,
+    MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block, MPI_Ireduce_scatter_block / PMPI_Ireduce_scatter_block, MPI_Reduce_scatter_block_init / PMPI_Reduce_scatter_block_init,
     (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Datatype, op: Op, comm: Comm),
+    large MPI_Reduce_scatter_block_c / PMPI_Reduce_scatter_block_c, MPI_Ireduce_scatter_block_c / PMPI_Ireduce_scatter_block_c,
+    MPI_Reduce_scatter_block_init_c / PMPI_Reduce_scatter_block_init_c,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: Count, datatype: Datatype, op: Op, comm: Comm),
     comm, |c, how| {
         let n = vec![count(recvcount, "receive count")?; local_size_of(&c.comm)];
         reduce_scatter(c, sendbuf, recvbuf, n, datatype, op, how)

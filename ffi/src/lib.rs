@@ -74,6 +74,7 @@ macro_rules! mpi_fn {
 pub mod abi;
 pub mod alloc;
 pub mod coll;
+pub mod coll_large;
 pub mod comm;
 pub mod datatype;
 pub mod env;

@@ -26,13 +26,14 @@
 //! In C:
 //! ```c
 //! MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-//! int rc = MPI_Allreduce(in, out, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+//! int rc = MPI_Comm_spawn("worker", MPI_ARGV_NULL, 2, MPI_INFO_NULL, 0,
+//!                         MPI_COMM_WORLD, &children, MPI_ERRCODES_IGNORE);
 //! // rc == MPI_ERR_UNSUPPORTED_OPERATION
 //! ```
 
 use crate::abi::{
     self, Aint, Comm, Count, Datatype, Errhandler, File, Group, Info, Message, MpiStatus, Offset,
-    Op, Request, Session, Win,
+    Request, Session, Win,
 };
 use crate::comm::comm_ref;
 use crate::errors::{api, MpiError};
@@ -128,50 +129,10 @@ refused! {
     MPI_Add_error_class / PMPI_Add_error_class(errorclass: *mut c_int) => world;
     MPI_Add_error_code / PMPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) => world;
     MPI_Add_error_string / PMPI_Add_error_string(errorcode: c_int, string: *const c_char) => world;
-    MPI_Allgather_c / PMPI_Allgather_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm) => comm;
-    MPI_Allgather_init_c / PMPI_Allgather_init_c(sendbuf: *const c_void, sendcount: Count,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm,
-        info: Info, request: *mut Request) => comm;
-    MPI_Allgatherv_c / PMPI_Allgatherv_c(sendbuf: *const c_void, sendcount: Count,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Aint,
-        recvtype: Datatype, comm: Comm) => comm;
-    MPI_Allgatherv_init_c / PMPI_Allgatherv_init_c(sendbuf: *const c_void, sendcount: Count,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Aint,
-        recvtype: Datatype, comm: Comm, info: Info, request: *mut Request) => comm;
-    MPI_Allreduce_c / PMPI_Allreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
-        datatype: Datatype, op: Op, comm: Comm) => comm;
-    MPI_Allreduce_init_c / PMPI_Allreduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void,
-        count: Count, datatype: Datatype, op: Op, comm: Comm, info: Info, request: *mut Request
-    ) => comm;
-    MPI_Alltoall_c / PMPI_Alltoall_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm) => comm;
-    MPI_Alltoall_init_c / PMPI_Alltoall_init_c(sendbuf: *const c_void, sendcount: Count,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm,
-        info: Info, request: *mut Request) => comm;
-    MPI_Alltoallv_c / PMPI_Alltoallv_c(sendbuf: *const c_void, sendcounts: *const Count,
-        sdispls: *const Aint, sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count,
-        rdispls: *const Aint, recvtype: Datatype, comm: Comm) => comm;
-    MPI_Alltoallv_init_c / PMPI_Alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const Count,
-        sdispls: *const Aint, sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count,
-        rdispls: *const Aint, recvtype: Datatype, comm: Comm, info: Info, request: *mut Request
-    ) => comm;
-    MPI_Alltoallw_c / PMPI_Alltoallw_c(sendbuf: *const c_void, sendcounts: *const Count,
-        sdispls: *const Aint, sendtypes: *const Datatype, recvbuf: *mut c_void,
-        recvcounts: *const Count, rdispls: *const Aint, recvtypes: *const Datatype, comm: Comm
-    ) => comm;
-    MPI_Alltoallw_init_c / PMPI_Alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const Count,
-        sdispls: *const Aint, sendtypes: *const Datatype, recvbuf: *mut c_void,
-        recvcounts: *const Count, rdispls: *const Aint, recvtypes: *const Datatype, comm: Comm,
-        info: Info, request: *mut Request) => comm;
     MPI_Attr_delete / PMPI_Attr_delete(comm: Comm, keyval: c_int) => comm;
     MPI_Attr_get / PMPI_Attr_get(comm: Comm, keyval: c_int, attribute_val: *mut c_void,
         flag: *mut c_int) => comm;
     MPI_Attr_put / PMPI_Attr_put(comm: Comm, keyval: c_int, attribute_val: *mut c_void) => comm;
-    MPI_Bcast_c / PMPI_Bcast_c(buffer: *mut c_void, count: Count, datatype: Datatype, root: c_int,
-        comm: Comm) => comm;
-    MPI_Bcast_init_c / PMPI_Bcast_init_c(buffer: *mut c_void, count: Count, datatype: Datatype,
-        root: c_int, comm: Comm, info: Info, request: *mut Request) => comm;
     MPI_Bsend / PMPI_Bsend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int,
         tag: c_int, comm: Comm) => comm;
     MPI_Bsend_c / PMPI_Bsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
@@ -221,11 +182,6 @@ refused! {
         array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char,
         array_of_maxprocs: *const c_int, array_of_info: *const Info, root: c_int, comm: Comm,
         intercomm: *mut Comm, array_of_errcodes: *mut c_int) => comm;
-    MPI_Exscan_c / PMPI_Exscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
-        datatype: Datatype, op: Op, comm: Comm) => comm;
-    MPI_Exscan_init_c / PMPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void,
-        count: Count, datatype: Datatype, op: Op, comm: Comm, info: Info, request: *mut Request
-    ) => comm;
     MPI_File_call_errhandler / PMPI_File_call_errhandler(fh: File, errorcode: c_int) => world;
     MPI_File_close / PMPI_File_close(fh: *mut File) => world;
     MPI_File_create_errhandler / PMPI_File_create_errhandler(file_errhandler_fn: Callback,
@@ -385,18 +341,6 @@ refused! {
         datatype: Datatype, status: *mut MpiStatus) => world;
     MPI_File_write_shared_c / PMPI_File_write_shared_c(fh: File, buf: *const c_void, count: Count,
         datatype: Datatype, status: *mut MpiStatus) => world;
-    MPI_Gather_c / PMPI_Gather_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, root: c_int, comm: Comm
-    ) => comm;
-    MPI_Gather_init_c / PMPI_Gather_init_c(sendbuf: *const c_void, sendcount: Count,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, root: c_int,
-        comm: Comm, info: Info, request: *mut Request) => comm;
-    MPI_Gatherv_c / PMPI_Gatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Aint, recvtype: Datatype,
-        root: c_int, comm: Comm) => comm;
-    MPI_Gatherv_init_c / PMPI_Gatherv_init_c(sendbuf: *const c_void, sendcount: Count,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Aint,
-        recvtype: Datatype, root: c_int, comm: Comm, info: Info, request: *mut Request) => comm;
     MPI_Get_elements / PMPI_Get_elements(status: *const MpiStatus, datatype: Datatype,
         count: *mut c_int) => world;
     MPI_Get_elements_c / PMPI_Get_elements_c(status: *const MpiStatus, datatype: Datatype,
@@ -409,38 +353,10 @@ refused! {
         cancel_fn: Callback, extra_state: *mut c_void, request: *mut Request) => world;
     MPI_Group_from_session_pset / PMPI_Group_from_session_pset(session: Session,
         pset_name: *const c_char, newgroup: *mut Group) => world;
-    MPI_Iallgather_c / PMPI_Iallgather_c(sendbuf: *const c_void, sendcount: Count,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm,
-        request: *mut Request) => comm;
-    MPI_Iallgatherv_c / PMPI_Iallgatherv_c(sendbuf: *const c_void, sendcount: Count,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Aint,
-        recvtype: Datatype, comm: Comm, request: *mut Request) => comm;
-    MPI_Iallreduce_c / PMPI_Iallreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
-        datatype: Datatype, op: Op, comm: Comm, request: *mut Request) => comm;
-    MPI_Ialltoall_c / PMPI_Ialltoall_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, comm: Comm,
-        request: *mut Request) => comm;
-    MPI_Ialltoallv_c / PMPI_Ialltoallv_c(sendbuf: *const c_void, sendcounts: *const Count,
-        sdispls: *const Aint, sendtype: Datatype, recvbuf: *mut c_void, recvcounts: *const Count,
-        rdispls: *const Aint, recvtype: Datatype, comm: Comm, request: *mut Request) => comm;
-    MPI_Ialltoallw_c / PMPI_Ialltoallw_c(sendbuf: *const c_void, sendcounts: *const Count,
-        sdispls: *const Aint, sendtypes: *const Datatype, recvbuf: *mut c_void,
-        recvcounts: *const Count, rdispls: *const Aint, recvtypes: *const Datatype, comm: Comm,
-        request: *mut Request) => comm;
-    MPI_Ibcast_c / PMPI_Ibcast_c(buffer: *mut c_void, count: Count, datatype: Datatype, root: c_int,
-        comm: Comm, request: *mut Request) => comm;
     MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int,
         tag: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Ibsend_c / PMPI_Ibsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
         tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Iexscan_c / PMPI_Iexscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
-        datatype: Datatype, op: Op, comm: Comm, request: *mut Request) => comm;
-    MPI_Igather_c / PMPI_Igather_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, root: c_int, comm: Comm,
-        request: *mut Request) => comm;
-    MPI_Igatherv_c / PMPI_Igatherv_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcounts: *const Count, displs: *const Aint, recvtype: Datatype,
-        root: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Imrecv_c / PMPI_Imrecv_c(buf: *mut c_void, count: Count, datatype: Datatype,
         message: *mut Message, request: *mut Request) => world;
     MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local_group: Group,
@@ -448,24 +364,8 @@ refused! {
         info: Info, errhandler: Errhandler, newintercomm: *mut Comm) => world;
     MPI_Irecv_c / PMPI_Irecv_c(buf: *mut c_void, count: Count, datatype: Datatype, source: c_int,
         tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Ireduce_c / PMPI_Ireduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
-        datatype: Datatype, op: Op, root: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Ireduce_scatter_c / PMPI_Ireduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void,
-        recvcounts: *const Count, datatype: Datatype, op: Op, comm: Comm, request: *mut Request
-    ) => comm;
-    MPI_Ireduce_scatter_block_c / PMPI_Ireduce_scatter_block_c(sendbuf: *const c_void,
-        recvbuf: *mut c_void, recvcount: Count, datatype: Datatype, op: Op, comm: Comm,
-        request: *mut Request) => comm;
     MPI_Irsend_c / PMPI_Irsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
         tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Iscan_c / PMPI_Iscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
-        datatype: Datatype, op: Op, comm: Comm, request: *mut Request) => comm;
-    MPI_Iscatter_c / PMPI_Iscatter_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, root: c_int, comm: Comm,
-        request: *mut Request) => comm;
-    MPI_Iscatterv_c / PMPI_Iscatterv_c(sendbuf: *const c_void, sendcounts: *const Count,
-        displs: *const Aint, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count,
-        recvtype: Datatype, root: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Isend_c / PMPI_Isend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
         tag: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Isendrecv / PMPI_Isendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype,
@@ -530,21 +430,6 @@ refused! {
         source: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Recv_init_c / PMPI_Recv_init_c(buf: *mut c_void, count: Count, datatype: Datatype,
         source: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Reduce_c / PMPI_Reduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
-        datatype: Datatype, op: Op, root: c_int, comm: Comm) => comm;
-    MPI_Reduce_init_c / PMPI_Reduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void,
-        count: Count, datatype: Datatype, op: Op, root: c_int, comm: Comm, info: Info,
-        request: *mut Request) => comm;
-    MPI_Reduce_scatter_c / PMPI_Reduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void,
-        recvcounts: *const Count, datatype: Datatype, op: Op, comm: Comm) => comm;
-    MPI_Reduce_scatter_block_c / PMPI_Reduce_scatter_block_c(sendbuf: *const c_void,
-        recvbuf: *mut c_void, recvcount: Count, datatype: Datatype, op: Op, comm: Comm) => comm;
-    MPI_Reduce_scatter_block_init_c / PMPI_Reduce_scatter_block_init_c(sendbuf: *const c_void,
-        recvbuf: *mut c_void, recvcount: Count, datatype: Datatype, op: Op, comm: Comm, info: Info,
-        request: *mut Request) => comm;
-    MPI_Reduce_scatter_init_c / PMPI_Reduce_scatter_init_c(sendbuf: *const c_void,
-        recvbuf: *mut c_void, recvcounts: *const Count, datatype: Datatype, op: Op, comm: Comm,
-        info: Info, request: *mut Request) => comm;
     MPI_Register_datarep / PMPI_Register_datarep(datarep: *const c_char,
         read_conversion_fn: Callback, write_conversion_fn: Callback, dtype_file_extent_fn: Callback,
         extra_state: *mut c_void) => world;
@@ -569,22 +454,6 @@ refused! {
         dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Rsend_init_c / PMPI_Rsend_init_c(buf: *const c_void, count: Count, datatype: Datatype,
         dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Scan_c / PMPI_Scan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
-        datatype: Datatype, op: Op, comm: Comm) => comm;
-    MPI_Scan_init_c / PMPI_Scan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
-        datatype: Datatype, op: Op, comm: Comm, info: Info, request: *mut Request) => comm;
-    MPI_Scatter_c / PMPI_Scatter_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
-        recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, root: c_int, comm: Comm
-    ) => comm;
-    MPI_Scatter_init_c / PMPI_Scatter_init_c(sendbuf: *const c_void, sendcount: Count,
-        sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype, root: c_int,
-        comm: Comm, info: Info, request: *mut Request) => comm;
-    MPI_Scatterv_c / PMPI_Scatterv_c(sendbuf: *const c_void, sendcounts: *const Count,
-        displs: *const Aint, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count,
-        recvtype: Datatype, root: c_int, comm: Comm) => comm;
-    MPI_Scatterv_init_c / PMPI_Scatterv_init_c(sendbuf: *const c_void, sendcounts: *const Count,
-        displs: *const Aint, sendtype: Datatype, recvbuf: *mut c_void, recvcount: Count,
-        recvtype: Datatype, root: c_int, comm: Comm, info: Info, request: *mut Request) => comm;
     MPI_Send_c / PMPI_Send_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
         tag: c_int, comm: Comm) => comm;
     MPI_Send_init / PMPI_Send_init(buf: *const c_void, count: c_int, datatype: Datatype,

@@ -38,6 +38,7 @@ const TESTS: &[(&str, fn())] = &[
         "topologies_and_neighbor_collectives",
         topologies_and_neighbor_collectives,
     ),
+    ("large_count_collectives", large_count_collectives),
     ("ownership_passing_in_c", ownership_passing_in_c),
     ("communicators_and_groups", communicators_and_groups),
     (
@@ -397,6 +398,13 @@ fn topologies_and_neighbor_collectives() {
     }
 }
 
+fn large_count_collectives() {
+    // 2 ranks include the counts and displacements past INT_MAX.
+    for ranks in [1, 2, 3] {
+        build_and_run("tests/collectives_c.c", "collectives_c", ranks);
+    }
+}
+
 fn ownership_passing_in_c() {
     build_and_run("tests/opi.c", "opi", 2);
 }
@@ -697,13 +705,13 @@ fn unsupported_routine_is_fatal_by_default() {
     let report = launch(&exe, 2, &[("HMPI_TEST_FATAL", "1")]);
     let d = rank_tests::describe(&report);
     assert!(!report.success() && !report.timed_out, "{d}");
-    // Rank 1 called MPI_Allreduce_c: the default handler named it and ended
+    // Rank 1 called MPI_Comm_accept: the default handler named it and ended
     // the job with MPI_ERR_UNSUPPORTED_OPERATION's class.
     assert_eq!(report.first_failure, Some(1), "{d}");
     assert_eq!(report.ranks[1].status, RankStatus::Exited(55), "{d}");
     let err = String::from_utf8_lossy(&report.ranks[1].stderr);
     assert!(
-        err.contains("MPI_Allreduce_c: not supported by libhmpi")
+        err.contains("MPI_Comm_accept: not supported by libhmpi")
             && err.contains("MPI_ERR_UNSUPPORTED_OPERATION"),
         "{d}"
     );

@@ -6,7 +6,7 @@
  * MPI_T_ERR_NOT_SUPPORTED without an error handler; MPI_Pcontrol does
  * nothing and succeeds.
  *
- * With HMPI_TEST_FATAL set, rank 1 calls MPI_Allreduce_c under the default
+ * With HMPI_TEST_FATAL set, rank 1 calls MPI_Comm_accept under the default
  * handler (MPI_ERRORS_ARE_FATAL), which must end the job; rank 0 waits for
  * a message that never comes. */
 #include "check.h"
@@ -33,7 +33,6 @@ static void record(MPI_Comm *comm, int *code, ...) {
 
 int main(int argc, char **argv) {
     int rank, size, x = 1, y = 0, flag = -1;
-    MPI_Request req = MPI_REQUEST_NULL;
     /* Tool routines never call an error handler, not even the initial
      * MPI_ERRORS_ARE_FATAL before MPI_Init. */
     CHECK(MPI_T_init_thread(MPI_THREAD_SINGLE, &flag) == MPI_T_ERR_NOT_SUPPORTED);
@@ -46,7 +45,8 @@ int main(int argc, char **argv) {
 
     if (getenv("HMPI_TEST_FATAL")) {
         if (rank == 1) {
-            MPI_Allreduce_c(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+            MPI_Comm port_comm;
+            MPI_Comm_accept("no port", MPI_INFO_NULL, 0, MPI_COMM_WORLD, &port_comm);
             printf("rank 1: still running after a refused call\n");
             return 0;
         }
@@ -65,15 +65,16 @@ int main(int argc, char **argv) {
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 
     /* With a communicator argument: its handler. */
-    REFUSED(MPI_Allreduce_c(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
-    REFUSED(PMPI_Allreduce_c(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
-    CHECK(y == 0);
+    MPI_Comm port_comm = MPI_COMM_NULL;
+    REFUSED(MPI_Comm_accept("no port", MPI_INFO_NULL, 0, MPI_COMM_WORLD, &port_comm));
+    REFUSED(PMPI_Comm_accept("no port", MPI_INFO_NULL, 0, MPI_COMM_WORLD, &port_comm));
+    CHECK(port_comm == MPI_COMM_NULL);
     MPI_Comm dup;
     MPI_Errhandler eh;
     OK(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
     OK(MPI_Comm_create_errhandler(record, &eh));
     OK(MPI_Comm_set_errhandler(dup, eh));
-    REFUSED(MPI_Ibcast_c(&x, 1, MPI_INT, 0, dup, &req));
+    REFUSED(MPI_Comm_connect("no port", MPI_INFO_NULL, 0, dup, &port_comm));
     CHECK(handled_code == MPI_ERR_UNSUPPORTED_OPERATION && handled_comm == dup);
     handled_code = 0;
     REFUSED(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &y, &flag));
@@ -86,7 +87,7 @@ int main(int argc, char **argv) {
 
     /* Large-count variants. A refused send sends nothing. */
     REFUSED(MPI_Send_c(&x, 1, MPI_INT, rank, 0, MPI_COMM_WORLD));
-    REFUSED(MPI_Bcast_c(&x, 1, MPI_INT, 0, dup));
+    REFUSED(MPI_Ssend_c(&x, 1, MPI_INT, rank, 0, dup));
     CHECK(handled_code == MPI_ERR_UNSUPPORTED_OPERATION);
     OK(MPI_Iprobe(rank, 0, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE));
     CHECK(flag == 0);
@@ -97,7 +98,8 @@ int main(int argc, char **argv) {
     handled_code = 0;
     REFUSED(MPI_Win_delete_attr(MPI_WIN_NULL, 0));
     CHECK(handled_code == 0);
-    REFUSED(MPI_Exscan_c(&x, &y, 1, MPI_INT, MPI_SUM, dup));
+    MPI_Request preq = MPI_REQUEST_NULL;
+    REFUSED(MPI_Psend_init(&x, 1, 1, MPI_INT, rank, 0, dup, MPI_INFO_NULL, &preq));
     CHECK(handled_code == MPI_ERR_UNSUPPORTED_OPERATION);
     handled_code = 0;
     MPI_File fh = MPI_FILE_NULL;

@@ -19,6 +19,11 @@
 //! | `max_loc`, `min_loc` | the value-index pairs (`MPI_2INT`, `MPI_DOUBLE_INT`, …) |
 //! | `replace`, `no_op` | any type |
 //!
+//! "Integers" include C's `char` (`MPI_CHAR`), which the standard reserves
+//! for printable characters but MPICH and Open MPI reduce as C's `char`
+//! integer type; programs such as the OSU micro-benchmarks rely on it
+//! (their reductions default to `MPI_CHAR` with `MPI_SUM`).
+//!
 //! Any other pair is [`Error::Op`]. Integer arithmetic wraps; `max`/`min`
 //! of floats ignore a NaN operand (Rust's `f64::max`); `max_loc`/`min_loc`
 //! keep the smaller index on equal values. Results depend only on the
@@ -185,7 +190,10 @@ impl SystemOperation {
     /// module's table).
     pub fn applies_to(self, b: BasicType) -> bool {
         use BasicType::*;
-        let int = matches!(b, I8 | U8 | I16 | U16 | I32 | U32 | I64 | U64 | I128 | U128);
+        let int = matches!(
+            b,
+            Char | I8 | U8 | I16 | U16 | I32 | U32 | I64 | U64 | I128 | U128
+        );
         let float = matches!(b, F16 | F32 | F64 | LongDouble | F128);
         let complex = matches!(
             b,
@@ -671,6 +679,9 @@ pub(crate) fn apply(s: SystemOperation, b: BasicType, a: &[u8], o: &mut [u8]) {
     use BasicType::*;
     let max = s == SystemOperation::MaxLoc;
     match b {
+        // C's `char`: signed or not as the platform's C compiler has it.
+        Char if std::ffi::c_char::MIN != 0 => integer!(i8, s, a, o),
+        Char => integer!(u8, s, a, o),
         I8 => integer!(i8, s, a, o),
         U8 | Byte | Bool | Logical1 => integer!(u8, s, a, o),
         I16 => integer!(i16, s, a, o),
@@ -852,9 +863,18 @@ mod tests {
         .unwrap();
         assert_eq!(acc, [0xcc]);
         assert!(reduce_local(&[1u8], &mut [1u8], 1, &byte, &sys(SystemOperation::Max)).is_err());
+        // MPI_CHAR reduces as C's char (as in MPICH and Open MPI); C's
+        // bool has no sum.
         let ch = Datatype::basic(BasicType::Char);
+        let mut acc = [100u8];
+        reduce_local(&[27u8], &mut acc, 1, &ch, &sys(SystemOperation::Sum)).unwrap();
+        assert_eq!(acc, [127]);
+        reduce_local(&[0xffu8], &mut acc, 1, &ch, &sys(SystemOperation::Max)).unwrap();
+        let signed = std::ffi::c_char::MIN != 0;
+        assert_eq!(acc, [if signed { 127 } else { 0xff }]);
+        let b = Datatype::basic(BasicType::Bool);
         assert!(matches!(
-            reduce_local(&[1u8], &mut [1u8], 1, &ch, &sys(SystemOperation::Sum)),
+            reduce_local(&[1u8], &mut [1u8], 1, &b, &sys(SystemOperation::Sum)),
             Err(Error::Op { .. })
         ));
         let ld = Datatype::basic(BasicType::LongDouble);

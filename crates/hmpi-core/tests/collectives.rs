@@ -21,6 +21,26 @@ struct Pair {
     b: f32,
 }
 
+/// An affine map x -> m x + c (wrapping): composition is associative and
+/// not commutative.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Equivalence)]
+#[equivalence(crate = "hmpi_core")]
+#[repr(C)]
+struct Affine {
+    m: u64,
+    c: u64,
+}
+
+impl Affine {
+    /// `self` after `inner`: x -> self(inner(x)).
+    fn after(self, inner: Affine) -> Affine {
+        Affine {
+            m: self.m.wrapping_mul(inner.m),
+            c: self.m.wrapping_mul(inner.c).wrapping_add(self.c),
+        }
+    }
+}
+
 /// Element `i` of rank `r`'s contribution (exact in f64 sums).
 fn v(r: usize, i: usize) -> f64 {
     ((r * 131 + i * 7) % 97) as f64 + r as f64 * 0.5
@@ -329,6 +349,323 @@ fn immediate_rank(u: Universe) {
     }
 }
 
+/// The nonblocking gathers, scatters and variable-count collectives in a
+/// scope, several in flight at once, completed in reverse order or left
+/// to the scope's end, at every root, on the world and a split
+/// communicator.
+fn immediate_pieces_rank(u: Universe) {
+    use hmpi_core::collective::{ImmediateCollectives, ImmediateRoot};
+    let world = u.world();
+    let half = world
+        .split(Some(world.rank() as u32 % 2), world.rank())
+        .unwrap()
+        .unwrap();
+    for c in [&world, &half] {
+        let (me, n) = (c.rank() as usize, c.size() as usize);
+        // Rank r's piece has r + 1 + extra elements; at the receiver the
+        // pieces lie in reverse rank order with a gap of one element.
+        for extra in [0usize, 200] {
+            let len = |r: usize| r + 1 + extra;
+            let mut displs = vec![0i32; n];
+            let mut total = 0usize;
+            for r in (0..n).rev() {
+                displs[r] = total as i32;
+                total += len(r) + 1;
+            }
+            let counts: Vec<i32> = (0..n).map(|r| len(r) as i32).collect();
+            let elem = |r: usize, i: usize| (r * 10_000 + i) as u64;
+            let mine: Vec<u64> = (0..len(me)).map(|i| elem(me, i)).collect();
+            let even: Vec<u64> = (0..extra + 1).map(|i| elem(me, i)).collect();
+            for root in 0..n {
+                let rp = c.process_at_rank(root as i32);
+                let at_root = me == root;
+                let mut gathered = vec![0u64; n * (extra + 1)];
+                let mut gathered_v = vec![u64::MAX; total];
+                let scatter_src: Vec<u64> = (0..n * (extra + 1)).map(|k| k as u64 * 3).collect();
+                let mut scattered = vec![0u64; extra + 1];
+                let mut scattered_v = vec![0u64; len(me)];
+                let mut everywhere = vec![u64::MAX; total];
+                let mut source_v = vec![u64::MAX; total];
+                for r in 0..n {
+                    for i in 0..len(r) {
+                        source_v[displs[r] as usize + i] = elem(r, i) + 7;
+                    }
+                }
+                let mut gv = PartitionMut::new(&mut gathered_v[..], &counts[..], &displs[..]);
+                let sv = Partition::new(&source_v[..], &counts[..], &displs[..]);
+                let mut ev = PartitionMut::new(&mut everywhere[..], &counts[..], &displs[..]);
+                request::scope(|scope| {
+                    let mut reqs = Vec::new();
+                    if at_root {
+                        reqs.push(
+                            rp.immediate_gather_into_root(scope, &even[..], &mut gathered[..])
+                                .unwrap(),
+                        );
+                    } else {
+                        reqs.push(rp.immediate_gather_into(scope, &even[..]).unwrap());
+                    }
+                    if at_root {
+                        reqs.push(
+                            rp.immediate_gather_varcount_into_root(scope, &mine[..], &mut gv)
+                                .unwrap(),
+                        );
+                    } else {
+                        reqs.push(rp.immediate_gather_varcount_into(scope, &mine[..]).unwrap());
+                    }
+                    if at_root {
+                        reqs.push(
+                            rp.immediate_scatter_into_root(
+                                scope,
+                                &scatter_src[..],
+                                &mut scattered[..],
+                            )
+                            .unwrap(),
+                        );
+                    } else {
+                        reqs.push(
+                            rp.immediate_scatter_into(scope, &mut scattered[..])
+                                .unwrap(),
+                        );
+                    }
+                    if at_root {
+                        reqs.push(
+                            rp.immediate_scatter_varcount_into_root(
+                                scope,
+                                &sv,
+                                &mut scattered_v[..],
+                            )
+                            .unwrap(),
+                        );
+                    } else {
+                        reqs.push(
+                            rp.immediate_scatter_varcount_into(scope, &mut scattered_v[..])
+                                .unwrap(),
+                        );
+                    }
+                    reqs.push(
+                        c.immediate_all_gather_varcount_into(scope, &mine[..], &mut ev)
+                            .unwrap(),
+                    );
+                    if root % 2 == 0 {
+                        while let Some(r) = reqs.pop() {
+                            r.wait().unwrap();
+                        }
+                    } else {
+                        std::mem::forget(reqs); // the scope's end completes them
+                    }
+                });
+                if at_root {
+                    for r in 0..n {
+                        for i in 0..=extra {
+                            assert_eq!(gathered[r * (extra + 1) + i], elem(r, i), "igather");
+                        }
+                        for i in 0..len(r) {
+                            assert_eq!(gathered_v[displs[r] as usize + i], elem(r, i), "igatherv");
+                        }
+                        assert_eq!(gathered_v[displs[r] as usize + len(r)], u64::MAX, "gap");
+                    }
+                }
+                for i in 0..=extra {
+                    assert_eq!(
+                        scattered[i],
+                        ((me * (extra + 1) + i) * 3) as u64,
+                        "iscatter"
+                    );
+                }
+                for i in 0..len(me) {
+                    assert_eq!(scattered_v[i], elem(me, i) + 7, "iscatterv");
+                }
+                for r in 0..n {
+                    for i in 0..len(r) {
+                        assert_eq!(
+                            everywhere[displs[r] as usize + i],
+                            elem(r, i),
+                            "iallgatherv"
+                        );
+                    }
+                }
+            }
+            // all-to-all with varying counts: member me sends j + 1 + extra
+            // elements to member j, from blocks in reverse order.
+            let sc: Vec<i32> = (0..n).map(|j| (j + 1 + extra) as i32).collect();
+            let mut sd = vec![0i32; n];
+            let mut stot = 0;
+            for j in (0..n).rev() {
+                sd[j] = stot;
+                stot += sc[j];
+            }
+            let rc: Vec<i32> = vec![(me + 1 + extra) as i32; n];
+            let rd: Vec<i32> = (0..n).map(|j| j as i32 * rc[0]).collect();
+            let mut src = vec![0u64; stot as usize];
+            for j in 0..n {
+                for i in 0..sc[j] as usize {
+                    src[sd[j] as usize + i] = (me * 1_000_000 + j * 1000 + i) as u64;
+                }
+            }
+            let mut dst = vec![0u64; n * rc[0] as usize];
+            let s = Partition::new(&src[..], &sc[..], &sd[..]);
+            let mut r = PartitionMut::new(&mut dst[..], &rc[..], &rd[..]);
+            request::scope(|scope| {
+                let q = c
+                    .immediate_all_to_all_varcount_into(scope, &s, &mut r)
+                    .unwrap();
+                let b = c.immediate_barrier(scope).unwrap();
+                b.wait().unwrap();
+                q.wait().unwrap();
+            });
+            for k in 0..n {
+                for i in 0..rc[0] as usize {
+                    assert_eq!(
+                        dst[rd[k] as usize + i],
+                        (k * 1_000_000 + me * 1000 + i) as u64,
+                        "ialltoallv"
+                    );
+                }
+            }
+        }
+        // The wrong form for this member is an error value, not a hang.
+        let rp = c.process_at_rank(0);
+        let mut x = [0u8; 1];
+        request::scope(|scope| {
+            if me == 0 {
+                assert!(rp.immediate_scatter_into(scope, &mut x[..]).is_err());
+                assert!(rp.immediate_gather_into(scope, &[1u8][..]).is_err());
+            } else {
+                assert!(rp
+                    .immediate_gather_into_root(scope, &[1u8][..], &mut x[..])
+                    .is_err());
+            }
+        });
+    }
+}
+
+/// Nonblocking collectives on two communicators, waited for in opposite
+/// orders on even and odd ranks: waiting for one must keep the other
+/// moving (MPI's progress rule), or each rank sleeps until the other
+/// moves.
+fn cross_waits_rank(u: Universe) {
+    use hmpi_core::collective::ImmediateCollectives;
+    let world = u.world();
+    let dup = world.duplicate().unwrap();
+    let (me, n) = (world.rank() as usize, world.size() as usize);
+    for round in 0..10usize {
+        let count = 20_000 + round;
+        let mine: Vec<f64> = (0..count).map(|i| v(me, i + round)).collect();
+        let mut sum = vec![0.0; count];
+        let src: Vec<u32> = (0..n * count)
+            .map(|i| (me * 1_000_000 + i) as u32)
+            .collect();
+        let mut dst = vec![0u32; n * count];
+        request::scope(|scope| {
+            let a = world
+                .immediate_all_reduce_into(scope, &mine[..], &mut sum[..], SystemOperation::sum())
+                .unwrap();
+            let b = dup
+                .immediate_all_to_all_into(scope, &src[..], &mut dst[..])
+                .unwrap();
+            if me % 2 == 0 {
+                a.wait().unwrap();
+                b.wait().unwrap();
+            } else {
+                b.wait().unwrap();
+                a.wait().unwrap();
+            }
+        });
+        for i in 0..count {
+            let mut acc = v(n - 1, i + round);
+            for r in (0..n - 1).rev() {
+                acc += v(r, i + round);
+            }
+            assert_eq!(sum[i], acc, "allreduce element {i}");
+        }
+        for k in 0..n {
+            for i in 0..count {
+                assert_eq!(dst[k * count + i], (k * 1_000_000 + me * count + i) as u32);
+            }
+        }
+    }
+}
+
+/// The hierarchical broadcast and allreduce, with the ranks split into
+/// pretended domains (`HMPI_COLL_DOMAINS`): every root, in place or not,
+/// a non-commutative operation (rank order kept), against the serial
+/// computation; the plan is in use afterwards.
+fn hier_rank(u: Universe) {
+    use hmpi_core::collective::{domains_in_use, Operation, UserOperation};
+    let world = u.world();
+    let (me, n) = (world.rank() as usize, world.size() as usize);
+    let want: usize = std::env::var("HMPI_COLL_DOMAINS").unwrap().parse().unwrap();
+    // Affine maps (m, c): x -> m x + c, composed (associative, not
+    // commutative): in op inout = in after inout.
+    let compose: Operation = UserOperation::typed(false, |x: &[Affine], acc: &mut [Affine]| {
+        for (a, x) in acc.iter_mut().zip(x) {
+            *a = x.after(*a);
+        }
+    })
+    .into();
+    let affine = |r: usize, i: usize| Affine {
+        m: (r + 2) as u64,
+        c: (r * 10 + i % 10) as u64,
+    };
+    for &count in &[0usize, 1, 7, 5000, 1 << 16] {
+        for root in 0..n {
+            let mut b: Vec<u64> = (0..count)
+                .map(|i| {
+                    if me == root {
+                        (root * 7919 + i) as u64
+                    } else {
+                        0
+                    }
+                })
+                .collect();
+            world
+                .process_at_rank(root as i32)
+                .broadcast_into(&mut b[..])
+                .unwrap();
+            assert!(b
+                .iter()
+                .enumerate()
+                .all(|(i, &x)| x == (root * 7919 + i) as u64));
+        }
+        let mine: Vec<f64> = (0..count).map(|i| v(me, i)).collect();
+        let mut sum = vec![0.0; count];
+        world
+            .all_reduce_into(&mine[..], &mut sum[..], SystemOperation::sum())
+            .unwrap();
+        let maps: Vec<Affine> = (0..count).map(|i| affine(me, i)).collect();
+        let mut h = vec![Affine::default(); count];
+        world
+            .all_reduce_into(&maps[..], &mut h[..], compose.clone())
+            .unwrap();
+        for i in 0..count {
+            // MPI's order: x_0 op (x_1 op (… op x_{n-1})).
+            let mut acc = affine(n - 1, i);
+            for r in (0..n - 1).rev() {
+                acc = affine(r, i).after(acc);
+            }
+            assert_eq!(
+                h[i], acc,
+                "non-commutative allreduce, count {count} element {i}"
+            );
+            let mut s = v(n - 1, i);
+            for r in (0..n - 1).rev() {
+                s += v(r, i);
+            }
+            assert_eq!(sum[i], s, "allreduce sum");
+        }
+    }
+    let expect = if want.min(n) >= 2 && want.min(n) < n {
+        Some(want.min(n))
+    } else {
+        None
+    };
+    assert_eq!(
+        domains_in_use(&world),
+        expect,
+        "the plan of {n} ranks in {want} domains"
+    );
+}
+
 /// A nonblocking collective moves on while its rank blocks in a
 /// point-to-point receive that depends on it: rank 1 starts a broadcast
 /// before the root has published (so it is left in flight), then waits
@@ -399,6 +736,9 @@ fn main() {
                 "typed" => typed_rank(u),
                 "determinism" => determinism_rank(u),
                 "immediate" => immediate_rank(u),
+                "immediate_pieces" => immediate_pieces_rank(u),
+                "cross_waits" => cross_waits_rank(u),
+                "hier" => hier_rank(u),
                 "progress" => progress_rank(u),
                 _ => return None,
             }
@@ -422,6 +762,28 @@ fn main() {
                 for n in [1, 2, 3, 5] {
                     let r = rank_tests::launch("immediate", n, &[]);
                     rank_tests::assert_ran(&r, "immediate");
+                }
+            }),
+            (
+                "hierarchical_bcast_and_allreduce_with_forced_domains",
+                || {
+                    for (n, k) in [(4, 2), (5, 2), (6, 3), (3, 3)] {
+                        let r =
+                            rank_tests::launch("hier", n, &[("HMPI_COLL_DOMAINS", k.to_string())]);
+                        rank_tests::assert_ran(&r, "hier");
+                    }
+                },
+            ),
+            ("waits_on_two_communicators_in_opposite_orders", || {
+                for n in [2, 3, 4] {
+                    let r = rank_tests::launch("cross_waits", n, &[]);
+                    rank_tests::assert_ran(&r, "cross_waits");
+                }
+            }),
+            ("immediate_gathers_scatters_and_varcounts", || {
+                for n in [1, 2, 3, 4] {
+                    let r = rank_tests::launch("immediate_pieces", n, &[]);
+                    rank_tests::assert_ran(&r, "immediate_pieces");
                 }
             }),
             (

@@ -17,6 +17,7 @@
 //! the C library, which check their arguments first.
 
 mod engine;
+mod hier;
 pub mod inter;
 pub mod neighbor;
 pub mod raw;
@@ -25,6 +26,7 @@ mod typed;
 
 pub use crate::op::{Operation, SystemOperation, UserOperation};
 pub use engine::{block_on, poll_once, Coll, Combine, Op};
+pub use hier::{domains_in_use, DOMAINS_VAR};
 pub use neighbor::NeighborCollectives;
 pub use raw::CollRequest;
 pub use typed::{
@@ -49,6 +51,15 @@ pub(crate) fn track(comm: &SimpleCommunicator) {
     if !v.iter().any(|c| c.same_as(comm)) {
         v.push(comm.clone());
     }
+}
+
+/// Whether a communicator other than `comm` has nonblocking collectives
+/// in flight (a waiter on `comm` must then keep them moving instead of
+/// sleeping until `comm`'s members move).
+pub(crate) fn others_in_flight(comm: &SimpleCommunicator) -> bool {
+    let v = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
+    v.iter()
+        .any(|c| !c.same_as(comm) && c.coll().ok().flatten().is_some_and(|k| k.in_flight() > 0))
 }
 
 /// The idle hook: moves every collective in flight on; forgets the

@@ -63,6 +63,19 @@ impl CollRequest {
     pub fn wait_mut(&mut self) -> Result<()> {
         let r = match &self.state {
             ReqState::Running(op) => match self.comm.coll()? {
+                // Other communicators' collectives may need this process
+                // to move on before the members this one waits for can
+                // finish it (MPI's progress rule): no parking then.
+                Some(c) if super::others_in_flight(&self.comm) => {
+                    let mut backoff = shmheap::sync::futex::Backoff::new();
+                    loop {
+                        if let Some(r) = c.test(op) {
+                            break r;
+                        }
+                        super::progress_in_flight();
+                        backoff.snooze();
+                    }
+                }
                 Some(c) => c.wait(op),
                 None => Ok(()),
             },
@@ -560,6 +573,12 @@ pub unsafe fn bcast(
         return unsafe { super::inter::bcast(comm, buf, count, dt, root, mode) };
     }
     let root = check_root(comm, root)?;
+    if mode == Mode::Block {
+        if let Some(h) = super::hier::plan(comm)? {
+            // SAFETY: the caller's guarantee.
+            return unsafe { h.bcast(comm, buf, count, dt, root) }.map(|()| None);
+        }
+    }
     let Some(c) = comm.coll()? else {
         return local(comm, mode, Ok(()));
     };
@@ -641,6 +660,12 @@ pub unsafe fn reduce(
         });
     }
     let (red, packed) = reduction(dt, op)?;
+    if root.is_none() && mode == Mode::Block {
+        if let Some(h) = super::hier::plan(comm)?.filter(|h| h.reduces(op)) {
+            // SAFETY: the caller's guarantee.
+            return unsafe { h.allreduce(send, recv, count, dt, op) }.map(|()| None);
+        }
+    }
     let input = send.unwrap_or(recv.cast_const());
     check_not_null(input, count, dt, "send")?;
     if wants {

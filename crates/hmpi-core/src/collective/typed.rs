@@ -563,6 +563,151 @@ fn in_scope<'s>(scope: &'s Scope<'s, '_>, r: Started) -> Result<CollectiveReques
     }
 }
 
+/// `MPI_Allgatherv` into a partitioned buffer, blocking or started.
+///
+/// # Safety
+/// As [`all_gather`].
+unsafe fn all_gather_var<S, R, C, D>(
+    comm: &SimpleCommunicator,
+    sendbuf: &S,
+    recvbuf: &mut PartitionMut<'_, R, C, D>,
+    mode: Mode,
+) -> Started
+where
+    S: ?Sized + Buffer,
+    R: ?Sized + BufferMut,
+    C: Borrow<[i32]>,
+    D: Borrow<[i32]>,
+{
+    let sdt = sendbuf.element_datatype();
+    let rdt = recvbuf.buf.element_datatype();
+    let total = elements_mut(recvbuf.buf);
+    let (c, d) = layout(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
+    let recv = recvbuf.buf.as_bytes_mut().as_mut_ptr();
+    // SAFETY: the pieces were checked against the buffer; the caller
+    // keeps both buffers.
+    unsafe {
+        raw::allgatherv(
+            comm,
+            Some(send_buf(sendbuf, &sdt)),
+            recv,
+            &c,
+            &d,
+            &rdt,
+            mode,
+        )
+    }
+}
+
+/// `MPI_Alltoallv` between partitioned buffers, blocking or started.
+///
+/// # Safety
+/// As [`all_gather`].
+unsafe fn all_to_all_var<S, R, C1, D1, C2, D2>(
+    comm: &SimpleCommunicator,
+    sendbuf: &Partition<'_, S, C1, D1>,
+    recvbuf: &mut PartitionMut<'_, R, C2, D2>,
+    mode: Mode,
+) -> Started
+where
+    S: ?Sized + Buffer,
+    R: ?Sized + BufferMut,
+    C1: Borrow<[i32]>,
+    D1: Borrow<[i32]>,
+    C2: Borrow<[i32]>,
+    D2: Borrow<[i32]>,
+{
+    let (sc, sd) = layout(
+        sendbuf.counts.borrow(),
+        sendbuf.displs.borrow(),
+        elements(sendbuf.buf),
+    )?;
+    let total = elements_mut(recvbuf.buf);
+    let (rc, rd) = layout(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
+    let sdt = sendbuf.buf.element_datatype();
+    let rdt = recvbuf.buf.element_datatype();
+    // SAFETY: the pieces were checked against the buffers; the caller
+    // keeps them.
+    unsafe {
+        all_to_all(
+            comm,
+            sendbuf.buf,
+            &sc,
+            &sd,
+            &sdt,
+            recvbuf.buf,
+            &rc,
+            &rd,
+            &rdt,
+            mode,
+        )
+    }
+}
+
+/// `MPI_Gatherv` from this member: `sendbuf` to the root, whose receive
+/// side is `recv` (`None` away from the root), blocking or started.
+///
+/// # Safety
+/// As [`all_gather`]; at the root, `recv`'s pieces fit its buffer.
+unsafe fn gather_to<S: ?Sized + Buffer>(
+    comm: &SimpleCommunicator,
+    root: i32,
+    sendbuf: &S,
+    recv: Option<(*mut u8, &[usize], &[usize], &Datatype)>,
+    mode: Mode,
+) -> Started {
+    let sdt = sendbuf.element_datatype();
+    let (ptr, c, d, rdt) = recv.unwrap_or((std::ptr::null_mut(), &[], &[], &sdt));
+    // SAFETY: the caller's guarantee.
+    unsafe {
+        raw::gatherv(
+            comm,
+            Some(send_buf(sendbuf, &sdt)),
+            ptr,
+            c,
+            d,
+            rdt,
+            root,
+            mode,
+        )
+    }
+}
+
+/// `MPI_Scatterv` to this member's `recvbuf`, from the root's send side
+/// `send` (`None` away from the root), blocking or started.
+///
+/// # Safety
+/// As [`all_gather`]; at the root, `send`'s pieces fit its buffer.
+unsafe fn scatter_from<R: ?Sized + BufferMut>(
+    comm: &SimpleCommunicator,
+    root: i32,
+    send: Option<(*const u8, &[usize], &[usize], &Datatype)>,
+    recvbuf: &mut R,
+    mode: Mode,
+) -> Started {
+    let rdt = recvbuf.element_datatype();
+    let count = elements_mut(recvbuf);
+    let p = recvbuf.as_bytes_mut().as_mut_ptr() as *const u8;
+    let (sp, c, d, sdt) = send.unwrap_or((std::ptr::null(), &[], &[], &rdt));
+    // SAFETY: the caller's guarantee.
+    unsafe {
+        raw::scatterv(
+            comm,
+            sp,
+            c,
+            d,
+            sdt,
+            Some(Buf {
+                ptr: p,
+                count,
+                dt: &rdt,
+            }),
+            root,
+            mode,
+        )
+    }
+}
+
 /// The nonblocking collectives (rsmpi's `immediate_*`), started in a
 /// [`request::scope`](crate::request::scope): the buffers are borrowed
 /// for the scope, which completes every collective left unfinished.
@@ -705,6 +850,47 @@ pub trait ImmediateCollectives: Communicator {
         };
         in_scope(scope, r)
     }
+
+    /// `MPI_Iallgatherv`
+    /// ([`CommunicatorCollectives::all_gather_varcount_into`]).
+    fn immediate_all_gather_varcount_into<'s, S, R, C, D>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+        recvbuf: &'s mut PartitionMut<'_, R, C, D>,
+    ) -> Result<CollectiveRequest<'s>>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C: Borrow<[i32]>,
+        D: Borrow<[i32]>,
+    {
+        // SAFETY: as in `immediate_all_reduce_into` (the partition's
+        // buffer is borrowed at least as long as the partition).
+        let r = unsafe { all_gather_var(self.as_simple(), sendbuf, recvbuf, Mode::Start) };
+        in_scope(scope, r)
+    }
+
+    /// `MPI_Ialltoallv`
+    /// ([`CommunicatorCollectives::all_to_all_varcount_into`]).
+    fn immediate_all_to_all_varcount_into<'s, S, R, C1, D1, C2, D2>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s Partition<'_, S, C1, D1>,
+        recvbuf: &'s mut PartitionMut<'_, R, C2, D2>,
+    ) -> Result<CollectiveRequest<'s>>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C1: Borrow<[i32]>,
+        D1: Borrow<[i32]>,
+        C2: Borrow<[i32]>,
+        D2: Borrow<[i32]>,
+    {
+        // SAFETY: as in `immediate_all_gather_varcount_into`.
+        let r = unsafe { all_to_all_var(self.as_simple(), sendbuf, recvbuf, Mode::Start) };
+        in_scope(scope, r)
+    }
 }
 
 impl<C: Communicator + ?Sized> ImmediateCollectives for C {}
@@ -741,6 +927,68 @@ pub trait ImmediateRoot {
     where
         S: ?Sized + Buffer,
         O: Into<Operation>;
+    /// `MPI_Igather` away from the root ([`Root::gather_into`]).
+    fn immediate_gather_into<'s, S: ?Sized + Buffer>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+    ) -> Result<CollectiveRequest<'s>>;
+    /// `MPI_Igather` at the root ([`Root::gather_into_root`]).
+    fn immediate_gather_into_root<'s, S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+        recvbuf: &'s mut R,
+    ) -> Result<CollectiveRequest<'s>>;
+    /// `MPI_Igatherv` away from the root ([`Root::gather_varcount_into`]).
+    fn immediate_gather_varcount_into<'s, S: ?Sized + Buffer>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+    ) -> Result<CollectiveRequest<'s>>;
+    /// `MPI_Igatherv` at the root ([`Root::gather_varcount_into_root`]).
+    fn immediate_gather_varcount_into_root<'s, S, R, C, D>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+        recvbuf: &'s mut PartitionMut<'_, R, C, D>,
+    ) -> Result<CollectiveRequest<'s>>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C: Borrow<[i32]>,
+        D: Borrow<[i32]>;
+    /// `MPI_Iscatter` away from the root ([`Root::scatter_into`]).
+    fn immediate_scatter_into<'s, R: ?Sized + BufferMut>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        recvbuf: &'s mut R,
+    ) -> Result<CollectiveRequest<'s>>;
+    /// `MPI_Iscatter` at the root ([`Root::scatter_into_root`]).
+    fn immediate_scatter_into_root<'s, S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+        recvbuf: &'s mut R,
+    ) -> Result<CollectiveRequest<'s>>;
+    /// `MPI_Iscatterv` away from the root ([`Root::scatter_varcount_into`]).
+    fn immediate_scatter_varcount_into<'s, R: ?Sized + BufferMut>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        recvbuf: &'s mut R,
+    ) -> Result<CollectiveRequest<'s>>;
+    /// `MPI_Iscatterv` at the root ([`Root::scatter_varcount_into_root`]).
+    fn immediate_scatter_varcount_into_root<'s, S, R, C, D>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s Partition<'_, S, C, D>,
+        recvbuf: &'s mut R,
+    ) -> Result<CollectiveRequest<'s>>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C: Borrow<[i32]>,
+        D: Borrow<[i32]>;
 }
 
 impl ImmediateRoot for Process<'_> {
@@ -804,6 +1052,167 @@ impl ImmediateRoot for Process<'_> {
                 None,
                 op.into(),
                 Some(self.rank()),
+                Mode::Start,
+            )
+        };
+        in_scope(scope, r)
+    }
+
+    fn immediate_gather_into<'s, S: ?Sized + Buffer>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+    ) -> Result<CollectiveRequest<'s>> {
+        self.not_root("immediate_gather_into")?;
+        // SAFETY: as in `immediate_broadcast_into`; no receive side away
+        // from the root.
+        let r = unsafe { gather_to(self.comm(), self.rank(), sendbuf, None, Mode::Start) };
+        in_scope(scope, r)
+    }
+
+    fn immediate_gather_into_root<'s, S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+        recvbuf: &'s mut R,
+    ) -> Result<CollectiveRequest<'s>> {
+        self.is_root("immediate_gather_into_root")?;
+        let n = self.comm().size() as usize;
+        let (c, d) = even(elements_mut(recvbuf), n, "immediate_gather_into_root")?;
+        let rdt = recvbuf.element_datatype();
+        let recv = recvbuf.as_bytes_mut().as_mut_ptr();
+        // SAFETY: as in `immediate_broadcast_into`; `recvbuf` holds `n`
+        // pieces of `c[r]` elements.
+        let r = unsafe {
+            gather_to(
+                self.comm(),
+                self.rank(),
+                sendbuf,
+                Some((recv, &c, &d, &rdt)),
+                Mode::Start,
+            )
+        };
+        in_scope(scope, r)
+    }
+
+    fn immediate_gather_varcount_into<'s, S: ?Sized + Buffer>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+    ) -> Result<CollectiveRequest<'s>> {
+        self.not_root("immediate_gather_varcount_into")?;
+        // SAFETY: as in `immediate_gather_into`.
+        let r = unsafe { gather_to(self.comm(), self.rank(), sendbuf, None, Mode::Start) };
+        in_scope(scope, r)
+    }
+
+    fn immediate_gather_varcount_into_root<'s, S, R, C, D>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+        recvbuf: &'s mut PartitionMut<'_, R, C, D>,
+    ) -> Result<CollectiveRequest<'s>>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C: Borrow<[i32]>,
+        D: Borrow<[i32]>,
+    {
+        self.is_root("immediate_gather_varcount_into_root")?;
+        let total = elements_mut(recvbuf.buf);
+        let (c, d) = layout(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
+        let rdt = recvbuf.buf.element_datatype();
+        let recv = recvbuf.buf.as_bytes_mut().as_mut_ptr();
+        // SAFETY: as in `immediate_broadcast_into`; the pieces were
+        // checked against the buffer.
+        let r = unsafe {
+            gather_to(
+                self.comm(),
+                self.rank(),
+                sendbuf,
+                Some((recv, &c, &d, &rdt)),
+                Mode::Start,
+            )
+        };
+        in_scope(scope, r)
+    }
+
+    fn immediate_scatter_into<'s, R: ?Sized + BufferMut>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        recvbuf: &'s mut R,
+    ) -> Result<CollectiveRequest<'s>> {
+        self.not_root("immediate_scatter_into")?;
+        // SAFETY: as in `immediate_broadcast_into`; no send side away from
+        // the root.
+        let r = unsafe { scatter_from(self.comm(), self.rank(), None, recvbuf, Mode::Start) };
+        in_scope(scope, r)
+    }
+
+    fn immediate_scatter_into_root<'s, S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s S,
+        recvbuf: &'s mut R,
+    ) -> Result<CollectiveRequest<'s>> {
+        self.is_root("immediate_scatter_into_root")?;
+        let n = self.comm().size() as usize;
+        let (c, d) = even(elements(sendbuf), n, "immediate_scatter_into_root")?;
+        let sdt = sendbuf.element_datatype();
+        let send = sendbuf.as_bytes().as_ptr();
+        // SAFETY: as in `immediate_broadcast_into`; `sendbuf` holds `n`
+        // pieces of `c[r]` elements.
+        let r = unsafe {
+            scatter_from(
+                self.comm(),
+                self.rank(),
+                Some((send, &c, &d, &sdt)),
+                recvbuf,
+                Mode::Start,
+            )
+        };
+        in_scope(scope, r)
+    }
+
+    fn immediate_scatter_varcount_into<'s, R: ?Sized + BufferMut>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        recvbuf: &'s mut R,
+    ) -> Result<CollectiveRequest<'s>> {
+        self.not_root("immediate_scatter_varcount_into")?;
+        // SAFETY: as in `immediate_scatter_into`.
+        let r = unsafe { scatter_from(self.comm(), self.rank(), None, recvbuf, Mode::Start) };
+        in_scope(scope, r)
+    }
+
+    fn immediate_scatter_varcount_into_root<'s, S, R, C, D>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        sendbuf: &'s Partition<'_, S, C, D>,
+        recvbuf: &'s mut R,
+    ) -> Result<CollectiveRequest<'s>>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C: Borrow<[i32]>,
+        D: Borrow<[i32]>,
+    {
+        self.is_root("immediate_scatter_varcount_into_root")?;
+        let (c, d) = layout(
+            sendbuf.counts.borrow(),
+            sendbuf.displs.borrow(),
+            elements(sendbuf.buf),
+        )?;
+        let sdt = sendbuf.buf.element_datatype();
+        let send = sendbuf.buf.as_bytes().as_ptr();
+        // SAFETY: as in `immediate_broadcast_into`; the pieces were
+        // checked against the buffer.
+        let r = unsafe {
+            scatter_from(
+                self.comm(),
+                self.rank(),
+                Some((send, &c, &d, &sdt)),
+                recvbuf,
                 Mode::Start,
             )
         };
