@@ -73,3 +73,34 @@ pub mod prelude {
         Transferable,
     };
 }
+
+// The user's guide and the documents under `docs/` are compiled (and their
+// examples run, or only built where marked `no_run`) by `cargo test --doc`,
+// as a crate that depends on `hmpi` writes them.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeExamples;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/opi.md")]
+pub struct OpiGuideExamples;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/architecture.md")]
+pub struct ArchitectureExamples;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/c-abi.md")]
+pub struct CAbiExamples;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/rsmpi-names.md")]
+pub struct RsmpiNamesExamples;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/benchmarks.md")]
+pub struct BenchmarksExamples;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/performance.md")]
+pub struct PerformanceExamples;
