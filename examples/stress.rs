@@ -59,7 +59,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 #[global_allocator]
-static ALLOC: hmpi::ShmHeap = hmpi::ShmHeap::new();
+static ALLOC: shmheap::ShmHeap = shmheap::ShmHeap::new();
 
 /// Tags messages use: a few small ones and the largest valid one.
 const TAGS: [i32; 8] = [0, 1, 2, 3, 4, 5, 6, hmpi::TAG_UB];
