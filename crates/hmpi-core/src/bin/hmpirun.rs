@@ -196,8 +196,14 @@ fn parse(args: Vec<OsString>, env_timeout: Option<&str>) -> Result<Cli, String> 
     }))
 }
 
+/// Writes `text` to standard error with one `write(2)` (`eprintln!` would
+/// write it piece by piece, and a rank's output may be going there too).
+fn say(text: &str) {
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
+}
+
 fn usage_error(msg: &str) -> ! {
-    eprintln!("hmpirun: {msg}\n\n{USAGE}");
+    say(&format!("hmpirun: {msg}\n\n{USAGE}\n"));
     std::process::exit(2);
 }
 
@@ -241,7 +247,7 @@ fn main() {
     match launcher.run() {
         Ok(report) => std::process::exit(report.exit_code()),
         Err(e) => {
-            eprintln!("hmpirun: {e}");
+            say(&format!("hmpirun: {e}\n"));
             let code = match &e {
                 LaunchError::InvalidArgument(_) => 2,
                 LaunchError::Spawn { source, .. } => match source.kind() {
