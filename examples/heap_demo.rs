@@ -2,9 +2,10 @@
 //! right-hand neighbour reads it in place (no copy, no message) and frees
 //! it, and the memory goes back to the rank that allocated it.
 //!
-//! Run: `cargo build --release --examples && target/release/hmpirun -n 4 target/release/examples/heap_demo`
+//! Run: `cargo build --example heap_demo -p hmpi -p hmpi-core --bin hmpirun &&
+//! target/debug/hmpirun -n 4 target/debug/examples/heap_demo`
 
-use shmheap::ShmHeap;
+use hmpi::ShmHeap;
 use std::time::Instant;
 
 #[global_allocator]
@@ -21,22 +22,23 @@ fn main() {
     }
 }
 
-fn run() -> Result<(), shmheap::Error> {
-    let seg = shmheap::attach_from_env()?;
+fn run() -> Result<(), hmpi::shmheap::Error> {
+    let seg = hmpi::shmheap::attach_from_env()?;
     let (me, n) = (seg.local_rank(), seg.ranks());
     let left = (me + n - 1) % n;
     println!(
-        "rank {me}/{n}: node heap mapped at {:#x}, {} bytes",
+        "rank {me}/{n}: node heap mapped at {:#x}, {} GiB of address space \
+         (one arena per rank, HMPI_HEAP_PER_RANK each; only pages used are backed)",
         seg.base(),
-        seg.len()
+        seg.len() >> 30
     );
-    shmheap::flush_thread_cache();
-    let baseline = shmheap::local_stats().map_or(0, |s| s.in_use_bytes());
+    hmpi::shmheap::flush_thread_cache();
+    let baseline = hmpi::shmheap::local_stats().map_or(0, |s| s.in_use_bytes());
 
     // 1. Fill 8 MiB of u64 in my own arena and publish where it is.
     let len = 1 << 20;
     let data: Vec<u64> = (0..len as u64).map(|i| i * (me as u64 + 1)).collect();
-    assert_eq!(shmheap::owner_of(data.as_ptr()), Some(me));
+    assert_eq!(hmpi::shmheap::owner_of(data.as_ptr()), Some(me));
     let mut data = std::mem::ManuallyDrop::new(data);
     seg.publish(SLOT_PTR, data.as_mut_ptr() as u64);
     seg.publish(SLOT_LEN, len as u64);
@@ -63,7 +65,7 @@ fn run() -> Result<(), shmheap::Error> {
     seg.barrier();
 
     // 3. Everyone freed what it was given; my arena is back where it began.
-    let s = shmheap::local_stats().expect("attached");
+    let s = hmpi::shmheap::local_stats().expect("attached");
     println!(
         "rank {me}/{n}: arena in use {} bytes above its baseline, {} remote frees pending, {} MiB backed",
         s.in_use_bytes() as i64 - baseline as i64,

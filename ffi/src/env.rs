@@ -125,7 +125,10 @@ mpi_fn! {
             abi::COMM_SELF => "MPI_COMM_SELF".to_owned(),
             c => format!("{:#x}", c.0),
         };
-        eprintln!("hmpi: rank {rank} called MPI_Abort({name}, {errorcode}); ending the job");
+        // One write(2) for the whole line, as for a fatal error.
+        let line =
+            format!("hmpi: rank {rank} called MPI_Abort({name}, {errorcode}); ending the job\n");
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
         hmpi_core::abort(errorcode)
     }
 

@@ -196,12 +196,17 @@ fn rank_text() -> String {
 
 /// Ends the job after an error under `MPI_ERRORS_ARE_FATAL`.
 fn fatal(func: &str, e: &MpiError) -> ! {
-    eprintln!(
-        "hmpi: rank {}: {func}: {} [{}]",
+    let line = format!(
+        "hmpi: rank {}: {func}: {} [{}]\n",
         rank_text(),
         e.msg,
         class_name(e.class).unwrap_or("MPI_ERR_UNKNOWN")
     );
+    // One write(2) for the whole line (standard error is unbuffered, and
+    // `eprintln!` writes each formatted piece on its own): the lines of
+    // ranks that fail together never interleave, and a rank terminated
+    // while another's failure ends the job never leaves half a line.
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
     hmpi_core::abort(e.class.clamp(1, 255))
 }
 

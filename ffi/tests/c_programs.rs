@@ -225,6 +225,9 @@ fn kit() -> &'static Kit {
             .arg(&deps)
             .arg("--prefix")
             .arg(&prefix)
+            // It prints the prefix on stdout, which the test harness does
+            // not capture for a child: a stray path in the test output.
+            .stdout(std::process::Stdio::null())
             .status()
             .expect("run ffi/build.sh");
         assert!(status.success(), "ffi/build.sh failed");

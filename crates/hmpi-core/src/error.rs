@@ -13,6 +13,7 @@
 //!
 //! let e = Error::Tag { tag: -5 };
 //! assert!(e.to_string().contains("tag -5"));
+//! assert_eq!(format!("{e:?}"), e.to_string()); // what `main` prints
 //! let e: Error = vci::Error::Rank { rank: 9, size: 2 }.into();
 //! assert!(matches!(e, Error::Rank { rank: 9, size: 2 }));
 //! ```
@@ -22,7 +23,10 @@ use std::fmt;
 
 /// Why an operation of the runtime failed (the MPI error class, with
 /// details).
-#[derive(Debug)]
+///
+/// `Debug` prints the same text as `Display` (what went wrong and what to
+/// do about it): it is what a `main` returning [`Result`] prints after
+/// `Error: `. Match on the variants to inspect the details.
 #[non_exhaustive]
 pub enum Error {
     /// `MPI_ERR_RANK`: a rank outside `0..size` of the communicator or
@@ -202,9 +206,15 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Error::Rank { rank, size } if *size == 1 && !launched() => write!(
+                f,
+                "rank {rank} does not exist in a world of 1 process (this program was not \
+                 started by hmpirun); run it under `hmpirun -n N`"
+            ),
             Error::Rank { rank, size } => write!(
                 f,
-                "invalid rank {rank}: the communicator or group has {size} ranks"
+                "invalid rank {rank}: the communicator or group has {size} rank{} (0..{size})",
+                if *size == 1 { "" } else { "s" }
             ),
             Error::Root { root, size } => {
                 write!(f, "invalid root {root}: the communicator has {size} ranks")
@@ -282,6 +292,23 @@ impl fmt::Display for Error {
     }
 }
 
+/// Whether this process was started by the launcher (it sets
+/// `HMPI_SIZE` for every rank).
+fn launched() -> bool {
+    std::env::var_os(crate::env::SIZE).is_some()
+}
+
+/// The `Display` text, so that `fn main() -> hmpi::Result<()>` prints the
+/// cause and the fix rather than the variant's fields.
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // One `write_str`: a formatter on an unbuffered stream (standard
+        // error) writes each piece with its own system call, and ranks'
+        // messages must not interleave within a line.
+        f.write_str(&self.to_string())
+    }
+}
+
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
@@ -354,5 +381,28 @@ mod tests {
             zeroed_bytes(isize::MAX as usize),
             Err(Error::NoMemory { .. })
         ));
+    }
+
+    #[test]
+    fn a_rank_outside_a_world_of_one_names_the_launcher() {
+        let e = Error::Rank { rank: 1, size: 1 };
+        let text = format!("{e:?}");
+        if launched() {
+            assert_eq!(
+                text,
+                "invalid rank 1: the communicator or group has 1 rank (0..1)"
+            );
+        } else {
+            assert_eq!(
+                text,
+                "rank 1 does not exist in a world of 1 process (this program was not started \
+                 by hmpirun); run it under `hmpirun -n N`"
+            );
+        }
+        let e = Error::Rank { rank: 5, size: 4 };
+        assert_eq!(
+            e.to_string(),
+            "invalid rank 5: the communicator or group has 4 ranks (0..4)"
+        );
     }
 }

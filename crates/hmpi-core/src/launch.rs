@@ -559,7 +559,7 @@ impl Job {
 
     fn say(&self, msg: fmt::Arguments<'_>) {
         if !self.quiet {
-            eprintln!("hmpirun: {msg}");
+            output::write_stderr_line(&format!("hmpirun: {msg}\n"));
         }
     }
 

@@ -14,22 +14,32 @@
 //!   padding (its size is the sum of its fields' sizes); enums never are;
 //! * `check_shared` / `make_shared`: field by field (variant by variant).
 //!
-//! The macro emits paths under `::opi`, so it is used through the `opi`
-//! crate (`opi::Transferable` re-exports it).
+//! Paths in the generated code start at `::hmpi::opi` (through the `hmpi`
+//! facade), so that a crate depending only on `hmpi` can use the derive;
+//! another path is given with `#[transferable(crate = "path")]` (`"opi"`
+//! for a crate that uses `opi` directly). This is serde's
+//! `#[serde(crate = …)]` pattern, the one `#[derive(Equivalence)]` follows
+//! too; it needs no build dependency and no reading of `Cargo.toml`.
 //!
 //! # Example
 //! ```ignore
-//! #[derive(opi::Transferable)]
+//! use hmpi::Transferable;
+//!
+//! #[derive(Transferable)]
 //! struct Particle { pos: [f64; 3], id: u64 }
+//!
+//! #[derive(opi::Transferable)]
+//! #[transferable(crate = "opi")] // in a crate that depends on `opi` itself
+//! struct Cell { id: u64 }
 //! ```
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;
 use quote::{format_ident, quote};
-use syn::{parse_macro_input, Data, DeriveInput, Fields, GenericParam};
+use syn::{parse_macro_input, Data, DeriveInput, Fields, GenericParam, LitStr};
 
 /// Derives `opi::Transferable` (see the crate docs).
-#[proc_macro_derive(Transferable)]
+#[proc_macro_derive(Transferable, attributes(transferable))]
 pub fn derive_transferable(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     match expand(input) {
@@ -38,17 +48,40 @@ pub fn derive_transferable(input: TokenStream) -> TokenStream {
     }
 }
 
+/// The path of `opi` from `#[transferable(crate = "...")]`, `::hmpi::opi`
+/// (the facade's re-export) by default.
+fn crate_path(input: &DeriveInput) -> syn::Result<syn::Path> {
+    let mut path: syn::Path = syn::parse_quote!(::hmpi::opi);
+    for attr in input
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("transferable"))
+    {
+        attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("crate") {
+                let s: LitStr = meta.value()?.parse()?;
+                path = s.parse()?;
+                Ok(())
+            } else {
+                Err(meta.error("expected `crate = \"path\"`"))
+            }
+        })?;
+    }
+    Ok(path)
+}
+
 fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
     let name = &input.ident;
+    let krate = crate_path(&input)?;
     let name_str = name.to_string();
     let mut generics = input.generics.clone();
     let mut param_hashes = Vec::new();
     for p in generics.params.iter_mut() {
         match p {
             GenericParam::Type(t) => {
-                t.bounds.push(syn::parse_quote!(::opi::Transferable));
+                t.bounds.push(syn::parse_quote!(#krate::Transferable));
                 let id = &t.ident;
-                param_hashes.push(quote!(<#id as ::opi::Transferable>::TYPE_HASH));
+                param_hashes.push(quote!(<#id as #krate::Transferable>::TYPE_HASH));
             }
             GenericParam::Const(c) => {
                 let id = &c.ident;
@@ -82,7 +115,7 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
         let wc = generics.make_where_clause();
         for ty in &field_types {
             wc.predicates
-                .push(syn::parse_quote!(#ty: ::opi::Transferable));
+                .push(syn::parse_quote!(#ty: #krate::Transferable));
         }
     }
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
@@ -90,12 +123,12 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
     let flat = if field_types.is_empty() {
         quote!(true)
     } else {
-        quote!(true #(&& <#field_types as ::opi::Transferable>::FLAT)*)
+        quote!(true #(&& <#field_types as #krate::Transferable>::FLAT)*)
     };
     let (plain, check, make) = match &input.data {
         Data::Struct(s) => {
             let plain = quote! {
-                true #(&& <#field_types as ::opi::Transferable>::PLAIN)*
+                true #(&& <#field_types as #krate::Transferable>::PLAIN)*
                     && ::core::mem::size_of::<Self>()
                         == 0usize #(+ ::core::mem::size_of::<#field_types>())*
             };
@@ -109,10 +142,10 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
                 })
                 .collect();
             let check = quote! {
-                true #(&& ::opi::Transferable::check_shared(&self.#members))*
+                true #(&& #krate::Transferable::check_shared(&self.#members))*
             };
             let make = quote! {
-                #(::opi::Transferable::make_shared(&mut self.#members)?;)*
+                #(#krate::Transferable::make_shared(&mut self.#members)?;)*
                 ::core::result::Result::Ok(())
             };
             (plain, check, make)
@@ -134,10 +167,10 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
                     Fields::Unit => quote!(Self::#vid),
                 };
                 check_arms.push(quote! {
-                    #pat => true #(&& ::opi::Transferable::check_shared(#binds))*,
+                    #pat => true #(&& #krate::Transferable::check_shared(#binds))*,
                 });
                 make_arms.push(quote! {
-                    #pat => { #(::opi::Transferable::make_shared(#binds)?;)* }
+                    #pat => { #(#krate::Transferable::make_shared(#binds)?;)* }
                 });
             }
             let check = if e.variants.is_empty() {
@@ -164,9 +197,9 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
         // every heap block they own is in the node heap, which
         // `check_shared` / `make_shared` see to field by field; `PLAIN` is
         // claimed only when every field is plain and there is no padding.
-        unsafe impl #impl_generics ::opi::Transferable for #name #ty_generics #where_clause {
-            const TYPE_HASH: u64 = ::opi::transfer::hash_combine(
-                ::opi::transfer::type_hash(::core::concat!(::core::module_path!(), "::", #name_str)),
+        unsafe impl #impl_generics #krate::Transferable for #name #ty_generics #where_clause {
+            const TYPE_HASH: u64 = #krate::transfer::hash_combine(
+                #krate::transfer::type_hash(::core::concat!(::core::module_path!(), "::", #name_str)),
                 &[#(#param_hashes),*],
             );
             const FLAT: bool = #flat;
@@ -176,7 +209,7 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
                 #check
             }
             #[allow(unused_variables)]
-            fn make_shared(&mut self) -> ::core::result::Result<(), ::opi::Error> {
+            fn make_shared(&mut self) -> ::core::result::Result<(), #krate::Error> {
                 #make
             }
         }

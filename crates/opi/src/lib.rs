@@ -34,6 +34,7 @@
 //! static A: shmheap::ShmHeap = shmheap::ShmHeap::new();
 //!
 //! #[derive(Transferable, Debug, PartialEq)]
+//! #[transferable(crate = "opi")]
 //! struct Particles { ids: Vec<u64>, pos: Vec<[f64; 3]> }
 //!
 //! # fn main() {

@@ -104,15 +104,23 @@ pub fn policy() -> Policy {
     }
 }
 
+/// Writes a warning line with one `write(2)`: `eprintln!` writes each
+/// formatted piece on its own, and every rank warns at once, so the pieces
+/// of different ranks' lines would interleave.
+#[cold]
+fn warn(line: &str) {
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+}
+
 #[cold]
 fn policy_from_env() -> Policy {
     let p = match std::env::var(POLICY_VAR).as_deref() {
         Err(_) | Ok("") | Ok("freeing") => Policy::FreeingRank,
         Ok("allocating") => Policy::AllocatingRank,
         Ok(other) => {
-            eprintln!(
-                "hmpi: {POLICY_VAR}={other:?} is not 'freeing' or 'allocating'; using 'freeing'"
-            );
+            warn(&format!(
+                "hmpi: {POLICY_VAR}={other:?} is not 'freeing' or 'allocating'; using 'freeing'\n"
+            ));
             Policy::FreeingRank
         }
     };
@@ -146,7 +154,9 @@ pub fn max_blocks() -> usize {
 fn max_blocks_from_env() -> usize {
     let n = match std::env::var(MAX_VAR) {
         Ok(s) => s.trim().parse::<usize>().unwrap_or_else(|_| {
-            eprintln!("hmpi: {MAX_VAR}={s:?} is not a number; using {DEFAULT_MAX_BLOCKS}");
+            warn(&format!(
+                "hmpi: {MAX_VAR}={s:?} is not a number; using {DEFAULT_MAX_BLOCKS}\n"
+            ));
             DEFAULT_MAX_BLOCKS
         }),
         Err(_) => DEFAULT_MAX_BLOCKS,

@@ -34,10 +34,12 @@
 //! use opi::Transferable;
 //!
 //! #[derive(Transferable, Clone, Copy)]
+//! #[transferable(crate = "opi")]
 //! #[repr(C)]
 //! struct Cell { pos: [f64; 3], id: u64 }
 //!
 //! #[derive(Transferable)]
+//! #[transferable(crate = "opi")]
 //! enum Shape { Dot, Path(Vec<(f32, f32)>) }
 //!
 //! assert!(Cell::PLAIN && Cell::FLAT);
@@ -50,14 +52,17 @@
 //! A struct holding something that is not transferable does not derive:
 //! ```compile_fail,E0277
 //! #[derive(opi::Transferable)]
+//! #[transferable(crate = "opi")]
 //! struct Shared { count: std::rc::Rc<u32> }
 //! ```
 //! ```compile_fail,E0277
 //! #[derive(opi::Transferable)]
+//! #[transferable(crate = "opi")]
 //! struct Pointer { p: *const u8 }
 //! ```
 //! ```compile_fail
 //! #[derive(opi::Transferable)]
+//! #[transferable(crate = "opi")]
 //! struct Borrowed<'a> { s: &'a [u8] }
 //! ```
 

@@ -239,6 +239,7 @@ fn assert_baseline(world: &SimpleCommunicator, base: usize, what: &str) {
 }
 
 #[derive(Transferable, Debug, Clone, PartialEq)]
+#[transferable(crate = "opi")]
 struct Particle {
     pos: [f64; 3],
     id: u64,
@@ -247,6 +248,7 @@ struct Particle {
 }
 
 #[derive(Transferable, Debug, Clone, Copy, PartialEq)]
+#[transferable(crate = "opi")]
 #[repr(C)]
 struct Plain {
     a: u32,
@@ -254,6 +256,7 @@ struct Plain {
 }
 
 #[derive(Transferable, Debug, Clone, PartialEq)]
+#[transferable(crate = "opi")]
 enum Shape {
     Dot,
     Circle(f64),
@@ -261,9 +264,11 @@ enum Shape {
 }
 
 #[derive(Transferable, Debug, Clone, Copy, PartialEq)]
+#[transferable(crate = "opi")]
 struct Unit;
 
 #[derive(Transferable, Debug, Clone, PartialEq)]
+#[transferable(crate = "opi")]
 struct Pair<T, const N: usize> {
     items: [T; N],
 }

@@ -191,7 +191,20 @@ impl SegmentSpec {
         if let Some(dir) = env::read_from(lookup, env::SHM_DIR, "a directory", dir)? {
             spec.dir = dir;
         }
-        spec.validate()?;
+        // A value the user typed is echoed as typed (`1M`, not `1048576`).
+        spec.validate().map_err(|e| match e {
+            Error::Config { var, value, reason }
+                if var == env::HEAP_PER_RANK || var == env::SHM_BASE =>
+            {
+                let typed = lookup(var).map(|v| v.to_string_lossy().into_owned());
+                Error::Config {
+                    var,
+                    value: typed.unwrap_or(value),
+                    reason,
+                }
+            }
+            e => e,
+        })?;
         Ok(spec)
     }
 
@@ -822,5 +835,21 @@ impl Segment {
     /// Whether the segment file has no name (true from its creation on).
     pub fn is_unlinked(&self) -> bool {
         self.header.unlinked.load(Ordering::Acquire) != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_size_is_echoed_as_typed() {
+        let lookup = |v: &str| (v == env::HEAP_PER_RANK).then(|| "1M".into());
+        let e = SegmentSpec::from_vars(2, &lookup).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("bad value \"1M\" for HMPI_HEAP_PER_RANK"),
+            "{text}"
+        );
     }
 }

@@ -153,6 +153,7 @@ fn size_var(
     lookup: &impl Fn(&str) -> Option<OsString>,
     var: &'static str,
     range: std::ops::RangeInclusive<usize>,
+    unit: &str,
 ) -> Result<Option<usize>> {
     let Some(v) = lookup(var) else {
         return Ok(None);
@@ -163,11 +164,7 @@ fn size_var(
         _ => Err(Error::Config {
             var,
             value: s,
-            reason: format!(
-                "expected a size of {} to {} bytes",
-                range.start(),
-                range.end()
-            ),
+            reason: format!("expected {} to {} {unit}", range.start(), range.end()),
         }),
     }
 }
@@ -181,14 +178,14 @@ impl Config {
     /// Like [`Config::from_env`], with variables looked up through `lookup`.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> Result<Self> {
         let mut c = Config::default();
-        if let Some(n) = size_var(&lookup, EAGER_MAX_VAR, 0..=EAGER_MAX_LIMIT)? {
+        if let Some(n) = size_var(&lookup, EAGER_MAX_VAR, 0..=EAGER_MAX_LIMIT, "bytes")? {
             c.eager_max = n;
         }
-        if let Some(n) = size_var(&lookup, SYNERGISTIC_MIN_VAR, 0..=usize::MAX)? {
+        if let Some(n) = size_var(&lookup, SYNERGISTIC_MIN_VAR, 0..=usize::MAX, "bytes")? {
             c.synergistic_min = n;
         }
         let blocks = SYNERGISTIC_BLOCK_MIN..=SYNERGISTIC_BLOCK_MAX;
-        if let Some(n) = size_var(&lookup, SYNERGISTIC_BLOCK_VAR, blocks)? {
+        if let Some(n) = size_var(&lookup, SYNERGISTIC_BLOCK_VAR, blocks, "bytes")? {
             c.synergistic_block = n;
         }
         if let Some(b) = bool_var(&lookup, CMA_VAR)? {
@@ -197,7 +194,7 @@ impl Config {
         if let Some(b) = bool_var(&lookup, FASTBOX_VAR)? {
             c.fastbox = b;
         }
-        if let Some(n) = size_var(&lookup, VCIS_VAR, 1..=crate::slots::MAX_VCIS)? {
+        if let Some(n) = size_var(&lookup, VCIS_VAR, 1..=crate::slots::MAX_VCIS, "VCIs")? {
             c.vcis = n;
         }
         if let Some(b) = bool_var(&lookup, SOLO_VAR)? {

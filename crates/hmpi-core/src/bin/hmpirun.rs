@@ -38,6 +38,45 @@ Options:
 
 Everything after PROGRAM is passed to it unchanged.";
 
+/// The variables of a job, listed by `--help` (every `HMPI_*` variable the
+/// runtime, the launcher, libhmpi and hmpicc read, with its default).
+const ENVIRONMENT: &str = "\
+Environment (sizes take K, M, G, T suffixes):
+  HMPI_TIMEOUT=SECS            default of --timeout                [0: no limit]
+  HMPI_HEAP_PER_RANK=SIZE      virtual size of each rank's arena;
+                               only the pages used are backed      [16G]
+  HMPI_SHM_BASE=ADDR           address of the node heap in every rank
+                                                                   [0x200000000000]
+  HMPI_SHM_DIR=DIR             directory of the (unnamed) segment  [/dev/shm]
+  HMPI_EAGER_MAX=SIZE          largest message sent inline         [256, at most 64K]
+  HMPI_SYNERGISTIC_MIN=SIZE    least message copied by sender and
+                               receiver together                   [64K]
+  HMPI_SYNERGISTIC_BLOCK=SIZE  block of a synergistic copy         [64K]
+  HMPI_CMA=0|1                 kernel-assisted copy of private
+                               send buffers (process_vm_readv)     [1]
+  HMPI_FASTBOX=0|1             per-pair fast boxes for small
+                               messages                            [1]
+  HMPI_VCIS=N                  communication channels per rank     [1]
+  HMPI_SOLO=0|1                lock-free path while one thread
+                               communicates                        [1]
+  HMPI_OPI_POOL_MAX=N          buffers an OpiBuf pool keeps        [64]
+  HMPI_OPI_POOL_POLICY=freeing|allocating
+                               which rank's pool a freed OpiBuf
+                               joins                               [freeing]
+  HMPI_MALLOC=system           libhmpi: leave C malloc on glibc    [unset: node heap]
+  HMPI_LINK=static             hmpicc: link libhmpi.a              [unset: libhmpi.so]
+  HMPI_CC, HMPI_CXX            hmpicc, hmpicxx: the compiler       [cc, c++]
+
+Set by hmpirun for every rank (read by the runtime):
+  HMPI_RANK, HMPI_SIZE         the rank and the number of ranks
+  HMPI_LOCAL_RANK, HMPI_LOCAL_SIZE
+                               the same on this node
+  HMPI_JOB                     the job's identifier
+  HMPI_SHM_NAME                the node heap's descriptor
+  HMPI_HEAP_PID                libhmpi: the process that attached the heap
+
+A program started without hmpirun is a world of 1 process.";
+
 /// What the command line asks for.
 #[derive(Debug, PartialEq)]
 enum Cli {
@@ -157,8 +196,14 @@ fn parse(args: Vec<OsString>, env_timeout: Option<&str>) -> Result<Cli, String> 
     }))
 }
 
+/// Writes `text` to standard error with one `write(2)` (`eprintln!` would
+/// write it piece by piece, and a rank's output may be going there too).
+fn say(text: &str) {
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
+}
+
 fn usage_error(msg: &str) -> ! {
-    eprintln!("hmpirun: {msg}\n\n{USAGE}");
+    say(&format!("hmpirun: {msg}\n\n{USAGE}\n"));
     std::process::exit(2);
 }
 
@@ -175,7 +220,7 @@ fn main() {
         env_timeout.as_deref(),
     ) {
         Ok(Cli::Help) => {
-            println!("{USAGE}");
+            println!("{USAGE}\n\n{ENVIRONMENT}");
             return;
         }
         Ok(Cli::Version) => {
@@ -202,7 +247,7 @@ fn main() {
     match launcher.run() {
         Ok(report) => std::process::exit(report.exit_code()),
         Err(e) => {
-            eprintln!("hmpirun: {e}");
+            say(&format!("hmpirun: {e}\n"));
             let code = match &e {
                 LaunchError::InvalidArgument(_) => 2,
                 LaunchError::Spawn { source, .. } => match source.kind() {
@@ -220,6 +265,56 @@ fn main() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The names of the `HMPI_*` variables in `text`: whole string
+    /// literals in Rust, expansions (with or without braces) in shell.
+    fn variables_in(text: &str, out: &mut std::collections::BTreeSet<String>) {
+        for (i, _) in text.match_indices("HMPI_") {
+            let before = text[..i].chars().last();
+            if !matches!(before, Some('"' | '{' | '$')) {
+                continue;
+            }
+            let name: String = text[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            let after = text[i + name.len()..].chars().next();
+            let quoted = before != Some('"') || after == Some('"');
+            if quoted && name.len() > "HMPI_".len() && !name.starts_with("HMPI_TEST_") {
+                out.insert(name);
+            }
+        }
+    }
+
+    #[test]
+    fn help_lists_every_variable() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut dirs = vec![
+            root.join("src"),
+            root.join("ffi/src"),
+            root.join("ffi/tools"),
+        ];
+        for c in std::fs::read_dir(root.join("crates")).unwrap() {
+            dirs.push(c.unwrap().path().join("src"));
+        }
+        let mut found = std::collections::BTreeSet::new();
+        while let Some(d) = dirs.pop() {
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in entries {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if let Ok(text) = std::fs::read_to_string(&p) {
+                    variables_in(&text, &mut found);
+                }
+            }
+        }
+        assert!(found.contains("HMPI_HEAP_PER_RANK"), "{found:?}");
+        let missing: Vec<_> = found.iter().filter(|v| !ENVIRONMENT.contains(*v)).collect();
+        assert!(missing.is_empty(), "not in --help: {missing:?}");
+    }
 
     fn args(s: &[&str]) -> Vec<OsString> {
         s.iter().map(OsString::from).collect()

@@ -4,7 +4,13 @@
 //!
 //! A tagged line is written with one `write(2)` call, so lines of different
 //! ranks do not interleave (a pipe guarantees it up to `PIPE_BUF` bytes, a
-//! terminal or file in practice). A thread ends at end of file, or when the
+//! terminal or file in practice); so are the launcher's own messages
+//! ([`write_stderr_line`]), which `eprintln!` would write piece by piece
+//! (standard error is unbuffered), letting a rank's line land in the middle
+//! of one. A line a rank had not finished when it ended (it was terminated
+//! while writing it) is written with the newline it lacks; the runtime's
+//! fatal messages are written with one call each, so terminating a rank
+//! cannot cut one. A thread ends at end of file, or when the
 //! launcher stops it: after the job, descendants that escaped their rank's
 //! process group may hold a pipe open, and the launcher must not wait for
 //! them forever.
@@ -164,6 +170,13 @@ fn write_all(fd: BorrowedFd<'_>, mut buf: &[u8]) {
             _ => return,
         }
     }
+}
+
+/// Writes `line` (with its newline) to the launcher's standard error with
+/// one `write(2)` call, so that the rank's lines, forwarded by the pump
+/// threads at the same time, cannot land in the middle of it.
+pub(crate) fn write_stderr_line(line: &str) {
+    write_all(io::stderr().as_fd(), line.as_bytes());
 }
 
 /// Tags complete lines of `pending` and writes them; with `all`, also the
