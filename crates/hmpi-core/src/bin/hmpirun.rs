@@ -59,6 +59,9 @@ Environment (sizes take K, M, G, T suffixes):
   HMPI_VCIS=N                  communication channels per rank     [1]
   HMPI_SOLO=0|1                lock-free path while one thread
                                communicates                        [1]
+  HMPI_COLL_DOMAINS=K          collectives: pretend the ranks form
+                               K cache domains (tests the hierarchy)
+                               (unset: hwloc if built with it, else flat)
   HMPI_OPI_POOL_MAX=N          buffers an OpiBuf pool keeps        [64]
   HMPI_OPI_POOL_POLICY=freeing|allocating
                                which rank's pool a freed OpiBuf
