@@ -197,7 +197,8 @@ impl SimpleCommunicator {
             })?;
             *slot = i as i32;
         }
-        Ok(SimpleCommunicator {
+        let is_world = id.0 == WORLD_ID;
+        let c = SimpleCommunicator {
             inner: Arc::new(Inner {
                 id,
                 identity: is_identity(&group),
@@ -209,7 +210,29 @@ impl SimpleCommunicator {
                 info: Mutex::new(Info::new()),
                 inter: None,
             }),
-        })
+        };
+        // Every member is in this constructor (the world's is set up by
+        // `init`, the one call every rank makes).
+        if !is_world {
+            c.prepare_collectives();
+        }
+        Ok(c)
+    }
+
+    /// Sets up the shared state of its collectives now, while every
+    /// member is in a collective call, so that a nonblocking collective
+    /// that is a communicator's first never waits for rank 0 to arrive
+    /// (rank 0 would be free to block first on something that needs the
+    /// others). A failure here is not the constructor's (rank 0's arena
+    /// may be full): the state stays unset, and the first collective sets
+    /// it up then and reports what fails.
+    pub(crate) fn prepare_collectives(&self) {
+        if self.is_inter() || self.inner.group.size() <= 1 || self.inner.coll.get().is_some() {
+            return;
+        }
+        if let Ok(c) = crate::collective::setup(self, TAG_COLL_SETUP) {
+            let _ = self.inner.coll.set(c);
+        }
     }
 
     /// An intercommunicator on context id `id`: this process's rank and

@@ -124,6 +124,7 @@ pub fn init() -> Result<Universe> {
         ACTIVE_ENDPOINT.store(std::ptr::from_ref(ep).cast_mut(), Ordering::Release);
     }
     let world = SimpleCommunicator::world()?;
+    world.prepare_collectives();
     // For the launcher: a rank that exits now has not finalized.
     mark(shmheap::segment::RankState::Running);
     Ok(Universe { world })

@@ -728,6 +728,39 @@ fn determinism_rank(u: Universe) {
     println!("digest {h:016x}");
 }
 
+/// A communicator's first collective is nonblocking, and rank 0 blocks
+/// in a receive that needs the others to get past that collective's
+/// start: the collective may not wait for rank 0 to arrive.
+fn first_nonblocking_rank(u: Universe) {
+    let world = u.world();
+    let dup = world.duplicate().unwrap();
+    let me = world.rank();
+    let n = world.size();
+    let mut got = vec![0i32; n as usize];
+    if me == 0 {
+        // Only after a message from every other rank does rank 0 start.
+        for r in 1..n {
+            let (x, _) = world.process_at_rank(r).receive::<i32>().unwrap();
+            assert_eq!(x, r);
+        }
+        request::scope(|sc| {
+            let g = dup
+                .immediate_all_gather_into(sc, &me, &mut got[..])
+                .unwrap();
+            g.wait().unwrap();
+        });
+    } else {
+        request::scope(|sc| {
+            let g = dup
+                .immediate_all_gather_into(sc, &me, &mut got[..])
+                .unwrap();
+            world.process_at_rank(0).send(&me).unwrap();
+            g.wait().unwrap();
+        });
+    }
+    assert_eq!(got, (0..n).collect::<Vec<_>>());
+}
+
 fn main() {
     rank_tests::main(
         |role| {
@@ -740,6 +773,7 @@ fn main() {
                 "cross_waits" => cross_waits_rank(u),
                 "hier" => hier_rank(u),
                 "progress" => progress_rank(u),
+                "first_nonblocking" => first_nonblocking_rank(u),
                 _ => return None,
             }
             Some(())
@@ -756,6 +790,15 @@ fn main() {
                 || {
                     let r = rank_tests::launch("progress", 2, &[]);
                     rank_tests::assert_ran(&r, "progress");
+                },
+            ),
+            (
+                "a_first_nonblocking_collective_does_not_wait_for_rank_0",
+                || {
+                    for n in [2, 3, 5] {
+                        let r = rank_tests::launch("first_nonblocking", n, &[]);
+                        rank_tests::assert_ran(&r, "first_nonblocking");
+                    }
                 },
             ),
             ("immediate_collectives_in_a_scope_with_p2p", || {
