@@ -83,6 +83,7 @@ pub mod info;
 pub mod op;
 pub mod opi;
 pub mod p2p;
+pub mod persistent;
 pub mod request;
 pub mod topo;
 pub mod unsupported;

@@ -526,10 +526,6 @@ refused! {
         port_name: *const c_char) => world;
     MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, count: Count, datatype: Datatype, source: c_int,
         tag: c_int, comm: Comm, status: *mut MpiStatus) => comm;
-    MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: Datatype,
-        source: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Recv_init_c / PMPI_Recv_init_c(buf: *mut c_void, count: Count, datatype: Datatype,
-        source: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Reduce_c / PMPI_Reduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
         datatype: Datatype, op: Op, root: c_int, comm: Comm) => comm;
     MPI_Reduce_init_c / PMPI_Reduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void,
@@ -565,10 +561,6 @@ refused! {
         array_of_statuses: *mut MpiStatus) => world;
     MPI_Rsend_c / PMPI_Rsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
         tag: c_int, comm: Comm) => comm;
-    MPI_Rsend_init / PMPI_Rsend_init(buf: *const c_void, count: c_int, datatype: Datatype,
-        dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Rsend_init_c / PMPI_Rsend_init_c(buf: *const c_void, count: Count, datatype: Datatype,
-        dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Scan_c / PMPI_Scan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
         datatype: Datatype, op: Op, comm: Comm) => comm;
     MPI_Scan_init_c / PMPI_Scan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
@@ -587,10 +579,6 @@ refused! {
         recvtype: Datatype, root: c_int, comm: Comm, info: Info, request: *mut Request) => comm;
     MPI_Send_c / PMPI_Send_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
         tag: c_int, comm: Comm) => comm;
-    MPI_Send_init / PMPI_Send_init(buf: *const c_void, count: c_int, datatype: Datatype,
-        dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Send_init_c / PMPI_Send_init_c(buf: *const c_void, count: Count, datatype: Datatype,
-        dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Sendrecv_c / PMPI_Sendrecv_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
         dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype,
         source: c_int, recvtag: c_int, comm: Comm, status: *mut MpiStatus) => comm;
@@ -628,10 +616,6 @@ refused! {
         errhandler: Errhandler) => world;
     MPI_Ssend_c / PMPI_Ssend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
         tag: c_int, comm: Comm) => comm;
-    MPI_Ssend_init / PMPI_Ssend_init(buf: *const c_void, count: c_int, datatype: Datatype,
-        dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Ssend_init_c / PMPI_Ssend_init_c(buf: *const c_void, count: Count, datatype: Datatype,
-        dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Status_set_elements / PMPI_Status_set_elements(status: *mut MpiStatus, datatype: Datatype,
         count: c_int) => world;
     MPI_Status_set_elements_c / PMPI_Status_set_elements_c(status: *mut MpiStatus,

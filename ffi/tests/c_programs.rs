@@ -82,6 +82,10 @@ const TESTS: &[(&str, fn())] = &[
     ("unsupported_routines_refuse", unsupported_routines_refuse),
     ("one_sided_windows_in_c", one_sided_windows_in_c),
     (
+        "persistent_point_to_point_restarted",
+        persistent_point_to_point_restarted,
+    ),
+    (
         "unsupported_routine_is_fatal_by_default",
         unsupported_routine_is_fatal_by_default,
     ),
@@ -625,6 +629,14 @@ fn every_declared_function_is_exported() {
 fn one_sided_windows_in_c() {
     for ranks in [1, 2, 3] {
         build_and_run("tests/rma.c", "rma", ranks);
+    }
+}
+
+fn persistent_point_to_point_restarted() {
+    // 1 rank: the ring is a process sending to itself; 4 and 5: more ranks
+    // than cores.
+    for ranks in [1, 2, 4, 5] {
+        build_and_run("tests/persistent.c", "persistent", ranks);
     }
 }
 
