@@ -33,6 +33,7 @@ use crate::abi::{self, Aint, Count, Datatype};
 use crate::comm::comm_ref;
 use crate::errors::{api, err, out, put, put_string, MpiError, Res};
 use crate::handles::{Table, KIND_TYPE};
+use hmpi_core::attr::Kind;
 use hmpi_core::datatype::{BasicType, Datatype as CoreType, UserDatatype};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ops::Deref;
@@ -64,6 +65,8 @@ pub struct TypeInfo {
     pub predefined: bool,
     committed: AtomicBool,
     name: Mutex<String>,
+    /// Its attributes (`MPI_Type_set_attr`, see [`crate::attr`]).
+    pub attrs: hmpi_core::attr::Attributes,
 }
 
 impl TypeInfo {
@@ -79,6 +82,7 @@ impl TypeInfo {
             predefined,
             committed: AtomicBool::new(committed),
             name: Mutex::new(name.to_owned()),
+            attrs: hmpi_core::attr::Attributes::new(),
         }
     }
 
@@ -650,7 +654,18 @@ mpi_fn! {
         api("MPI_Type_dup", || {
             let old = type_any(oldtype)?;
             // SAFETY: the caller's handle pointer.
-            unsafe { store(UserDatatype::dup(&old.ty), old.is_committed(), newtype) }
+            unsafe { store(UserDatatype::dup(&old.ty), old.is_committed(), newtype) }?;
+            // SAFETY: written just now.
+            let h = unsafe { newtype.read() };
+            let new = type_any(h)?;
+            if let Err(e) = old.attrs.copy_into(Kind::Type, oldtype.0, &new.attrs) {
+                let _ = new.attrs.delete_all(Kind::Type, h.0);
+                let _ = TYPES.remove(h.0);
+                // SAFETY: the caller's handle pointer.
+                unsafe { newtype.write(abi::DATATYPE_NULL) };
+                return Err(e.into());
+            }
+            Ok(())
         })
     }
 
@@ -673,9 +688,11 @@ mpi_fn! {
             let p = out(datatype, "datatype")?;
             // SAFETY: checked non-null; the caller's handle.
             let h = unsafe { p.read() };
-            if type_any(h)?.predefined {
+            let t = type_any(h)?;
+            if t.predefined {
                 return err(abi::ERR_TYPE, "a predefined datatype cannot be freed");
             }
+            t.attrs.delete_all(Kind::Type, h.0)?;
             TYPES.remove(h.0).map_err(|_| MpiError::new(abi::ERR_TYPE, "datatype in use"))?;
             // SAFETY: as above.
             unsafe { p.write(abi::DATATYPE_NULL) };

@@ -110,6 +110,8 @@ pub fn class_of(e: &hmpi_core::Error) -> c_int {
         E::RmaSync { .. } => abi::ERR_RMA_SYNC,
         E::RmaAttach { .. } => abi::ERR_RMA_ATTACH,
         E::RmaFlavor { .. } => abi::ERR_RMA_FLAVOR,
+        E::Keyval { .. } => abi::ERR_KEYVAL,
+        E::Callback { code } => *code,
         _ => abi::ERR_OTHER,
     }
 }

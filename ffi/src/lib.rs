@@ -73,6 +73,7 @@ macro_rules! mpi_fn {
 
 pub mod abi;
 pub mod alloc;
+pub mod attr;
 pub mod coll;
 pub mod comm;
 pub mod datatype;

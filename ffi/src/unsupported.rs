@@ -164,10 +164,6 @@ refused! {
         sdispls: *const Aint, sendtypes: *const Datatype, recvbuf: *mut c_void,
         recvcounts: *const Count, rdispls: *const Aint, recvtypes: *const Datatype, comm: Comm,
         info: Info, request: *mut Request) => comm;
-    MPI_Attr_delete / PMPI_Attr_delete(comm: Comm, keyval: c_int) => comm;
-    MPI_Attr_get / PMPI_Attr_get(comm: Comm, keyval: c_int, attribute_val: *mut c_void,
-        flag: *mut c_int) => comm;
-    MPI_Attr_put / PMPI_Attr_put(comm: Comm, keyval: c_int, attribute_val: *mut c_void) => comm;
     MPI_Bcast_c / PMPI_Bcast_c(buffer: *mut c_void, count: Count, datatype: Datatype, root: c_int,
         comm: Comm) => comm;
     MPI_Bcast_init_c / PMPI_Bcast_init_c(buffer: *mut c_void, count: Count, datatype: Datatype,
@@ -197,23 +193,15 @@ refused! {
         comm: Comm, newcomm: *mut Comm) => comm;
     MPI_Comm_create_from_group / PMPI_Comm_create_from_group(group: Group, stringtag: *const c_char,
         info: Info, errhandler: Errhandler, newcomm: *mut Comm) => world;
-    MPI_Comm_create_keyval / PMPI_Comm_create_keyval(comm_copy_attr_fn: Callback,
-        comm_delete_attr_fn: Callback, comm_keyval: *mut c_int, extra_state: *mut c_void) => world;
-    MPI_Comm_delete_attr / PMPI_Comm_delete_attr(comm: Comm, comm_keyval: c_int) => comm;
     MPI_Comm_detach_buffer / PMPI_Comm_detach_buffer(comm: Comm, buffer_addr: *mut c_void,
         size: *mut c_int) => comm;
     MPI_Comm_detach_buffer_c / PMPI_Comm_detach_buffer_c(comm: Comm, buffer_addr: *mut c_void,
         size: *mut Count) => comm;
     MPI_Comm_disconnect / PMPI_Comm_disconnect(comm: *mut Comm) => world;
     MPI_Comm_flush_buffer / PMPI_Comm_flush_buffer(comm: Comm) => comm;
-    MPI_Comm_free_keyval / PMPI_Comm_free_keyval(comm_keyval: *mut c_int) => world;
-    MPI_Comm_get_attr / PMPI_Comm_get_attr(comm: Comm, comm_keyval: c_int,
-        attribute_val: *mut c_void, flag: *mut c_int) => comm;
     MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut Comm) => world;
     MPI_Comm_iflush_buffer / PMPI_Comm_iflush_buffer(comm: Comm, request: *mut Request) => comm;
     MPI_Comm_join / PMPI_Comm_join(fd: c_int, intercomm: *mut Comm) => world;
-    MPI_Comm_set_attr / PMPI_Comm_set_attr(comm: Comm, comm_keyval: c_int,
-        attribute_val: *mut c_void) => comm;
     MPI_Comm_spawn / PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char,
         maxprocs: c_int, info: Info, root: c_int, comm: Comm, intercomm: *mut Comm,
         array_of_errcodes: *mut c_int) => comm;
@@ -482,9 +470,6 @@ refused! {
         request: *mut Request) => comm;
     MPI_Issend_c / PMPI_Issend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
         tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Keyval_create / PMPI_Keyval_create(copy_fn: Callback, delete_fn: Callback,
-        keyval: *mut c_int, extra_state: *mut c_void) => world;
-    MPI_Keyval_free / PMPI_Keyval_free(keyval: *mut c_int) => world;
     MPI_Lookup_name / PMPI_Lookup_name(service_name: *const c_char, info: Info,
         port_name: *mut c_char) => world;
     MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: Count, datatype: Datatype,
@@ -649,8 +634,6 @@ refused! {
     MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c(count: Count,
         blocklength: Count, array_of_displacements: *const Count, oldtype: Datatype,
         newtype: *mut Datatype) => world;
-    MPI_Type_create_keyval / PMPI_Type_create_keyval(type_copy_attr_fn: Callback,
-        type_delete_attr_fn: Callback, type_keyval: *mut c_int, extra_state: *mut c_void) => world;
     MPI_Type_create_resized_c / PMPI_Type_create_resized_c(oldtype: Datatype, lb: Count,
         extent: Count, newtype: *mut Datatype) => world;
     MPI_Type_create_struct_c / PMPI_Type_create_struct_c(count: Count,
@@ -663,10 +646,6 @@ refused! {
         array_of_sizes: *const Count, array_of_subsizes: *const Count,
         array_of_starts: *const Count, order: c_int, oldtype: Datatype, newtype: *mut Datatype
     ) => world;
-    MPI_Type_delete_attr / PMPI_Type_delete_attr(datatype: Datatype, type_keyval: c_int) => world;
-    MPI_Type_free_keyval / PMPI_Type_free_keyval(type_keyval: *mut c_int) => world;
-    MPI_Type_get_attr / PMPI_Type_get_attr(datatype: Datatype, type_keyval: c_int,
-        attribute_val: *mut c_void, flag: *mut c_int) => world;
     MPI_Type_get_contents / PMPI_Type_get_contents(datatype: Datatype, max_integers: c_int,
         max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int,
         array_of_addresses: *mut Aint, array_of_datatypes: *mut Datatype) => world;
@@ -685,8 +664,6 @@ refused! {
         array_of_displacements: *const Count, oldtype: Datatype, newtype: *mut Datatype) => world;
     MPI_Type_match_size / PMPI_Type_match_size(typeclass: c_int, size: c_int,
         datatype: *mut Datatype) => world;
-    MPI_Type_set_attr / PMPI_Type_set_attr(datatype: Datatype, type_keyval: c_int,
-        attribute_val: *mut c_void) => world;
     MPI_Type_vector_c / PMPI_Type_vector_c(count: Count, blocklength: Count, stride: Count,
         oldtype: Datatype, newtype: *mut Datatype) => world;
     MPI_Unpack_c / PMPI_Unpack_c(inbuf: *const c_void, insize: Count, position: *mut Count,

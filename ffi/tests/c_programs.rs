@@ -86,6 +86,10 @@ const TESTS: &[(&str, fn())] = &[
         persistent_point_to_point_restarted,
     ),
     (
+        "attribute_callbacks_and_predefined_attributes",
+        attribute_callbacks_and_predefined_attributes,
+    ),
+    (
         "unsupported_routine_is_fatal_by_default",
         unsupported_routine_is_fatal_by_default,
     ),
@@ -637,6 +641,12 @@ fn persistent_point_to_point_restarted() {
     // than cores.
     for ranks in [1, 2, 4, 5] {
         build_and_run("tests/persistent.c", "persistent", ranks);
+    }
+}
+
+fn attribute_callbacks_and_predefined_attributes() {
+    for ranks in [1, 3] {
+        build_and_run("tests/attributes.c", "attributes", ranks);
     }
 }
 

@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
     REFUSED(MPI_Ibcast_c(&x, 1, MPI_INT, 0, dup, &req));
     CHECK(handled_code == MPI_ERR_UNSUPPORTED_OPERATION && handled_comm == dup);
     handled_code = 0;
-    REFUSED(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &y, &flag));
+    REFUSED(MPI_Scan_c(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
     CHECK(handled_code == 0);
     /* An invalid communicator: MPI_COMM_WORLD's handler. */
     MPI_Comm child = MPI_COMM_NULL;

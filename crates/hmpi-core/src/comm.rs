@@ -164,6 +164,8 @@ struct Inner {
     /// What an intercommunicator has besides its local group (`None` for
     /// an intracommunicator).
     inter: Option<Arc<crate::intercomm::InterPart>>,
+    /// The attributes attached to it ([`crate::attr`]).
+    attrs: crate::attr::Attributes,
 }
 
 /// Whether every member's communicator rank is its world rank.
@@ -208,6 +210,7 @@ impl SimpleCommunicator {
                 topology: OnceLock::new(),
                 info: Mutex::new(Info::new()),
                 inter: None,
+                attrs: crate::attr::Attributes::new(),
             }),
         })
     }
@@ -243,6 +246,7 @@ impl SimpleCommunicator {
                 topology: OnceLock::new(),
                 info: Mutex::new(Info::new()),
                 inter: Some(Arc::new(part)),
+                attrs: crate::attr::Attributes::new(),
             }),
         })
     }
@@ -257,6 +261,13 @@ impl SimpleCommunicator {
     #[inline]
     pub(crate) fn inter_part(&self) -> Option<&crate::intercomm::InterPart> {
         self.inner.inter.as_deref()
+    }
+
+    /// The attributes attached to this communicator (shared by its
+    /// clones; a duplicate starts with none until
+    /// [`crate::attr::Attributes::copy_into`] copies them).
+    pub fn attributes(&self) -> &crate::attr::Attributes {
+        &self.inner.attrs
     }
 
     /// The hints set on this communicator (`MPI_Comm_get_info`): what
@@ -319,6 +330,7 @@ impl SimpleCommunicator {
                 topology: OnceLock::new(),
                 info: Mutex::new(Info::new()),
                 inter: None,
+                attrs: crate::attr::Attributes::new(),
             }),
         }
     }

@@ -184,6 +184,18 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// `MPI_ERR_KEYVAL`: an attribute key that does not exist (freed, never
+    /// created, or made for another kind of object).
+    Keyval {
+        /// What is wrong.
+        reason: String,
+    },
+    /// An attribute copy or delete callback failed: `code` is what it
+    /// returned, which the call that ran it returns in turn.
+    Callback {
+        /// The callback's error code.
+        code: i32,
+    },
 }
 
 impl fmt::Display for Error {
@@ -260,6 +272,10 @@ impl fmt::Display for Error {
             Error::RmaSync { reason } => write!(f, "RMA synchronisation: {reason}"),
             Error::RmaAttach { reason } => write!(f, "RMA attach: {reason}"),
             Error::RmaFlavor { reason } => write!(f, "RMA flavor: {reason}"),
+            Error::Keyval { reason } => write!(f, "invalid attribute key: {reason}"),
+            Error::Callback { code } => {
+                write!(f, "an attribute callback failed with error code {code}")
+            }
         }
     }
 }

@@ -65,6 +65,7 @@
 
 #![warn(missing_docs)]
 
+pub mod attr;
 pub mod collective;
 pub mod comm;
 pub mod datatype;
