@@ -74,6 +74,7 @@ macro_rules! mpi_fn {
 pub mod abi;
 pub mod alloc;
 pub mod attr;
+pub mod buffered;
 pub mod coll;
 pub mod comm;
 pub mod datatype;

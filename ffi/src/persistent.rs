@@ -1,6 +1,6 @@
 //! Persistent point-to-point requests of the C interface: `MPI_Send_init`,
-//! `MPI_Ssend_init`, `MPI_Rsend_init`, `MPI_Recv_init` and their
-//! large-count `_c` forms.
+//! `MPI_Ssend_init`, `MPI_Rsend_init`, `MPI_Bsend_init`, `MPI_Recv_init`
+//! and their large-count `_c` forms.
 //!
 //! An `_init` call checks its arguments once (communicator, count,
 //! datatype, peer and tag, the latter two by `hmpi_core::raw` as every
@@ -8,7 +8,8 @@
 //! `MPI_Request` handle of the persistent kind that the persistent
 //! collectives use (see [`crate::coll`]), so `MPI_Start` and
 //! `MPI_Startall` start either, in one array. Each start issues the
-//! nonblocking operation (`MPI_Isend`, `MPI_Issend`, `MPI_Irecv`) with the
+//! nonblocking operation (`MPI_Isend`, `MPI_Issend`, `MPI_Ibsend`,
+//! `MPI_Irecv`) with the
 //! stored arguments; `MPI_Wait`, `MPI_Test` and their array forms complete
 //! it with its full status (source, tag, count of a receive) and leave the
 //! request inactive, ready to start again; `MPI_Request_free` frees it (an
@@ -47,6 +48,8 @@ pub(crate) enum Op {
     Ssend,
     /// `MPI_Irecv`.
     Recv,
+    /// `MPI_Ibsend` (see [`crate::buffered`]).
+    Bsend,
 }
 
 /// A persistent point-to-point operation: its arguments, and the
@@ -93,6 +96,7 @@ impl P2p {
                 Op::Send => crate::p2p::PMPI_Isend(b, n, t, p, tag, c, &mut r),
                 Op::Ssend => crate::p2p::PMPI_Issend(b, n, t, p, tag, c, &mut r),
                 Op::Recv => crate::p2p::PMPI_Irecv(b, n, t, p, tag, c, &mut r),
+                Op::Bsend => crate::buffered::PMPI_Ibsend(b, n, t, p, tag, c, &mut r),
             }
         };
         if code != abi::SUCCESS {
@@ -207,7 +211,7 @@ unsafe fn init(
         }
         match op {
             Op::Recv => raw::recv_target(&c.comm, source_arg(peer), tag_arg(tag)).map(drop)?,
-            Op::Send | Op::Ssend => raw::send_target(&c.comm, peer, tag).map(drop)?,
+            Op::Send | Op::Ssend | Op::Bsend => raw::send_target(&c.comm, peer, tag).map(drop)?,
         }
         let e = P2p {
             op,
@@ -281,6 +285,18 @@ mpi_fn! {
     fn MPI_Rsend_init / PMPI_Rsend_init(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) -> c_int {
         // SAFETY: as above.
         unsafe { init("MPI_Rsend_init", Op::Send, buf, count, datatype, dest, tag, comm, request) }
+    }
+
+    /// Creates a persistent buffered send (each start an `MPI_Ibsend`).
+    fn MPI_Bsend_init / PMPI_Bsend_init(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) -> c_int {
+        // SAFETY: as above.
+        unsafe { init("MPI_Bsend_init", Op::Bsend, buf, count, datatype, dest, tag, comm, request) }
+    }
+
+    /// [`MPI_Bsend_init`] with a large count.
+    fn MPI_Bsend_init_c / PMPI_Bsend_init_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) -> c_int {
+        // SAFETY: as above.
+        unsafe { init_c("MPI_Bsend_init_c", Op::Bsend, buf, count, datatype, dest, tag, comm, request) }
     }
 
     /// Creates a persistent receive.

@@ -168,19 +168,6 @@ refused! {
         comm: Comm) => comm;
     MPI_Bcast_init_c / PMPI_Bcast_init_c(buffer: *mut c_void, count: Count, datatype: Datatype,
         root: c_int, comm: Comm, info: Info, request: *mut Request) => comm;
-    MPI_Bsend / PMPI_Bsend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int,
-        tag: c_int, comm: Comm) => comm;
-    MPI_Bsend_c / PMPI_Bsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
-        tag: c_int, comm: Comm) => comm;
-    MPI_Bsend_init / PMPI_Bsend_init(buf: *const c_void, count: c_int, datatype: Datatype,
-        dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Bsend_init_c / PMPI_Bsend_init_c(buf: *const c_void, count: Count, datatype: Datatype,
-        dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Buffer_attach / PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) => world;
-    MPI_Buffer_attach_c / PMPI_Buffer_attach_c(buffer: *mut c_void, size: Count) => world;
-    MPI_Buffer_detach / PMPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) => world;
-    MPI_Buffer_detach_c / PMPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut Count) => world;
-    MPI_Buffer_flush / PMPI_Buffer_flush() => world;
     MPI_Buffer_iflush / PMPI_Buffer_iflush(request: *mut Request) => world;
     MPI_Close_port / PMPI_Close_port(port_name: *const c_char) => world;
     MPI_Comm_accept / PMPI_Comm_accept(port_name: *const c_char, info: Info, root: c_int,
@@ -417,10 +404,6 @@ refused! {
         request: *mut Request) => comm;
     MPI_Ibcast_c / PMPI_Ibcast_c(buffer: *mut c_void, count: Count, datatype: Datatype, root: c_int,
         comm: Comm, request: *mut Request) => comm;
-    MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int,
-        tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Ibsend_c / PMPI_Ibsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
-        tag: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Iexscan_c / PMPI_Iexscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: Count,
         datatype: Datatype, op: Op, comm: Comm, request: *mut Request) => comm;
     MPI_Igather_c / PMPI_Igather_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,

@@ -90,6 +90,10 @@ const TESTS: &[(&str, fn())] = &[
         attribute_callbacks_and_predefined_attributes,
     ),
     (
+        "buffered_sends_within_the_attached_buffer",
+        buffered_sends_within_the_attached_buffer,
+    ),
+    (
         "unsupported_routine_is_fatal_by_default",
         unsupported_routine_is_fatal_by_default,
     ),
@@ -647,6 +651,12 @@ fn persistent_point_to_point_restarted() {
 fn attribute_callbacks_and_predefined_attributes() {
     for ranks in [1, 3] {
         build_and_run("tests/attributes.c", "attributes", ranks);
+    }
+}
+
+fn buffered_sends_within_the_attached_buffer() {
+    for ranks in [1, 2, 4] {
+        build_and_run("tests/bsend.c", "bsend", ranks);
     }
 }
 

@@ -66,6 +66,7 @@
 #![warn(missing_docs)]
 
 pub mod attr;
+pub mod buffered;
 pub mod collective;
 pub mod comm;
 pub mod datatype;
