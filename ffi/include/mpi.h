@@ -929,6 +929,11 @@ HMPI_DECLARE(int, Buffer_flush, (void));
 HMPI_DECLARE(int, Ibsend, (const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
 HMPI_DECLARE(int, Ibsend_c, (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
 
+/* Packing with large counts. */
+HMPI_DECLARE(int, Pack_c, (const void *inbuf, MPI_Count incount, MPI_Datatype datatype, void *outbuf, MPI_Count outsize, MPI_Count *position, MPI_Comm comm));
+HMPI_DECLARE(int, Pack_size_c, (MPI_Count incount, MPI_Datatype datatype, MPI_Comm comm, MPI_Count *size));
+HMPI_DECLARE(int, Unpack_c, (const void *inbuf, MPI_Count insize, MPI_Count *position, void *outbuf, MPI_Count outcount, MPI_Datatype datatype, MPI_Comm comm));
+
 /* Every other routine of the MPI 5.0 standard ABI. libhmpi exports each
  * (MPI_X and PMPI_X) so that any program written for the ABI links, and
  * each refuses: it reports MPI_ERR_UNSUPPORTED_OPERATION through the error
@@ -1104,12 +1109,10 @@ HMPI_DECLARE(int, Issend_c, (const void *buf, MPI_Count count, MPI_Datatype data
 HMPI_DECLARE(int, Lookup_name, (const char *service_name, MPI_Info info, char *port_name));
 HMPI_DECLARE(int, Mrecv_c, (void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Message *message, MPI_Status *status));
 HMPI_DECLARE(int, Open_port, (MPI_Info info, char *port_name));
-HMPI_DECLARE(int, Pack_c, (const void *inbuf, MPI_Count incount, MPI_Datatype datatype, void *outbuf, MPI_Count outsize, MPI_Count *position, MPI_Comm comm));
 HMPI_DECLARE(int, Pack_external, (const char *datarep, const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf, MPI_Aint outsize, MPI_Aint *position));
 HMPI_DECLARE(int, Pack_external_c, (const char *datarep, const void *inbuf, MPI_Count incount, MPI_Datatype datatype, void *outbuf, MPI_Count outsize, MPI_Count *position));
 HMPI_DECLARE(int, Pack_external_size, (const char *datarep, int incount, MPI_Datatype datatype, MPI_Aint *size));
 HMPI_DECLARE(int, Pack_external_size_c, (const char *datarep, MPI_Count incount, MPI_Datatype datatype, MPI_Count *size));
-HMPI_DECLARE(int, Pack_size_c, (MPI_Count incount, MPI_Datatype datatype, MPI_Comm comm, MPI_Count *size));
 HMPI_DECLARE(int, Parrived, (MPI_Request request, int partition, int *flag));
 HMPI_DECLARE(int, Pready, (int partition, MPI_Request request));
 HMPI_DECLARE(int, Pready_list, (int length, const int array_of_partitions[], MPI_Request request));
@@ -1186,7 +1189,6 @@ HMPI_DECLARE(int, Type_get_value_index, (MPI_Datatype value_type, MPI_Datatype i
 HMPI_DECLARE(int, Type_indexed_c, (MPI_Count count, const MPI_Count array_of_blocklengths[], const MPI_Count array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype));
 HMPI_DECLARE(int, Type_match_size, (int typeclass, int size, MPI_Datatype *datatype));
 HMPI_DECLARE(int, Type_vector_c, (MPI_Count count, MPI_Count blocklength, MPI_Count stride, MPI_Datatype oldtype, MPI_Datatype *newtype));
-HMPI_DECLARE(int, Unpack_c, (const void *inbuf, MPI_Count insize, MPI_Count *position, void *outbuf, MPI_Count outcount, MPI_Datatype datatype, MPI_Comm comm));
 HMPI_DECLARE(int, Unpack_external, (const char datarep[], const void *inbuf, MPI_Aint insize, MPI_Aint *position, void *outbuf, int outcount, MPI_Datatype datatype));
 HMPI_DECLARE(int, Unpack_external_c, (const char datarep[], const void *inbuf, MPI_Count insize, MPI_Count *position, void *outbuf, MPI_Count outcount, MPI_Datatype datatype));
 HMPI_DECLARE(int, Unpublish_name, (const char *service_name, MPI_Info info, const char *port_name));

@@ -85,6 +85,7 @@ pub mod info;
 pub mod op;
 pub mod opi;
 pub mod p2p;
+pub mod pack;
 pub mod persistent;
 pub mod request;
 pub mod topo;

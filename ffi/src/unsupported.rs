@@ -458,8 +458,6 @@ refused! {
     MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: Count, datatype: Datatype,
         message: *mut Message, status: *mut MpiStatus) => world;
     MPI_Open_port / PMPI_Open_port(info: Info, port_name: *mut c_char) => world;
-    MPI_Pack_c / PMPI_Pack_c(inbuf: *const c_void, incount: Count, datatype: Datatype,
-        outbuf: *mut c_void, outsize: Count, position: *mut Count, comm: Comm) => comm;
     MPI_Pack_external / PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void,
         incount: c_int, datatype: Datatype, outbuf: *mut c_void, outsize: Aint, position: *mut Aint
     ) => world;
@@ -470,8 +468,6 @@ refused! {
         datatype: Datatype, size: *mut Aint) => world;
     MPI_Pack_external_size_c / PMPI_Pack_external_size_c(datarep: *const c_char, incount: Count,
         datatype: Datatype, size: *mut Count) => world;
-    MPI_Pack_size_c / PMPI_Pack_size_c(incount: Count, datatype: Datatype, comm: Comm,
-        size: *mut Count) => comm;
     MPI_Parrived / PMPI_Parrived(request: Request, partition: c_int, flag: *mut c_int) => world;
     MPI_Pready / PMPI_Pready(partition: c_int, request: Request) => world;
     MPI_Pready_list / PMPI_Pready_list(length: c_int, array_of_partitions: *const c_int,
@@ -649,8 +645,6 @@ refused! {
         datatype: *mut Datatype) => world;
     MPI_Type_vector_c / PMPI_Type_vector_c(count: Count, blocklength: Count, stride: Count,
         oldtype: Datatype, newtype: *mut Datatype) => world;
-    MPI_Unpack_c / PMPI_Unpack_c(inbuf: *const c_void, insize: Count, position: *mut Count,
-        outbuf: *mut c_void, outcount: Count, datatype: Datatype, comm: Comm) => comm;
     MPI_Unpack_external / PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void,
         insize: Aint, position: *mut Aint, outbuf: *mut c_void, outcount: c_int, datatype: Datatype
     ) => world;

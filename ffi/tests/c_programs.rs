@@ -93,6 +93,7 @@ const TESTS: &[(&str, fn())] = &[
         "buffered_sends_within_the_attached_buffer",
         buffered_sends_within_the_attached_buffer,
     ),
+    ("large_count_packing", large_count_packing),
     (
         "unsupported_routine_is_fatal_by_default",
         unsupported_routine_is_fatal_by_default,
@@ -658,6 +659,10 @@ fn buffered_sends_within_the_attached_buffer() {
     for ranks in [1, 2, 4] {
         build_and_run("tests/bsend.c", "bsend", ranks);
     }
+}
+
+fn large_count_packing() {
+    build_and_run("tests/pack_c.c", "pack_c", 1);
 }
 
 fn unsupported_routines_refuse() {
