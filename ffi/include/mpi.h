@@ -934,6 +934,12 @@ HMPI_DECLARE(int, Pack_c, (const void *inbuf, MPI_Count incount, MPI_Datatype da
 HMPI_DECLARE(int, Pack_size_c, (MPI_Count incount, MPI_Datatype datatype, MPI_Comm comm, MPI_Count *size));
 HMPI_DECLARE(int, Unpack_c, (const void *inbuf, MPI_Count insize, MPI_Count *position, void *outbuf, MPI_Count outcount, MPI_Datatype datatype, MPI_Comm comm));
 
+/* Window attribute keys. */
+HMPI_DECLARE(int, Win_create_keyval, (MPI_Win_copy_attr_function *win_copy_attr_fn, MPI_Win_delete_attr_function *win_delete_attr_fn, int *win_keyval, void *extra_state));
+HMPI_DECLARE(int, Win_delete_attr, (MPI_Win win, int win_keyval));
+HMPI_DECLARE(int, Win_free_keyval, (int *win_keyval));
+HMPI_DECLARE(int, Win_set_attr, (MPI_Win win, int win_keyval, void *attribute_val));
+
 /* Every other routine of the MPI 5.0 standard ABI. libhmpi exports each
  * (MPI_X and PMPI_X) so that any program written for the ABI links, and
  * each refuses: it reports MPI_ERR_UNSUPPORTED_OPERATION through the error
@@ -1193,11 +1199,7 @@ HMPI_DECLARE(int, Unpack_external, (const char datarep[], const void *inbuf, MPI
 HMPI_DECLARE(int, Unpack_external_c, (const char datarep[], const void *inbuf, MPI_Count insize, MPI_Count *position, void *outbuf, MPI_Count outcount, MPI_Datatype datatype));
 HMPI_DECLARE(int, Unpublish_name, (const char *service_name, MPI_Info info, const char *port_name));
 HMPI_DECLARE(int, Win_create_errhandler, (MPI_Win_errhandler_function *win_errhandler_fn, MPI_Errhandler *errhandler));
-HMPI_DECLARE(int, Win_create_keyval, (MPI_Win_copy_attr_function *win_copy_attr_fn, MPI_Win_delete_attr_function *win_delete_attr_fn, int *win_keyval, void *extra_state));
-HMPI_DECLARE(int, Win_delete_attr, (MPI_Win win, int win_keyval));
-HMPI_DECLARE(int, Win_free_keyval, (int *win_keyval));
 HMPI_DECLARE(int, Win_get_info, (MPI_Win win, MPI_Info *info_used));
-HMPI_DECLARE(int, Win_set_attr, (MPI_Win win, int win_keyval, void *attribute_val));
 HMPI_DECLARE(int, Win_set_info, (MPI_Win win, MPI_Info info));
 
 /* The tool information interface. */

@@ -1,8 +1,10 @@
 //! Attributes of the C interface: keyvals with C copy and delete
 //! callbacks on communicators (`MPI_Comm_create_keyval`, `_set_attr`,
 //! `_get_attr`, `_delete_attr`, `_free_keyval` and the deprecated
-//! `MPI_Keyval_create`/`MPI_Attr_*` forms) and on datatypes
-//! (`MPI_Type_create_keyval` …), through `hmpi_core::attr`, which keeps
+//! `MPI_Keyval_create`/`MPI_Attr_*` forms), on datatypes
+//! (`MPI_Type_create_keyval` …) and on windows (`MPI_Win_create_keyval`
+//! here, the attribute calls beside the window's in [`crate::win`]),
+//! through `hmpi_core::attr`, which keeps
 //! the keys, the values and the order in which the callbacks run.
 //!
 //! A C callback is wrapped into the runtime's callback with its
@@ -327,6 +329,19 @@ mpi_fn! {
     /// The deprecated form of `MPI_Comm_delete_attr`.
     fn MPI_Attr_delete / PMPI_Attr_delete(comm: Comm, keyval: c_int) -> c_int {
         comm_delete(comm, keyval, "MPI_Attr_delete")
+    }
+
+    /// Creates a window attribute key (its values are set with
+    /// `MPI_Win_set_attr`, see [`crate::win`]).
+    fn MPI_Win_create_keyval / PMPI_Win_create_keyval(win_copy_attr_fn: *const c_void, win_delete_attr_fn: *const c_void, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+        // SAFETY: MPI's contract for the arguments.
+        api("MPI_Win_create_keyval", || unsafe { create(Kind::Win, win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state) })
+    }
+
+    /// Frees a window attribute key.
+    fn MPI_Win_free_keyval / PMPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
+        // SAFETY: MPI's contract for the pointer.
+        api("MPI_Win_free_keyval", || unsafe { free(Kind::Win, win_keyval) })
     }
 
     /// Creates a datatype attribute key.

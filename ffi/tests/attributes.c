@@ -62,6 +62,17 @@ static int type_delete_fn(MPI_Datatype t, int keyval, void *value, void *extra) 
     return MPI_SUCCESS;
 }
 
+static int win_deletes;
+static MPI_Win last_win;
+
+static int win_delete_fn(MPI_Win w, int keyval, void *value, void *extra) {
+    (void)keyval, (void)value;
+    CHECK(extra == &extra_token);
+    win_deletes++;
+    last_win = w;
+    return MPI_SUCCESS;
+}
+
 static int finalize_delete_fn(MPI_Comm comm, int keyval, void *value, void *extra) {
     (void)keyval, (void)extra, (void)value;
     int finalized = 1;
@@ -195,6 +206,32 @@ int main(int argc, char **argv) {
     OK(MPI_Type_free(&t2));
     CHECK(type_deletes == 3);
     OK(MPI_Type_free_keyval(&tkey));
+
+    /* Window attributes: user keys beside the predefined ones; deleted
+     * by MPI_Win_free. */
+    {
+        int wkey;
+        MPI_Win win;
+        void *base = NULL;
+        OK(MPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, win_delete_fn, &wkey, &extra_token));
+        OK(MPI_Win_allocate(64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
+        OK(MPI_Win_get_attr(win, wkey, &got, &flag));
+        CHECK(!flag);
+        OK(MPI_Win_set_attr(win, wkey, &data[10]));
+        OK(MPI_Win_get_attr(win, wkey, &got, &flag));
+        CHECK(flag && got == &data[10]);
+        void *wbase = NULL;
+        OK(MPI_Win_get_attr(win, MPI_WIN_BASE, &wbase, &flag));
+        CHECK(flag && wbase == base);
+        OK(MPI_Win_delete_attr(win, wkey));
+        CHECK(win_deletes == 1 && last_win == win);
+        OK(MPI_Win_set_attr(win, wkey, &data[11]));
+        MPI_Win freed_win = win;
+        OK(MPI_Win_free(&win));
+        CHECK(win_deletes == 2 && last_win == freed_win);
+        OK(MPI_Win_free_keyval(&wkey));
+        CHECK(wkey == MPI_KEYVAL_INVALID);
+    }
 
     /* Errors, under MPI_ERRORS_RETURN. */
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));

@@ -91,11 +91,11 @@ int main(int argc, char **argv) {
     OK(MPI_Iprobe(rank, 0, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE));
     CHECK(flag == 0);
 
-    /* The window routines not implemented (user attribute keys), files
+    /* The window routines not implemented (hints), files
      * (none can exist) and routines without a communicator:
      * MPI_COMM_WORLD's handler; a refused one with a communicator: its. */
     handled_code = 0;
-    REFUSED(MPI_Win_delete_attr(MPI_WIN_NULL, 0));
+    REFUSED(MPI_Win_set_info(MPI_WIN_NULL, MPI_INFO_NULL));
     CHECK(handled_code == 0);
     REFUSED(MPI_Exscan_c(&x, &y, 1, MPI_INT, MPI_SUM, dup));
     CHECK(handled_code == MPI_ERR_UNSUPPORTED_OPERATION);
