@@ -78,6 +78,7 @@ pub mod info;
 pub mod intercomm;
 pub mod launch;
 pub mod op;
+pub mod persistent;
 pub mod point_to_point;
 pub mod raw;
 pub mod request;

@@ -1,9 +1,11 @@
-//! Attributes and buffered sends from Rust, across real ranks: a ring of
+//! Attributes, buffered sends and persistent requests from Rust, across
+//! real ranks: a ring of
 //! buffered sends that all leave before any receive is posted, the
 //! capacity given back as messages go, a message that does not fit
 //! (`Error::Buffer`), detach waiting for what is in flight; attribute keys
 //! with copy and delete callbacks on communicators, copied to a duplicate
-//! and deleted with it.
+//! and deleted with it; a ring of persistent sends and receives restarted
+//! 1000 times, a synchronous one, and starting an active request.
 //!
 //! A `harness = false` binary on `hmpi_core::launch::rank_tests`, as
 //! `p2p_ranks.rs`.
@@ -22,7 +24,11 @@ static ALLOC: ShmHeap = ShmHeap::new();
 
 type Body = fn(Universe);
 
-const ROLES: &[(&str, Body)] = &[("bsend", bsend_rank), ("attr", attr_rank)];
+const ROLES: &[(&str, Body)] = &[
+    ("bsend", bsend_rank),
+    ("attr", attr_rank),
+    ("persistent", persistent_rank),
+];
 
 const TESTS: &[(&str, fn())] = &[
     (
@@ -32,6 +38,10 @@ const TESTS: &[(&str, fn())] = &[
     (
         "attribute_callbacks_on_duplicate_and_drop",
         attribute_callbacks_on_duplicate_and_drop,
+    ),
+    (
+        "persistent_ring_restarted_a_thousand_times",
+        persistent_ring_restarted_a_thousand_times,
     ),
 ];
 
@@ -60,6 +70,64 @@ fn buffered_sends_leave_before_receives_within_capacity() {
 
 fn attribute_callbacks_on_duplicate_and_drop() {
     run_ok("attr", 2);
+}
+
+fn persistent_ring_restarted_a_thousand_times() {
+    for ranks in [1, 2, 5] {
+        run_ok("persistent", ranks);
+    }
+}
+
+fn persistent_rank(u: Universe) {
+    use hmpi_core::persistent::{PersistentRecv, PersistentSend};
+    let world = u.world();
+    let (me, n) = (world.rank(), world.size());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    let out: Vec<u32> = (0..256).map(|i| me as u32 * 1_000_000 + i).collect();
+    let mut inbox = vec![0u32; 256];
+    let mut send = PersistentSend::new(&world, &out[..], right, 3).unwrap();
+    let mut recv = PersistentRecv::new(&world, &mut inbox[..], left, 3).unwrap();
+    for round in 0..1000 {
+        recv.buffer().unwrap().fill(0);
+        recv.start().unwrap();
+        assert!(matches!(recv.start(), Err(Error::Arg { .. })));
+        assert!(matches!(recv.buffer(), Err(Error::Arg { .. })));
+        send.start().unwrap();
+        let st = if round % 2 == 0 {
+            loop {
+                if let Some(st) = recv.test().unwrap() {
+                    break st;
+                }
+            }
+        } else {
+            recv.wait().unwrap()
+        };
+        send.wait().unwrap();
+        assert!(!recv.is_active() && !send.is_active());
+        assert_eq!((st.source_rank(), st.tag()), (left, 3));
+        assert_eq!(st.count::<u32>().unwrap(), 256);
+        let b = recv.buffer().unwrap();
+        for (i, w) in b.chunks_exact(4).enumerate() {
+            let x = u32::from_ne_bytes(w.try_into().unwrap());
+            assert_eq!(x, left as u32 * 1_000_000 + i as u32);
+        }
+    }
+    drop((send, recv));
+    // Synchronous mode, and an inactive request's wait returning at once.
+    let mut s = PersistentSend::new_synchronous(&world, &out[..8], right, 4).unwrap();
+    let mut r = PersistentRecv::new(&world, &mut inbox[..8], left, 4).unwrap();
+    for _ in 0..10 {
+        r.start().unwrap();
+        s.start().unwrap();
+        s.wait().unwrap();
+        assert_eq!(r.wait().unwrap().source_rank(), left);
+    }
+    r.wait().unwrap();
+    assert!(matches!(
+        PersistentSend::new(&world, &out[..], n, 0),
+        Err(Error::Rank { .. })
+    ));
+    world.barrier().unwrap();
 }
 
 const MSGS: usize = 6;
