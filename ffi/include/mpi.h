@@ -940,6 +940,13 @@ HMPI_DECLARE(int, Win_delete_attr, (MPI_Win win, int win_keyval));
 HMPI_DECLARE(int, Win_free_keyval, (int *win_keyval));
 HMPI_DECLARE(int, Win_set_attr, (MPI_Win win, int win_keyval, void *attribute_val));
 
+/* Per-communicator buffers for buffered sends (MPI 4.1). */
+HMPI_DECLARE(int, Comm_attach_buffer, (MPI_Comm comm, void *buffer, int size));
+HMPI_DECLARE(int, Comm_attach_buffer_c, (MPI_Comm comm, void *buffer, MPI_Count size));
+HMPI_DECLARE(int, Comm_detach_buffer, (MPI_Comm comm, void *buffer_addr, int *size));
+HMPI_DECLARE(int, Comm_detach_buffer_c, (MPI_Comm comm, void *buffer_addr, MPI_Count *size));
+HMPI_DECLARE(int, Comm_flush_buffer, (MPI_Comm comm));
+
 /* Every other routine of the MPI 5.0 standard ABI. libhmpi exports each
  * (MPI_X and PMPI_X) so that any program written for the ABI links, and
  * each refuses: it reports MPI_ERR_UNSUPPORTED_OPERATION through the error
@@ -972,14 +979,9 @@ HMPI_DECLARE(int, Bcast_init_c, (void *buffer, MPI_Count count, MPI_Datatype dat
 HMPI_DECLARE(int, Buffer_iflush, (MPI_Request *request));
 HMPI_DECLARE(int, Close_port, (const char *port_name));
 HMPI_DECLARE(int, Comm_accept, (const char *port_name, MPI_Info info, int root, MPI_Comm comm, MPI_Comm *newcomm));
-HMPI_DECLARE(int, Comm_attach_buffer, (MPI_Comm comm, void *buffer, int size));
-HMPI_DECLARE(int, Comm_attach_buffer_c, (MPI_Comm comm, void *buffer, MPI_Count size));
 HMPI_DECLARE(int, Comm_connect, (const char *port_name, MPI_Info info, int root, MPI_Comm comm, MPI_Comm *newcomm));
 HMPI_DECLARE(int, Comm_create_from_group, (MPI_Group group, const char *stringtag, MPI_Info info, MPI_Errhandler errhandler, MPI_Comm *newcomm));
-HMPI_DECLARE(int, Comm_detach_buffer, (MPI_Comm comm, void *buffer_addr, int *size));
-HMPI_DECLARE(int, Comm_detach_buffer_c, (MPI_Comm comm, void *buffer_addr, MPI_Count *size));
 HMPI_DECLARE(int, Comm_disconnect, (MPI_Comm *comm));
-HMPI_DECLARE(int, Comm_flush_buffer, (MPI_Comm comm));
 HMPI_DECLARE(int, Comm_get_parent, (MPI_Comm *parent));
 HMPI_DECLARE(int, Comm_iflush_buffer, (MPI_Comm comm, MPI_Request *request));
 HMPI_DECLARE(int, Comm_join, (int fd, MPI_Comm *intercomm));

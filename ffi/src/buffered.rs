@@ -9,6 +9,9 @@
 //! packed bytes. `MPI_Ibsend` copies as `MPI_Bsend` does, so its request
 //! is complete at once. `MPI_Bsend_init` makes a persistent request (see
 //! [`crate::persistent`]) whose every start is an `MPI_Ibsend`.
+//! A communicator may have a buffer of its own (MPI 4.1:
+//! `MPI_Comm_attach_buffer`, `_detach_buffer`, `_flush_buffer`), which its
+//! buffered sends use instead of the process's.
 //! `MPI_BUFFER_AUTOMATIC` is refused with `MPI_ERR_BUFFER`: the program
 //! attaches memory of its own.
 //!
@@ -22,6 +25,7 @@
 //! ```
 
 use crate::abi::{self, Comm, Count, Datatype, Request};
+use crate::comm::CommEntry;
 use crate::datatype::{count_arg, type_ref};
 use crate::errors::{api, api_comm, err, out, MpiError, Res};
 use hmpi_core::buffered;
@@ -30,8 +34,8 @@ use std::ffi::{c_int, c_void};
 /// `MPI_BUFFER_AUTOMATIC`.
 const BUFFER_AUTOMATIC: usize = 2;
 
-/// Attaches `size` bytes at `buffer`.
-fn attach(buffer: *mut c_void, size: Count) -> Res {
+/// Attaches `size` bytes at `buffer` (to `comm`, or to the process).
+fn attach(comm: Option<&CommEntry>, buffer: *mut c_void, size: Count) -> Res {
     if buffer as usize == BUFFER_AUTOMATIC {
         return err(
             abi::ERR_BUFFER,
@@ -44,15 +48,27 @@ fn attach(buffer: *mut c_void, size: Count) -> Res {
         return err(abi::ERR_BUFFER, "buffer is a null pointer");
     }
     // SAFETY: MPI's contract: the memory stays valid until detached.
-    unsafe { buffered::attach(buffer.cast(), n) }?;
+    unsafe {
+        match comm {
+            Some(c) => buffered::attach_to(&c.comm, buffer.cast(), n),
+            None => buffered::attach(buffer.cast(), n),
+        }
+    }?;
     Ok(())
 }
 
 /// Detaches the buffer, writing its address to `*buffer_addr` (a
 /// `void **`) and its size through `put`.
-fn detach(buffer_addr: *mut c_void, put_size: impl FnOnce(usize) -> Res) -> Res {
+fn detach(
+    comm: Option<&CommEntry>,
+    buffer_addr: *mut c_void,
+    put_size: impl FnOnce(usize) -> Res,
+) -> Res {
     let p = out(buffer_addr.cast::<*mut c_void>(), "buffer_addr")?;
-    let (base, size) = buffered::detach()?;
+    let (base, size) = match comm {
+        Some(c) => buffered::detach_from(&c.comm),
+        None => buffered::detach(),
+    }?;
     // SAFETY: checked non-null; `buffer_addr` points to a `void *` (MPI's
     // contract).
     unsafe { p.write(base.cast()) };
@@ -64,7 +80,7 @@ fn detach(buffer_addr: *mut c_void, put_size: impl FnOnce(usize) -> Res) -> Res 
 /// # Safety
 /// `buf` holds `count` elements of `datatype` (MPI's contract).
 unsafe fn bsend(
-    c: &crate::comm::CommEntry,
+    c: &CommEntry,
     buf: *const c_void,
     count: c_int,
     datatype: Datatype,
@@ -142,12 +158,12 @@ unsafe fn ibsend(
 mpi_fn! {
     /// Attaches the buffer that buffered sends take their capacity from.
     fn MPI_Buffer_attach / PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
-        api("MPI_Buffer_attach", || attach(buffer, Count::from(size)))
+        api("MPI_Buffer_attach", || attach(None, buffer, Count::from(size)))
     }
 
     /// [`MPI_Buffer_attach`] with a large size.
     fn MPI_Buffer_attach_c / PMPI_Buffer_attach_c(buffer: *mut c_void, size: Count) -> c_int {
-        api("MPI_Buffer_attach_c", || attach(buffer, size))
+        api("MPI_Buffer_attach_c", || attach(None, buffer, size))
     }
 
     /// Waits for the buffered messages to go, then detaches the buffer
@@ -155,7 +171,7 @@ mpi_fn! {
     fn MPI_Buffer_detach / PMPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
         api("MPI_Buffer_detach", || {
             out(size, "size")?;
-            detach(buffer_addr, |n| {
+            detach(None, buffer_addr, |n| {
                 // An int-sized buffer was attached through the int form;
                 // a larger one is reported as large as an int can say.
                 let n = c_int::try_from(n).unwrap_or(c_int::MAX);
@@ -170,7 +186,7 @@ mpi_fn! {
     fn MPI_Buffer_detach_c / PMPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut Count) -> c_int {
         api("MPI_Buffer_detach_c", || {
             out(size, "size")?;
-            detach(buffer_addr, |n| {
+            detach(None, buffer_addr, |n| {
                 // SAFETY: checked non-null.
                 unsafe { size.write(n as Count) };
                 Ok(())
@@ -181,6 +197,46 @@ mpi_fn! {
     /// Waits until every buffered message has gone (the buffer stays).
     fn MPI_Buffer_flush / PMPI_Buffer_flush() -> c_int {
         api("MPI_Buffer_flush", || Ok(buffered::flush()?))
+    }
+
+    /// Attaches a buffer to `comm` (MPI 4.1): its buffered sends take their
+    /// capacity from it instead of the process's buffer.
+    fn MPI_Comm_attach_buffer / PMPI_Comm_attach_buffer(comm: Comm, buffer: *mut c_void, size: c_int) -> c_int {
+        api_comm("MPI_Comm_attach_buffer", comm, |c| attach(Some(c), buffer, Count::from(size)))
+    }
+
+    /// [`MPI_Comm_attach_buffer`] with a large size.
+    fn MPI_Comm_attach_buffer_c / PMPI_Comm_attach_buffer_c(comm: Comm, buffer: *mut c_void, size: Count) -> c_int {
+        api_comm("MPI_Comm_attach_buffer_c", comm, |c| attach(Some(c), buffer, size))
+    }
+
+    /// Waits for `comm`'s buffered messages to go, then detaches its buffer.
+    fn MPI_Comm_detach_buffer / PMPI_Comm_detach_buffer(comm: Comm, buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
+        api_comm("MPI_Comm_detach_buffer", comm, |c| {
+            out(size, "size")?;
+            detach(Some(c), buffer_addr, |n| {
+                // SAFETY: checked non-null.
+                unsafe { size.write(c_int::try_from(n).unwrap_or(c_int::MAX)) };
+                Ok(())
+            })
+        })
+    }
+
+    /// [`MPI_Comm_detach_buffer`] with a large size.
+    fn MPI_Comm_detach_buffer_c / PMPI_Comm_detach_buffer_c(comm: Comm, buffer_addr: *mut c_void, size: *mut Count) -> c_int {
+        api_comm("MPI_Comm_detach_buffer_c", comm, |c| {
+            out(size, "size")?;
+            detach(Some(c), buffer_addr, |n| {
+                // SAFETY: checked non-null.
+                unsafe { size.write(n as Count) };
+                Ok(())
+            })
+        })
+    }
+
+    /// Waits until `comm`'s buffered messages have gone.
+    fn MPI_Comm_flush_buffer / PMPI_Comm_flush_buffer(comm: Comm) -> c_int {
+        api_comm("MPI_Comm_flush_buffer", comm, |c| Ok(buffered::flush_comm(&c.comm)?))
     }
 
     /// Sends in buffered mode: copies the message and returns.

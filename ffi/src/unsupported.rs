@@ -172,20 +172,11 @@ refused! {
     MPI_Close_port / PMPI_Close_port(port_name: *const c_char) => world;
     MPI_Comm_accept / PMPI_Comm_accept(port_name: *const c_char, info: Info, root: c_int,
         comm: Comm, newcomm: *mut Comm) => comm;
-    MPI_Comm_attach_buffer / PMPI_Comm_attach_buffer(comm: Comm, buffer: *mut c_void, size: c_int
-    ) => comm;
-    MPI_Comm_attach_buffer_c / PMPI_Comm_attach_buffer_c(comm: Comm, buffer: *mut c_void,
-        size: Count) => comm;
     MPI_Comm_connect / PMPI_Comm_connect(port_name: *const c_char, info: Info, root: c_int,
         comm: Comm, newcomm: *mut Comm) => comm;
     MPI_Comm_create_from_group / PMPI_Comm_create_from_group(group: Group, stringtag: *const c_char,
         info: Info, errhandler: Errhandler, newcomm: *mut Comm) => world;
-    MPI_Comm_detach_buffer / PMPI_Comm_detach_buffer(comm: Comm, buffer_addr: *mut c_void,
-        size: *mut c_int) => comm;
-    MPI_Comm_detach_buffer_c / PMPI_Comm_detach_buffer_c(comm: Comm, buffer_addr: *mut c_void,
-        size: *mut Count) => comm;
     MPI_Comm_disconnect / PMPI_Comm_disconnect(comm: *mut Comm) => world;
-    MPI_Comm_flush_buffer / PMPI_Comm_flush_buffer(comm: Comm) => comm;
     MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut Comm) => world;
     MPI_Comm_iflush_buffer / PMPI_Comm_iflush_buffer(comm: Comm, request: *mut Request) => comm;
     MPI_Comm_join / PMPI_Comm_join(fd: c_int, intercomm: *mut Comm) => world;

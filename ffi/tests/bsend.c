@@ -124,6 +124,34 @@ int main(int argc, char **argv) {
     CHECK(back == space && big_size == cap);
     free(space);
 
+    /* A communicator's own buffer (MPI 4.1): its buffered sends use it,
+     * while the process has none attached. */
+    {
+        MPI_Comm c2;
+        OK(MPI_Comm_dup(MPI_COMM_WORLD, &c2));
+        int csize = N * (int)sizeof(double) + MPI_BSEND_OVERHEAD;
+        char *cspace = malloc((size_t)csize);
+        CHECK(cspace != NULL);
+        OK(MPI_Comm_attach_buffer(c2, cspace, csize));
+        FAILS(MPI_ERR_BUFFER, MPI_Comm_attach_buffer(c2, cspace, csize));
+        OK(MPI_Bsend(out[0], N, MPI_DOUBLE, right, 11, c2));
+        FAILS(MPI_ERR_BUFFER, MPI_Bsend(out[0], N, MPI_DOUBLE, right, 12, c2));
+        FAILS(MPI_ERR_BUFFER, MPI_Bsend(out[0], 1, MPI_DOUBLE, right, 12, MPI_COMM_WORLD));
+        OK(MPI_Recv(in, N, MPI_DOUBLE, left, 11, c2, MPI_STATUS_IGNORE));
+        OK(MPI_Comm_flush_buffer(c2));
+        void *cb = NULL;
+        int cs = 0;
+        OK(MPI_Comm_detach_buffer(c2, &cb, &cs));
+        CHECK(cb == cspace && cs == csize);
+        FAILS(MPI_ERR_BUFFER, MPI_Comm_detach_buffer(c2, &cb, &cs));
+        MPI_Count cs_c = 0;
+        OK(MPI_Comm_attach_buffer_c(c2, cspace, (MPI_Count)csize));
+        OK(MPI_Comm_detach_buffer_c(c2, &cb, &cs_c));
+        CHECK(cb == cspace && cs_c == csize);
+        free(cspace);
+        OK(MPI_Comm_free(&c2));
+    }
+
     OK(MPI_Barrier(MPI_COMM_WORLD));
     PASSED("bsend");
     OK(MPI_Finalize());

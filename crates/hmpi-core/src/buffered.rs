@@ -3,7 +3,9 @@
 //! whatever the receiver does, within the capacity of the buffer the
 //! process attached.
 //!
-//! The process attaches one buffer ([`attach`]); each buffered message
+//! The process attaches one buffer ([`attach`]), and a communicator may
+//! have one of its own (MPI 4.1's `MPI_Comm_attach_buffer`:
+//! [`attach_to`]), which its buffered sends use instead; each buffered message
 //! takes its size plus [`BSEND_OVERHEAD`] bytes of that capacity until the
 //! engine has delivered it, and a message that does not fit what is left
 //! is [`Error::Buffer`] (`MPI_ERR_BUFFER`), as is a buffered send with no
@@ -57,6 +59,7 @@ struct Pending {
 unsafe impl Send for Pending {}
 
 /// The attached buffer and what is in flight.
+#[derive(Default)]
 struct State {
     /// The attached buffer's address and size.
     attached: Option<(usize, usize)>,
@@ -65,15 +68,43 @@ struct State {
     pending: Vec<Pending>,
 }
 
-static STATE: Mutex<State> = Mutex::new(State {
-    attached: None,
-    used: 0,
-    pending: Vec::new(),
-});
+/// One attached buffer and the messages that take its capacity (the
+/// process's, or a communicator's).
+#[derive(Default)]
+pub struct Pool(Mutex<State>);
 
-fn state() -> MutexGuard<'static, State> {
-    STATE.lock().unwrap_or_else(|p| p.into_inner())
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.state();
+        f.debug_struct("Pool")
+            .field("attached", &s.attached.map(|(_, n)| n))
+            .field("used", &s.used)
+            .field("pending", &s.pending.len())
+            .finish()
+    }
 }
+
+impl Pool {
+    /// No buffer attached.
+    pub const fn new() -> Pool {
+        Pool(Mutex::new(State {
+            attached: None,
+            used: 0,
+            pending: Vec::new(),
+        }))
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn is_attached(&self) -> bool {
+        self.state().attached.is_some()
+    }
+}
+
+/// The process's buffer.
+static PROCESS: Pool = Pool::new();
 
 /// Gives back the capacity of the messages that have gone.
 fn reap(s: &mut State) {
@@ -98,7 +129,20 @@ fn reap(s: &mut State) {
 /// The memory stays valid until [`detach`] returns it (it is not written;
 /// see the module documentation).
 pub unsafe fn attach(base: *mut u8, size: usize) -> Result<()> {
-    let mut s = state();
+    attach_in(&PROCESS, base, size)
+}
+
+/// [`attach`] for `comm`'s own buffer (`MPI_Comm_attach_buffer`): its
+/// buffered sends take their capacity from it instead of the process's.
+///
+/// # Safety
+/// As for [`attach`], until [`detach_from`] returns it.
+pub unsafe fn attach_to(comm: &SimpleCommunicator, base: *mut u8, size: usize) -> Result<()> {
+    attach_in(comm.bsend_pool(), base, size)
+}
+
+fn attach_in(pool: &Pool, base: *mut u8, size: usize) -> Result<()> {
+    let mut s = pool.state();
     if let Some((_, n)) = s.attached {
         return Err(Error::Buffer {
             reason: format!("a buffer of {n} bytes is attached already (detach it first)"),
@@ -112,29 +156,28 @@ pub unsafe fn attach(base: *mut u8, size: usize) -> Result<()> {
 /// and returns its address and size; no buffer attached is
 /// [`Error::Buffer`].
 pub fn detach() -> Result<(*mut u8, usize)> {
-    let mut backoff = shmheap::sync::futex::Backoff::new();
-    loop {
-        {
-            let mut s = state();
-            reap(&mut s);
-            if s.pending.is_empty() {
-                let (base, size) = s.attached.take().ok_or_else(|| Error::Buffer {
-                    reason: "no buffer is attached".into(),
-                })?;
-                return Ok((base as *mut u8, size));
-            }
-        }
-        backoff.snooze();
-    }
+    detach_in(&PROCESS)
 }
 
-/// Waits until every buffered message has gone, the buffer staying
-/// attached (`MPI_Buffer_flush`).
-pub fn flush() -> Result<()> {
+/// [`detach`] for `comm`'s own buffer (`MPI_Comm_detach_buffer`).
+pub fn detach_from(comm: &SimpleCommunicator) -> Result<(*mut u8, usize)> {
+    detach_in(comm.bsend_pool())
+}
+
+fn detach_in(pool: &Pool) -> Result<(*mut u8, usize)> {
+    drain(pool)?;
+    let (base, size) = pool.state().attached.take().ok_or_else(|| Error::Buffer {
+        reason: "no buffer is attached".into(),
+    })?;
+    Ok((base as *mut u8, size))
+}
+
+/// Waits until every message of `pool` has gone.
+fn drain(pool: &Pool) -> Result<()> {
     let mut backoff = shmheap::sync::futex::Backoff::new();
     loop {
         {
-            let mut s = state();
+            let mut s = pool.state();
             reap(&mut s);
             if s.pending.is_empty() {
                 return Ok(());
@@ -144,10 +187,21 @@ pub fn flush() -> Result<()> {
     }
 }
 
-/// The attached buffer's size and the capacity its messages in flight
+/// Waits until every buffered message of the process's buffer has gone,
+/// the buffer staying attached (`MPI_Buffer_flush`).
+pub fn flush() -> Result<()> {
+    drain(&PROCESS)
+}
+
+/// [`flush`] for `comm`'s own buffer (`MPI_Comm_flush_buffer`).
+pub fn flush_comm(comm: &SimpleCommunicator) -> Result<()> {
+    drain(comm.bsend_pool())
+}
+
+/// The process buffer's size and the capacity its messages in flight
 /// take now (`None`: no buffer attached).
 pub fn in_use() -> Option<(usize, usize)> {
-    let mut s = state();
+    let mut s = PROCESS.state();
     reap(&mut s);
     s.attached.map(|(_, size)| (size, s.used))
 }
@@ -155,8 +209,8 @@ pub fn in_use() -> Option<(usize, usize)> {
 /// Sends `buf` to `dest` of `comm` with `tag` in buffered mode
 /// (`MPI_Bsend`): copies it and returns; the message goes whatever the
 /// receiver does. It takes `buf.len() + BSEND_OVERHEAD` bytes of the
-/// attached buffer until it has gone; more than is left is
-/// [`Error::Buffer`].
+/// attached buffer (`comm`'s own if it has one, else the process's) until
+/// it has gone; more than is left is [`Error::Buffer`].
 pub fn bsend(comm: &SimpleCommunicator, buf: &[u8], dest: i32, tag: i32) -> Result<()> {
     // Bad ranks and tags are their own errors, before any capacity is
     // looked at.
@@ -171,7 +225,11 @@ pub fn bsend(comm: &SimpleCommunicator, buf: &[u8], dest: i32, tag: i32) -> Resu
             count: buf.len() as u64,
             element_size: 1,
         })?;
-    let mut s = state();
+    let pool = match comm.bsend_pool().is_attached() {
+        true => comm.bsend_pool(),
+        false => &PROCESS,
+    };
+    let mut s = pool.state();
     reap(&mut s);
     let Some((_, cap)) = s.attached else {
         return Err(Error::Buffer {

@@ -166,6 +166,8 @@ struct Inner {
     inter: Option<Arc<crate::intercomm::InterPart>>,
     /// The attributes attached to it ([`crate::attr`]).
     attrs: crate::attr::Attributes,
+    /// Its own buffer for buffered sends, if attached ([`crate::buffered`]).
+    bsend: crate::buffered::Pool,
 }
 
 /// Whether every member's communicator rank is its world rank.
@@ -211,6 +213,7 @@ impl SimpleCommunicator {
                 info: Mutex::new(Info::new()),
                 inter: None,
                 attrs: crate::attr::Attributes::new(),
+                bsend: crate::buffered::Pool::new(),
             }),
         })
     }
@@ -247,6 +250,7 @@ impl SimpleCommunicator {
                 info: Mutex::new(Info::new()),
                 inter: Some(Arc::new(part)),
                 attrs: crate::attr::Attributes::new(),
+                bsend: crate::buffered::Pool::new(),
             }),
         })
     }
@@ -268,6 +272,11 @@ impl SimpleCommunicator {
     /// [`crate::attr::Attributes::copy_into`] copies them).
     pub fn attributes(&self) -> &crate::attr::Attributes {
         &self.inner.attrs
+    }
+
+    /// Its own buffer for buffered sends ([`crate::buffered::attach_to`]).
+    pub(crate) fn bsend_pool(&self) -> &crate::buffered::Pool {
+        &self.inner.bsend
     }
 
     /// The hints set on this communicator (`MPI_Comm_get_info`): what
@@ -331,6 +340,7 @@ impl SimpleCommunicator {
                 info: Mutex::new(Info::new()),
                 inter: None,
                 attrs: crate::attr::Attributes::new(),
+                bsend: crate::buffered::Pool::new(),
             }),
         }
     }
