@@ -331,6 +331,27 @@ pub fn type_any(t: Datatype) -> Res<TypeRef> {
     })
 }
 
+/// A handle of its own to the type of `t` (the same type, not a copy:
+/// no attribute callbacks run), for a persistent request whose type the
+/// program may free before the request; predefined handles are their own.
+/// [`release_held`] drops it.
+pub(crate) fn hold(t: Datatype) -> Res<Datatype> {
+    match type_any(t)? {
+        TypeRef::Static(_) => Ok(t),
+        TypeRef::Shared(ti) => TYPES
+            .insert(ti)
+            .map(Datatype)
+            .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many datatypes")),
+    }
+}
+
+/// Drops a handle made by [`hold`].
+pub(crate) fn release_held(t: Datatype) {
+    if let Ok(TypeRef::Shared(_)) = type_any(t) {
+        let _ = TYPES.remove(t.0);
+    }
+}
+
 /// The datatype of a handle, which must be committed (for communication).
 #[inline]
 pub fn type_ref(t: Datatype) -> Res<TypeRef> {

@@ -14,8 +14,9 @@
 //! it with its full status (source, tag, count of a receive) and leave the
 //! request inactive, ready to start again; `MPI_Request_free` frees it (an
 //! active one completes on its own afterwards, as a freed nonblocking
-//! request does). The communicator and datatype handles stay in use until
-//! the request is freed, as MPI requires of the program.
+//! request does). The communicator handle stays in use until the request
+//! is freed, as MPI requires of the program; the datatype is held by a
+//! handle of the request's own, so the program may free its handle first.
 //!
 //! Ready mode (`MPI_Rsend_init`) is the standard send, as for `MPI_Rsend`.
 //!
@@ -34,7 +35,7 @@
 
 use crate::abi::{self, Comm, Count, Datatype, MpiStatus, Request};
 use crate::comm::{source_arg, tag_arg};
-use crate::datatype::{count_arg, type_ref};
+use crate::datatype::{count_arg, hold, release_held, type_ref};
 use crate::errors::{api_comm, err, out, MpiError, Res};
 use hmpi_core::raw;
 use std::ffi::{c_int, c_void};
@@ -184,6 +185,13 @@ impl P2p {
     }
 }
 
+impl Drop for P2p {
+    /// The request's own datatype handle goes with it.
+    fn drop(&mut self) {
+        release_held(self.datatype);
+    }
+}
+
 /// Checks an `_init` call's arguments and stores the inactive request.
 ///
 /// # Safety
@@ -205,7 +213,8 @@ unsafe fn init(
         let n = count_arg(count)?;
         // MPI_PROC_NULL with MPI_DATATYPE_NULL and no elements moves
         // nothing: the datatype is never used.
-        if !(n == 0 && peer == abi::PROC_NULL && datatype == abi::DATATYPE_NULL) {
+        let null = n == 0 && peer == abi::PROC_NULL && datatype == abi::DATATYPE_NULL;
+        if !null {
             let ty = type_ref(datatype)?;
             ty.check_buffer(buf, n)?;
         }
@@ -213,6 +222,8 @@ unsafe fn init(
             Op::Recv => raw::recv_target(&c.comm, source_arg(peer), tag_arg(tag)).map(drop)?,
             Op::Send | Op::Ssend | Op::Bsend => raw::send_target(&c.comm, peer, tag).map(drop)?,
         }
+        // The program may free its datatype handle before the request.
+        let datatype = if null { datatype } else { hold(datatype)? };
         let e = P2p {
             op,
             buf: buf as usize,

@@ -88,6 +88,9 @@ int main(int argc, char **argv) {
     OK(MPI_Recv_init_c(wide, 1, every_other, left, 8, MPI_COMM_WORLD, &s[0]));
     OK(MPI_Ssend_init(out, N, MPI_INT, right, 8, MPI_COMM_WORLD, &s[1]));
     OK(MPI_Rsend_init_c(out, N, MPI_INT, right, 9, MPI_COMM_WORLD, &s[2]));
+    /* The program may free the datatype before the request. */
+    OK(MPI_Type_free(&every_other));
+    CHECK(every_other == MPI_DATATYPE_NULL);
     for (int it = 0; it < 50; it++) {
         for (int i = 0; i < N; i++)
             out[i] = rank * 1000 + it + i;
@@ -118,7 +121,6 @@ int main(int argc, char **argv) {
     }
     for (int k = 0; k < 3; k++)
         OK(MPI_Request_free(&s[k]));
-    OK(MPI_Type_free(&every_other));
 
     /* MPI_PROC_NULL: a persistent receive completes at once with
      * MPI_PROC_NULL as its source. */
