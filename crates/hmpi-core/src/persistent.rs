@@ -7,7 +7,10 @@
 //! [`PersistentSend`] borrows its buffer for as long as it exists, so the
 //! program cannot change the data of a send in flight; [`PersistentRecv`]
 //! holds its buffer mutably and lends it back ([`PersistentRecv::buffer`])
-//! only while inactive, so nothing reads a receive in flight. Starting an
+//! only while inactive, so nothing reads a receive in flight. Each start
+//! belongs to the [`crate::request::scope`] the request was made in, which
+//! completes it at its end at the latest, so even a request the program
+//! leaks (`std::mem::forget`) never outlives the buffers. Starting an
 //! active request is [`Error::Arg`]. Dropping an active request waits for
 //! it (a send's receiver may still be reading). The C library's
 //! `MPI_Send_init` family has requests of its own that start the C
@@ -21,15 +24,18 @@
 //! let (me, n) = (world.rank(), world.size());
 //! let out = [me as u8; 4];
 //! let mut inbox = [0u8; 4];
-//! let mut send = PersistentSend::new(&world, &out[..], (me + 1) % n, 0).unwrap();
-//! let mut recv = PersistentRecv::new(&world, &mut inbox[..], (me + n - 1) % n, 0).unwrap();
-//! for _ in 0..100 {
-//!     recv.start().unwrap();
-//!     send.start().unwrap();
-//!     send.wait().unwrap();
-//!     recv.wait().unwrap();
-//! }
-//! assert_eq!(recv.buffer().unwrap()[0], ((me + n - 1) % n) as u8);
+//! hmpi_core::request::scope(|scope| {
+//!     let mut send = PersistentSend::new(scope, &world, &out[..], (me + 1) % n, 0).unwrap();
+//!     let mut recv =
+//!         PersistentRecv::new(scope, &world, &mut inbox[..], (me + n - 1) % n, 0).unwrap();
+//!     for _ in 0..100 {
+//!         recv.start().unwrap();
+//!         send.start().unwrap();
+//!         send.wait().unwrap();
+//!         recv.wait().unwrap();
+//!     }
+//!     assert_eq!(recv.buffer().unwrap()[0], ((me + n - 1) % n) as u8);
+//! });
 //! ```
 
 use crate::comm::SimpleCommunicator;
@@ -37,13 +43,7 @@ use crate::datatype::{Buffer, BufferMut};
 use crate::error::{Error, Result};
 use crate::point_to_point::Status;
 use crate::raw;
-
-/// The status of a finished engine request, in `comm`'s ranks.
-fn outcome(comm: &SimpleCommunicator, r: raw::EngineResult<raw::Status>) -> Result<Status> {
-    let mut st = r.and_then(|st| st.into_result())?;
-    st.source = raw::source_in(comm, st.source);
-    Ok(Status::from_engine(st, None))
-}
+use crate::request::{Request, Scope};
 
 /// The status of an inactive request's completion.
 fn empty() -> Status {
@@ -57,26 +57,29 @@ fn active_error(what: &str) -> Error {
 }
 
 /// A persistent standard or synchronous send of a borrowed buffer.
-pub struct PersistentSend<'b> {
+pub struct PersistentSend<'s, 'env> {
+    scope: &'s Scope<'s, 'env>,
     comm: SimpleCommunicator,
-    buf: &'b [u8],
+    buf: &'s [u8],
     dest: i32,
     tag: i32,
     sync: bool,
-    active: Option<raw::Request<'b>>,
+    active: Option<Request<'s>>,
 }
 
-impl<'b> PersistentSend<'b> {
+impl<'s, 'env> PersistentSend<'s, 'env> {
     /// A persistent standard-mode send of `buf` to `dest` with `tag`
     /// (`MPI_Send_init`), inactive; `dest` and `tag` are checked now.
     pub fn new<B: Buffer + ?Sized>(
+        scope: &'s Scope<'s, 'env>,
         comm: &SimpleCommunicator,
-        buf: &'b B,
+        buf: &'s B,
         dest: i32,
         tag: i32,
     ) -> Result<Self> {
         raw::send_target(comm, dest, tag)?;
         Ok(PersistentSend {
+            scope,
             comm: comm.clone(),
             buf: buf.as_bytes(),
             dest,
@@ -89,12 +92,13 @@ impl<'b> PersistentSend<'b> {
     /// [`PersistentSend::new`] in synchronous mode (`MPI_Ssend_init`):
     /// each start completes once the receiver has matched it.
     pub fn new_synchronous<B: Buffer + ?Sized>(
+        scope: &'s Scope<'s, 'env>,
         comm: &SimpleCommunicator,
-        buf: &'b B,
+        buf: &'s B,
         dest: i32,
         tag: i32,
     ) -> Result<Self> {
-        let mut s = PersistentSend::new(comm, buf, dest, tag)?;
+        let mut s = PersistentSend::new(scope, comm, buf, dest, tag)?;
         s.sync = true;
         Ok(s)
     }
@@ -104,11 +108,11 @@ impl<'b> PersistentSend<'b> {
         if self.active.is_some() {
             return Err(active_error("start"));
         }
-        // SAFETY: the request is kept in `self` and completed by `wait`,
-        // `test` or the drop (which waits), never leaked; `buf` is
-        // borrowed for `'b`, longer than `self`.
+        // SAFETY: the request goes into the scope, which completes it at
+        // its end at the latest (even if `self` is leaked); `buf` is
+        // borrowed for the scope's `'s`.
         let r = unsafe { raw::isend(&self.comm, self.buf, self.dest, self.tag, self.sync) }?;
-        self.active = Some(r);
+        self.active = Some(self.scope.adopt(r, &self.comm));
         Ok(())
     }
 
@@ -122,7 +126,7 @@ impl<'b> PersistentSend<'b> {
     pub fn wait(&mut self) -> Result<Status> {
         match self.active.take() {
             None => Ok(empty()),
-            Some(r) => outcome(&self.comm, r.wait()),
+            Some(r) => r.wait(),
         }
     }
 
@@ -136,43 +140,42 @@ impl<'b> PersistentSend<'b> {
             Ok(None) => Ok(None),
             done => {
                 self.active = None;
-                outcome(
-                    &self.comm,
-                    done.map(|s| s.unwrap_or_else(raw::Status::empty)),
-                )
-                .map(Some)
+                done
             }
         }
     }
 }
 
-impl Drop for PersistentSend<'_> {
+impl Drop for PersistentSend<'_, '_> {
     fn drop(&mut self) {
         let _ = self.wait();
     }
 }
 
 /// A persistent receive into a buffer it holds.
-pub struct PersistentRecv<'b> {
+pub struct PersistentRecv<'s, 'env> {
+    scope: &'s Scope<'s, 'env>,
     comm: SimpleCommunicator,
-    buf: &'b mut [u8],
+    buf: &'s mut [u8],
     source: i32,
     tag: i32,
-    active: Option<raw::Request<'b>>,
+    active: Option<Request<'s>>,
 }
 
-impl<'b> PersistentRecv<'b> {
+impl<'s, 'env> PersistentRecv<'s, 'env> {
     /// A persistent receive into `buf` from `source` (or
     /// [`crate::ANY_SOURCE`]) with `tag` (or [`crate::ANY_TAG`])
     /// (`MPI_Recv_init`), inactive; `source` and `tag` are checked now.
     pub fn new<B: BufferMut + ?Sized>(
+        scope: &'s Scope<'s, 'env>,
         comm: &SimpleCommunicator,
-        buf: &'b mut B,
+        buf: &'s mut B,
         source: i32,
         tag: i32,
     ) -> Result<Self> {
         raw::recv_target(comm, source, tag)?;
         Ok(PersistentRecv {
+            scope,
             comm: comm.clone(),
             buf: buf.as_bytes_mut(),
             source,
@@ -187,13 +190,13 @@ impl<'b> PersistentRecv<'b> {
             return Err(active_error("start"));
         }
         let (at, len) = (self.buf.as_mut_ptr(), self.buf.len());
-        // SAFETY: `buf` is held mutably by `self` for `'b` and lent out
-        // only while no start is in flight (`buffer`), so only the engine
-        // touches it until the request completes; the request is kept in
-        // `self` and completed by `wait`, `test` or the drop (which
-        // waits), never leaked.
+        // SAFETY: `buf` is held mutably by `self` for the scope's `'s` and
+        // lent out only while no start is in flight (`buffer`), so only the
+        // engine touches it until the request completes; the request goes
+        // into the scope, which completes it at its end at the latest (even
+        // if `self` is leaked, when `buf`'s borrow still holds).
         let r = unsafe { raw::irecv_raw(&self.comm, at, len, self.source, self.tag) }?;
-        self.active = Some(r);
+        self.active = Some(self.scope.adopt(r, &self.comm));
         Ok(())
     }
 
@@ -207,7 +210,7 @@ impl<'b> PersistentRecv<'b> {
     pub fn wait(&mut self) -> Result<Status> {
         match self.active.take() {
             None => Ok(empty()),
-            Some(r) => outcome(&self.comm, r.wait()),
+            Some(r) => r.wait(),
         }
     }
 
@@ -221,11 +224,7 @@ impl<'b> PersistentRecv<'b> {
             Ok(None) => Ok(None),
             done => {
                 self.active = None;
-                outcome(
-                    &self.comm,
-                    done.map(|s| s.unwrap_or_else(raw::Status::empty)),
-                )
-                .map(Some)
+                done
             }
         }
     }
@@ -239,7 +238,7 @@ impl<'b> PersistentRecv<'b> {
     }
 }
 
-impl Drop for PersistentRecv<'_> {
+impl Drop for PersistentRecv<'_, '_> {
     fn drop(&mut self) {
         let _ = self.wait();
     }

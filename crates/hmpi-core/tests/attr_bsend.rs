@@ -85,48 +85,68 @@ fn persistent_rank(u: Universe) {
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
     let out: Vec<u32> = (0..256).map(|i| me as u32 * 1_000_000 + i).collect();
     let mut inbox = vec![0u32; 256];
-    let mut send = PersistentSend::new(&world, &out[..], right, 3).unwrap();
-    let mut recv = PersistentRecv::new(&world, &mut inbox[..], left, 3).unwrap();
-    for round in 0..1000 {
-        recv.buffer().unwrap().fill(0);
-        recv.start().unwrap();
-        assert!(matches!(recv.start(), Err(Error::Arg { .. })));
-        assert!(matches!(recv.buffer(), Err(Error::Arg { .. })));
-        send.start().unwrap();
-        let st = if round % 2 == 0 {
-            loop {
-                if let Some(st) = recv.test().unwrap() {
-                    break st;
+    hmpi_core::request::scope(|scope| {
+        let mut send = PersistentSend::new(scope, &world, &out[..], right, 3).unwrap();
+        let mut recv = PersistentRecv::new(scope, &world, &mut inbox[..], left, 3).unwrap();
+        for round in 0..1000 {
+            recv.buffer().unwrap().fill(0);
+            recv.start().unwrap();
+            assert!(matches!(recv.start(), Err(Error::Arg { .. })));
+            assert!(matches!(recv.buffer(), Err(Error::Arg { .. })));
+            send.start().unwrap();
+            let st = if round % 2 == 0 {
+                loop {
+                    if let Some(st) = recv.test().unwrap() {
+                        break st;
+                    }
                 }
+            } else {
+                recv.wait().unwrap()
+            };
+            send.wait().unwrap();
+            assert!(!recv.is_active() && !send.is_active());
+            assert_eq!((st.source_rank(), st.tag()), (left, 3));
+            assert_eq!(st.count::<u32>().unwrap(), 256);
+            let b = recv.buffer().unwrap();
+            for (i, w) in b.chunks_exact(4).enumerate() {
+                let x = u32::from_ne_bytes(w.try_into().unwrap());
+                assert_eq!(x, left as u32 * 1_000_000 + i as u32);
             }
-        } else {
-            recv.wait().unwrap()
-        };
-        send.wait().unwrap();
-        assert!(!recv.is_active() && !send.is_active());
-        assert_eq!((st.source_rank(), st.tag()), (left, 3));
-        assert_eq!(st.count::<u32>().unwrap(), 256);
-        let b = recv.buffer().unwrap();
-        for (i, w) in b.chunks_exact(4).enumerate() {
-            let x = u32::from_ne_bytes(w.try_into().unwrap());
-            assert_eq!(x, left as u32 * 1_000_000 + i as u32);
         }
-    }
-    drop((send, recv));
-    // Synchronous mode, and an inactive request's wait returning at once.
-    let mut s = PersistentSend::new_synchronous(&world, &out[..8], right, 4).unwrap();
-    let mut r = PersistentRecv::new(&world, &mut inbox[..8], left, 4).unwrap();
-    for _ in 0..10 {
-        r.start().unwrap();
-        s.start().unwrap();
-        s.wait().unwrap();
-        assert_eq!(r.wait().unwrap().source_rank(), left);
-    }
-    r.wait().unwrap();
-    assert!(matches!(
-        PersistentSend::new(&world, &out[..], n, 0),
-        Err(Error::Rank { .. })
-    ));
+    });
+    let (first, rest) = inbox.split_at_mut(8);
+    hmpi_core::request::scope(|scope| {
+        // Synchronous mode, and an inactive request's wait returning at once.
+        let mut s = PersistentSend::new_synchronous(scope, &world, &out[..8], right, 4).unwrap();
+        let mut r = PersistentRecv::new(scope, &world, &mut first[..], left, 4).unwrap();
+        for _ in 0..10 {
+            r.start().unwrap();
+            s.start().unwrap();
+            s.wait().unwrap();
+            assert_eq!(r.wait().unwrap().source_rank(), left);
+        }
+        r.wait().unwrap();
+        assert!(matches!(
+            PersistentSend::new(scope, &world, &out[..], n, 0),
+            Err(Error::Rank { .. })
+        ));
+        // A request leaked while active: the scope completes its start.
+        let mut leaked = PersistentRecv::new(scope, &world, &mut rest[..8], left, 5).unwrap();
+        leaked.start().unwrap();
+        std::mem::forget(leaked);
+        PersistentSend::new(scope, &world, &out[..8], right, 5)
+            .and_then(|mut s| {
+                s.start()?;
+                s.wait()
+            })
+            .unwrap();
+    });
+    assert_eq!(
+        &inbox[8..16],
+        &(0..8)
+            .map(|i| left as u32 * 1_000_000 + i)
+            .collect::<Vec<_>>()[..]
+    );
     world.barrier().unwrap();
 }
 
