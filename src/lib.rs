@@ -46,6 +46,7 @@ pub use hmpi_core::{
     time, time_resolution, topology, traits, Error, Group, GroupRelation, Result,
     SimpleCommunicator, Status, Universe, ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB,
 };
+pub use hmpi_core::{attr, buffered, persistent};
 pub use opi;
 pub use shmheap;
 pub use shmheap::{attach_from_env, is_shared, owner_of, ShmHeap};
