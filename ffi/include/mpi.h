@@ -727,7 +727,7 @@ HMPI_DECLARE(MPI_Win, Win_fromint, (int win));
 HMPI_DECLARE(int, Win_toint, (MPI_Win win));
 
 /* Collectives: blocking, nonblocking and persistent; MPI_Start and
- * MPI_Startall (persistent collectives). */
+ * MPI_Startall (persistent collectives and point-to-point requests). */
 HMPI_DECLARE(int, Allgather, (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm));
 HMPI_DECLARE(int, Allgather_init, (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request));
 HMPI_DECLARE(int, Allgatherv, (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm));

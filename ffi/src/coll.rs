@@ -9,7 +9,9 @@
 //! module's own kind; a persistent call stores the plan, and each
 //! `MPI_Start` starts it again. `MPI_Wait`, `MPI_Test` and their array
 //! forms, `MPI_Request_get_status` and `MPI_Request_free` recognise these
-//! handles and come here.
+//! handles and come here. Persistent point-to-point requests
+//! ([`crate::persistent`]) are handles of this kind too, so one
+//! `MPI_Startall` starts both.
 //!
 //! A nonblocking collective publishes its contribution when it starts (so
 //! the other ranks can go on), and moves on whenever one of its requests
