@@ -149,6 +149,27 @@ pub fn predefined_comm(c: Comm) -> Option<&'static CommEntry> {
     }
 }
 
+/// A handle of its own to the communicator `c` (the same communicator,
+/// not a duplicate: no attribute callbacks run), for a persistent request
+/// whose communicator the program may free first; the predefined
+/// communicators are their own. [`release_held_comm`] drops it.
+pub(crate) fn hold_comm(c: &CommRef) -> Res<Comm> {
+    match c {
+        CommRef::Static(e) => Ok(e.handle),
+        CommRef::Shared(a) => COMMS
+            .insert(a.clone())
+            .map(Comm)
+            .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many communicators")),
+    }
+}
+
+/// Drops a handle made by [`hold_comm`].
+pub(crate) fn release_held_comm(h: Comm) {
+    if ![abi::COMM_WORLD, abi::COMM_SELF].contains(&h) {
+        let _ = COMMS.remove(h.0);
+    }
+}
+
 /// The communicator of a handle.
 #[inline]
 pub fn comm_ref(c: Comm) -> Res<CommRef> {

@@ -14,9 +14,9 @@
 //! it with its full status (source, tag, count of a receive) and leave the
 //! request inactive, ready to start again; `MPI_Request_free` frees it (an
 //! active one completes on its own afterwards, as a freed nonblocking
-//! request does). The communicator handle stays in use until the request
-//! is freed, as MPI requires of the program; the datatype is held by a
-//! handle of the request's own, so the program may free its handle first.
+//! request does). The request holds its communicator and datatype by
+//! handles of its own, so the program may free its handles first (the
+//! communicator's attributes are deleted then, as `MPI_Comm_free` does).
 //!
 //! Ready mode (`MPI_Rsend_init`) is the standard send, as for `MPI_Rsend`.
 //!
@@ -34,7 +34,7 @@
 //! ```
 
 use crate::abi::{self, Comm, Count, Datatype, MpiStatus, Request};
-use crate::comm::{source_arg, tag_arg};
+use crate::comm::{hold_comm, release_held_comm, source_arg, tag_arg};
 use crate::datatype::{count_arg, hold, release_held, type_ref};
 use crate::errors::{api_comm, err, out, MpiError, Res};
 use hmpi_core::raw;
@@ -186,9 +186,10 @@ impl P2p {
 }
 
 impl Drop for P2p {
-    /// The request's own datatype handle goes with it.
+    /// The request's own datatype and communicator handles go with it.
     fn drop(&mut self) {
         release_held(self.datatype);
+        release_held_comm(self.comm);
     }
 }
 
@@ -222,8 +223,16 @@ unsafe fn init(
             Op::Recv => raw::recv_target(&c.comm, source_arg(peer), tag_arg(tag)).map(drop)?,
             Op::Send | Op::Ssend | Op::Bsend => raw::send_target(&c.comm, peer, tag).map(drop)?,
         }
-        // The program may free its datatype handle before the request.
+        // The program may free its datatype and communicator handles
+        // before the request.
         let datatype = if null { datatype } else { hold(datatype)? };
+        let comm = match hold_comm(c) {
+            Ok(h) => h,
+            Err(e) => {
+                release_held(datatype);
+                return Err(e);
+            }
+        };
         let e = P2p {
             op,
             buf: buf as usize,

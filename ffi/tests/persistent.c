@@ -122,6 +122,30 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 3; k++)
         OK(MPI_Request_free(&s[k]));
 
+    /* The program may free the communicator before the request: the
+     * request keeps it. */
+    {
+        MPI_Comm c2;
+        MPI_Request q[2];
+        OK(MPI_Comm_dup(MPI_COMM_WORLD, &c2));
+        OK(MPI_Recv_init(in, N, MPI_INT, left, 1, c2, &q[0]));
+        OK(MPI_Send_init(out, N, MPI_INT, right, 1, c2, &q[1]));
+        OK(MPI_Comm_free(&c2));
+        CHECK(c2 == MPI_COMM_NULL);
+        for (int it = 0; it < 5; it++) {
+            for (int i = 0; i < N; i++)
+                out[i] = rank + it + i;
+            MPI_Status st[2];
+            OK(MPI_Startall(2, q));
+            OK(MPI_Waitall(2, q, st));
+            CHECK(st[0].MPI_SOURCE == left);
+            for (int i = 0; i < N; i++)
+                CHECK(in[i] == left + it + i);
+        }
+        OK(MPI_Request_free(&q[0]));
+        OK(MPI_Request_free(&q[1]));
+    }
+
     /* MPI_PROC_NULL: a persistent receive completes at once with
      * MPI_PROC_NULL as its source. */
     {
