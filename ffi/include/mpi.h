@@ -727,7 +727,7 @@ HMPI_DECLARE(MPI_Win, Win_fromint, (int win));
 HMPI_DECLARE(int, Win_toint, (MPI_Win win));
 
 /* Collectives: blocking, nonblocking and persistent; MPI_Start and
- * MPI_Startall (persistent collectives). */
+ * MPI_Startall (persistent collectives and point-to-point requests). */
 HMPI_DECLARE(int, Allgather, (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm));
 HMPI_DECLARE(int, Allgather_init, (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request));
 HMPI_DECLARE(int, Allgatherv, (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm));
@@ -939,6 +939,64 @@ HMPI_DECLARE(int, Scatter_init_c, (const void *sendbuf, MPI_Count sendcount, MPI
 HMPI_DECLARE(int, Scatterv_c, (const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[], MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm));
 HMPI_DECLARE(int, Scatterv_init_c, (const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[], MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request));
 
+/* Persistent point-to-point requests (started with MPI_Start, MPI_Startall). */
+HMPI_DECLARE(int, Recv_init, (void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request *request));
+HMPI_DECLARE(int, Recv_init_c, (void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request *request));
+HMPI_DECLARE(int, Rsend_init, (const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
+HMPI_DECLARE(int, Rsend_init_c, (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
+HMPI_DECLARE(int, Send_init, (const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
+HMPI_DECLARE(int, Send_init_c, (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
+HMPI_DECLARE(int, Ssend_init, (const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
+HMPI_DECLARE(int, Ssend_init_c, (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
+
+/* Attributes: keyvals with copy and delete callbacks on communicators and datatypes; MPI_Comm_get_attr answers the predefined keys (MPI_TAG_UB ...). */
+HMPI_DECLARE(int, Attr_delete, (MPI_Comm comm, int keyval));
+HMPI_DECLARE(int, Attr_get, (MPI_Comm comm, int keyval, void *attribute_val, int *flag));
+HMPI_DECLARE(int, Attr_put, (MPI_Comm comm, int keyval, void *attribute_val));
+HMPI_DECLARE(int, Comm_create_keyval, (MPI_Comm_copy_attr_function *comm_copy_attr_fn, MPI_Comm_delete_attr_function *comm_delete_attr_fn, int *comm_keyval, void *extra_state));
+HMPI_DECLARE(int, Comm_delete_attr, (MPI_Comm comm, int comm_keyval));
+HMPI_DECLARE(int, Comm_free_keyval, (int *comm_keyval));
+HMPI_DECLARE(int, Comm_get_attr, (MPI_Comm comm, int comm_keyval, void *attribute_val, int *flag));
+HMPI_DECLARE(int, Comm_set_attr, (MPI_Comm comm, int comm_keyval, void *attribute_val));
+HMPI_DECLARE(int, Keyval_create, (MPI_Copy_function *copy_fn, MPI_Delete_function *delete_fn, int *keyval, void *extra_state));
+HMPI_DECLARE(int, Keyval_free, (int *keyval));
+HMPI_DECLARE(int, Type_create_keyval, (MPI_Type_copy_attr_function *type_copy_attr_fn, MPI_Type_delete_attr_function *type_delete_attr_fn, int *type_keyval, void *extra_state));
+HMPI_DECLARE(int, Type_delete_attr, (MPI_Datatype datatype, int type_keyval));
+HMPI_DECLARE(int, Type_free_keyval, (int *type_keyval));
+HMPI_DECLARE(int, Type_get_attr, (MPI_Datatype datatype, int type_keyval, void *attribute_val, int *flag));
+HMPI_DECLARE(int, Type_set_attr, (MPI_Datatype datatype, int type_keyval, void *attribute_val));
+
+/* Buffered sends (MPI_ERR_BUFFER when the attached buffer is too small). */
+HMPI_DECLARE(int, Bsend, (const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm));
+HMPI_DECLARE(int, Bsend_c, (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm));
+HMPI_DECLARE(int, Bsend_init, (const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
+HMPI_DECLARE(int, Bsend_init_c, (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
+HMPI_DECLARE(int, Buffer_attach, (void *buffer, int size));
+HMPI_DECLARE(int, Buffer_attach_c, (void *buffer, MPI_Count size));
+HMPI_DECLARE(int, Buffer_detach, (void *buffer_addr, int *size));
+HMPI_DECLARE(int, Buffer_detach_c, (void *buffer_addr, MPI_Count *size));
+HMPI_DECLARE(int, Buffer_flush, (void));
+HMPI_DECLARE(int, Ibsend, (const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
+HMPI_DECLARE(int, Ibsend_c, (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
+
+/* Packing with large counts. */
+HMPI_DECLARE(int, Pack_c, (const void *inbuf, MPI_Count incount, MPI_Datatype datatype, void *outbuf, MPI_Count outsize, MPI_Count *position, MPI_Comm comm));
+HMPI_DECLARE(int, Pack_size_c, (MPI_Count incount, MPI_Datatype datatype, MPI_Comm comm, MPI_Count *size));
+HMPI_DECLARE(int, Unpack_c, (const void *inbuf, MPI_Count insize, MPI_Count *position, void *outbuf, MPI_Count outcount, MPI_Datatype datatype, MPI_Comm comm));
+
+/* Window attribute keys. */
+HMPI_DECLARE(int, Win_create_keyval, (MPI_Win_copy_attr_function *win_copy_attr_fn, MPI_Win_delete_attr_function *win_delete_attr_fn, int *win_keyval, void *extra_state));
+HMPI_DECLARE(int, Win_delete_attr, (MPI_Win win, int win_keyval));
+HMPI_DECLARE(int, Win_free_keyval, (int *win_keyval));
+HMPI_DECLARE(int, Win_set_attr, (MPI_Win win, int win_keyval, void *attribute_val));
+
+/* Per-communicator buffers for buffered sends (MPI 4.1). */
+HMPI_DECLARE(int, Comm_attach_buffer, (MPI_Comm comm, void *buffer, int size));
+HMPI_DECLARE(int, Comm_attach_buffer_c, (MPI_Comm comm, void *buffer, MPI_Count size));
+HMPI_DECLARE(int, Comm_detach_buffer, (MPI_Comm comm, void *buffer_addr, int *size));
+HMPI_DECLARE(int, Comm_detach_buffer_c, (MPI_Comm comm, void *buffer_addr, MPI_Count *size));
+HMPI_DECLARE(int, Comm_flush_buffer, (MPI_Comm comm));
+
 /* Every other routine of the MPI 5.0 standard ABI. libhmpi exports each
  * (MPI_X and PMPI_X) so that any program written for the ABI links, and
  * each refuses: it reports MPI_ERR_UNSUPPORTED_OPERATION through the error
@@ -954,37 +1012,15 @@ HMPI_DECLARE(int, Abi_set_fortran_info, (MPI_Info info));
 HMPI_DECLARE(int, Add_error_class, (int *errorclass));
 HMPI_DECLARE(int, Add_error_code, (int errorclass, int *errorcode));
 HMPI_DECLARE(int, Add_error_string, (int errorcode, const char *string));
-HMPI_DECLARE(int, Attr_delete, (MPI_Comm comm, int keyval));
-HMPI_DECLARE(int, Attr_get, (MPI_Comm comm, int keyval, void *attribute_val, int *flag));
-HMPI_DECLARE(int, Attr_put, (MPI_Comm comm, int keyval, void *attribute_val));
-HMPI_DECLARE(int, Bsend, (const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm));
-HMPI_DECLARE(int, Bsend_c, (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm));
-HMPI_DECLARE(int, Bsend_init, (const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
-HMPI_DECLARE(int, Bsend_init_c, (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
-HMPI_DECLARE(int, Buffer_attach, (void *buffer, int size));
-HMPI_DECLARE(int, Buffer_attach_c, (void *buffer, MPI_Count size));
-HMPI_DECLARE(int, Buffer_detach, (void *buffer_addr, int *size));
-HMPI_DECLARE(int, Buffer_detach_c, (void *buffer_addr, MPI_Count *size));
-HMPI_DECLARE(int, Buffer_flush, (void));
 HMPI_DECLARE(int, Buffer_iflush, (MPI_Request *request));
 HMPI_DECLARE(int, Close_port, (const char *port_name));
 HMPI_DECLARE(int, Comm_accept, (const char *port_name, MPI_Info info, int root, MPI_Comm comm, MPI_Comm *newcomm));
-HMPI_DECLARE(int, Comm_attach_buffer, (MPI_Comm comm, void *buffer, int size));
-HMPI_DECLARE(int, Comm_attach_buffer_c, (MPI_Comm comm, void *buffer, MPI_Count size));
 HMPI_DECLARE(int, Comm_connect, (const char *port_name, MPI_Info info, int root, MPI_Comm comm, MPI_Comm *newcomm));
 HMPI_DECLARE(int, Comm_create_from_group, (MPI_Group group, const char *stringtag, MPI_Info info, MPI_Errhandler errhandler, MPI_Comm *newcomm));
-HMPI_DECLARE(int, Comm_create_keyval, (MPI_Comm_copy_attr_function *comm_copy_attr_fn, MPI_Comm_delete_attr_function *comm_delete_attr_fn, int *comm_keyval, void *extra_state));
-HMPI_DECLARE(int, Comm_delete_attr, (MPI_Comm comm, int comm_keyval));
-HMPI_DECLARE(int, Comm_detach_buffer, (MPI_Comm comm, void *buffer_addr, int *size));
-HMPI_DECLARE(int, Comm_detach_buffer_c, (MPI_Comm comm, void *buffer_addr, MPI_Count *size));
 HMPI_DECLARE(int, Comm_disconnect, (MPI_Comm *comm));
-HMPI_DECLARE(int, Comm_flush_buffer, (MPI_Comm comm));
-HMPI_DECLARE(int, Comm_free_keyval, (int *comm_keyval));
-HMPI_DECLARE(int, Comm_get_attr, (MPI_Comm comm, int comm_keyval, void *attribute_val, int *flag));
 HMPI_DECLARE(int, Comm_get_parent, (MPI_Comm *parent));
 HMPI_DECLARE(int, Comm_iflush_buffer, (MPI_Comm comm, MPI_Request *request));
 HMPI_DECLARE(int, Comm_join, (int fd, MPI_Comm *intercomm));
-HMPI_DECLARE(int, Comm_set_attr, (MPI_Comm comm, int comm_keyval, void *attribute_val));
 HMPI_DECLARE(int, Comm_spawn, (const char *command, char *argv[], int maxprocs, MPI_Info info, int root, MPI_Comm comm, MPI_Comm *intercomm, int array_of_errcodes[]));
 HMPI_DECLARE(int, Comm_spawn_multiple, (int count, char *array_of_commands[], char **array_of_argv[], const int array_of_maxprocs[], const MPI_Info array_of_info[], int root, MPI_Comm comm, MPI_Comm *intercomm, int array_of_errcodes[]));
 HMPI_DECLARE(int, File_call_errhandler, (MPI_File fh, int errorcode));
@@ -1082,8 +1118,6 @@ HMPI_DECLARE(int, Get_hw_resource_info, (MPI_Info *hw_info));
 HMPI_DECLARE(int, Grequest_complete, (MPI_Request request));
 HMPI_DECLARE(int, Grequest_start, (MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn, MPI_Grequest_cancel_function *cancel_fn, void *extra_state, MPI_Request *request));
 HMPI_DECLARE(int, Group_from_session_pset, (MPI_Session session, const char *pset_name, MPI_Group *newgroup));
-HMPI_DECLARE(int, Ibsend, (const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
-HMPI_DECLARE(int, Ibsend_c, (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
 HMPI_DECLARE(int, Imrecv_c, (void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Message *message, MPI_Request *request));
 HMPI_DECLARE(int, Intercomm_create_from_groups, (MPI_Group local_group, int local_leader, MPI_Group remote_group, int remote_leader, const char *stringtag, MPI_Info info, MPI_Errhandler errhandler, MPI_Comm *newintercomm));
 HMPI_DECLARE(int, Irecv_c, (void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request *request));
@@ -1094,17 +1128,13 @@ HMPI_DECLARE(int, Isendrecv_c, (const void *sendbuf, MPI_Count sendcount, MPI_Da
 HMPI_DECLARE(int, Isendrecv_replace, (void *buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source, int recvtag, MPI_Comm comm, MPI_Request *request));
 HMPI_DECLARE(int, Isendrecv_replace_c, (void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int sendtag, int source, int recvtag, MPI_Comm comm, MPI_Request *request));
 HMPI_DECLARE(int, Issend_c, (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
-HMPI_DECLARE(int, Keyval_create, (MPI_Copy_function *copy_fn, MPI_Delete_function *delete_fn, int *keyval, void *extra_state));
-HMPI_DECLARE(int, Keyval_free, (int *keyval));
 HMPI_DECLARE(int, Lookup_name, (const char *service_name, MPI_Info info, char *port_name));
 HMPI_DECLARE(int, Mrecv_c, (void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Message *message, MPI_Status *status));
 HMPI_DECLARE(int, Open_port, (MPI_Info info, char *port_name));
-HMPI_DECLARE(int, Pack_c, (const void *inbuf, MPI_Count incount, MPI_Datatype datatype, void *outbuf, MPI_Count outsize, MPI_Count *position, MPI_Comm comm));
 HMPI_DECLARE(int, Pack_external, (const char *datarep, const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf, MPI_Aint outsize, MPI_Aint *position));
 HMPI_DECLARE(int, Pack_external_c, (const char *datarep, const void *inbuf, MPI_Count incount, MPI_Datatype datatype, void *outbuf, MPI_Count outsize, MPI_Count *position));
 HMPI_DECLARE(int, Pack_external_size, (const char *datarep, int incount, MPI_Datatype datatype, MPI_Aint *size));
 HMPI_DECLARE(int, Pack_external_size_c, (const char *datarep, MPI_Count incount, MPI_Datatype datatype, MPI_Count *size));
-HMPI_DECLARE(int, Pack_size_c, (MPI_Count incount, MPI_Datatype datatype, MPI_Comm comm, MPI_Count *size));
 HMPI_DECLARE(int, Parrived, (MPI_Request request, int partition, int *flag));
 HMPI_DECLARE(int, Pready, (int partition, MPI_Request request));
 HMPI_DECLARE(int, Pready_list, (int length, const int array_of_partitions[], MPI_Request request));
@@ -1115,8 +1145,6 @@ HMPI_DECLARE(int, Psend_init, (const void *buf, int partitions, int count, MPI_D
 HMPI_DECLARE(int, Psend_init_c, (const void *buf, int partitions, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Info info, MPI_Request *request));
 HMPI_DECLARE(int, Publish_name, (const char *service_name, MPI_Info info, const char *port_name));
 HMPI_DECLARE(int, Recv_c, (void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Status *status));
-HMPI_DECLARE(int, Recv_init, (void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request *request));
-HMPI_DECLARE(int, Recv_init_c, (void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request *request));
 HMPI_DECLARE(int, Register_datarep, (const char *datarep, MPI_Datarep_conversion_function *read_conversion_fn, MPI_Datarep_conversion_function *write_conversion_fn, MPI_Datarep_extent_function *dtype_file_extent_fn, void *extra_state));
 HMPI_DECLARE(int, Register_datarep_c, (const char *datarep, MPI_Datarep_conversion_function_c *read_conversion_fn, MPI_Datarep_conversion_function_c *write_conversion_fn, MPI_Datarep_extent_function *dtype_file_extent_fn, void *extra_state));
 HMPI_DECLARE(int, Remove_error_class, (int errorclass));
@@ -1126,11 +1154,7 @@ HMPI_DECLARE(int, Request_get_status_all, (int count, const MPI_Request array_of
 HMPI_DECLARE(int, Request_get_status_any, (int count, const MPI_Request array_of_requests[], int *indx, int *flag, MPI_Status *status));
 HMPI_DECLARE(int, Request_get_status_some, (int incount, const MPI_Request array_of_requests[], int *outcount, int array_of_indices[], MPI_Status *array_of_statuses));
 HMPI_DECLARE(int, Rsend_c, (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm));
-HMPI_DECLARE(int, Rsend_init, (const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
-HMPI_DECLARE(int, Rsend_init_c, (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
 HMPI_DECLARE(int, Send_c, (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm));
-HMPI_DECLARE(int, Send_init, (const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
-HMPI_DECLARE(int, Send_init_c, (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
 HMPI_DECLARE(int, Sendrecv_c, (const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status *status));
 HMPI_DECLARE(int, Sendrecv_replace_c, (void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int sendtag, int source, int recvtag, MPI_Comm comm, MPI_Status *status));
 HMPI_DECLARE(int, Session_attach_buffer, (MPI_Session session, void *buffer, int size));
@@ -1150,8 +1174,6 @@ HMPI_DECLARE(int, Session_iflush_buffer, (MPI_Session session, MPI_Request *requ
 HMPI_DECLARE(int, Session_init, (MPI_Info info, MPI_Errhandler errhandler, MPI_Session *session));
 HMPI_DECLARE(int, Session_set_errhandler, (MPI_Session session, MPI_Errhandler errhandler));
 HMPI_DECLARE(int, Ssend_c, (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm));
-HMPI_DECLARE(int, Ssend_init, (const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
-HMPI_DECLARE(int, Ssend_init_c, (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request));
 HMPI_DECLARE(int, Status_set_elements, (MPI_Status *status, MPI_Datatype datatype, int count));
 HMPI_DECLARE(int, Status_set_elements_c, (MPI_Status *status, MPI_Datatype datatype, MPI_Count count));
 HMPI_DECLARE(int, Status_set_elements_x, (MPI_Status *status, MPI_Datatype datatype, MPI_Count count));
@@ -1165,14 +1187,10 @@ HMPI_DECLARE(int, Type_create_hindexed_c, (MPI_Count count, const MPI_Count arra
 HMPI_DECLARE(int, Type_create_hindexed_block_c, (MPI_Count count, MPI_Count blocklength, const MPI_Count array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype));
 HMPI_DECLARE(int, Type_create_hvector_c, (MPI_Count count, MPI_Count blocklength, MPI_Count stride, MPI_Datatype oldtype, MPI_Datatype *newtype));
 HMPI_DECLARE(int, Type_create_indexed_block_c, (MPI_Count count, MPI_Count blocklength, const MPI_Count array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype));
-HMPI_DECLARE(int, Type_create_keyval, (MPI_Type_copy_attr_function *type_copy_attr_fn, MPI_Type_delete_attr_function *type_delete_attr_fn, int *type_keyval, void *extra_state));
 HMPI_DECLARE(int, Type_create_resized_c, (MPI_Datatype oldtype, MPI_Count lb, MPI_Count extent, MPI_Datatype *newtype));
 HMPI_DECLARE(int, Type_create_struct_c, (MPI_Count count, const MPI_Count array_of_blocklengths[], const MPI_Count array_of_displacements[], const MPI_Datatype array_of_types[], MPI_Datatype *newtype));
 HMPI_DECLARE(int, Type_create_subarray, (int ndims, const int array_of_sizes[], const int array_of_subsizes[], const int array_of_starts[], int order, MPI_Datatype oldtype, MPI_Datatype *newtype));
 HMPI_DECLARE(int, Type_create_subarray_c, (int ndims, const MPI_Count array_of_sizes[], const MPI_Count array_of_subsizes[], const MPI_Count array_of_starts[], int order, MPI_Datatype oldtype, MPI_Datatype *newtype));
-HMPI_DECLARE(int, Type_delete_attr, (MPI_Datatype datatype, int type_keyval));
-HMPI_DECLARE(int, Type_free_keyval, (int *type_keyval));
-HMPI_DECLARE(int, Type_get_attr, (MPI_Datatype datatype, int type_keyval, void *attribute_val, int *flag));
 HMPI_DECLARE(int, Type_get_contents, (MPI_Datatype datatype, int max_integers, int max_addresses, int max_datatypes, int array_of_integers[], MPI_Aint array_of_addresses[], MPI_Datatype array_of_datatypes[]));
 HMPI_DECLARE(int, Type_get_contents_c, (MPI_Datatype datatype, MPI_Count max_integers, MPI_Count max_addresses, MPI_Count max_large_counts, MPI_Count max_datatypes, int array_of_integers[], MPI_Aint array_of_addresses[], MPI_Count array_of_large_counts[], MPI_Datatype array_of_datatypes[]));
 HMPI_DECLARE(int, Type_get_envelope, (MPI_Datatype datatype, int *num_integers, int *num_addresses, int *num_datatypes, int *combiner));
@@ -1180,18 +1198,12 @@ HMPI_DECLARE(int, Type_get_envelope_c, (MPI_Datatype datatype, MPI_Count *num_in
 HMPI_DECLARE(int, Type_get_value_index, (MPI_Datatype value_type, MPI_Datatype index_type, MPI_Datatype *pair_type));
 HMPI_DECLARE(int, Type_indexed_c, (MPI_Count count, const MPI_Count array_of_blocklengths[], const MPI_Count array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype));
 HMPI_DECLARE(int, Type_match_size, (int typeclass, int size, MPI_Datatype *datatype));
-HMPI_DECLARE(int, Type_set_attr, (MPI_Datatype datatype, int type_keyval, void *attribute_val));
 HMPI_DECLARE(int, Type_vector_c, (MPI_Count count, MPI_Count blocklength, MPI_Count stride, MPI_Datatype oldtype, MPI_Datatype *newtype));
-HMPI_DECLARE(int, Unpack_c, (const void *inbuf, MPI_Count insize, MPI_Count *position, void *outbuf, MPI_Count outcount, MPI_Datatype datatype, MPI_Comm comm));
 HMPI_DECLARE(int, Unpack_external, (const char datarep[], const void *inbuf, MPI_Aint insize, MPI_Aint *position, void *outbuf, int outcount, MPI_Datatype datatype));
 HMPI_DECLARE(int, Unpack_external_c, (const char datarep[], const void *inbuf, MPI_Count insize, MPI_Count *position, void *outbuf, MPI_Count outcount, MPI_Datatype datatype));
 HMPI_DECLARE(int, Unpublish_name, (const char *service_name, MPI_Info info, const char *port_name));
 HMPI_DECLARE(int, Win_create_errhandler, (MPI_Win_errhandler_function *win_errhandler_fn, MPI_Errhandler *errhandler));
-HMPI_DECLARE(int, Win_create_keyval, (MPI_Win_copy_attr_function *win_copy_attr_fn, MPI_Win_delete_attr_function *win_delete_attr_fn, int *win_keyval, void *extra_state));
-HMPI_DECLARE(int, Win_delete_attr, (MPI_Win win, int win_keyval));
-HMPI_DECLARE(int, Win_free_keyval, (int *win_keyval));
 HMPI_DECLARE(int, Win_get_info, (MPI_Win win, MPI_Info *info_used));
-HMPI_DECLARE(int, Win_set_attr, (MPI_Win win, int win_keyval, void *attribute_val));
 HMPI_DECLARE(int, Win_set_info, (MPI_Win win, MPI_Info info));
 
 /* The tool information interface. */

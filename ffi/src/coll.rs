@@ -9,7 +9,9 @@
 //! module's own kind; a persistent call stores the plan, and each
 //! `MPI_Start` starts it again. `MPI_Wait`, `MPI_Test` and their array
 //! forms, `MPI_Request_get_status` and `MPI_Request_free` recognise these
-//! handles and come here.
+//! handles and come here. Persistent point-to-point requests
+//! ([`crate::persistent`]) are handles of this kind too, so one
+//! `MPI_Startall` starts both.
 //!
 //! A nonblocking collective publishes its contribution when it starts (so
 //! the other ranks can go on), and moves on whenever one of its requests
@@ -32,6 +34,7 @@ use crate::datatype::type_ref;
 use crate::errors::{api_comm, err, out, MpiError, Res};
 use crate::handles::{Table, KIND_COLL};
 use crate::op::op_ref;
+use crate::persistent::P2p;
 use crate::request::{null_status, store_status};
 use hmpi_core::collective::raw::{self as craw, Buf, CollRequest, Mode};
 use hmpi_core::datatype::Datatype as CoreType;
@@ -56,6 +59,9 @@ struct Entry {
     plan: Option<Plan>,
     /// The collective in flight (none: inactive, or finished).
     active: Option<CollRequest>,
+    /// A persistent point-to-point operation instead of a collective
+    /// (see [`crate::persistent`]).
+    p2p: Option<P2p>,
 }
 
 static COLLS: Table<Arc<Mutex<Entry>>> = Table::new(KIND_COLL);
@@ -72,6 +78,7 @@ pub fn completed(comm: CommRef) -> Res<Request> {
         comm,
         plan: None,
         active: None,
+        p2p: None,
     };
     COLLS
         .insert(Arc::new(Mutex::new(e)))
@@ -132,6 +139,7 @@ fn store(p: *mut Request, c: &CommRef, plan: Option<Plan>, active: Option<CollRe
         comm: c.clone(),
         plan,
         active,
+        p2p: None,
     }));
     let h = COLLS
         .insert(e)
@@ -141,10 +149,36 @@ fn store(p: *mut Request, c: &CommRef, plan: Option<Plan>, active: Option<CollRe
     Ok(())
 }
 
-/// Starts a persistent collective (`MPI_Start` on one of these handles).
+/// Stores an inactive persistent point-to-point operation under a
+/// request handle of this module's kind, so that `MPI_Start`, `MPI_Startall`
+/// and the completion routines treat it as a persistent collective.
+pub(crate) fn store_persistent(c: &CommRef, op: P2p) -> Res<Request> {
+    let e = Arc::new(Mutex::new(Entry {
+        comm: c.clone(),
+        plan: None,
+        active: None,
+        p2p: Some(op),
+    }));
+    COLLS
+        .insert(e)
+        .map(Request)
+        .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many persistent requests"))
+}
+
+/// Starts a persistent collective or point-to-point operation (`MPI_Start`
+/// on one of these handles).
 pub fn start(h: Request) -> Res {
     let e = entry(h)?;
     let mut e = lock(&e);
+    if let Some(op) = e.p2p.as_mut() {
+        if op.is_active() {
+            return err(
+                abi::ERR_REQUEST,
+                "MPI_Start on a persistent request that is still active",
+            );
+        }
+        return op.start();
+    }
     let Some(plan) = &e.plan else {
         return err(
             abi::ERR_REQUEST,
@@ -174,6 +208,10 @@ pub unsafe fn complete(p: *mut Request, status: *mut MpiStatus, wait: bool) -> R
     let h = unsafe { p.read() };
     let e = entry(h)?;
     let mut g = lock(&e);
+    if let Some(op) = g.p2p.as_mut() {
+        // SAFETY: the caller's status pointer.
+        return unsafe { op.complete(status, wait) };
+    }
     let comm = g.comm.clone();
     let r = match g.active.as_mut() {
         None => Ok(()),
@@ -202,10 +240,30 @@ pub unsafe fn complete(p: *mut Request, status: *mut MpiStatus, wait: bool) -> R
 pub fn is_done(h: Request) -> Res<bool> {
     let e = entry(h)?;
     let mut g = lock(&e);
+    if let Some(op) = g.p2p.as_ref() {
+        return op.is_done();
+    }
     Ok(match g.active.as_mut() {
         None => true,
         Some(req) => req.poll(),
     })
+}
+
+/// Whether `h` is an inactive persistent request (never started, or
+/// completed since): the `any` and `some` completions skip it, as they skip
+/// `MPI_REQUEST_NULL`.
+fn inactive(h: Request) -> bool {
+    if !is_coll(h) {
+        return false;
+    }
+    let Ok(e) = entry(h) else {
+        return false;
+    };
+    let g = lock(&e);
+    match g.p2p.as_ref() {
+        Some(op) => !op.is_active(),
+        None => g.plan.is_some() && g.active.is_none(),
+    }
 }
 
 /// `MPI_Request_free` on a collective's request: an active one is
@@ -217,14 +275,32 @@ pub unsafe fn free(p: *mut Request) -> Res {
     // SAFETY: the caller's pointer, checked non-null by the caller.
     let h = unsafe { p.read() };
     let e = entry(h)?;
-    let active = lock(&e).active.take();
+    let (active, p2p) = {
+        let mut g = lock(&e);
+        (g.active.take(), g.p2p.as_mut().map(|op| op.release()))
+    };
     if let Some(mut req) = active {
         let _ = req.wait_mut();
     }
     let _ = COLLS.remove(h.0);
     // SAFETY: as above.
     unsafe { p.write(abi::REQUEST_NULL) };
-    Ok(())
+    p2p.unwrap_or(Ok(()))
+}
+
+/// `MPI_Cancel` on a request of this module's kind: an active persistent
+/// receive is cancelled (a send is not, as `MPI_Cancel` of a nonblocking
+/// send); a collective cannot be.
+pub fn cancel(h: Request) -> Res {
+    let e = entry(h)?;
+    let mut g = lock(&e);
+    match g.p2p.as_mut() {
+        Some(op) => op.cancel(),
+        None => err(
+            abi::ERR_REQUEST,
+            "a collective's request cannot be cancelled",
+        ),
+    }
 }
 
 // ---------------------------------------------------------------- arguments
@@ -957,7 +1033,8 @@ collective! {
 }
 
 mpi_fn! {
-    /// Starts a persistent request (those of the persistent collectives).
+    /// Starts a persistent request (of a persistent collective or
+    /// point-to-point operation).
     fn MPI_Start / PMPI_Start(request: *mut Request) -> c_int {
         crate::errors::api("MPI_Start", || {
             let p = out(request, "request")?;
@@ -989,8 +1066,7 @@ fn start_one(h: Request) -> Res {
     err(
         abi::ERR_REQUEST,
         format!(
-            "{:#x} is not a persistent request (persistent point-to-point requests are not \
-             supported yet; persistent collectives are)",
+            "{:#x} is not a persistent request (MPI_Start takes those of the `_init` routines)",
             h.0
         ),
     )
@@ -1094,7 +1170,7 @@ pub unsafe fn mixed(
     loop {
         let mut all_null = true;
         for (i, h) in hs.iter_mut().enumerate() {
-            if *h == abi::REQUEST_NULL {
+            if *h == abi::REQUEST_NULL || inactive(*h) {
                 continue;
             }
             all_null = false;
@@ -1131,7 +1207,7 @@ pub unsafe fn some(
     loop {
         let (mut all_null, mut n) = (true, 0usize);
         for (i, h) in hs.iter_mut().enumerate() {
-            if *h == abi::REQUEST_NULL {
+            if *h == abi::REQUEST_NULL || inactive(*h) {
                 continue;
             }
             all_null = false;

@@ -149,6 +149,27 @@ pub fn predefined_comm(c: Comm) -> Option<&'static CommEntry> {
     }
 }
 
+/// A handle of its own to the communicator `c` (the same communicator,
+/// not a duplicate: no attribute callbacks run), for a persistent request
+/// whose communicator the program may free first; the predefined
+/// communicators are their own. [`release_held_comm`] drops it.
+pub(crate) fn hold_comm(c: &CommRef) -> Res<Comm> {
+    match c {
+        CommRef::Static(e) => Ok(e.handle),
+        CommRef::Shared(a) => COMMS
+            .insert(a.clone())
+            .map(Comm)
+            .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many communicators")),
+    }
+}
+
+/// Drops a handle made by [`hold_comm`].
+pub(crate) fn release_held_comm(h: Comm) {
+    if ![abi::COMM_WORLD, abi::COMM_SELF].contains(&h) {
+        let _ = COMMS.remove(h.0);
+    }
+}
+
 /// The communicator of a handle.
 #[inline]
 pub fn comm_ref(c: Comm) -> Res<CommRef> {
@@ -353,6 +374,7 @@ mpi_fn! {
         api_comm("MPI_Comm_dup", comm, |c| {
             out(newcomm, "newcomm")?;
             let d = c.comm.duplicate()?;
+            crate::attr::copy_comm(&c.comm, comm, &d)?;
             // SAFETY: checked non-null.
             unsafe { store_comm(c, Some(d), newcomm) }
         })
@@ -422,7 +444,8 @@ mpi_fn! {
             if [abi::COMM_WORLD, abi::COMM_SELF].contains(&h) {
                 return err(abi::ERR_COMM, "a predefined communicator cannot be freed");
             }
-            comm_ref(h)?;
+            let c = comm_ref(h)?;
+            crate::attr::free_comm(&c.comm, h).map_err(|e| e.on(&c))?;
             COMMS.remove(h.0).map_err(|_| MpiError::new(abi::ERR_COMM, "communicator in use"))?;
             // SAFETY: as above.
             unsafe { p.write(abi::COMM_NULL) };
@@ -591,6 +614,7 @@ mpi_fn! {
             out(newcomm, "newcomm")?;
             let hints = crate::info::hints_of(info)?;
             let d = dup_with(&c.comm, &hints)?;
+            crate::attr::copy_comm(&c.comm, comm, &d)?;
             // SAFETY: checked non-null.
             unsafe { store_comm(c, Some(d), newcomm) }
         })
@@ -814,8 +838,14 @@ unsafe fn idup(
         })
         .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many communicators"))?;
     let _ = COMMS.checkout(h);
+    let (src, src_handle) = (c.comm.clone(), c.handle);
     let done = move |r: hmpi_core::Result<SimpleCommunicator>| match r {
-        Ok(d) => COMMS.checkin(h, Arc::new(CommEntry::new(d, Comm(h), errhandler, ""))),
+        // The attributes are copied as the duplicate is made (a failing
+        // copy callback leaves it without the values it refused).
+        Ok(d) => {
+            let _ = crate::attr::copy_comm(&src, src_handle, &d);
+            COMMS.checkin(h, Arc::new(CommEntry::new(d, Comm(h), errhandler, "")))
+        }
         // The handle becomes invalid; later use reports MPI_ERR_COMM.
         Err(_) => COMMS.release(h),
     };

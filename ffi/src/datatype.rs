@@ -33,6 +33,7 @@ use crate::abi::{self, Aint, Count, Datatype};
 use crate::comm::comm_ref;
 use crate::errors::{api_active, err, out, put, put_string, MpiError, Res};
 use crate::handles::{Table, KIND_TYPE};
+use hmpi_core::attr::Kind;
 use hmpi_core::datatype::{BasicType, Datatype as CoreType, UserDatatype};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ops::Deref;
@@ -64,6 +65,8 @@ pub struct TypeInfo {
     pub predefined: bool,
     committed: AtomicBool,
     name: Mutex<String>,
+    /// Its attributes (`MPI_Type_set_attr`, see [`crate::attr`]).
+    pub attrs: hmpi_core::attr::Attributes,
 }
 
 impl TypeInfo {
@@ -79,6 +82,7 @@ impl TypeInfo {
             predefined,
             committed: AtomicBool::new(committed),
             name: Mutex::new(name.to_owned()),
+            attrs: hmpi_core::attr::Attributes::new(),
         }
     }
 
@@ -325,6 +329,27 @@ pub fn type_any(t: Datatype) -> Res<TypeRef> {
             ),
         )
     })
+}
+
+/// A handle of its own to the type of `t` (the same type, not a copy:
+/// no attribute callbacks run), for a persistent request whose type the
+/// program may free before the request; predefined handles are their own.
+/// [`release_held`] drops it.
+pub(crate) fn hold(t: Datatype) -> Res<Datatype> {
+    match type_any(t)? {
+        TypeRef::Static(_) => Ok(t),
+        TypeRef::Shared(ti) => TYPES
+            .insert(ti)
+            .map(Datatype)
+            .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many datatypes")),
+    }
+}
+
+/// Drops a handle made by [`hold`].
+pub(crate) fn release_held(t: Datatype) {
+    if let Ok(TypeRef::Shared(_)) = type_any(t) {
+        let _ = TYPES.remove(t.0);
+    }
 }
 
 /// The datatype of a handle, which must be committed (for communication).
@@ -650,7 +675,18 @@ mpi_fn! {
         api_active("MPI_Type_dup", || {
             let old = type_any(oldtype)?;
             // SAFETY: the caller's handle pointer.
-            unsafe { store(UserDatatype::dup(&old.ty), old.is_committed(), newtype) }
+            unsafe { store(UserDatatype::dup(&old.ty), old.is_committed(), newtype) }?;
+            // SAFETY: written just now.
+            let h = unsafe { newtype.read() };
+            let new = type_any(h)?;
+            if let Err(e) = old.attrs.copy_into(Kind::Type, oldtype.0, &new.attrs) {
+                let _ = new.attrs.delete_all(Kind::Type, h.0);
+                let _ = TYPES.remove(h.0);
+                // SAFETY: the caller's handle pointer.
+                unsafe { newtype.write(abi::DATATYPE_NULL) };
+                return Err(e.into());
+            }
+            Ok(())
         })
     }
 
@@ -673,9 +709,11 @@ mpi_fn! {
             let p = out(datatype, "datatype")?;
             // SAFETY: checked non-null; the caller's handle.
             let h = unsafe { p.read() };
-            if type_any(h)?.predefined {
+            let t = type_any(h)?;
+            if t.predefined {
                 return err(abi::ERR_TYPE, "a predefined datatype cannot be freed");
             }
+            t.attrs.delete_all(Kind::Type, h.0)?;
             TYPES.remove(h.0).map_err(|_| MpiError::new(abi::ERR_TYPE, "datatype in use"))?;
             // SAFETY: as above.
             unsafe { p.write(abi::DATATYPE_NULL) };

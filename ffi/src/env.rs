@@ -93,6 +93,7 @@ mpi_fn! {
                     "MPI_Init has not been called"
                 });
             };
+            crate::attr::finalize()?;
             crate::request::wait_detached();
             u.finalize()?;
             Ok(())

@@ -112,6 +112,8 @@ pub fn class_of(e: &hmpi_core::Error) -> c_int {
         E::RmaFlavor { .. } => abi::ERR_RMA_FLAVOR,
         E::ProcFailed { .. } => abi::ERR_PROC_ABORTED,
         E::NoMemory { .. } => abi::ERR_NO_MEM,
+        E::Keyval { .. } => abi::ERR_KEYVAL,
+        E::Callback { code } => *code,
         _ => abi::ERR_OTHER,
     }
 }

@@ -73,6 +73,8 @@ macro_rules! mpi_fn {
 
 pub mod abi;
 pub mod alloc;
+pub mod attr;
+pub mod buffered;
 pub mod coll;
 pub mod coll_large;
 pub mod comm;
@@ -84,6 +86,8 @@ pub mod info;
 pub mod op;
 pub mod opi;
 pub mod p2p;
+pub mod pack;
+pub mod persistent;
 pub mod request;
 pub mod topo;
 pub mod unsupported;

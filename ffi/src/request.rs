@@ -1263,7 +1263,7 @@ mpi_fn! {
             // SAFETY: checked non-null; the caller's handle.
             let h = unsafe { p.read() };
             if coll::is_coll(h) {
-                return err(abi::ERR_REQUEST, "a collective's request cannot be cancelled");
+                return coll::cancel(h);
             }
             let ReqEntry { mut req, rest } = checkout(h)?;
             req.0.cancel();

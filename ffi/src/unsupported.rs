@@ -129,52 +129,18 @@ refused! {
     MPI_Add_error_class / PMPI_Add_error_class(errorclass: *mut c_int) => world;
     MPI_Add_error_code / PMPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) => world;
     MPI_Add_error_string / PMPI_Add_error_string(errorcode: c_int, string: *const c_char) => world;
-    MPI_Attr_delete / PMPI_Attr_delete(comm: Comm, keyval: c_int) => comm;
-    MPI_Attr_get / PMPI_Attr_get(comm: Comm, keyval: c_int, attribute_val: *mut c_void,
-        flag: *mut c_int) => comm;
-    MPI_Attr_put / PMPI_Attr_put(comm: Comm, keyval: c_int, attribute_val: *mut c_void) => comm;
-    MPI_Bsend / PMPI_Bsend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int,
-        tag: c_int, comm: Comm) => comm;
-    MPI_Bsend_c / PMPI_Bsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
-        tag: c_int, comm: Comm) => comm;
-    MPI_Bsend_init / PMPI_Bsend_init(buf: *const c_void, count: c_int, datatype: Datatype,
-        dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Bsend_init_c / PMPI_Bsend_init_c(buf: *const c_void, count: Count, datatype: Datatype,
-        dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Buffer_attach / PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) => world;
-    MPI_Buffer_attach_c / PMPI_Buffer_attach_c(buffer: *mut c_void, size: Count) => world;
-    MPI_Buffer_detach / PMPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) => world;
-    MPI_Buffer_detach_c / PMPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut Count) => world;
-    MPI_Buffer_flush / PMPI_Buffer_flush() => world;
     MPI_Buffer_iflush / PMPI_Buffer_iflush(request: *mut Request) => world;
     MPI_Close_port / PMPI_Close_port(port_name: *const c_char) => world;
     MPI_Comm_accept / PMPI_Comm_accept(port_name: *const c_char, info: Info, root: c_int,
         comm: Comm, newcomm: *mut Comm) => comm;
-    MPI_Comm_attach_buffer / PMPI_Comm_attach_buffer(comm: Comm, buffer: *mut c_void, size: c_int
-    ) => comm;
-    MPI_Comm_attach_buffer_c / PMPI_Comm_attach_buffer_c(comm: Comm, buffer: *mut c_void,
-        size: Count) => comm;
     MPI_Comm_connect / PMPI_Comm_connect(port_name: *const c_char, info: Info, root: c_int,
         comm: Comm, newcomm: *mut Comm) => comm;
     MPI_Comm_create_from_group / PMPI_Comm_create_from_group(group: Group, stringtag: *const c_char,
         info: Info, errhandler: Errhandler, newcomm: *mut Comm) => world;
-    MPI_Comm_create_keyval / PMPI_Comm_create_keyval(comm_copy_attr_fn: Callback,
-        comm_delete_attr_fn: Callback, comm_keyval: *mut c_int, extra_state: *mut c_void) => world;
-    MPI_Comm_delete_attr / PMPI_Comm_delete_attr(comm: Comm, comm_keyval: c_int) => comm;
-    MPI_Comm_detach_buffer / PMPI_Comm_detach_buffer(comm: Comm, buffer_addr: *mut c_void,
-        size: *mut c_int) => comm;
-    MPI_Comm_detach_buffer_c / PMPI_Comm_detach_buffer_c(comm: Comm, buffer_addr: *mut c_void,
-        size: *mut Count) => comm;
     MPI_Comm_disconnect / PMPI_Comm_disconnect(comm: *mut Comm) => world;
-    MPI_Comm_flush_buffer / PMPI_Comm_flush_buffer(comm: Comm) => comm;
-    MPI_Comm_free_keyval / PMPI_Comm_free_keyval(comm_keyval: *mut c_int) => world;
-    MPI_Comm_get_attr / PMPI_Comm_get_attr(comm: Comm, comm_keyval: c_int,
-        attribute_val: *mut c_void, flag: *mut c_int) => comm;
     MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut Comm) => world;
     MPI_Comm_iflush_buffer / PMPI_Comm_iflush_buffer(comm: Comm, request: *mut Request) => comm;
     MPI_Comm_join / PMPI_Comm_join(fd: c_int, intercomm: *mut Comm) => world;
-    MPI_Comm_set_attr / PMPI_Comm_set_attr(comm: Comm, comm_keyval: c_int,
-        attribute_val: *mut c_void) => comm;
     MPI_Comm_spawn / PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char,
         maxprocs: c_int, info: Info, root: c_int, comm: Comm, intercomm: *mut Comm,
         array_of_errcodes: *mut c_int) => comm;
@@ -353,10 +319,6 @@ refused! {
         cancel_fn: Callback, extra_state: *mut c_void, request: *mut Request) => world;
     MPI_Group_from_session_pset / PMPI_Group_from_session_pset(session: Session,
         pset_name: *const c_char, newgroup: *mut Group) => world;
-    MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: Datatype, dest: c_int,
-        tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Ibsend_c / PMPI_Ibsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
-        tag: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Imrecv_c / PMPI_Imrecv_c(buf: *mut c_void, count: Count, datatype: Datatype,
         message: *mut Message, request: *mut Request) => world;
     MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local_group: Group,
@@ -382,16 +344,11 @@ refused! {
         request: *mut Request) => comm;
     MPI_Issend_c / PMPI_Issend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
         tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Keyval_create / PMPI_Keyval_create(copy_fn: Callback, delete_fn: Callback,
-        keyval: *mut c_int, extra_state: *mut c_void) => world;
-    MPI_Keyval_free / PMPI_Keyval_free(keyval: *mut c_int) => world;
     MPI_Lookup_name / PMPI_Lookup_name(service_name: *const c_char, info: Info,
         port_name: *mut c_char) => world;
     MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: Count, datatype: Datatype,
         message: *mut Message, status: *mut MpiStatus) => world;
     MPI_Open_port / PMPI_Open_port(info: Info, port_name: *mut c_char) => world;
-    MPI_Pack_c / PMPI_Pack_c(inbuf: *const c_void, incount: Count, datatype: Datatype,
-        outbuf: *mut c_void, outsize: Count, position: *mut Count, comm: Comm) => comm;
     MPI_Pack_external / PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void,
         incount: c_int, datatype: Datatype, outbuf: *mut c_void, outsize: Aint, position: *mut Aint
     ) => world;
@@ -402,8 +359,6 @@ refused! {
         datatype: Datatype, size: *mut Aint) => world;
     MPI_Pack_external_size_c / PMPI_Pack_external_size_c(datarep: *const c_char, incount: Count,
         datatype: Datatype, size: *mut Count) => world;
-    MPI_Pack_size_c / PMPI_Pack_size_c(incount: Count, datatype: Datatype, comm: Comm,
-        size: *mut Count) => comm;
     MPI_Parrived / PMPI_Parrived(request: Request, partition: c_int, flag: *mut c_int) => world;
     MPI_Pready / PMPI_Pready(partition: c_int, request: Request) => world;
     MPI_Pready_list / PMPI_Pready_list(length: c_int, array_of_partitions: *const c_int,
@@ -426,10 +381,6 @@ refused! {
         port_name: *const c_char) => world;
     MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, count: Count, datatype: Datatype, source: c_int,
         tag: c_int, comm: Comm, status: *mut MpiStatus) => comm;
-    MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: Datatype,
-        source: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Recv_init_c / PMPI_Recv_init_c(buf: *mut c_void, count: Count, datatype: Datatype,
-        source: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Register_datarep / PMPI_Register_datarep(datarep: *const c_char,
         read_conversion_fn: Callback, write_conversion_fn: Callback, dtype_file_extent_fn: Callback,
         extra_state: *mut c_void) => world;
@@ -450,16 +401,8 @@ refused! {
         array_of_statuses: *mut MpiStatus) => world;
     MPI_Rsend_c / PMPI_Rsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
         tag: c_int, comm: Comm) => comm;
-    MPI_Rsend_init / PMPI_Rsend_init(buf: *const c_void, count: c_int, datatype: Datatype,
-        dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Rsend_init_c / PMPI_Rsend_init_c(buf: *const c_void, count: Count, datatype: Datatype,
-        dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Send_c / PMPI_Send_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
         tag: c_int, comm: Comm) => comm;
-    MPI_Send_init / PMPI_Send_init(buf: *const c_void, count: c_int, datatype: Datatype,
-        dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Send_init_c / PMPI_Send_init_c(buf: *const c_void, count: Count, datatype: Datatype,
-        dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Sendrecv_c / PMPI_Sendrecv_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
         dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype,
         source: c_int, recvtag: c_int, comm: Comm, status: *mut MpiStatus) => comm;
@@ -497,10 +440,6 @@ refused! {
         errhandler: Errhandler) => world;
     MPI_Ssend_c / PMPI_Ssend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
         tag: c_int, comm: Comm) => comm;
-    MPI_Ssend_init / PMPI_Ssend_init(buf: *const c_void, count: c_int, datatype: Datatype,
-        dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Ssend_init_c / PMPI_Ssend_init_c(buf: *const c_void, count: Count, datatype: Datatype,
-        dest: c_int, tag: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Status_set_elements / PMPI_Status_set_elements(status: *mut MpiStatus, datatype: Datatype,
         count: c_int) => world;
     MPI_Status_set_elements_c / PMPI_Status_set_elements_c(status: *mut MpiStatus,
@@ -534,8 +473,6 @@ refused! {
     MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c(count: Count,
         blocklength: Count, array_of_displacements: *const Count, oldtype: Datatype,
         newtype: *mut Datatype) => world;
-    MPI_Type_create_keyval / PMPI_Type_create_keyval(type_copy_attr_fn: Callback,
-        type_delete_attr_fn: Callback, type_keyval: *mut c_int, extra_state: *mut c_void) => world;
     MPI_Type_create_resized_c / PMPI_Type_create_resized_c(oldtype: Datatype, lb: Count,
         extent: Count, newtype: *mut Datatype) => world;
     MPI_Type_create_struct_c / PMPI_Type_create_struct_c(count: Count,
@@ -548,10 +485,6 @@ refused! {
         array_of_sizes: *const Count, array_of_subsizes: *const Count,
         array_of_starts: *const Count, order: c_int, oldtype: Datatype, newtype: *mut Datatype
     ) => world;
-    MPI_Type_delete_attr / PMPI_Type_delete_attr(datatype: Datatype, type_keyval: c_int) => world;
-    MPI_Type_free_keyval / PMPI_Type_free_keyval(type_keyval: *mut c_int) => world;
-    MPI_Type_get_attr / PMPI_Type_get_attr(datatype: Datatype, type_keyval: c_int,
-        attribute_val: *mut c_void, flag: *mut c_int) => world;
     MPI_Type_get_contents / PMPI_Type_get_contents(datatype: Datatype, max_integers: c_int,
         max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int,
         array_of_addresses: *mut Aint, array_of_datatypes: *mut Datatype) => world;
@@ -570,12 +503,8 @@ refused! {
         array_of_displacements: *const Count, oldtype: Datatype, newtype: *mut Datatype) => world;
     MPI_Type_match_size / PMPI_Type_match_size(typeclass: c_int, size: c_int,
         datatype: *mut Datatype) => world;
-    MPI_Type_set_attr / PMPI_Type_set_attr(datatype: Datatype, type_keyval: c_int,
-        attribute_val: *mut c_void) => world;
     MPI_Type_vector_c / PMPI_Type_vector_c(count: Count, blocklength: Count, stride: Count,
         oldtype: Datatype, newtype: *mut Datatype) => world;
-    MPI_Unpack_c / PMPI_Unpack_c(inbuf: *const c_void, insize: Count, position: *mut Count,
-        outbuf: *mut c_void, outcount: Count, datatype: Datatype, comm: Comm) => comm;
     MPI_Unpack_external / PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void,
         insize: Aint, position: *mut Aint, outbuf: *mut c_void, outcount: c_int, datatype: Datatype
     ) => world;
@@ -586,13 +515,7 @@ refused! {
         port_name: *const c_char) => world;
     MPI_Win_create_errhandler / PMPI_Win_create_errhandler(win_errhandler_fn: Callback,
         errhandler: *mut Errhandler) => world;
-    MPI_Win_create_keyval / PMPI_Win_create_keyval(win_copy_attr_fn: Callback,
-        win_delete_attr_fn: Callback, win_keyval: *mut c_int, extra_state: *mut c_void) => world;
-    MPI_Win_delete_attr / PMPI_Win_delete_attr(win: Win, win_keyval: c_int) => world;
-    MPI_Win_free_keyval / PMPI_Win_free_keyval(win_keyval: *mut c_int) => world;
     MPI_Win_get_info / PMPI_Win_get_info(win: Win, info_used: *mut Info) => world;
-    MPI_Win_set_attr / PMPI_Win_set_attr(win: Win, win_keyval: c_int, attribute_val: *mut c_void
-    ) => world;
     MPI_Win_set_info / PMPI_Win_set_info(win: Win, info: Info) => world;
     MPI_T_category_changed / PMPI_T_category_changed(update_number: *mut c_int) => tool;
     MPI_T_category_get_categories / PMPI_T_category_get_categories(cat_index: c_int, len: c_int,

@@ -60,6 +60,9 @@ struct Entry {
     disp_unit: c_int,
     flavor: c_int,
     model: c_int,
+    /// The attributes of user keys (`MPI_Win_set_attr`, see
+    /// [`crate::attr`]).
+    attrs: hmpi_core::attr::Attributes,
 }
 
 static WINS: Table<Arc<Entry>> = Table::new(KIND_WIN);
@@ -176,6 +179,7 @@ unsafe fn store(w: CoreWin, comm: &CommRef, win: *mut Win) -> Res {
         win: w,
         comm: comm.clone(),
         errhandler: Mutex::new(abi::ERRORS_ARE_FATAL),
+        attrs: hmpi_core::attr::Attributes::new(),
     };
     let h = WINS
         .insert(Arc::new(e))
@@ -365,6 +369,11 @@ mpi_fn! {
             let x = MpiError::from(x);
             return on_error("MPI_Win_free", handler_of(&e), x.class, &x.msg);
         }
+        // The attributes go first; a failing delete callback fails the free.
+        if let Err(x) = e.attrs.delete_all(hmpi_core::attr::Kind::Win, h.0) {
+            let x = MpiError::from(x);
+            return on_error("MPI_Win_free", handler_of(&e), x.class, &x.msg);
+        }
         let handler = handler_of(&e);
         drop(e);
         let Ok(mut e) = WINS.remove(h.0) else {
@@ -488,7 +497,7 @@ mpi_fn! {
     }
 
     /// A predefined attribute (`MPI_WIN_BASE`, `SIZE`, `DISP_UNIT`,
-    /// `CREATE_FLAVOR`, `MODEL`).
+    /// `CREATE_FLAVOR`, `MODEL`) or one of a user key.
     fn MPI_Win_get_attr / PMPI_Win_get_attr(win: Win, win_keyval: c_int,
         attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
         api_win("MPI_Win_get_attr", win, |e| {
@@ -499,7 +508,17 @@ mpi_fn! {
                 WIN_DISP_UNIT => std::ptr::from_ref(&e.disp_unit).cast_mut().cast(),
                 WIN_CREATE_FLAVOR => std::ptr::from_ref(&e.flavor).cast_mut().cast(),
                 WIN_MODEL => std::ptr::from_ref(&e.model).cast_mut().cast(),
-                k => return err(abi::ERR_KEYVAL, format!("{k} is not a window attribute key")),
+                k => {
+                    // A user key: its value itself, if one is set.
+                    let got = e.attrs.get(hmpi_core::attr::Kind::Win, k)?;
+                    if let Some(v) = got {
+                        // SAFETY: the caller's pointer.
+                        unsafe { put_ptr(attribute_val, v as *mut c_void)? };
+                    }
+                    // SAFETY: checked non-null.
+                    unsafe { f.write(c_int::from(got.is_some())) };
+                    return Ok(());
+                }
             };
             // SAFETY: the caller's pointers; the attribute values live as
             // long as the window (MPI's rule for them).
@@ -507,6 +526,29 @@ mpi_fn! {
                 put_ptr(attribute_val, v)?;
                 f.write(1);
             }
+            Ok(())
+        })
+    }
+
+    /// Sets the attribute of a user key (a value already there is deleted
+    /// first); the predefined keys cannot be set.
+    fn MPI_Win_set_attr / PMPI_Win_set_attr(win: Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
+        api_win("MPI_Win_set_attr", win, |e| {
+            if (WIN_BASE..=WIN_MODEL).contains(&win_keyval) {
+                return err(abi::ERR_KEYVAL, format!("{win_keyval} is a predefined window attribute key"));
+            }
+            e.attrs.set(hmpi_core::attr::Kind::Win, win.0, win_keyval, attribute_val as usize)?;
+            Ok(())
+        })
+    }
+
+    /// Deletes the attribute of a user key (its delete callback runs).
+    fn MPI_Win_delete_attr / PMPI_Win_delete_attr(win: Win, win_keyval: c_int) -> c_int {
+        api_win("MPI_Win_delete_attr", win, |e| {
+            if (WIN_BASE..=WIN_MODEL).contains(&win_keyval) {
+                return err(abi::ERR_KEYVAL, format!("{win_keyval} is a predefined window attribute key"));
+            }
+            e.attrs.delete(hmpi_core::attr::Kind::Win, win.0, win_keyval)?;
             Ok(())
         })
     }

@@ -92,6 +92,19 @@ const TESTS: &[(&str, fn())] = &[
     ("unsupported_routines_refuse", unsupported_routines_refuse),
     ("one_sided_windows_in_c", one_sided_windows_in_c),
     (
+        "persistent_point_to_point_restarted",
+        persistent_point_to_point_restarted,
+    ),
+    (
+        "attribute_callbacks_and_predefined_attributes",
+        attribute_callbacks_and_predefined_attributes,
+    ),
+    (
+        "buffered_sends_within_the_attached_buffer",
+        buffered_sends_within_the_attached_buffer,
+    ),
+    ("large_count_packing", large_count_packing),
+    (
         "unsupported_routine_is_fatal_by_default",
         unsupported_routine_is_fatal_by_default,
     ),
@@ -680,6 +693,30 @@ fn one_sided_windows_in_c() {
     for ranks in [1, 2, 3] {
         build_and_run("tests/rma.c", "rma", ranks);
     }
+}
+
+fn persistent_point_to_point_restarted() {
+    // 1 rank: the ring is a process sending to itself; 4 and 5: more ranks
+    // than cores.
+    for ranks in [1, 2, 4, 5] {
+        build_and_run("tests/persistent.c", "persistent", ranks);
+    }
+}
+
+fn attribute_callbacks_and_predefined_attributes() {
+    for ranks in [1, 3] {
+        build_and_run("tests/attributes.c", "attributes", ranks);
+    }
+}
+
+fn buffered_sends_within_the_attached_buffer() {
+    for ranks in [1, 2, 4] {
+        build_and_run("tests/bsend.c", "bsend", ranks);
+    }
+}
+
+fn large_count_packing() {
+    build_and_run("tests/pack_c.c", "pack_c", 1);
 }
 
 fn unsupported_routines_refuse() {

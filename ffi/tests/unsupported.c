@@ -77,7 +77,8 @@ int main(int argc, char **argv) {
     REFUSED(MPI_Comm_connect("no port", MPI_INFO_NULL, 0, dup, &port_comm));
     CHECK(handled_code == MPI_ERR_UNSUPPORTED_OPERATION && handled_comm == dup);
     handled_code = 0;
-    REFUSED(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &y, &flag));
+    MPI_Request preq = MPI_REQUEST_NULL;
+    REFUSED(MPI_Comm_iflush_buffer(MPI_COMM_WORLD, &preq));
     CHECK(handled_code == 0);
     /* An invalid communicator: MPI_COMM_WORLD's handler. */
     MPI_Comm child = MPI_COMM_NULL;
@@ -92,13 +93,12 @@ int main(int argc, char **argv) {
     OK(MPI_Iprobe(rank, 0, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE));
     CHECK(flag == 0);
 
-    /* The window routines not implemented (user attribute keys), files
+    /* The window routines not implemented (hints), files
      * (none can exist) and routines without a communicator:
      * MPI_COMM_WORLD's handler; a refused one with a communicator: its. */
     handled_code = 0;
-    REFUSED(MPI_Win_delete_attr(MPI_WIN_NULL, 0));
+    REFUSED(MPI_Win_set_info(MPI_WIN_NULL, MPI_INFO_NULL));
     CHECK(handled_code == 0);
-    MPI_Request preq = MPI_REQUEST_NULL;
     REFUSED(MPI_Psend_init(&x, 1, 1, MPI_INT, rank, 0, dup, MPI_INFO_NULL, &preq));
     CHECK(handled_code == MPI_ERR_UNSUPPORTED_OPERATION);
     handled_code = 0;
@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
     char port[MPI_MAX_PORT_NAME] = "";
     REFUSED(MPI_Open_port(MPI_INFO_NULL, port));
     CHECK(port[0] == 0);
-    REFUSED(MPI_Buffer_attach(&x, (int)sizeof x));
+    REFUSED(MPI_Buffer_iflush(&preq));
     REFUSED(MPI_Get_elements_c(MPI_STATUS_IGNORE, MPI_INT, NULL));
     CHECK(handled_code == 0);
 

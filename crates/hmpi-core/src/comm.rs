@@ -164,6 +164,10 @@ struct Inner {
     /// What an intercommunicator has besides its local group (`None` for
     /// an intracommunicator).
     inter: Option<Arc<crate::intercomm::InterPart>>,
+    /// The attributes attached to it ([`crate::attr`]).
+    attrs: crate::attr::Attributes,
+    /// Its own buffer for buffered sends, if attached ([`crate::buffered`]).
+    bsend: crate::buffered::Pool,
 }
 
 /// Whether every member's communicator rank is its world rank.
@@ -209,6 +213,8 @@ impl SimpleCommunicator {
                 topology: OnceLock::new(),
                 info: Mutex::new(Info::new()),
                 inter: None,
+                attrs: crate::attr::Attributes::new(),
+                bsend: crate::buffered::Pool::new(),
             }),
         };
         // Every member is in this constructor (the world's is set up by
@@ -266,6 +272,8 @@ impl SimpleCommunicator {
                 topology: OnceLock::new(),
                 info: Mutex::new(Info::new()),
                 inter: Some(Arc::new(part)),
+                attrs: crate::attr::Attributes::new(),
+                bsend: crate::buffered::Pool::new(),
             }),
         })
     }
@@ -280,6 +288,18 @@ impl SimpleCommunicator {
     #[inline]
     pub(crate) fn inter_part(&self) -> Option<&crate::intercomm::InterPart> {
         self.inner.inter.as_deref()
+    }
+
+    /// The attributes attached to this communicator (shared by its
+    /// clones; a duplicate starts with none until
+    /// [`crate::attr::Attributes::copy_into`] copies them).
+    pub fn attributes(&self) -> &crate::attr::Attributes {
+        &self.inner.attrs
+    }
+
+    /// Its own buffer for buffered sends ([`crate::buffered::attach_to`]).
+    pub(crate) fn bsend_pool(&self) -> &crate::buffered::Pool {
+        &self.inner.bsend
     }
 
     /// The hints set on this communicator (`MPI_Comm_get_info`): what
@@ -342,6 +362,8 @@ impl SimpleCommunicator {
                 topology: OnceLock::new(),
                 info: Mutex::new(Info::new()),
                 inter: None,
+                attrs: crate::attr::Attributes::new(),
+                bsend: crate::buffered::Pool::new(),
             }),
         }
     }

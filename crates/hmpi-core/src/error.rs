@@ -201,6 +201,18 @@ pub enum Error {
         /// The failed process's rank in the job (`MPI_COMM_WORLD`).
         rank: i32,
     },
+    /// `MPI_ERR_KEYVAL`: an attribute key that does not exist (freed, never
+    /// created, or made for another kind of object).
+    Keyval {
+        /// What is wrong.
+        reason: String,
+    },
+    /// An attribute copy or delete callback failed: `code` is what it
+    /// returned, which the call that ran it returns in turn.
+    Callback {
+        /// The callback's error code.
+        code: i32,
+    },
 }
 
 impl fmt::Display for Error {
@@ -288,6 +300,10 @@ impl fmt::Display for Error {
                 f,
                 "rank {rank} of the job ended without finalizing; this operation depends on it"
             ),
+            Error::Keyval { reason } => write!(f, "invalid attribute key: {reason}"),
+            Error::Callback { code } => {
+                write!(f, "an attribute callback failed with error code {code}")
+            }
         }
     }
 }

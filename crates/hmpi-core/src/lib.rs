@@ -65,6 +65,8 @@
 
 #![warn(missing_docs)]
 
+pub mod attr;
+pub mod buffered;
 pub mod collective;
 pub mod comm;
 pub mod datatype;
@@ -76,6 +78,7 @@ pub mod info;
 pub mod intercomm;
 pub mod launch;
 pub mod op;
+pub mod persistent;
 pub mod point_to_point;
 pub mod raw;
 pub mod request;

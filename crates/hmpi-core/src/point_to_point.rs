@@ -475,6 +475,19 @@ pub trait Destination {
         self.ready_send_with_tag(buf, 0)
     }
 
+    /// Sends `buf` with `tag` in buffered mode (`MPI_Bsend`): copies it
+    /// and returns, whatever the receiver does, within the capacity of the
+    /// buffer attached with [`crate::buffered::attach`] ([`Error::Buffer`]
+    /// when it does not fit or none is attached).
+    fn buffered_send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: i32) -> Result<()> {
+        crate::buffered::bsend(self.comm(), buf.as_bytes(), self.destination_rank(), tag)
+    }
+
+    /// [`Destination::buffered_send_with_tag`] with tag 0.
+    fn buffered_send<B: Buffer + ?Sized>(&self, buf: &B) -> Result<()> {
+        self.buffered_send_with_tag(buf, 0)
+    }
+
     /// Starts sending `buf` (`MPI_Isend`); the request belongs to `scope`,
     /// which completes it at its end at the latest.
     fn immediate_send_with_tag<'s, B: Buffer + ?Sized>(
