@@ -87,6 +87,10 @@ impl Buf {
     }
 }
 
+// SAFETY: a `Buf` owns its memory alone; moving it to another thread (a
+// collective's future may be polled by any thread) moves that ownership.
+unsafe impl Send for Buf {}
+
 impl Drop for Buf {
     fn drop(&mut self) {
         let l = Layout::from_size_align(self.n.max(1), 16).unwrap();
@@ -445,6 +449,104 @@ fn direct_rank(u: Universe) {
     }
 }
 
+/// A gather, then a read of what the others keep, then a barrier that
+/// keeps it until every reader is done (how the neighbourhood
+/// collectives use the engine): one such pair of epochs, as one future.
+/// The barrier's epoch is taken at once, but the barrier is published
+/// only once this member has read, after the pair started next may have
+/// published its gather: a member publishes its epochs out of order.
+///
+/// Each member keeps `WORDS` words of `tag` in a heap buffer, gathers the
+/// others' addresses, checks their words, and after the barrier writes
+/// `POISON` over its own: a member that reads after that sees it.
+///
+/// # Safety
+/// `coll` outlives the future.
+unsafe fn gather_read_release(
+    coll: &Coll,
+    me: usize,
+    n: usize,
+    tag: u64,
+) -> impl std::future::Future<Output = hmpi_core::Result<()>> + Send + '_ {
+    const WORDS: usize = 256;
+    const POISON: u64 = 0xdead_beef_dead_beef;
+    let mut mine = Buf::new(WORDS * 8, false);
+    mine.u64s().iter_mut().for_each(|x| *x = tag + me as u64);
+    let addr: Box<[u64]> = vec![mine.p as u64].into();
+    let mut addrs: Box<[u64]> = vec![0u64; n].into();
+    let counts: Box<[usize]> = vec![8; n].into();
+    let displs: Box<[usize]> = (0..n).map(|r| 8 * r).collect();
+    let at = addrs.as_mut_ptr() as usize;
+    // SAFETY: the boxed arrays move into the future and their contents
+    // stay put while it lives; both steps take their epochs now.
+    let (gather, barrier) = unsafe {
+        (
+            coll.iallgatherv(
+                addr.as_ptr().cast(),
+                8,
+                at as *mut u8,
+                &*std::ptr::from_ref::<[usize]>(&counts),
+                &*std::ptr::from_ref::<[usize]>(&displs),
+            ),
+            coll.ibarrier(),
+        )
+    };
+    async move {
+        gather.await?;
+        for (r, &a) in addrs.iter().enumerate() {
+            // SAFETY: member `r`'s buffer of `WORDS` words, kept until the
+            // barrier below has completed everywhere.
+            let theirs = unsafe { std::slice::from_raw_parts(a as usize as *const u64, WORDS) };
+            let want = tag + r as u64;
+            if let Some(bad) = theirs.iter().find(|&&x| x != want) {
+                return Err(hmpi_core::Error::Internal(format!(
+                    "rank {me} read {bad:#x} from rank {r}'s buffer, not {want:#x} \
+                     (released before this rank's read)"
+                )));
+            }
+        }
+        let b = barrier.await;
+        mine.u64s().iter_mut().for_each(|x| *x = POISON);
+        drop((mine, addr, counts, displs));
+        b
+    }
+}
+
+/// Two gather-read-barrier pairs in flight at once (four epochs), the
+/// barrier of the first published after the gather of the second: the
+/// barrier must not complete anywhere before every member has read. One
+/// member starts both and then stays away (its reads of the first wait
+/// for its next wait), one starts late, the others wait for the first
+/// at once; roles rotate, and the waits go in both orders.
+fn deferred_rank(u: Universe) {
+    let world = u.world();
+    let (me, n) = (world.rank() as usize, world.size() as usize);
+    let coll = world.coll().unwrap().expect("more than one rank");
+    for round in 0..2 * n {
+        let (reader, late) = (round % n, (round + n - 1) % n);
+        let tag = (round as u64 + 1) << 32;
+        if me == late {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        // SAFETY: `coll` outlives both, waited for below.
+        let a = unsafe { coll.start(gather_read_release(coll, me, n, tag)) };
+        // SAFETY: as above.
+        let b = unsafe { coll.start(gather_read_release(coll, me, n, tag + (1 << 16))) };
+        if me == reader {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+        if round % 2 == 0 {
+            coll.wait(&a).unwrap();
+            coll.wait(&b).unwrap();
+        } else {
+            let _ = coll.test(&b);
+            coll.wait(&b).unwrap();
+            coll.wait(&a).unwrap();
+        }
+    }
+    coll.barrier().unwrap();
+}
+
 fn run(n: u32) {
     rank_tests::assert_ran(&rank_tests::launch("engine", n, &[]), "engine");
 }
@@ -457,6 +559,7 @@ fn main() {
                 "engine" => engine_rank(u),
                 "nonblocking" => nonblocking_rank(u),
                 "direct" => direct_rank(u),
+                "deferred" => deferred_rank(u),
                 _ => return None,
             }
             Some(())
@@ -471,6 +574,15 @@ fn main() {
                     rank_tests::assert_ran(&r, "direct");
                 }
             }),
+            (
+                "barrier_waits_for_readers_with_epochs_published_out_of_order",
+                || {
+                    for n in [3, 5] {
+                        let r = rank_tests::launch("deferred", n, &[]);
+                        rank_tests::assert_ran(&r, "deferred");
+                    }
+                },
+            ),
             ("nonblocking_out_of_order_with_p2p", || {
                 for n in [2, 3, 5] {
                     let r = rank_tests::launch("nonblocking", n, &[]);
