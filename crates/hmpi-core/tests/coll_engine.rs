@@ -547,6 +547,72 @@ fn deferred_rank(u: Universe) {
     coll.barrier().unwrap();
 }
 
+/// Large allreduces (which have a middle step, `mid`, per member) in
+/// flight at once, the first published late: it is behind a barrier in
+/// one future, while the second is published at once. Its middle step
+/// must not be taken for the first one's: one member (`slow`) stays
+/// away after starting both, one starts late, one (`away`) moves both on
+/// for a while and then stays away until the others could have read its
+/// slice of the first result. Every result against the serial sum.
+fn deferred_allreduce_rank(u: Universe) {
+    const COUNT: usize = 4000;
+    let world = u.world();
+    let (me, n) = (world.rank() as usize, world.size() as usize);
+    let coll = world.coll().unwrap().expect("more than one rank");
+    let ms = std::time::Duration::from_millis;
+    for round in 0..n {
+        let (slow, away, late) = (round % n, (round + 1) % n, (round + 2) % n);
+        let serial = |k: usize| {
+            let mut acc = val(n - 1, k);
+            for r in (0..n - 1).rev() {
+                acc += val(r, k);
+            }
+            acc
+        };
+        let s1: Vec<f64> = (0..COUNT).map(|i| val(me, i + round)).collect();
+        let s2: Vec<f64> = (0..COUNT).map(|i| val(me, i + round + 1)).collect();
+        let mut r1 = vec![0.0f64; COUNT];
+        let mut r2 = vec![0.0f64; COUNT];
+        if me == late {
+            std::thread::sleep(ms(100));
+        }
+        let (p1, q1) = (s1.as_ptr().cast::<u8>(), r1.as_mut_ptr().cast::<u8>());
+        // SAFETY: the buffers outlive both operations, waited for below.
+        let first = unsafe {
+            let bar = coll.ibarrier();
+            let red = coll.ireduce(p1, q1, COUNT, &SumF64, None);
+            coll.start(async move {
+                bar.await?;
+                red.await
+            })
+        };
+        let (p2, q2) = (s2.as_ptr().cast::<u8>(), r2.as_mut_ptr().cast::<u8>());
+        // SAFETY: as above.
+        let second = unsafe { coll.start(coll.ireduce(p2, q2, COUNT, &SumF64, None)) };
+        if me == slow {
+            std::thread::sleep(ms(300));
+        } else if me == away {
+            let until = std::time::Instant::now() + ms(200);
+            while std::time::Instant::now() < until {
+                let _ = coll.test(&second);
+                std::thread::yield_now();
+            }
+            std::thread::sleep(ms(400));
+        }
+        coll.wait(&first).unwrap();
+        coll.wait(&second).unwrap();
+        for k in 0..COUNT {
+            assert_eq!(r1[k], serial(k + round), "first allreduce, element {k}");
+            assert_eq!(
+                r2[k],
+                serial(k + round + 1),
+                "second allreduce, element {k}"
+            );
+        }
+    }
+    coll.barrier().unwrap();
+}
+
 fn run(n: u32) {
     rank_tests::assert_ran(&rank_tests::launch("engine", n, &[]), "engine");
 }
@@ -560,6 +626,7 @@ fn main() {
                 "nonblocking" => nonblocking_rank(u),
                 "direct" => direct_rank(u),
                 "deferred" => deferred_rank(u),
+                "deferred_allreduce" => deferred_allreduce_rank(u),
                 _ => return None,
             }
             Some(())
@@ -580,6 +647,15 @@ fn main() {
                     for n in [3, 5] {
                         let r = rank_tests::launch("deferred", n, &[]);
                         rank_tests::assert_ran(&r, "deferred");
+                    }
+                },
+            ),
+            (
+                "allreduce_middle_steps_with_epochs_published_out_of_order",
+                || {
+                    for n in [3, 5] {
+                        let r = rank_tests::launch("deferred_allreduce", n, &[]);
+                        rank_tests::assert_ran(&r, "deferred_allreduce");
                     }
                 },
             ),

@@ -1436,6 +1436,17 @@ impl Coll {
                 unsafe { combine_into(self.size, inputs, lo, hi, target + lo, op) };
             }
             if root.is_none() {
+                // `mid` is one word for every epoch: published in epoch
+                // order (as `done` is), or a later allreduce's middle step
+                // would pass for this one's, and this one's would then
+                // move the word back under that one's readers. So the
+                // collectives this member started before are finished
+                // first (its end would wait for them anyway).
+                LocalUntil {
+                    word: &self.finished,
+                    e: e.wrapping_sub(1) & EPOCHS,
+                }
+                .await;
                 self.block.slot(self.rank).progress.mid.publish(e);
                 for r in self.others() {
                     until(&self.block.slot(r).progress.mid, e).await;
