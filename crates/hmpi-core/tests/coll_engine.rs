@@ -87,6 +87,10 @@ impl Buf {
     }
 }
 
+// SAFETY: a `Buf` owns its memory alone; moving it to another thread (a
+// collective's future may be polled by any thread) moves that ownership.
+unsafe impl Send for Buf {}
+
 impl Drop for Buf {
     fn drop(&mut self) {
         let l = Layout::from_size_align(self.n.max(1), 16).unwrap();
@@ -445,6 +449,170 @@ fn direct_rank(u: Universe) {
     }
 }
 
+/// A gather, then a read of what the others keep, then a barrier that
+/// keeps it until every reader is done (how the neighbourhood
+/// collectives use the engine): one such pair of epochs, as one future.
+/// The barrier's epoch is taken at once, but the barrier is published
+/// only once this member has read, after the pair started next may have
+/// published its gather: a member publishes its epochs out of order.
+///
+/// Each member keeps `WORDS` words of `tag` in a heap buffer, gathers the
+/// others' addresses, checks their words, and after the barrier writes
+/// `POISON` over its own: a member that reads after that sees it.
+///
+/// # Safety
+/// `coll` outlives the future.
+unsafe fn gather_read_release(
+    coll: &Coll,
+    me: usize,
+    n: usize,
+    tag: u64,
+) -> impl std::future::Future<Output = hmpi_core::Result<()>> + Send + '_ {
+    const WORDS: usize = 256;
+    const POISON: u64 = 0xdead_beef_dead_beef;
+    let mut mine = Buf::new(WORDS * 8, false);
+    mine.u64s().iter_mut().for_each(|x| *x = tag + me as u64);
+    let addr: Box<[u64]> = vec![mine.p as u64].into();
+    let mut addrs: Box<[u64]> = vec![0u64; n].into();
+    let counts: Box<[usize]> = vec![8; n].into();
+    let displs: Box<[usize]> = (0..n).map(|r| 8 * r).collect();
+    let at = addrs.as_mut_ptr() as usize;
+    // SAFETY: the boxed arrays move into the future and their contents
+    // stay put while it lives; both steps take their epochs now.
+    let (gather, barrier) = unsafe {
+        (
+            coll.iallgatherv(
+                addr.as_ptr().cast(),
+                8,
+                at as *mut u8,
+                &*std::ptr::from_ref::<[usize]>(&counts),
+                &*std::ptr::from_ref::<[usize]>(&displs),
+            ),
+            coll.ibarrier(),
+        )
+    };
+    async move {
+        gather.await?;
+        for (r, &a) in addrs.iter().enumerate() {
+            // SAFETY: member `r`'s buffer of `WORDS` words, kept until the
+            // barrier below has completed everywhere.
+            let theirs = unsafe { std::slice::from_raw_parts(a as usize as *const u64, WORDS) };
+            let want = tag + r as u64;
+            if let Some(bad) = theirs.iter().find(|&&x| x != want) {
+                return Err(hmpi_core::Error::Internal(format!(
+                    "rank {me} read {bad:#x} from rank {r}'s buffer, not {want:#x} \
+                     (released before this rank's read)"
+                )));
+            }
+        }
+        let b = barrier.await;
+        mine.u64s().iter_mut().for_each(|x| *x = POISON);
+        drop((mine, addr, counts, displs));
+        b
+    }
+}
+
+/// Two gather-read-barrier pairs in flight at once (four epochs), the
+/// barrier of the first published after the gather of the second: the
+/// barrier must not complete anywhere before every member has read. One
+/// member starts both and then stays away (its reads of the first wait
+/// for its next wait), one starts late, the others wait for the first
+/// at once; roles rotate, and the waits go in both orders.
+fn deferred_rank(u: Universe) {
+    let world = u.world();
+    let (me, n) = (world.rank() as usize, world.size() as usize);
+    let coll = world.coll().unwrap().expect("more than one rank");
+    for round in 0..2 * n {
+        let (reader, late) = (round % n, (round + n - 1) % n);
+        let tag = (round as u64 + 1) << 32;
+        if me == late {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        // SAFETY: `coll` outlives both, waited for below.
+        let a = unsafe { coll.start(gather_read_release(coll, me, n, tag)) };
+        // SAFETY: as above.
+        let b = unsafe { coll.start(gather_read_release(coll, me, n, tag + (1 << 16))) };
+        if me == reader {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+        if round % 2 == 0 {
+            coll.wait(&a).unwrap();
+            coll.wait(&b).unwrap();
+        } else {
+            let _ = coll.test(&b);
+            coll.wait(&b).unwrap();
+            coll.wait(&a).unwrap();
+        }
+    }
+    coll.barrier().unwrap();
+}
+
+/// Large allreduces (which have a middle step, `mid`, per member) in
+/// flight at once, the first published late: it is behind a barrier in
+/// one future, while the second is published at once. Its middle step
+/// must not be taken for the first one's: one member (`slow`) stays
+/// away after starting both, one starts late, one (`away`) moves both on
+/// for a while and then stays away until the others could have read its
+/// slice of the first result. Every result against the serial sum.
+fn deferred_allreduce_rank(u: Universe) {
+    const COUNT: usize = 4000;
+    let world = u.world();
+    let (me, n) = (world.rank() as usize, world.size() as usize);
+    let coll = world.coll().unwrap().expect("more than one rank");
+    let ms = std::time::Duration::from_millis;
+    for round in 0..n {
+        let (slow, away, late) = (round % n, (round + 1) % n, (round + 2) % n);
+        let serial = |k: usize| {
+            let mut acc = val(n - 1, k);
+            for r in (0..n - 1).rev() {
+                acc += val(r, k);
+            }
+            acc
+        };
+        let s1: Vec<f64> = (0..COUNT).map(|i| val(me, i + round)).collect();
+        let s2: Vec<f64> = (0..COUNT).map(|i| val(me, i + round + 1)).collect();
+        let mut r1 = vec![0.0f64; COUNT];
+        let mut r2 = vec![0.0f64; COUNT];
+        if me == late {
+            std::thread::sleep(ms(100));
+        }
+        let (p1, q1) = (s1.as_ptr().cast::<u8>(), r1.as_mut_ptr().cast::<u8>());
+        // SAFETY: the buffers outlive both operations, waited for below.
+        let first = unsafe {
+            let bar = coll.ibarrier();
+            let red = coll.ireduce(p1, q1, COUNT, &SumF64, None);
+            coll.start(async move {
+                bar.await?;
+                red.await
+            })
+        };
+        let (p2, q2) = (s2.as_ptr().cast::<u8>(), r2.as_mut_ptr().cast::<u8>());
+        // SAFETY: as above.
+        let second = unsafe { coll.start(coll.ireduce(p2, q2, COUNT, &SumF64, None)) };
+        if me == slow {
+            std::thread::sleep(ms(300));
+        } else if me == away {
+            let until = std::time::Instant::now() + ms(200);
+            while std::time::Instant::now() < until {
+                let _ = coll.test(&second);
+                std::thread::yield_now();
+            }
+            std::thread::sleep(ms(400));
+        }
+        coll.wait(&first).unwrap();
+        coll.wait(&second).unwrap();
+        for k in 0..COUNT {
+            assert_eq!(r1[k], serial(k + round), "first allreduce, element {k}");
+            assert_eq!(
+                r2[k],
+                serial(k + round + 1),
+                "second allreduce, element {k}"
+            );
+        }
+    }
+    coll.barrier().unwrap();
+}
+
 fn run(n: u32) {
     rank_tests::assert_ran(&rank_tests::launch("engine", n, &[]), "engine");
 }
@@ -457,6 +625,8 @@ fn main() {
                 "engine" => engine_rank(u),
                 "nonblocking" => nonblocking_rank(u),
                 "direct" => direct_rank(u),
+                "deferred" => deferred_rank(u),
+                "deferred_allreduce" => deferred_allreduce_rank(u),
                 _ => return None,
             }
             Some(())
@@ -471,6 +641,24 @@ fn main() {
                     rank_tests::assert_ran(&r, "direct");
                 }
             }),
+            (
+                "barrier_waits_for_readers_with_epochs_published_out_of_order",
+                || {
+                    for n in [3, 5] {
+                        let r = rank_tests::launch("deferred", n, &[]);
+                        rank_tests::assert_ran(&r, "deferred");
+                    }
+                },
+            ),
+            (
+                "allreduce_middle_steps_with_epochs_published_out_of_order",
+                || {
+                    for n in [3, 5] {
+                        let r = rank_tests::launch("deferred_allreduce", n, &[]);
+                        rank_tests::assert_ran(&r, "deferred_allreduce");
+                    }
+                },
+            ),
             ("nonblocking_out_of_order_with_p2p", || {
                 for n in [2, 3, 5] {
                     let r = rank_tests::launch("nonblocking", n, &[]);

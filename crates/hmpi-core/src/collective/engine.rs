@@ -266,10 +266,18 @@ pub struct Coll {
     size: u32,
     /// The last epoch taken.
     epoch: AtomicU32,
-    /// The latest epoch seen published by each member (a cache of their
-    /// `arrive` words, so that the check at the start of a collective
-    /// rarely reads them).
-    seen: Box<[AtomicU32]>,
+    /// The latest epoch seen published by each member in each phase (a
+    /// cache of their `arrive` words, so that the check at the start of a
+    /// collective rarely reads them). Per phase, because a phase's word is
+    /// the only thing that orders its epochs: a member publishes `e + 4`
+    /// in a phase only after it finished `e`, but it may publish `e + 1`
+    /// before `e` (a nonblocking collective whose publication waits for an
+    /// earlier step of its own, such as the barrier after a gather in a
+    /// neighbourhood collective, while one started after it publishes at
+    /// once). A cache of one epoch per member would take `e + 1` seen for
+    /// `e` published, and a barrier would pass a member that has not
+    /// arrived.
+    seen: Box<[[AtomicU32; PHASES as usize]]>,
     /// The latest epoch seen finished by each member (a cache of their
     /// `done` words).
     seen_done: Box<[AtomicU32]>,
@@ -317,7 +325,9 @@ impl Coll {
             rank,
             size,
             epoch: AtomicU32::new(0),
-            seen: (0..size).map(|_| AtomicU32::new(0)).collect(),
+            seen: (0..size)
+                .map(|_| std::array::from_fn(|_| AtomicU32::new(0)))
+                .collect(),
             seen_done: (0..size).map(|_| AtomicU32::new(0)).collect(),
             finished: AtomicU32::new(0),
             staging: Mutex::new([Staging::default(), Staging::default()]),
@@ -465,7 +475,7 @@ impl Coll {
     #[inline]
     fn arrived_now(&self, r: u32, e: u32) {
         // Relaxed: a local cache of an epoch already acquired.
-        if reached(self.seen[r as usize].load(Ordering::Relaxed), e) {
+        if reached(self.seen_in(r, e).load(Ordering::Relaxed), e) {
             return;
         }
         self.block.slot(r).phase[phase_of(e)].arrive.wait(e);
@@ -624,14 +634,21 @@ impl Coll {
     /// Waits until member `r` has published epoch `e`.
     #[inline]
     async fn arrived(&self, r: u32, e: u32) {
-        let seen = &self.seen[r as usize];
         // Relaxed: a local cache of an epoch already acquired below.
-        if reached(seen.load(Ordering::Relaxed), e) {
+        if reached(self.seen_in(r, e).load(Ordering::Relaxed), e) {
             return;
         }
         let phase = &self.block.slot(r).phase[phase_of(e)];
         until(&phase.arrive, e).await;
         self.note_arrival(r, e);
+    }
+
+    /// The cache of the latest epoch member `r` was seen to publish in
+    /// the phase of epoch `e`: at or past `e` means `e` is published (a
+    /// phase's epochs are published in order; see `Coll::seen`).
+    #[inline]
+    fn seen_in(&self, r: u32, e: u32) -> &AtomicU32 {
+        &self.seen[r as usize][phase_of(e)]
     }
 
     /// Remembers that member `r` has published epoch `e` (its `arrive`
@@ -641,7 +658,10 @@ impl Coll {
     fn note_arrival(&self, r: u32, e: u32) {
         let phase = &self.block.slot(r).phase[phase_of(e)];
         // Relaxed: a local cache of epochs this thread acquired.
-        self.seen[r as usize].store(e, Ordering::Relaxed);
+        let seen = self.seen_in(r, e);
+        if !reached(seen.load(Ordering::Relaxed), e) {
+            seen.store(e, Ordering::Relaxed);
+        }
         // Relaxed: written before the `arrive` this thread acquired. What
         // the member had finished then, it has finished now: remember it.
         let f = phase.finished.load(Ordering::Relaxed);
@@ -1416,6 +1436,17 @@ impl Coll {
                 unsafe { combine_into(self.size, inputs, lo, hi, target + lo, op) };
             }
             if root.is_none() {
+                // `mid` is one word for every epoch: published in epoch
+                // order (as `done` is), or a later allreduce's middle step
+                // would pass for this one's, and this one's would then
+                // move the word back under that one's readers. So the
+                // collectives this member started before are finished
+                // first (its end would wait for them anyway).
+                LocalUntil {
+                    word: &self.finished,
+                    e: e.wrapping_sub(1) & EPOCHS,
+                }
+                .await;
                 self.block.slot(self.rank).progress.mid.publish(e);
                 for r in self.others() {
                     until(&self.block.slot(r).progress.mid, e).await;

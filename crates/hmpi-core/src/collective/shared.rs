@@ -20,7 +20,11 @@
 //! * `done` is the last epoch the owner has finished (epochs finish in
 //!   order, even when nonblocking collectives are completed out of order):
 //!   it no longer reads what anybody published for it; `mid` marks a
-//!   middle step of the collectives that have two (allreduce by slices).
+//!   middle step of the collectives that have two (allreduce by slices),
+//!   also in epoch order. Phases' `arrive` words are not: a member may
+//!   publish `e + 1` before `e` (a nonblocking collective whose
+//!   publication waits for an earlier step of its own), so what a reader
+//!   remembers of them it remembers per phase.
 //! * Before a member writes phase `p` for epoch `e` it waits until every
 //!   member (itself included) has finished `e - 4`, the previous epoch
 //!   that used the same phase. Four phases rather than two: a member
