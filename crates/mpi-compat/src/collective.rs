@@ -1,0 +1,493 @@
+//! rsmpi's `mpi::collective`: collectives on communicators
+//! ([`CommunicatorCollectives`]) and rooted at a process ([`Root`]),
+//! reduction operations.
+
+use std::borrow::Borrow;
+
+use hmpi_core::traits::{
+    CommunicatorCollectives as _, ImmediateCollectives as _, ImmediateRoot as CoreImmediateRoot,
+    Root as CoreRoot,
+};
+
+use crate::check;
+use crate::datatype::{Buffer, BufferMut, Partition, PartitionMut};
+use crate::request::{Op, Request, Scope};
+use crate::topology::{Communicator, Process, Rank};
+
+pub use hmpi_core::op::SystemOperation;
+
+/// The traits of this module (in `mpi::traits`).
+pub mod traits {
+    pub use super::{CommunicatorCollectives, Operation, Root};
+}
+
+/// A reduction operation (rsmpi's `Operation`): a [`SystemOperation`] or
+/// a reference to one.
+pub trait Operation {
+    /// hmpi-core's operation (not part of rsmpi's API).
+    #[doc(hidden)]
+    fn core_op(&self) -> hmpi_core::op::Operation;
+
+    /// Whether the operation is commutative.
+    fn is_commutative(&self) -> bool {
+        self.core_op().is_commutative()
+    }
+}
+
+impl Operation for SystemOperation {
+    fn core_op(&self) -> hmpi_core::op::Operation {
+        (*self).into()
+    }
+}
+
+impl<T: Operation + ?Sized> Operation for &T {
+    fn core_op(&self) -> hmpi_core::op::Operation {
+        (**self).core_op()
+    }
+}
+
+/// Combines `inbuf` into `inoutbuf` with `op` on this process
+/// (`MPI_Reduce_local`).
+pub fn reduce_local_into<S, R, O>(inbuf: &S, inoutbuf: &mut R, op: O)
+where
+    S: ?Sized + Buffer,
+    R: ?Sized + BufferMut,
+    O: Operation,
+{
+    let dt = inbuf.element_datatype();
+    let n = inbuf.as_bytes().len().checked_div(dt.size()).unwrap_or(0);
+    check(hmpi_core::op::reduce_local(
+        inbuf,
+        inoutbuf,
+        n,
+        &dt,
+        &op.core_op(),
+    ))
+}
+
+/// A collective started in `scope` as a [`Request`] on `data`.
+fn started<'a, D: ?Sized, Sc>(
+    r: hmpi_core::request::CollectiveRequest<'a>,
+    data: *const D,
+) -> Request<'a, D, Sc> {
+    Request::new(Op::Coll(r), data)
+}
+
+/// Collectives over every process of a communicator (rsmpi's
+/// `CommunicatorCollectives`).
+pub trait CommunicatorCollectives: Communicator {
+    /// `MPI_Barrier`.
+    fn barrier(&self) {
+        check(hmpi_core::traits::Communicator::barrier(self.core()))
+    }
+
+    /// `MPI_Allgather`.
+    fn all_gather_into<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+    ) {
+        check(self.core().all_gather_into(sendbuf, recvbuf))
+    }
+
+    /// `MPI_Allgatherv`.
+    fn all_gather_varcount_into<S, R, C, D>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut PartitionMut<'_, R, C, D>,
+    ) where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C: Borrow<[i32]>,
+        D: Borrow<[i32]>,
+    {
+        check(self.core().all_gather_varcount_into(sendbuf, recvbuf))
+    }
+
+    /// `MPI_Alltoall`.
+    fn all_to_all_into<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+    ) {
+        check(self.core().all_to_all_into(sendbuf, recvbuf))
+    }
+
+    /// `MPI_Alltoallv`.
+    fn all_to_all_varcount_into<S, R, C1, D1, C2, D2>(
+        &self,
+        sendbuf: &Partition<'_, S, C1, D1>,
+        recvbuf: &mut PartitionMut<'_, R, C2, D2>,
+    ) where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C1: Borrow<[i32]>,
+        D1: Borrow<[i32]>,
+        C2: Borrow<[i32]>,
+        D2: Borrow<[i32]>,
+    {
+        check(self.core().all_to_all_varcount_into(sendbuf, recvbuf))
+    }
+
+    /// `MPI_Allreduce`.
+    fn all_reduce_into<S: ?Sized + Buffer, R: ?Sized + BufferMut, O: Operation>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+        op: O,
+    ) {
+        check(self.core().all_reduce_into(sendbuf, recvbuf, op.core_op()))
+    }
+
+    /// `MPI_Reduce_scatter_block`.
+    fn reduce_scatter_block_into<S: ?Sized + Buffer, R: ?Sized + BufferMut, O: Operation>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+        op: O,
+    ) {
+        check(
+            self.core()
+                .reduce_scatter_block_into(sendbuf, recvbuf, op.core_op()),
+        )
+    }
+
+    /// `MPI_Scan`.
+    fn scan_into<S: ?Sized + Buffer, R: ?Sized + BufferMut, O: Operation>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+        op: O,
+    ) {
+        check(self.core().scan_into(sendbuf, recvbuf, op.core_op()))
+    }
+
+    /// `MPI_Exscan`.
+    fn exclusive_scan_into<S: ?Sized + Buffer, R: ?Sized + BufferMut, O: Operation>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+        op: O,
+    ) {
+        check(
+            self.core()
+                .exclusive_scan_into(sendbuf, recvbuf, op.core_op()),
+        )
+    }
+
+    /// `MPI_Iallgather` in `scope`.
+    fn immediate_all_gather_into<'a, S, R, Sc>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+    ) -> Request<'a, R, Sc>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        Sc: Scope<'a>,
+    {
+        let data: *const R = recvbuf;
+        let c = self.core();
+        started(
+            scope.with_core(|s| check(c.immediate_all_gather_into(s, sendbuf, recvbuf))),
+            data,
+        )
+    }
+
+    /// `MPI_Ialltoall` in `scope`.
+    fn immediate_all_to_all_into<'a, S, R, Sc>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+    ) -> Request<'a, R, Sc>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        Sc: Scope<'a>,
+    {
+        let data: *const R = recvbuf;
+        let c = self.core();
+        started(
+            scope.with_core(|s| check(c.immediate_all_to_all_into(s, sendbuf, recvbuf))),
+            data,
+        )
+    }
+
+    /// `MPI_Iallreduce` in `scope`.
+    fn immediate_all_reduce_into<'a, S, R, O, Sc>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        O: Operation,
+        Sc: Scope<'a>,
+    {
+        let data: *const R = recvbuf;
+        let (c, op) = (self.core(), op.core_op());
+        started(
+            scope.with_core(|s| check(c.immediate_all_reduce_into(s, sendbuf, recvbuf, op))),
+            data,
+        )
+    }
+
+    /// `MPI_Ireduce_scatter_block` in `scope`.
+    fn immediate_reduce_scatter_block_into<'a, S, R, O, Sc>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        O: Operation,
+        Sc: Scope<'a>,
+    {
+        let data: *const R = recvbuf;
+        let (c, op) = (self.core(), op.core_op());
+        started(
+            scope.with_core(|s| {
+                check(c.immediate_reduce_scatter_block_into(s, sendbuf, recvbuf, op))
+            }),
+            data,
+        )
+    }
+
+    /// `MPI_Iscan` in `scope`.
+    fn immediate_scan_into<'a, S, R, O, Sc>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        O: Operation,
+        Sc: Scope<'a>,
+    {
+        let data: *const R = recvbuf;
+        let (c, op) = (self.core(), op.core_op());
+        started(
+            scope.with_core(|s| check(c.immediate_scan_into(s, sendbuf, recvbuf, op))),
+            data,
+        )
+    }
+
+    /// `MPI_Iexscan` in `scope`.
+    fn immediate_exclusive_scan_into<'a, S, R, O, Sc>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        O: Operation,
+        Sc: Scope<'a>,
+    {
+        let data: *const R = recvbuf;
+        let (c, op) = (self.core(), op.core_op());
+        started(
+            scope.with_core(|s| check(c.immediate_exclusive_scan_into(s, sendbuf, recvbuf, op))),
+            data,
+        )
+    }
+}
+
+impl<C: Communicator + ?Sized> CommunicatorCollectives for C {}
+
+/// Collectives rooted at a process (rsmpi's `Root`), called on
+/// `comm.process_at_rank(root)`.
+pub trait Root {
+    /// hmpi-core's process (not part of rsmpi's API).
+    #[doc(hidden)]
+    fn core_root(&self) -> &Process<'_>;
+
+    /// The root's rank.
+    fn root_rank(&self) -> Rank {
+        self.core_root().rank()
+    }
+
+    /// `MPI_Bcast`.
+    fn broadcast_into<Buf: ?Sized + BufferMut>(&self, buffer: &mut Buf) {
+        check(CoreRoot::broadcast_into(self.core_root(), buffer))
+    }
+
+    /// `MPI_Gather` on a process other than the root.
+    fn gather_into<S: ?Sized + Buffer>(&self, sendbuf: &S) {
+        check(CoreRoot::gather_into(self.core_root(), sendbuf))
+    }
+
+    /// `MPI_Gather` at the root.
+    fn gather_into_root<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+    ) {
+        check(CoreRoot::gather_into_root(
+            self.core_root(),
+            sendbuf,
+            recvbuf,
+        ))
+    }
+
+    /// `MPI_Gatherv` on a process other than the root.
+    fn gather_varcount_into<S: ?Sized + Buffer>(&self, sendbuf: &S) {
+        check(CoreRoot::gather_varcount_into(self.core_root(), sendbuf))
+    }
+
+    /// `MPI_Gatherv` at the root.
+    fn gather_varcount_into_root<S, R, C, D>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut PartitionMut<'_, R, C, D>,
+    ) where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C: Borrow<[i32]>,
+        D: Borrow<[i32]>,
+    {
+        check(CoreRoot::gather_varcount_into_root(
+            self.core_root(),
+            sendbuf,
+            recvbuf,
+        ))
+    }
+
+    /// `MPI_Scatter` on a process other than the root.
+    fn scatter_into<R: ?Sized + BufferMut>(&self, recvbuf: &mut R) {
+        check(CoreRoot::scatter_into(self.core_root(), recvbuf))
+    }
+
+    /// `MPI_Scatter` at the root.
+    fn scatter_into_root<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+    ) {
+        check(CoreRoot::scatter_into_root(
+            self.core_root(),
+            sendbuf,
+            recvbuf,
+        ))
+    }
+
+    /// `MPI_Scatterv` on a process other than the root.
+    fn scatter_varcount_into<R: ?Sized + BufferMut>(&self, recvbuf: &mut R) {
+        check(CoreRoot::scatter_varcount_into(self.core_root(), recvbuf))
+    }
+
+    /// `MPI_Scatterv` at the root.
+    fn scatter_varcount_into_root<S, R, C, D>(
+        &self,
+        sendbuf: &Partition<'_, S, C, D>,
+        recvbuf: &mut R,
+    ) where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C: Borrow<[i32]>,
+        D: Borrow<[i32]>,
+    {
+        check(CoreRoot::scatter_varcount_into_root(
+            self.core_root(),
+            sendbuf,
+            recvbuf,
+        ))
+    }
+
+    /// `MPI_Reduce` on a process other than the root.
+    fn reduce_into<S: ?Sized + Buffer, O: Operation>(&self, sendbuf: &S, op: O) {
+        check(CoreRoot::reduce_into(
+            self.core_root(),
+            sendbuf,
+            op.core_op(),
+        ))
+    }
+
+    /// `MPI_Reduce` at the root.
+    fn reduce_into_root<S: ?Sized + Buffer, R: ?Sized + BufferMut, O: Operation>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+        op: O,
+    ) {
+        check(CoreRoot::reduce_into_root(
+            self.core_root(),
+            sendbuf,
+            recvbuf,
+            op.core_op(),
+        ))
+    }
+
+    /// `MPI_Ibcast` in `scope`.
+    fn immediate_broadcast_into<'a, Buf: ?Sized + BufferMut, Sc: Scope<'a>>(
+        &self,
+        scope: Sc,
+        buf: &'a mut Buf,
+    ) -> Request<'a, Buf, Sc> {
+        let data: *const Buf = buf;
+        let p = self.core_root();
+        started(
+            scope.with_core(|s| check(CoreImmediateRoot::immediate_broadcast_into(p, s, buf))),
+            data,
+        )
+    }
+
+    /// `MPI_Ireduce` in `scope` on a process other than the root.
+    fn immediate_reduce_into<'a, Sc: Scope<'a>, S: ?Sized + Buffer, O: Operation>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        op: O,
+    ) -> Request<'a, S, Sc> {
+        let (p, op) = (self.core_root(), op.core_op());
+        started(
+            scope.with_core(|s| check(CoreImmediateRoot::immediate_reduce_into(p, s, sendbuf, op))),
+            sendbuf,
+        )
+    }
+
+    /// `MPI_Ireduce` in `scope` at the root.
+    fn immediate_reduce_into_root<
+        'a,
+        Sc: Scope<'a>,
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        O: Operation,
+    >(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc> {
+        let data: *const R = recvbuf;
+        let (p, op) = (self.core_root(), op.core_op());
+        started(
+            scope.with_core(|s| {
+                check(CoreImmediateRoot::immediate_reduce_into_root(
+                    p, s, sendbuf, recvbuf, op,
+                ))
+            }),
+            data,
+        )
+    }
+}
+
+impl Root for Process<'_> {
+    fn core_root(&self) -> &Process<'_> {
+        self
+    }
+}

@@ -1,0 +1,529 @@
+//! rsmpi's `mpi::point_to_point`: sends, receives and probes through a
+//! [`Process`] or [`AnyProcess`](crate::topology::AnyProcess), and
+//! combined send-receive.
+
+use std::fmt;
+
+use hmpi_core::datatype::Datatype;
+use hmpi_core::point_to_point as core;
+use hmpi_core::traits::{Destination as CoreDestination, Source as CoreSource};
+
+use crate::datatype::{Buffer, BufferMut, Equivalence};
+use crate::request::{Op, Request, Scope};
+use crate::topology::{AnyProcess, Process, Rank};
+use crate::{check, Count, Tag};
+
+/// The traits of this module (in `mpi::traits`).
+pub mod traits {
+    pub use super::{Destination, MatchedReceiveVec, Source};
+}
+
+/// MPI's `MPI_UNDEFINED` (a count that is not a whole number of elements).
+pub const UNDEFINED: Count = -32766;
+
+/// What a receive or probe found (rsmpi's `Status`); a collective's status
+/// is empty (any source, any tag, no data).
+#[derive(Copy, Clone)]
+pub struct Status(Option<hmpi_core::Status>);
+
+impl Status {
+    pub(crate) fn from_core(st: hmpi_core::Status) -> Status {
+        Status(Some(st))
+    }
+
+    pub(crate) fn empty() -> Status {
+        Status(None)
+    }
+
+    /// The rank of the message's sender.
+    pub fn source_rank(&self) -> Rank {
+        self.0.map_or(hmpi_core::ANY_SOURCE, |s| s.source_rank())
+    }
+
+    /// The message's tag.
+    pub fn tag(&self) -> Tag {
+        self.0.map_or(hmpi_core::ANY_TAG, |s| s.tag())
+    }
+
+    /// The number of elements of datatype `d` in the message
+    /// (`MPI_Get_count`): [`UNDEFINED`] if not a whole number.
+    pub fn count<D: std::borrow::Borrow<Datatype>>(&self, d: D) -> Count {
+        let bytes = self.0.map_or(0, |s| s.byte_count());
+        let size = d.borrow().size() as u64;
+        if size == 0 {
+            return 0;
+        }
+        if bytes % size != 0 {
+            return UNDEFINED;
+        }
+        Count::try_from(bytes / size).unwrap_or(UNDEFINED)
+    }
+}
+
+impl fmt::Debug for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Status")
+            .field("source", &self.source_rank())
+            .field("tag", &self.tag())
+            .finish()
+    }
+}
+
+/// A message taken by a matched probe, to be received with one of its
+/// methods (rsmpi's `Message`).
+#[derive(Debug)]
+pub struct Message(core::Message);
+
+impl Message {
+    /// Whether the message is from `PROC_NULL`.
+    pub fn is_no_proc(&self) -> bool {
+        self.0.is_no_proc()
+    }
+
+    /// Receives the message: exactly one `Msg`.
+    pub fn matched_receive<Msg: Equivalence>(self) -> (Msg, Status) {
+        let (m, st) = check(self.0.matched_receive::<Msg>());
+        (m, Status::from_core(st))
+    }
+
+    /// Receives the message into `buf`.
+    pub fn matched_receive_into<Buf: ?Sized + BufferMut>(self, buf: &mut Buf) -> Status {
+        Status::from_core(check(self.0.matched_receive_into(buf)))
+    }
+
+    /// Receives the message into `buf` in `scope`.
+    pub fn immediate_matched_receive_into<'a, Sc: Scope<'a>, Buf: ?Sized + BufferMut + 'a>(
+        self,
+        scope: Sc,
+        buf: &'a mut Buf,
+    ) -> Request<'a, Buf, Sc> {
+        let data: *const Buf = buf;
+        let msg = self.0;
+        let r = scope.with_core(|s| check(msg.immediate_matched_receive_into(s, buf)));
+        Request::new(Op::P2p(r), data)
+    }
+}
+
+/// Receiving a matched message as a `Vec` (rsmpi's `MatchedReceiveVec`).
+pub trait MatchedReceiveVec {
+    /// Receives the message as a `Vec<Msg>`.
+    fn matched_receive_vec<Msg: Equivalence>(self) -> (Vec<Msg>, Status);
+}
+
+impl MatchedReceiveVec for (Message, Status) {
+    fn matched_receive_vec<Msg: Equivalence>(self) -> (Vec<Msg>, Status) {
+        let (v, st) = check(self.0 .0.matched_receive_vec::<Msg>());
+        (v, Status::from_core(st))
+    }
+}
+
+fn with_status<T>((v, st): (T, hmpi_core::Status)) -> (T, Status) {
+    (v, Status::from_core(st))
+}
+
+fn probed((m, st): (core::Message, hmpi_core::Status)) -> (Message, Status) {
+    (Message(m), Status::from_core(st))
+}
+
+/// Something to receive from (rsmpi's `Source`): a [`Process`] or
+/// [`AnyProcess`].
+pub trait Source {
+    /// hmpi-core's source (not part of rsmpi's API).
+    #[doc(hidden)]
+    type CoreSource: core::Source;
+
+    /// The source as hmpi-core's (not part of rsmpi's API).
+    #[doc(hidden)]
+    fn core_source(&self) -> &Self::CoreSource;
+
+    /// The rank received from (`ANY_SOURCE` for any process).
+    fn source_rank(&self) -> Rank {
+        CoreSource::source_rank(self.core_source())
+    }
+
+    /// Blocks until a message with `tag` is there.
+    fn probe_with_tag(&self, tag: Tag) -> Status {
+        Status::from_core(check(CoreSource::probe_with_tag(self.core_source(), tag)))
+    }
+
+    /// Blocks until a message is there.
+    fn probe(&self) -> Status {
+        Status::from_core(check(CoreSource::probe(self.core_source())))
+    }
+
+    /// Takes the next message with `tag` for a later receive.
+    fn matched_probe_with_tag(&self, tag: Tag) -> (Message, Status) {
+        probed(check(CoreSource::matched_probe_with_tag(
+            self.core_source(),
+            tag,
+        )))
+    }
+
+    /// Takes the next message for a later receive.
+    fn matched_probe(&self) -> (Message, Status) {
+        probed(check(CoreSource::matched_probe(self.core_source())))
+    }
+
+    /// Receives exactly one `Msg` with `tag`.
+    fn receive_with_tag<Msg: Equivalence>(&self, tag: Tag) -> (Msg, Status) {
+        with_status(check(CoreSource::receive_with_tag::<Msg>(
+            self.core_source(),
+            tag,
+        )))
+    }
+
+    /// Receives exactly one `Msg`.
+    fn receive<Msg: Equivalence>(&self) -> (Msg, Status) {
+        self.receive_with_tag(hmpi_core::ANY_TAG)
+    }
+
+    /// Receives a message with `tag` into `buf`.
+    fn receive_into_with_tag<Buf: ?Sized + BufferMut>(&self, buf: &mut Buf, tag: Tag) -> Status {
+        Status::from_core(check(CoreSource::receive_into_with_tag(
+            self.core_source(),
+            buf,
+            tag,
+        )))
+    }
+
+    /// Receives a message into `buf`.
+    fn receive_into<Buf: ?Sized + BufferMut>(&self, buf: &mut Buf) -> Status {
+        self.receive_into_with_tag(buf, hmpi_core::ANY_TAG)
+    }
+
+    /// Receives a message with `tag` as a `Vec`.
+    fn receive_vec_with_tag<Msg: Equivalence>(&self, tag: Tag) -> (Vec<Msg>, Status) {
+        with_status(check(CoreSource::receive_vec_with_tag::<Msg>(
+            self.core_source(),
+            tag,
+        )))
+    }
+
+    /// Receives a message as a `Vec`.
+    fn receive_vec<Msg: Equivalence>(&self) -> (Vec<Msg>, Status) {
+        self.receive_vec_with_tag(hmpi_core::ANY_TAG)
+    }
+
+    /// Starts a receive with `tag` into `buf` in `scope`.
+    fn immediate_receive_into_with_tag<'a, Sc: Scope<'a>, Buf: ?Sized + BufferMut + 'a>(
+        &self,
+        scope: Sc,
+        buf: &'a mut Buf,
+        tag: Tag,
+    ) -> Request<'a, Buf, Sc> {
+        let data: *const Buf = buf;
+        let src = self.core_source();
+        let r = scope.with_core(|s| {
+            check(CoreSource::immediate_receive_into_with_tag(
+                src, s, buf, tag,
+            ))
+        });
+        Request::new(Op::P2p(r), data)
+    }
+
+    /// Starts a receive into `buf` in `scope`.
+    fn immediate_receive_into<'a, Sc: Scope<'a>, Buf: ?Sized + BufferMut + 'a>(
+        &self,
+        scope: Sc,
+        buf: &'a mut Buf,
+    ) -> Request<'a, Buf, Sc> {
+        self.immediate_receive_into_with_tag(scope, buf, hmpi_core::ANY_TAG)
+    }
+
+    /// The status of a message with `tag` if one is there.
+    fn immediate_probe_with_tag(&self, tag: Tag) -> Option<Status> {
+        check(CoreSource::immediate_probe_with_tag(
+            self.core_source(),
+            tag,
+        ))
+        .map(Status::from_core)
+    }
+
+    /// The status of a message if one is there.
+    fn immediate_probe(&self) -> Option<Status> {
+        check(CoreSource::immediate_probe(self.core_source())).map(Status::from_core)
+    }
+
+    /// Takes a message with `tag` if one is there.
+    fn immediate_matched_probe_with_tag(&self, tag: Tag) -> Option<(Message, Status)> {
+        check(CoreSource::immediate_matched_probe_with_tag(
+            self.core_source(),
+            tag,
+        ))
+        .map(probed)
+    }
+
+    /// Takes a message if one is there.
+    fn immediate_matched_probe(&self) -> Option<(Message, Status)> {
+        check(CoreSource::immediate_matched_probe(self.core_source())).map(probed)
+    }
+}
+
+impl<'c> Source for AnyProcess<'c> {
+    type CoreSource = AnyProcess<'c>;
+    fn core_source(&self) -> &AnyProcess<'c> {
+        self
+    }
+}
+
+impl<'c> Source for Process<'c> {
+    type CoreSource = Process<'c>;
+    fn core_source(&self) -> &Process<'c> {
+        self
+    }
+}
+
+/// Something to send to (rsmpi's `Destination`): a [`Process`].
+pub trait Destination {
+    /// hmpi-core's destination (not part of rsmpi's API).
+    #[doc(hidden)]
+    type CoreDestination: core::Destination;
+
+    /// The destination as hmpi-core's (not part of rsmpi's API).
+    #[doc(hidden)]
+    fn core_destination(&self) -> &Self::CoreDestination;
+
+    /// The rank sent to.
+    fn destination_rank(&self) -> Rank {
+        CoreDestination::destination_rank(self.core_destination())
+    }
+
+    /// Sends `buf` with `tag` (standard mode).
+    fn send_with_tag<Buf: ?Sized + Buffer>(&self, buf: &Buf, tag: Tag) {
+        check(CoreDestination::send_with_tag(
+            self.core_destination(),
+            buf,
+            tag,
+        ))
+    }
+
+    /// Sends `buf` with tag 0.
+    fn send<Buf: ?Sized + Buffer>(&self, buf: &Buf) {
+        self.send_with_tag(buf, 0)
+    }
+
+    /// Sends `buf` with `tag`, returning once the receiver has matched it.
+    fn synchronous_send_with_tag<Buf: ?Sized + Buffer>(&self, buf: &Buf, tag: Tag) {
+        check(CoreDestination::synchronous_send_with_tag(
+            self.core_destination(),
+            buf,
+            tag,
+        ))
+    }
+
+    /// Sends `buf` with tag 0, returning once the receiver has matched it.
+    fn synchronous_send<Buf: ?Sized + Buffer>(&self, buf: &Buf) {
+        self.synchronous_send_with_tag(buf, 0)
+    }
+
+    /// Ready-mode send with `tag` (the receive must be posted already).
+    ///
+    /// # Safety
+    /// As in rsmpi: the matching receive must be posted. hmpi delivers the
+    /// message in standard mode anyway, so a late receive is not an error.
+    unsafe fn ready_send_with_tag<Buf: ?Sized + Buffer>(&self, buf: &Buf, tag: Tag) {
+        check(CoreDestination::ready_send_with_tag(
+            self.core_destination(),
+            buf,
+            tag,
+        ))
+    }
+
+    /// Ready-mode send with tag 0.
+    ///
+    /// # Safety
+    /// See [`Destination::ready_send_with_tag`].
+    unsafe fn ready_send<Buf: ?Sized + Buffer>(&self, buf: &Buf) {
+        // SAFETY: the caller's promise is passed on.
+        unsafe { self.ready_send_with_tag(buf, 0) }
+    }
+
+    /// Starts a send of `buf` with `tag` in `scope`.
+    fn immediate_send_with_tag<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer + 'a>(
+        &self,
+        scope: Sc,
+        buf: &'a Buf,
+        tag: Tag,
+    ) -> Request<'a, Buf, Sc> {
+        let d = self.core_destination();
+        let r =
+            scope.with_core(|s| check(CoreDestination::immediate_send_with_tag(d, s, buf, tag)));
+        Request::new(Op::P2p(r), buf)
+    }
+
+    /// Starts a send of `buf` with tag 0 in `scope`.
+    fn immediate_send<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer + 'a>(
+        &self,
+        scope: Sc,
+        buf: &'a Buf,
+    ) -> Request<'a, Buf, Sc> {
+        self.immediate_send_with_tag(scope, buf, 0)
+    }
+
+    /// Starts a synchronous send of `buf` with `tag` in `scope`.
+    fn immediate_synchronous_send_with_tag<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer + 'a>(
+        &self,
+        scope: Sc,
+        buf: &'a Buf,
+        tag: Tag,
+    ) -> Request<'a, Buf, Sc> {
+        let d = self.core_destination();
+        let r = scope.with_core(|s| {
+            check(CoreDestination::immediate_synchronous_send_with_tag(
+                d, s, buf, tag,
+            ))
+        });
+        Request::new(Op::P2p(r), buf)
+    }
+
+    /// Starts a synchronous send of `buf` with tag 0 in `scope`.
+    fn immediate_synchronous_send<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer + 'a>(
+        &self,
+        scope: Sc,
+        buf: &'a Buf,
+    ) -> Request<'a, Buf, Sc> {
+        self.immediate_synchronous_send_with_tag(scope, buf, 0)
+    }
+
+    /// Starts a ready-mode send of `buf` with `tag` in `scope`.
+    ///
+    /// # Safety
+    /// See [`Destination::ready_send_with_tag`].
+    unsafe fn immediate_ready_send_with_tag<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer + 'a>(
+        &self,
+        scope: Sc,
+        buf: &'a Buf,
+        tag: Tag,
+    ) -> Request<'a, Buf, Sc> {
+        let d = self.core_destination();
+        let r = scope.with_core(|s| {
+            check(CoreDestination::immediate_ready_send_with_tag(
+                d, s, buf, tag,
+            ))
+        });
+        Request::new(Op::P2p(r), buf)
+    }
+
+    /// Starts a ready-mode send of `buf` with tag 0 in `scope`.
+    ///
+    /// # Safety
+    /// See [`Destination::ready_send_with_tag`].
+    unsafe fn immediate_ready_send<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer + 'a>(
+        &self,
+        scope: Sc,
+        buf: &'a Buf,
+    ) -> Request<'a, Buf, Sc> {
+        // SAFETY: the caller's promise is passed on.
+        unsafe { self.immediate_ready_send_with_tag(scope, buf, 0) }
+    }
+}
+
+impl<'c> Destination for Process<'c> {
+    type CoreDestination = Process<'c>;
+    fn core_destination(&self) -> &Process<'c> {
+        self
+    }
+}
+
+/// Sends `msg` to `destination` with `sendtag` and receives one `R` from
+/// `source` with `receivetag` (`MPI_Sendrecv`).
+pub fn send_receive_with_tags<R, M, D, S>(
+    msg: &M,
+    destination: &D,
+    sendtag: Tag,
+    source: &S,
+    receivetag: Tag,
+) -> (R, Status)
+where
+    R: Equivalence,
+    M: ?Sized + Buffer,
+    D: Destination,
+    S: Source,
+{
+    with_status(check(core::send_receive_with_tags(
+        msg,
+        destination.core_destination(),
+        sendtag,
+        source.core_source(),
+        receivetag,
+    )))
+}
+
+/// [`send_receive_with_tags`] with tag 0 and any tag.
+pub fn send_receive<R, M, D, S>(msg: &M, destination: &D, source: &S) -> (R, Status)
+where
+    R: Equivalence,
+    M: ?Sized + Buffer,
+    D: Destination,
+    S: Source,
+{
+    send_receive_with_tags(msg, destination, 0, source, hmpi_core::ANY_TAG)
+}
+
+/// Sends `msg` and receives into `buf` (`MPI_Sendrecv`).
+pub fn send_receive_into_with_tags<M, D, B, S>(
+    msg: &M,
+    destination: &D,
+    sendtag: Tag,
+    buf: &mut B,
+    source: &S,
+    receivetag: Tag,
+) -> Status
+where
+    M: ?Sized + Buffer,
+    D: Destination,
+    B: ?Sized + BufferMut,
+    S: Source,
+{
+    Status::from_core(check(core::send_receive_into_with_tags(
+        msg,
+        destination.core_destination(),
+        sendtag,
+        buf,
+        source.core_source(),
+        receivetag,
+    )))
+}
+
+/// [`send_receive_into_with_tags`] with tag 0 and any tag.
+pub fn send_receive_into<M, D, B, S>(msg: &M, destination: &D, buf: &mut B, source: &S) -> Status
+where
+    M: ?Sized + Buffer,
+    D: Destination,
+    B: ?Sized + BufferMut,
+    S: Source,
+{
+    send_receive_into_with_tags(msg, destination, 0, buf, source, hmpi_core::ANY_TAG)
+}
+
+/// Sends `buf` and receives into it (`MPI_Sendrecv_replace`).
+pub fn send_receive_replace_into_with_tags<B, D, S>(
+    buf: &mut B,
+    destination: &D,
+    sendtag: Tag,
+    source: &S,
+    receivetag: Tag,
+) -> Status
+where
+    B: ?Sized + BufferMut,
+    D: Destination,
+    S: Source,
+{
+    Status::from_core(check(core::send_receive_replace_into_with_tags(
+        buf,
+        destination.core_destination(),
+        sendtag,
+        source.core_source(),
+        receivetag,
+    )))
+}
+
+/// [`send_receive_replace_into_with_tags`] with tag 0 and any tag.
+pub fn send_receive_replace_into<B, D, S>(buf: &mut B, destination: &D, source: &S) -> Status
+where
+    B: ?Sized + BufferMut,
+    D: Destination,
+    S: Source,
+{
+    send_receive_replace_into_with_tags(buf, destination, 0, source, hmpi_core::ANY_TAG)
+}
