@@ -28,6 +28,32 @@ impl SimpleCommunicator {
     }
 }
 
+/// The number of whole elements of `size` bytes in `len` bytes.
+fn elements(len: usize, size: usize) -> usize {
+    len.checked_div(size).unwrap_or(0)
+}
+
+/// A byte count as MPI's `int`; aborts past `i32::MAX`.
+#[track_caller]
+fn count_of(n: usize) -> crate::Count {
+    crate::Count::try_from(n).unwrap_or_else(|_| {
+        crate::fatal(&hmpi_core::Error::Arg {
+            reason: format!("{n} bytes do not fit MPI's int counts"),
+        })
+    })
+}
+
+/// A pack position inside a buffer of `len` bytes.
+#[track_caller]
+fn position_in(position: crate::Count, len: usize) -> usize {
+    match usize::try_from(position) {
+        Ok(p) if p <= len => p,
+        _ => crate::fatal(&hmpi_core::Error::Arg {
+            reason: format!("position {position} is outside the buffer of {len} bytes"),
+        }),
+    }
+}
+
 /// A split colour: a value, or `MPI_UNDEFINED` (the process is in no part).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Color(Option<u32>);
@@ -121,14 +147,12 @@ pub trait Communicator {
 
     /// How this communicator relates to `other`.
     fn compare(&self, other: &dyn Communicator) -> CommunicatorRelation {
-        let (a, b) = (self.core(), other.core());
-        if a.same_as(b) {
-            return CommunicatorRelation::Identical;
-        }
-        match a.group().compare(&b.group()) {
-            hmpi_core::GroupRelation::Identical => CommunicatorRelation::Congruent,
-            hmpi_core::GroupRelation::Similar => CommunicatorRelation::Similar,
-            hmpi_core::GroupRelation::Unequal => CommunicatorRelation::Unequal,
+        use hmpi_core::intercomm::CommRelation;
+        match hmpi_core::intercomm::compare(self.core(), other.core()) {
+            CommRelation::Identical => CommunicatorRelation::Identical,
+            CommRelation::Congruent => CommunicatorRelation::Congruent,
+            CommRelation::Similar => CommunicatorRelation::Similar,
+            CommRelation::Unequal => CommunicatorRelation::Unequal,
         }
     }
 
@@ -157,6 +181,25 @@ pub trait Communicator {
         crate::check(self.core().split_by_subgroup_collective(group.core())).map(SimpleCommunicator)
     }
 
+    /// `MPI_Comm_create_group` (collective over the members of `group`
+    /// only); `None` on a process outside `group`.
+    fn split_by_subgroup(&self, group: &dyn Group) -> Option<SimpleCommunicator> {
+        self.split_by_subgroup_with_tag(group, 0)
+    }
+
+    /// [`Communicator::split_by_subgroup`] with a tag that tells
+    /// concurrent creations apart.
+    fn split_by_subgroup_with_tag(
+        &self,
+        group: &dyn Group,
+        tag: crate::Tag,
+    ) -> Option<SimpleCommunicator> {
+        group.core().rank()?;
+        Some(SimpleCommunicator(crate::check(
+            hmpi_core::intercomm::create_group(self.core(), group.core(), tag),
+        )))
+    }
+
     /// `MPI_Comm_group`.
     fn group(&self) -> UserGroup {
         UserGroup(self.core().group())
@@ -170,6 +213,105 @@ pub trait Communicator {
     /// Whether this is an intercommunicator.
     fn test_inter(&self) -> bool {
         self.core().is_inter()
+    }
+
+    /// `MPI_Cart_create`: a grid of `dims`, periodic where `periods` says;
+    /// `None` on the members left out of the grid.
+    fn create_cartesian_communicator(
+        &self,
+        dims: &[crate::Count],
+        periods: &[bool],
+        reorder: bool,
+    ) -> Option<CartesianCommunicator> {
+        use hmpi_core::traits::TopologyCommunicator as _;
+        crate::check(
+            self.core()
+                .create_cartesian_communicator(dims, periods, reorder),
+        )
+        .map(CartesianCommunicator)
+    }
+
+    /// The bytes `incount` elements of `datatype` take packed
+    /// (`MPI_Pack_size`).
+    fn pack_size<D: crate::datatype::UncommittedDatatype + ?Sized>(
+        &self,
+        incount: crate::Count,
+        datatype: &D,
+    ) -> crate::Count
+    where
+        Self: Sized,
+    {
+        let n = usize::try_from(incount).unwrap_or_else(|_| {
+            crate::fatal(&hmpi_core::Error::Arg {
+                reason: format!("a count must not be negative, not {incount}"),
+            })
+        });
+        count_of(crate::check(datatype.core_datatype().packed_size(n)))
+    }
+
+    /// `inbuf` packed (`MPI_Pack`).
+    fn pack<Buf: crate::datatype::Buffer + ?Sized>(&self, inbuf: &Buf) -> Vec<u8>
+    where
+        Self: Sized,
+    {
+        let (dt, n) = (
+            inbuf.element_datatype(),
+            elements(inbuf.as_bytes().len(), inbuf.element_size()),
+        );
+        let mut out = vec![0u8; crate::check(dt.packed_size(n))];
+        let used = crate::check(dt.pack(inbuf.as_bytes(), n, &mut out));
+        out.truncate(used);
+        out
+    }
+
+    /// Packs `inbuf` into `outbuf` from byte `position`; the position
+    /// after it (`MPI_Pack`).
+    fn pack_into<Buf: crate::datatype::Buffer + ?Sized>(
+        &self,
+        inbuf: &Buf,
+        outbuf: &mut [u8],
+        position: crate::Count,
+    ) -> crate::Count
+    where
+        Self: Sized,
+    {
+        let (dt, n) = (
+            inbuf.element_datatype(),
+            elements(inbuf.as_bytes().len(), inbuf.element_size()),
+        );
+        let at = position_in(position, outbuf.len());
+        let used = crate::check(dt.pack(inbuf.as_bytes(), n, &mut outbuf[at..]));
+        count_of(at + used)
+    }
+
+    /// Unpacks `inbuf` from byte `position` into `outbuf`; the position
+    /// after what was read (`MPI_Unpack`).
+    ///
+    /// # Safety
+    /// As in rsmpi's signature; hmpi checks the lengths, and every byte
+    /// pattern is a valid `Equivalence` value.
+    unsafe fn unpack_into<Buf: crate::datatype::BufferMut + ?Sized>(
+        &self,
+        inbuf: &[u8],
+        outbuf: &mut Buf,
+        position: crate::Count,
+    ) -> crate::Count
+    where
+        Self: Sized,
+    {
+        let dt = outbuf.element_datatype();
+        let size = outbuf.element_size();
+        let bytes = outbuf.as_bytes_mut();
+        let n = elements(bytes.len(), size);
+        let at = position_in(position, inbuf.len());
+        let used = crate::check(dt.unpack(&inbuf[at..], bytes, n));
+        count_of(at + used)
+    }
+
+    /// `MPI_Cart_map`: this process's rank in a grid of `dims`, `None` if
+    /// it is outside the grid.
+    fn cartesian_map(&self, dims: &[crate::Count], periods: &[bool]) -> Option<Rank> {
+        crate::check(hmpi_core::topology::cart_map(self.core(), dims, periods))
     }
 }
 
@@ -185,12 +327,86 @@ impl<C: Communicator + ?Sized> Communicator for &C {
     }
 }
 
+pub use hmpi_core::topology::CartesianLayout;
+
+/// A communicator with a Cartesian topology (rsmpi's
+/// `CartesianCommunicator`).
+#[derive(Debug)]
+pub struct CartesianCommunicator(hmpi_core::topology::CartesianCommunicator);
+
+impl Communicator for CartesianCommunicator {
+    fn core(&self) -> &hmpi_core::SimpleCommunicator {
+        self.0.as_simple()
+    }
+}
+
+impl CartesianCommunicator {
+    /// The number of dimensions (`MPI_Cartdim_get`).
+    pub fn num_dimensions(&self) -> crate::Count {
+        self.0.num_dimensions()
+    }
+
+    /// The grid and this process's coordinates (`MPI_Cart_get`).
+    pub fn get_layout(&self) -> CartesianLayout {
+        self.0.get_layout()
+    }
+
+    /// The coordinates of `rank` (`MPI_Cart_coords`).
+    pub fn rank_to_coordinates(&self, rank: Rank) -> Vec<crate::Count> {
+        crate::check(self.0.rank_to_coordinates(rank))
+    }
+
+    /// The rank at `coords` (`MPI_Cart_rank`).
+    pub fn coordinates_to_rank(&self, coords: &[crate::Count]) -> Rank {
+        crate::check(self.0.coordinates_to_rank(coords))
+    }
+
+    /// The source and destination of a shift by `displacement` along
+    /// `dimension` (`MPI_Cart_shift`); `None` past a non-periodic edge.
+    pub fn shift(
+        &self,
+        dimension: crate::Count,
+        displacement: crate::Count,
+    ) -> (Option<Rank>, Option<Rank>) {
+        crate::check(self.0.shift(dimension, displacement))
+    }
+
+    /// The sub-grids that keep the dimensions `retain` marks
+    /// (`MPI_Cart_sub`).
+    pub fn subgroup(&self, retain: &[bool]) -> CartesianCommunicator {
+        CartesianCommunicator(crate::check(self.0.subgroup(retain)))
+    }
+}
+
 /// A group of processes (`MPI_Group`), rsmpi's `UserGroup`.
 #[derive(Clone, Debug)]
 pub struct UserGroup(pub(crate) hmpi_core::Group);
 
 /// How two groups relate (`MPI_Group_compare`).
 pub use hmpi_core::GroupRelation;
+
+/// MPI's predefined groups (rsmpi's `SystemGroup`).
+#[derive(Clone, Debug)]
+pub struct SystemGroup(hmpi_core::Group);
+
+impl SystemGroup {
+    /// `MPI_GROUP_EMPTY`.
+    pub fn empty() -> SystemGroup {
+        // The group remembers the caller (by world rank) for the groups
+        // made from it; before init there is none.
+        let me = hmpi_core::SimpleCommunicator::self_comm()
+            .ok()
+            .and_then(|c| c.world_ranks().first().copied())
+            .unwrap_or(-1);
+        SystemGroup(hmpi_core::Group::empty(me))
+    }
+}
+
+impl Group for SystemGroup {
+    fn core(&self) -> &hmpi_core::Group {
+        &self.0
+    }
+}
 
 /// rsmpi's `Group`: the operations of a group.
 pub trait Group {
