@@ -21,8 +21,8 @@ pub mod traits {
     pub use super::{CommunicatorCollectives, Operation, Root};
 }
 
-/// A reduction operation (rsmpi's `Operation`): a [`SystemOperation`] or
-/// a reference to one.
+/// A reduction operation (rsmpi's `Operation`): a [`SystemOperation`], a
+/// [`UserOperation`], or a reference to one.
 pub trait Operation {
     /// hmpi-core's operation (not part of rsmpi's API).
     #[doc(hidden)]
@@ -43,6 +43,182 @@ impl Operation for SystemOperation {
 impl<T: Operation + ?Sized> Operation for &T {
     fn core_op(&self) -> hmpi_core::op::Operation {
         (**self).core_op()
+    }
+}
+
+/// A user reduction operation (rsmpi's `UserOperation`): a closure over
+/// the data as [`DynBuffer`] / [`DynBufferMut`], which it downcasts to the
+/// element type. hmpi-core's `UserOperation` runs it on the packed data.
+/// The closure must be `Send + Sync + 'static` (rsmpi: `Sync + 'a`).
+#[derive(Clone, Debug)]
+pub struct UserOperation<'a> {
+    op: hmpi_core::op::UserOperation,
+    _marker: std::marker::PhantomData<&'a ()>,
+}
+
+impl UserOperation<'_> {
+    /// An associative (not necessarily commutative) operation:
+    /// `inoutvec = invec op inoutvec`.
+    pub fn associative<F>(function: F) -> Self
+    where
+        F: Fn(DynBuffer<'_>, DynBufferMut<'_>) + Send + Sync + 'static,
+    {
+        UserOperation {
+            op: hmpi_core::op::UserOperation::non_commutative(move |a, o, t| {
+                call_aligned(&function, a, o, t)
+            }),
+            _marker: std::marker::PhantomData,
+        }
+    }
+
+    /// A commutative operation.
+    pub fn commutative<F>(function: F) -> Self
+    where
+        F: Fn(DynBuffer<'_>, DynBufferMut<'_>) + Send + Sync + 'static,
+    {
+        UserOperation {
+            op: hmpi_core::op::UserOperation::commutative(move |a, o, t| {
+                call_aligned(&function, a, o, t)
+            }),
+            _marker: std::marker::PhantomData,
+        }
+    }
+}
+
+impl Operation for UserOperation<'_> {
+    fn core_op(&self) -> hmpi_core::op::Operation {
+        self.op.clone().into()
+    }
+}
+
+/// Storage aligned for every type up to 16-byte alignment.
+fn aligned_copy(bytes: &[u8]) -> Vec<u128> {
+    let mut v = vec![0u128; bytes.len().div_ceil(16)];
+    // SAFETY: `v` has at least `bytes.len()` bytes, `u128` has no invalid
+    // byte patterns, and the two do not overlap (`v` is new).
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), v.as_mut_ptr().cast::<u8>(), bytes.len());
+    }
+    v
+}
+
+/// Runs `f` on 16-byte aligned copies of the packed data (so that its
+/// downcasts to element slices are aligned), then copies `inout` back.
+fn call_aligned<F>(f: &F, input: &[u8], inout: &mut [u8], datatype: &hmpi_core::datatype::Datatype)
+where
+    F: Fn(DynBuffer<'_>, DynBufferMut<'_>),
+{
+    let a = aligned_copy(input);
+    let mut o = aligned_copy(inout);
+    {
+        // SAFETY: the vectors hold at least as many bytes as the slices
+        // they were copied from, and live until the end of this block.
+        let (ab, ob) = unsafe {
+            (
+                std::slice::from_raw_parts(a.as_ptr().cast::<u8>(), input.len()),
+                std::slice::from_raw_parts_mut(o.as_mut_ptr().cast::<u8>(), inout.len()),
+            )
+        };
+        f(
+            DynBuffer {
+                bytes: ab,
+                datatype,
+            },
+            DynBufferMut {
+                bytes: ob,
+                datatype,
+            },
+        );
+    }
+    // SAFETY: `o` holds at least `inout.len()` bytes; distinct allocations.
+    unsafe {
+        std::ptr::copy_nonoverlapping(o.as_ptr().cast::<u8>(), inout.as_mut_ptr(), inout.len());
+    }
+}
+
+/// Whether data of `datatype` may be seen as `T`s: the same basic type,
+/// or (for a derived type) the same size as `T`'s datatype.
+fn is_of<T: crate::datatype::Equivalence>(datatype: &hmpi_core::datatype::Datatype) -> bool {
+    let t = T::equivalent_datatype();
+    match (t.basic_type(), datatype.basic_type()) {
+        (Some(a), Some(b)) => a == b,
+        _ => t.size() == datatype.size() && t.extent() == datatype.extent(),
+    }
+}
+
+/// Reinterprets `bytes` as `T`s if they are aligned and a whole number.
+fn cast<T>(len: usize, ptr: *const u8) -> Option<usize> {
+    let n = std::mem::size_of::<T>();
+    (n != 0 && len % n == 0 && (ptr as usize) % std::mem::align_of::<T>() == 0).then_some(len / n)
+}
+
+/// The input of a [`UserOperation`] (rsmpi's `DynBuffer`).
+#[derive(Debug)]
+pub struct DynBuffer<'a> {
+    bytes: &'a [u8],
+    datatype: &'a hmpi_core::datatype::Datatype,
+}
+
+impl<'a> DynBuffer<'a> {
+    /// Whether the data are `T`s.
+    pub fn is<T: crate::datatype::Equivalence>(&self) -> bool {
+        is_of::<T>(self.datatype)
+    }
+
+    /// The data as `T`s, `None` if they are not.
+    pub fn downcast<T: crate::datatype::Equivalence>(self) -> Option<&'a [T]> {
+        if !self.is::<T>() {
+            return None;
+        }
+        let n = cast::<T>(self.bytes.len(), self.bytes.as_ptr())?;
+        // SAFETY: aligned for `T`, `n` whole `T`s inside `bytes` (checked
+        // by `cast`), and every byte pattern is a valid `T: Equivalence`.
+        Some(unsafe { std::slice::from_raw_parts(self.bytes.as_ptr().cast::<T>(), n) })
+    }
+
+    /// The number of bytes.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether there are no data.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
+/// The input-output of a [`UserOperation`] (rsmpi's `DynBufferMut`).
+#[derive(Debug)]
+pub struct DynBufferMut<'a> {
+    bytes: &'a mut [u8],
+    datatype: &'a hmpi_core::datatype::Datatype,
+}
+
+impl<'a> DynBufferMut<'a> {
+    /// Whether the data are `T`s.
+    pub fn is<T: crate::datatype::Equivalence>(&self) -> bool {
+        is_of::<T>(self.datatype)
+    }
+
+    /// The data as `T`s, `None` if they are not.
+    pub fn downcast<T: crate::datatype::Equivalence>(self) -> Option<&'a mut [T]> {
+        if !self.is::<T>() {
+            return None;
+        }
+        let n = cast::<T>(self.bytes.len(), self.bytes.as_ptr())?;
+        // SAFETY: as in `DynBuffer::downcast`; the exclusive borrow of the
+        // bytes is carried over, and any bytes written are valid.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.bytes.as_mut_ptr().cast::<T>(), n) })
+    }
+
+    /// The number of bytes.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether there are no data.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
     }
 }
 

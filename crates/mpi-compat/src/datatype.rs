@@ -13,6 +13,7 @@ use std::marker::PhantomData;
 
 use crate::{check, fatal, Address, Count};
 
+pub use crate::collective::{DynBuffer, DynBufferMut};
 pub use hmpi_core::collective::{Partition, PartitionMut};
 pub use hmpi_core::datatype::{Buffer, BufferMut, Datatype, Equivalence};
 
@@ -66,7 +67,6 @@ impl<T: UncommittedDatatype + ?Sized> UncommittedDatatype for &T {
 pub struct UserDatatype(hmpi_core::datatype::UserDatatype);
 
 /// A count or length that must not be negative.
-#[track_caller]
 fn len(n: Count, what: &str) -> usize {
     usize::try_from(n).unwrap_or_else(|_| {
         fatal(&hmpi_core::Error::Arg {
@@ -75,7 +75,6 @@ fn len(n: Count, what: &str) -> usize {
     })
 }
 
-#[track_caller]
 fn lens(v: &[Count], what: &str) -> Vec<usize> {
     v.iter().map(|&n| len(n, what)).collect()
 }
@@ -210,7 +209,6 @@ impl UserDatatype {
 }
 
 /// A datatype's elements in a buffer, and its bytes.
-#[track_caller]
 fn view_bytes<T>(buffer: *const T, buffer_len: usize, count: Count, datatype: &Datatype) -> usize {
     if !datatype.is_dense() {
         fatal(&hmpi_core::Error::Type {

@@ -36,6 +36,12 @@ pub type Tag = i32;
 /// rsmpi's `Address` (`MPI_Aint`): byte displacements.
 pub type Address = isize;
 
+/// With feature `shared-heap`: the node heap as the process's allocator
+/// (see the feature in `Cargo.toml`).
+#[cfg(feature = "shared-heap")]
+#[global_allocator]
+static SHARED_HEAP: shmheap::ShmHeap = shmheap::ShmHeap::new();
+
 /// MPI's error class, as rsmpi's `MpiError` names it: hmpi's error value.
 pub type MpiError = hmpi_core::Error;
 
@@ -61,7 +67,6 @@ pub mod __derive {
 /// Unwraps an hmpi-core result the way MPI's default error handler does:
 /// an error prints its MPI text on standard error and aborts the job
 /// (`hmpirun` ends the other ranks).
-#[track_caller]
 pub(crate) fn check<T>(r: hmpi_core::Result<T>) -> T {
     match r {
         Ok(v) => v,
@@ -69,10 +74,8 @@ pub(crate) fn check<T>(r: hmpi_core::Result<T>) -> T {
     }
 }
 
-/// Reports `e` with the caller's location and aborts the job.
-#[track_caller]
+/// Reports `e` and aborts the job.
 pub(crate) fn fatal(e: &dyn std::fmt::Display) -> ! {
-    let at = std::panic::Location::caller();
-    eprintln!("MPI error at {at}: {e}");
+    eprintln!("MPI error: {e}");
     hmpi_core::abort(1)
 }

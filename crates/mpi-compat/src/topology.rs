@@ -34,7 +34,6 @@ fn elements(len: usize, size: usize) -> usize {
 }
 
 /// A byte count as MPI's `int`; aborts past `i32::MAX`.
-#[track_caller]
 fn count_of(n: usize) -> crate::Count {
     crate::Count::try_from(n).unwrap_or_else(|_| {
         crate::fatal(&hmpi_core::Error::Arg {
@@ -44,7 +43,6 @@ fn count_of(n: usize) -> crate::Count {
 }
 
 /// A pack position inside a buffer of `len` bytes.
-#[track_caller]
 fn position_in(position: crate::Count, len: usize) -> usize {
     match usize::try_from(position) {
         Ok(p) if p <= len => p,
@@ -66,7 +64,6 @@ impl Color {
 
     /// A defined colour; a negative `value` aborts (MPI's colours are
     /// non-negative).
-    #[track_caller]
     pub fn with_value(value: i32) -> Color {
         match u32::try_from(value) {
             Ok(v) => Color(Some(v)),
