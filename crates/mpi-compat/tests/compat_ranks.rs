@@ -2,7 +2,7 @@
 //! not cover: MPI errors abort the job with the MPI error text (rsmpi's
 //! `MPI_ERRORS_ARE_FATAL`), user operations on `DynBuffer`s, the
 //! nonblocking reductions and scans, request collections with their data,
-//! communicator comparison and subgroup communicators.
+//! communicator comparison and subgroup communicators, the derive.
 //!
 //! A `harness = false` binary on `hmpi_core::launch::rank_tests`: run
 //! plainly it runs the tests one after another, each launching ranks that
@@ -173,6 +173,48 @@ fn collections_carry_their_data() {
     rank_tests::assert_ran(&rank_tests::launch("collection", 3, &[]), "collection");
 }
 
+/// rsmpi's derive, through `mpi::traits` only, on a struct without
+/// `#[repr(C)]`.
+#[derive(mpi::traits::Equivalence, Clone, Copy, Debug, PartialEq, Default)]
+struct Particle {
+    pos: [f64; 3],
+    id: u32,
+    charge: f32,
+}
+
+fn derived_rank() {
+    let universe = mpi::initialize().unwrap();
+    let world = universe.world();
+    let (rank, size) = (world.rank(), world.size());
+    let me = Particle {
+        pos: [rank as f64; 3],
+        id: rank as u32,
+        charge: -1.5,
+    };
+    let mut all = vec![Particle::default(); size as usize];
+    world.all_gather_into(&me, &mut all[..]);
+    for (r, p) in all.iter().enumerate() {
+        assert_eq!(
+            *p,
+            Particle {
+                pos: [r as f64; 3],
+                id: r as u32,
+                charge: -1.5
+            }
+        );
+    }
+    let next = world.process_at_rank((rank + 1) % size);
+    let prev = world.process_at_rank((rank + size - 1) % size);
+    let (got, _) = mpi::point_to_point::send_receive::<Particle, _, _, _>(&me, &next, &prev);
+    assert_eq!(got.id as i32, (rank + size - 1) % size);
+    // The datatype is a struct of the fields, 32 bytes of data.
+    assert_eq!(Particle::equivalent_datatype().size(), 32);
+}
+
+fn derived_structs_travel() {
+    rank_tests::assert_ran(&rank_tests::launch("derived", 3, &[]), "derived");
+}
+
 fn communicators_rank() {
     let universe = mpi::initialize().unwrap();
     let world = universe.world();
@@ -227,6 +269,7 @@ fn main() {
         ("reductions", reductions_rank),
         ("collection", collection_rank),
         ("communicators", communicators_rank),
+        ("derived", derived_rank),
     ];
     rank_tests::main(
         |role| roles.iter().find(|(n, _)| *n == role).map(|(_, f)| f()),
@@ -244,6 +287,7 @@ fn main() {
                 "communicators_compare_split_and_pack",
                 communicators_compare_split_and_pack,
             ),
+            ("derived_structs_travel", derived_structs_travel),
         ],
     );
 }
