@@ -363,7 +363,12 @@ pub trait CommunicatorCollectives: Communicator {
         R: ?Sized + BufferMut,
         Sc: Scope<'a>,
     {
-        let data: *const R = recvbuf;
+        let data: *mut R = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
         let c = self.core();
         started(
             scope.with_core(|s| check(c.immediate_all_gather_into(s, sendbuf, recvbuf))),
@@ -383,7 +388,12 @@ pub trait CommunicatorCollectives: Communicator {
         R: ?Sized + BufferMut,
         Sc: Scope<'a>,
     {
-        let data: *const R = recvbuf;
+        let data: *mut R = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
         let c = self.core();
         started(
             scope.with_core(|s| check(c.immediate_all_to_all_into(s, sendbuf, recvbuf))),
@@ -405,7 +415,12 @@ pub trait CommunicatorCollectives: Communicator {
         O: Operation,
         Sc: Scope<'a>,
     {
-        let data: *const R = recvbuf;
+        let data: *mut R = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
         let (c, op) = (self.core(), op.core_op());
         started(
             scope.with_core(|s| check(c.immediate_all_reduce_into(s, sendbuf, recvbuf, op))),
@@ -427,7 +442,12 @@ pub trait CommunicatorCollectives: Communicator {
         O: Operation,
         Sc: Scope<'a>,
     {
-        let data: *const R = recvbuf;
+        let data: *mut R = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
         let (c, op) = (self.core(), op.core_op());
         started(
             scope.with_core(|s| {
@@ -451,7 +471,12 @@ pub trait CommunicatorCollectives: Communicator {
         O: Operation,
         Sc: Scope<'a>,
     {
-        let data: *const R = recvbuf;
+        let data: *mut R = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
         let (c, op) = (self.core(), op.core_op());
         started(
             scope.with_core(|s| check(c.immediate_scan_into(s, sendbuf, recvbuf, op))),
@@ -473,7 +498,12 @@ pub trait CommunicatorCollectives: Communicator {
         O: Operation,
         Sc: Scope<'a>,
     {
-        let data: *const R = recvbuf;
+        let data: *mut R = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
         let (c, op) = (self.core(), op.core_op());
         started(
             scope.with_core(|s| check(c.immediate_exclusive_scan_into(s, sendbuf, recvbuf, op))),
@@ -613,7 +643,12 @@ pub trait Root {
         scope: Sc,
         buf: &'a mut Buf,
     ) -> Request<'a, Buf, Sc> {
-        let data: *const Buf = buf;
+        let data: *mut Buf = buf;
+        // SAFETY: `data` was just made from `buf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let buf = unsafe { &mut *data };
         let p = self.core_root();
         started(
             scope.with_core(|s| check(CoreImmediateRoot::immediate_broadcast_into(p, s, buf))),
@@ -649,7 +684,12 @@ pub trait Root {
         recvbuf: &'a mut R,
         op: O,
     ) -> Request<'a, R, Sc> {
-        let data: *const R = recvbuf;
+        let data: *mut R = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
         let (p, op) = (self.core_root(), op.core_op());
         started(
             scope.with_core(|s| {

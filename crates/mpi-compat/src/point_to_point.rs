@@ -97,7 +97,12 @@ impl Message {
         scope: Sc,
         buf: &'a mut Buf,
     ) -> Request<'a, Buf, Sc> {
-        let data: *const Buf = buf;
+        let data: *mut Buf = buf;
+        // SAFETY: `data` was just made from `buf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let buf = unsafe { &mut *data };
         let msg = self.0;
         let r = scope.with_core(|s| check(msg.immediate_matched_receive_into(s, buf)));
         Request::new(Op::P2p(r), data)
@@ -211,7 +216,12 @@ pub trait Source {
         buf: &'a mut Buf,
         tag: Tag,
     ) -> Request<'a, Buf, Sc> {
-        let data: *const Buf = buf;
+        let data: *mut Buf = buf;
+        // SAFETY: `data` was just made from `buf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let buf = unsafe { &mut *data };
         let src = self.core_source();
         let r = scope.with_core(|s| {
             check(CoreSource::immediate_receive_into_with_tag(
