@@ -700,6 +700,37 @@ pub trait Root {
             data,
         )
     }
+
+    /// `MPI_Comm_spawn` rooted here: refused with an error (see
+    /// `docs/rsmpi.md`).
+    fn spawn(
+        &self,
+        command: &std::process::Command,
+        maxprocs: Rank,
+    ) -> Result<crate::topology::InterCommunicator, crate::MpiError> {
+        let _ = (command, maxprocs);
+        Err(spawn_refused())
+    }
+
+    /// `MPI_Comm_spawn_multiple` rooted here: refused with an error.
+    fn spawn_multiple(
+        &self,
+        commands: &[std::process::Command],
+        maxprocs: &[Rank],
+    ) -> Result<crate::topology::InterCommunicator, crate::MpiError> {
+        let _ = (commands, maxprocs);
+        Err(spawn_refused())
+    }
+}
+
+/// Dynamic process creation (rsmpi's `Root::spawn`): refused, as hmpi's
+/// ranks are the processes the launcher started on one node.
+fn spawn_refused() -> crate::MpiError {
+    hmpi_core::Error::Comm {
+        reason: "dynamic process creation (MPI_Comm_spawn) is not supported: \
+                 start every rank with hmpirun"
+            .into(),
+    }
 }
 
 impl Root for Process<'_> {

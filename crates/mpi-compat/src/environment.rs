@@ -13,6 +13,17 @@ impl Universe {
     pub fn world(&self) -> SimpleCommunicator {
         SimpleCommunicator(self.0.world())
     }
+
+    /// `MPI_UNIVERSE_SIZE`: the processes the job may have, the ranks the
+    /// launcher started (there is no spawning).
+    pub fn size(&self) -> Option<usize> {
+        usize::try_from(hmpi_core::traits::Communicator::size(&self.0.world())).ok()
+    }
+
+    /// `MPI_APPNUM`: `None`, as the launcher starts one program.
+    pub fn appnum(&self) -> Option<i32> {
+        None
+    }
 }
 
 /// MPI's thread support levels. hmpi always provides

@@ -212,6 +212,13 @@ pub trait Communicator {
         self.core().is_inter()
     }
 
+    /// The intercommunicator to the processes that spawned this one
+    /// (`MPI_Comm_get_parent`): `None`, as hmpi's ranks are the processes
+    /// the launcher started.
+    fn parent(&self) -> Option<InterCommunicator> {
+        None
+    }
+
     /// `MPI_Cart_create`: a grid of `dims`, periodic where `periods` says;
     /// `None` on the members left out of the grid.
     fn create_cartesian_communicator(
@@ -325,6 +332,48 @@ impl<C: Communicator + ?Sized> Communicator for &C {
 }
 
 pub use hmpi_core::topology::CartesianLayout;
+
+/// Which group comes first in a merged intercommunicator
+/// (`MPI_Intercomm_merge`'s `high`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum MergeOrder {
+    /// This group's ranks come first.
+    Low,
+    /// This group's ranks come last.
+    High,
+}
+
+/// An intercommunicator (rsmpi's `InterCommunicator`): point-to-point
+/// ranks name the remote group.
+#[derive(Debug)]
+pub struct InterCommunicator(hmpi_core::InterCommunicator);
+
+impl Communicator for InterCommunicator {
+    fn core(&self) -> &hmpi_core::SimpleCommunicator {
+        self.0.as_simple()
+    }
+
+    fn target_size(&self) -> Rank {
+        self.0.remote_size()
+    }
+}
+
+impl InterCommunicator {
+    /// The size of the remote group.
+    pub fn remote_size(&self) -> Rank {
+        self.0.remote_size()
+    }
+
+    /// The remote group.
+    pub fn remote_group(&self) -> UserGroup {
+        UserGroup(self.0.remote_group())
+    }
+
+    /// `MPI_Intercomm_merge`: one intracommunicator of both groups.
+    pub fn merge(&self, order: MergeOrder) -> SimpleCommunicator {
+        SimpleCommunicator(crate::check(self.0.merge(order == MergeOrder::High)))
+    }
+}
 
 /// A communicator with a Cartesian topology (rsmpi's
 /// `CartesianCommunicator`).
