@@ -16,6 +16,11 @@
 //! MPI's default error handler (`MPI_ERRORS_ARE_FATAL`): the MPI error text
 //! on standard error and the job aborted. `docs/rsmpi.md` lists what is
 //! there and what is not.
+//!
+//! Feature `shared-heap` makes hmpi's node heap the program's global
+//! allocator, so that `Vec` buffers travel with one copy as in an hmpi
+//! program that installs it; features `derive` and `user-operations` are
+//! rsmpi's names (the derive is always there).
 
 #![warn(missing_docs)]
 

@@ -1,5 +1,5 @@
 //! rsmpi's `mpi::point_to_point`: sends, receives and probes through a
-//! [`Process`] or [`AnyProcess`](crate::topology::AnyProcess), and
+//! [`Process`] or [`AnyProcess`], and
 //! combined send-receive.
 
 use std::fmt;

@@ -348,6 +348,13 @@ pub enum MergeOrder {
 #[derive(Debug)]
 pub struct InterCommunicator(hmpi_core::InterCommunicator);
 
+impl AsCommunicator for InterCommunicator {
+    type Out = InterCommunicator;
+    fn as_communicator(&self) -> &InterCommunicator {
+        self
+    }
+}
+
 impl Communicator for InterCommunicator {
     fn core(&self) -> &hmpi_core::SimpleCommunicator {
         self.0.as_simple()
@@ -379,6 +386,13 @@ impl InterCommunicator {
 /// `CartesianCommunicator`).
 #[derive(Debug)]
 pub struct CartesianCommunicator(hmpi_core::topology::CartesianCommunicator);
+
+impl AsCommunicator for CartesianCommunicator {
+    type Out = CartesianCommunicator;
+    fn as_communicator(&self) -> &CartesianCommunicator {
+        self
+    }
+}
 
 impl Communicator for CartesianCommunicator {
     fn core(&self) -> &hmpi_core::SimpleCommunicator {
