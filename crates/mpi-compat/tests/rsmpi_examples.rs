@@ -94,6 +94,10 @@ fn main() {
         .output()
         .expect("run cargo");
     let errors = compile_errors(&String::from_utf8_lossy(&out.stdout));
+    if !out.status.success() && errors.is_empty() {
+        // Cargo itself failed (resolution, a dependency): say why.
+        eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    }
 
     let unsupported: BTreeMap<&str, &str> = UNSUPPORTED.iter().copied().collect();
     let mut failures = Vec::new();
@@ -206,7 +210,7 @@ fn write_package(pkg: &Path, here: &Path, rsmpi: &Path, names: &[String], worksp
     )
     .expect("write lib.rs");
     let lock = workspace.join("Cargo.lock");
-    if lock.exists() && !pkg.join("Cargo.lock").exists() {
+    if lock.exists() {
         std::fs::copy(lock, pkg.join("Cargo.lock")).expect("copy Cargo.lock");
     }
 }
