@@ -2,8 +2,8 @@
 //! values, unwrapped here), with hmpi's node heap as the allocator: the
 //! reference that `run.sh` compares hmpi-mpi with.
 
-use hmpi::prelude::*;
 use hmpi::op::SystemOperation;
+use hmpi::prelude::*;
 use std::time::Instant;
 
 #[global_allocator]
