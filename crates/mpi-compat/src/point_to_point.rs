@@ -240,6 +240,17 @@ pub trait Source {
         self.immediate_receive_into_with_tag(scope, buf, hmpi_core::ANY_TAG)
     }
 
+    /// Starts a receive of one `Msg` with `tag` that is not tied to a
+    /// scope: the returned future owns its buffer.
+    fn immediate_receive_with_tag<Msg: Equivalence>(&self, tag: Tag) -> ReceiveFuture<Msg> {
+        ReceiveFuture::start(self.core_source(), tag)
+    }
+
+    /// [`Source::immediate_receive_with_tag`] with any tag.
+    fn immediate_receive<Msg: Equivalence>(&self) -> ReceiveFuture<Msg> {
+        self.immediate_receive_with_tag(hmpi_core::ANY_TAG)
+    }
+
     /// The status of a message with `tag` if one is there.
     fn immediate_probe_with_tag(&self, tag: Tag) -> Option<Status> {
         check(CoreSource::immediate_probe_with_tag(
@@ -536,4 +547,132 @@ where
     S: Source,
 {
     send_receive_replace_into_with_tags(buf, destination, 0, source, hmpi_core::ANY_TAG)
+}
+
+/// A receive of one `T` started by [`Source::immediate_receive`] (rsmpi's
+/// `ReceiveFuture`). It owns the buffer the message arrives in, so it
+/// needs no scope: [`ReceiveFuture::get`] waits for the value,
+/// [`ReceiveFuture::r#try`] tests. Dropping it cancels the receive if no
+/// message matched yet and waits for it; leaking it leaks the buffer with
+/// it, so the engine never writes into memory that was given back.
+pub struct ReceiveFuture<T> {
+    /// The buffer (a leaked `Box<T>`), freed when the future is dropped.
+    value: *mut T,
+    req: Option<hmpi_core::raw::Request<'static>>,
+    /// The communicator's world-to-communicator rank table, for statuses.
+    ranks: Option<Vec<i32>>,
+}
+
+impl<T> fmt::Debug for ReceiveFuture<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReceiveFuture")
+            .field("pending", &self.req.is_some())
+            .finish()
+    }
+}
+
+impl<T: Equivalence> ReceiveFuture<T> {
+    fn start<S: CoreSource + ?Sized>(source: &S, tag: Tag) -> Self {
+        let comm = source.comm();
+        // SAFETY: every byte pattern is a valid `T: Equivalence`, zeros
+        // included.
+        let zero: T = unsafe { std::mem::zeroed() };
+        let value = Box::into_raw(Box::new(zero));
+        // SAFETY: `value` is valid for writes of `size_of::<T>()` bytes
+        // and reached by nothing but the engine until the request is
+        // complete: the future keeps the pointer to itself, completes or
+        // cancels the request before it frees the buffer (`Drop`), and if
+        // the future is leaked the buffer is leaked with it, so the
+        // engine's writes never land in memory that was given back.
+        let req = unsafe {
+            hmpi_core::raw::irecv_raw(
+                comm,
+                value.cast::<u8>(),
+                std::mem::size_of::<T>(),
+                source.source_rank(),
+                tag,
+            )
+        };
+        let req = match req {
+            Ok(r) => r,
+            Err(e) => {
+                // SAFETY: no request was started; `value` came from
+                // `Box::into_raw` above and is freed once.
+                drop(unsafe { Box::from_raw(value) });
+                crate::fatal(&e)
+            }
+        };
+        ReceiveFuture {
+            value,
+            req: Some(req),
+            ranks: comm.status_ranks().map(<[i32]>::to_vec),
+        }
+    }
+
+    /// The value and status of a completed receive (exactly one `T`, as
+    /// a blocking `receive`); an error aborts.
+    fn finish(&self, st: hmpi_core::raw::EngineResult<hmpi_core::raw::Status>) -> (T, Status) {
+        let st = match st {
+            Ok(st) => hmpi_core::Status::from_engine(st, self.ranks.as_deref()),
+            Err(e) => match self.ranks.as_deref() {
+                Some(r) => crate::fatal(&core::engine_error(e, r)),
+                None => crate::fatal(&hmpi_core::Error::from(e)),
+            },
+        };
+        let size = std::mem::size_of::<T>() as u64;
+        if st.byte_count() != size {
+            crate::fatal(&hmpi_core::Error::Count {
+                bytes: st.byte_count(),
+                element_size: std::mem::size_of::<T>(),
+                expected: Some(size),
+            });
+        }
+        // SAFETY: the request is complete, so the engine no longer
+        // touches the buffer; it holds a valid `T` (zeros, overwritten by
+        // the message's bytes, and any bytes are a valid `T`).
+        (unsafe { self.value.read() }, Status::from_core(st))
+    }
+
+    /// Waits for the message.
+    pub fn get(mut self) -> (T, Status) {
+        match self.req.take() {
+            Some(r) => {
+                let st = r.wait();
+                self.finish(st)
+            }
+            None => crate::fatal(&"the receive was already completed"),
+        }
+    }
+
+    /// The message if it arrived, else the future back.
+    pub fn r#try(mut self) -> Result<(T, Status), Self> {
+        let Some(r) = self.req.as_mut() else {
+            crate::fatal(&"the receive was already completed")
+        };
+        match r.test() {
+            Ok(Some(st)) => {
+                self.req = None;
+                Ok(self.finish(Ok(st)))
+            }
+            Ok(None) => Err(self),
+            Err(e) => {
+                self.req = None;
+                Ok(self.finish(Err(e)))
+            }
+        }
+    }
+}
+
+impl<T> Drop for ReceiveFuture<T> {
+    fn drop(&mut self) {
+        if let Some(mut r) = self.req.take() {
+            // Nothing may write into the buffer once it is freed.
+            r.cancel();
+            let _ = r.wait();
+        }
+        // SAFETY: `value` came from `Box::into_raw` in `start` and is
+        // freed only here, after the request was completed (above, or by
+        // `get` / `try`).
+        drop(unsafe { Box::from_raw(self.value) });
+    }
 }

@@ -146,6 +146,15 @@ fn collection_rank() {
     for (i, y) in inb.iter().enumerate() {
         assert_eq!(*y, [((rank + size - 1) % size) as u32, i as u32]);
     }
+    // A future dropped before any message matched is cancelled, not
+    // waited for; one with a message gives it, in the order sent.
+    drop(world.any_process().immediate_receive_with_tag::<u64>(99));
+    let f = world
+        .this_process()
+        .immediate_receive_with_tag::<[u16; 3]>(5);
+    world.this_process().send_with_tag(&[1u16, 2, 3], 5);
+    let (v, st) = f.get();
+    assert_eq!((v, st.tag(), st.source_rank()), ([1, 2, 3], 5, rank));
     // test() hands the request back until it is done.
     let x = 7u64;
     let mut y = 0u64;

@@ -43,7 +43,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("derive_nonthreaded_panic", "hmpi's Equivalence requires Copy; hmpi always provides Threading::Multiple"),
     ("derive_postfinalize_panic", "hmpi's Equivalence requires Copy; hmpi's datatypes do not depend on init/finalize"),
     ("derive_preinit_panic", "hmpi's Equivalence requires Copy; hmpi's datatypes do not depend on init/finalize"),
-    ("immediate", "immediate_receive (ReceiveFuture) is not in hmpi-core yet"),
     ("immediate_all_gather_varcount", "no nonblocking varcount collectives in hmpi-core's typed tier yet"),
     ("immediate_barrier", "immediate_barrier without a scope (StaticScope): hmpi ties every request to a scope"),
     ("immediate_gather", "no nonblocking gather in hmpi-core's typed tier yet"),
