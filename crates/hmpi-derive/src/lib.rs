@@ -15,6 +15,10 @@
 //! given with `#[equivalence(crate = "path")]` (`"hmpi_core"` for a crate
 //! that uses `hmpi_core` directly, `"crate"` inside `hmpi_core`).
 //!
+//! `MpiEquivalence` is the same derive for the rsmpi-compatible crate
+//! (`hmpi-mpi`, whose library is `mpi`): paths start at `::mpi::__derive`
+//! and, as with rsmpi's derive, `#[repr(C)]` is not required.
+//!
 //! # Example
 //! ```ignore
 //! use hmpi::datatype::Equivalence;
