@@ -351,6 +351,16 @@ pub trait CommunicatorCollectives: Communicator {
         )
     }
 
+    /// `MPI_Ibarrier`: a request that borrows nothing, so it needs no
+    /// scope.
+    fn immediate_barrier(&self) -> Request<'static, (), crate::request::StaticScope> {
+        let r = check(hmpi_core::collective::raw::barrier(
+            self.core(),
+            hmpi_core::collective::raw::Mode::Start,
+        ));
+        Request::new(Op::Owned(r), &())
+    }
+
     /// `MPI_Iallgather` in `scope`.
     fn immediate_all_gather_into<'a, S, R, Sc>(
         &self,

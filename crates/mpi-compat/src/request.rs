@@ -6,8 +6,8 @@
 //! started with (rsmpi's `D`), handed back by [`Request::wait_for_data`]
 //! and the collection's `wait_*`/`test_*` once the operation is complete.
 //! Two differences from rsmpi: dropping an unfinished request waits for it
-//! (rsmpi panics), and operations that need `StaticScope` (requests not
-//! tied to a scope) are not there.
+//! (rsmpi panics), and of the operations in `StaticScope` (requests not
+//! tied to a scope) only those that borrow nothing are there.
 
 use std::marker::PhantomData;
 
@@ -17,8 +17,9 @@ use crate::point_to_point::Status;
 
 pub use hmpi_core::request::Scope as LocalScope;
 
-/// rsmpi's scope of requests that live for the whole program. hmpi ties
-/// every request to a [`scope`]; nothing here starts a request in it.
+/// rsmpi's scope of requests that live for the whole program: only those
+/// that borrow nothing start in it here (`immediate_barrier()`); the
+/// others need a [`scope`].
 #[derive(Copy, Clone, Debug)]
 pub struct StaticScope;
 
@@ -62,8 +63,11 @@ where
 pub(crate) enum Op<'a> {
     /// A point-to-point operation.
     P2p(core::Request<'a>),
-    /// A nonblocking collective.
+    /// A nonblocking collective in a scope.
     Coll(core::CollectiveRequest<'a>),
+    /// A nonblocking collective that borrows nothing (a barrier), owned
+    /// by the request; `None` if it completed when started.
+    Owned(Option<hmpi_core::collective::CollRequest>),
 }
 
 /// A nonblocking operation started in scope `S` on data `D` (rsmpi's
@@ -174,6 +178,12 @@ fn complete(op: Op<'_>) -> Status {
             crate::check(r.wait());
             Status::empty()
         }
+        Op::Owned(r) => {
+            if let Some(r) = r {
+                crate::check(r.wait());
+            }
+            Status::empty()
+        }
     }
 }
 
@@ -190,6 +200,14 @@ fn test_op(op: Op<'_>) -> Result<Status, Op<'_>> {
                 Ok(Status::empty())
             }
             None => Err(Op::Coll(r)),
+        },
+        Op::Owned(None) => Ok(Status::empty()),
+        Op::Owned(Some(mut r)) => match r.test() {
+            Some(res) => {
+                crate::check(res);
+                Ok(Status::empty())
+            }
+            None => Err(Op::Owned(Some(r))),
         },
     }
 }
@@ -256,7 +274,9 @@ pub fn wait_any<'a, D: ?Sized, S>(
     for r in requests.iter_mut() {
         match r.take() {
             Op::P2p(c) => core_reqs.push(c),
-            Op::Coll(_) => crate::fatal(&"wait_any: a collective request in the set"),
+            Op::Coll(_) | Op::Owned(_) => {
+                crate::fatal(&"wait_any: a collective request in the set")
+            }
         }
     }
     let done = core::wait_any(&mut core_reqs);
@@ -309,9 +329,9 @@ impl<'a, D: ?Sized> RequestCollection<'a, D> {
                 self.data[i] = data;
                 i
             }
-            Op::Coll(r) => {
+            op @ (Op::Coll(_) | Op::Owned(_)) => {
                 // hmpi-core's collections hold point-to-point requests.
-                drop(r);
+                drop(op);
                 crate::fatal(&"RequestCollection::add: nonblocking collectives are not supported in a collection")
             }
         }

@@ -44,10 +44,10 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("derive_postfinalize_panic", "hmpi's Equivalence requires Copy; hmpi's datatypes do not depend on init/finalize"),
     ("derive_preinit_panic", "hmpi's Equivalence requires Copy; hmpi's datatypes do not depend on init/finalize"),
     ("immediate_all_gather_varcount", "no nonblocking varcount collectives in hmpi-core's typed tier yet"),
-    ("immediate_barrier", "immediate_barrier without a scope (StaticScope): hmpi ties every request to a scope"),
+    ("immediate_barrier", "deadlocks: hmpi-core sets up a communicator's collective state at its first collective, blocking until rank 0 takes part, so an immediate_barrier that is the first collective waits for rank 0 (here in a receive)"),
     ("immediate_gather", "no nonblocking gather in hmpi-core's typed tier yet"),
     ("immediate_gather_varcount", "no nonblocking gatherv in hmpi-core's typed tier yet"),
-    ("immediate_multiple_barrier", "immediate_barrier without a scope (StaticScope): hmpi ties every request to a scope"),
+    ("immediate_multiple_barrier", "a RequestCollection of nonblocking collectives (hmpi-core's collections hold point-to-point requests)"),
     ("immediate_reduce", "mpi::ffi and UnsafeUserOperation (C callbacks)"),
     ("immediate_scatter", "no nonblocking scatter in hmpi-core's typed tier yet"),
     ("immediate_scatter_varcount", "no nonblocking scatterv in hmpi-core's typed tier yet"),
@@ -58,6 +58,9 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("structured", "Equivalence::Out: hmpi's Equivalence gives a Datatype value"),
     ("vector", "hmpi-core's typed operations move a buffer's bytes as they lie: no strided View"),
 ];
+
+/// Unsupported examples that would hang rather than fail: built, not run.
+const NOT_RUN: &[&str] = &["immediate_barrier"];
 
 fn main() {
     let Some(rsmpi) = registry_copy() else {
@@ -109,6 +112,8 @@ fn main() {
             Err(format!("does not compile: {e}"))
         } else if !bin.exists() {
             Err("not built".to_string())
+        } else if NOT_RUN.contains(&name.as_str()) {
+            Err("builds; not run".to_string())
         } else {
             ranks(name)
                 .iter()
@@ -269,7 +274,7 @@ fn ranks(name: &str) -> &'static [u32] {
 /// standard-error line.
 fn run(bin: &Path, ranks: u32) -> Result<(), String> {
     let report = Launcher::new(bin, ranks)
-        .timeout(Duration::from_secs(120))
+        .timeout(Duration::from_secs(60))
         .capture_output(true)
         .run()
         .map_err(|e| format!("launch: {e}"))?;
