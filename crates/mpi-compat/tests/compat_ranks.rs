@@ -104,6 +104,18 @@ fn reductions_rank() {
     });
     assert_eq!(r, size * (size + 1) / 2);
     assert_eq!(s, (rank + 1) * (rank + 2) / 2);
+    // A barrier needs no scope; test() hands it back until all arrived.
+    let mut b = world.immediate_barrier();
+    loop {
+        match b.test() {
+            Ok(st) => {
+                assert_eq!(st.tag(), hmpi_core::ANY_TAG);
+                break;
+            }
+            Err(back) => b = back,
+        }
+    }
+    world.immediate_barrier().wait();
     if rank > 0 {
         assert_eq!(e, rank * (rank + 1) / 2);
         assert_eq!(root_sum, 0);
