@@ -15,6 +15,10 @@
 //! given with `#[equivalence(crate = "path")]` (`"hmpi_core"` for a crate
 //! that uses `hmpi_core` directly, `"crate"` inside `hmpi_core`).
 //!
+//! `MpiEquivalence` is the same derive for the rsmpi-compatible crate
+//! (`hmpi-mpi`, whose library is `mpi`): paths start at `::mpi::__derive`
+//! and, as with rsmpi's derive, `#[repr(C)]` is not required.
+//!
 //! # Example
 //! ```ignore
 //! use hmpi::datatype::Equivalence;
@@ -33,15 +37,30 @@ use syn::{parse_macro_input, Data, DeriveInput, Fields, Index, LitStr, Member};
 #[proc_macro_derive(Equivalence, attributes(equivalence))]
 pub fn derive_equivalence(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    match expand(input) {
+    match expand(input, syn::parse_quote!(::hmpi), true) {
         Ok(ts) => ts.into(),
         Err(e) => e.to_compile_error().into(),
     }
 }
 
-/// The crate path of `#[equivalence(crate = "...")]`, `::hmpi` by default.
-fn crate_path(input: &DeriveInput) -> syn::Result<syn::Path> {
-    let mut path: syn::Path = syn::parse_quote!(::hmpi);
+/// The same derive with paths starting at `::mpi::__derive`: what the
+/// rsmpi-compatible crate (`hmpi-mpi`, imported as `mpi`) re-exports as
+/// `mpi::traits::Equivalence`, so that a program depending only on it
+/// derives as it did with rsmpi. Like rsmpi's derive it also takes a struct
+/// without `#[repr(C)]`: the datatype is built from the offsets the
+/// compiler chose (`offset_of!`), and the no-padding check still applies.
+#[proc_macro_derive(MpiEquivalence, attributes(equivalence))]
+pub fn derive_mpi_equivalence(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    match expand(input, syn::parse_quote!(::mpi::__derive), false) {
+        Ok(ts) => ts.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// The crate path of `#[equivalence(crate = "...")]`, `default` without it.
+fn crate_path(input: &DeriveInput, default: syn::Path) -> syn::Result<syn::Path> {
+    let mut path = default;
     for attr in input
         .attrs
         .iter()
@@ -81,9 +100,10 @@ fn is_repr_c(input: &DeriveInput) -> syn::Result<bool> {
     Ok(c)
 }
 
-fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
+/// The derive; `need_repr_c`: refuse a struct without `#[repr(C)]`.
+fn expand(input: DeriveInput, default: syn::Path, need_repr_c: bool) -> syn::Result<TokenStream2> {
     let name = &input.ident;
-    let krate = crate_path(&input)?;
+    let krate = crate_path(&input, default)?;
     if !input.generics.params.is_empty() {
         return Err(syn::Error::new_spanned(
             &input.generics,
@@ -97,7 +117,7 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
             "#[derive(Equivalence)] is for structs: an enum's bytes are not all valid values",
         ));
     };
-    if !is_repr_c(&input)? {
+    if need_repr_c && !is_repr_c(&input)? {
         return Err(syn::Error::new_spanned(
             name,
             "#[derive(Equivalence)] needs #[repr(C)]: the layout of a Rust struct is not fixed",
@@ -137,11 +157,11 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
             );
         };
 
-        // SAFETY: `#[repr(C)]` (checked by the derive), every field is
-        // `Equivalence` (no padding of its own, valid for every byte
-        // pattern, no pointers), and the struct adds no padding (the size
-        // assertion above): so the struct is plain old data too. The
-        // datatype lists every field at its offset.
+        // SAFETY: every field is `Equivalence` (no padding of its own,
+        // valid for every byte pattern, no pointers), and the struct adds
+        // no padding (the size assertion above), whatever its field order:
+        // so the struct is plain old data too. The datatype lists every
+        // field at the offset the compiler gave it.
         unsafe impl #eq for #name {
             fn equivalent_datatype() -> #krate::datatype::Datatype {
                 let lengths: [usize; #n] = [1; #n];

@@ -1,0 +1,750 @@
+//! rsmpi's `mpi::collective`: collectives on communicators
+//! ([`CommunicatorCollectives`]) and rooted at a process ([`Root`]),
+//! reduction operations.
+
+use std::borrow::Borrow;
+
+use hmpi_core::traits::{
+    CommunicatorCollectives as _, ImmediateCollectives as _, ImmediateRoot as CoreImmediateRoot,
+    Root as CoreRoot,
+};
+
+use crate::check;
+use crate::datatype::{Buffer, BufferMut, Partition, PartitionMut};
+use crate::request::{Op, Request, Scope};
+use crate::topology::{Communicator, Process, Rank};
+
+pub use hmpi_core::op::SystemOperation;
+
+/// The traits of this module (in `mpi::traits`).
+pub mod traits {
+    pub use super::{CommunicatorCollectives, Operation, Root};
+}
+
+/// A reduction operation (rsmpi's `Operation`): a [`SystemOperation`], a
+/// [`UserOperation`], or a reference to one.
+pub trait Operation {
+    /// hmpi-core's operation (not part of rsmpi's API).
+    #[doc(hidden)]
+    fn core_op(&self) -> hmpi_core::op::Operation;
+
+    /// Whether the operation is commutative.
+    fn is_commutative(&self) -> bool {
+        self.core_op().is_commutative()
+    }
+}
+
+impl Operation for SystemOperation {
+    fn core_op(&self) -> hmpi_core::op::Operation {
+        (*self).into()
+    }
+}
+
+impl<T: Operation + ?Sized> Operation for &T {
+    fn core_op(&self) -> hmpi_core::op::Operation {
+        (**self).core_op()
+    }
+}
+
+/// A user reduction operation (rsmpi's `UserOperation`): a closure over
+/// the data as [`DynBuffer`] / [`DynBufferMut`], which it downcasts to the
+/// element type. hmpi-core's `UserOperation` runs it on the packed data.
+/// The closure must be `Send + Sync + 'static` (rsmpi: `Sync + 'a`).
+#[derive(Clone, Debug)]
+pub struct UserOperation<'a> {
+    op: hmpi_core::op::UserOperation,
+    _marker: std::marker::PhantomData<&'a ()>,
+}
+
+impl UserOperation<'_> {
+    /// An associative (not necessarily commutative) operation:
+    /// `inoutvec = invec op inoutvec`.
+    pub fn associative<F>(function: F) -> Self
+    where
+        F: Fn(DynBuffer<'_>, DynBufferMut<'_>) + Send + Sync + 'static,
+    {
+        UserOperation {
+            op: hmpi_core::op::UserOperation::non_commutative(move |a, o, t| {
+                call_aligned(&function, a, o, t)
+            }),
+            _marker: std::marker::PhantomData,
+        }
+    }
+
+    /// A commutative operation.
+    pub fn commutative<F>(function: F) -> Self
+    where
+        F: Fn(DynBuffer<'_>, DynBufferMut<'_>) + Send + Sync + 'static,
+    {
+        UserOperation {
+            op: hmpi_core::op::UserOperation::commutative(move |a, o, t| {
+                call_aligned(&function, a, o, t)
+            }),
+            _marker: std::marker::PhantomData,
+        }
+    }
+}
+
+impl Operation for UserOperation<'_> {
+    fn core_op(&self) -> hmpi_core::op::Operation {
+        self.op.clone().into()
+    }
+}
+
+/// Storage aligned for every type up to 16-byte alignment.
+fn aligned_copy(bytes: &[u8]) -> Vec<u128> {
+    let mut v = vec![0u128; bytes.len().div_ceil(16)];
+    // SAFETY: `v` has at least `bytes.len()` bytes, `u128` has no invalid
+    // byte patterns, and the two do not overlap (`v` is new).
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), v.as_mut_ptr().cast::<u8>(), bytes.len());
+    }
+    v
+}
+
+/// Runs `f` on 16-byte aligned copies of the packed data (so that its
+/// downcasts to element slices are aligned), then copies `inout` back.
+fn call_aligned<F>(f: &F, input: &[u8], inout: &mut [u8], datatype: &hmpi_core::datatype::Datatype)
+where
+    F: Fn(DynBuffer<'_>, DynBufferMut<'_>),
+{
+    let a = aligned_copy(input);
+    let mut o = aligned_copy(inout);
+    {
+        // SAFETY: the vectors hold at least as many bytes as the slices
+        // they were copied from, and live until the end of this block.
+        let (ab, ob) = unsafe {
+            (
+                std::slice::from_raw_parts(a.as_ptr().cast::<u8>(), input.len()),
+                std::slice::from_raw_parts_mut(o.as_mut_ptr().cast::<u8>(), inout.len()),
+            )
+        };
+        f(
+            DynBuffer {
+                bytes: ab,
+                datatype,
+            },
+            DynBufferMut {
+                bytes: ob,
+                datatype,
+            },
+        );
+    }
+    // SAFETY: `o` holds at least `inout.len()` bytes; distinct allocations.
+    unsafe {
+        std::ptr::copy_nonoverlapping(o.as_ptr().cast::<u8>(), inout.as_mut_ptr(), inout.len());
+    }
+}
+
+/// Whether data of `datatype` may be seen as `T`s: the same basic type,
+/// or (for a derived type) the same size as `T`'s datatype.
+fn is_of<T: crate::datatype::Equivalence>(datatype: &hmpi_core::datatype::Datatype) -> bool {
+    let t = T::equivalent_datatype();
+    match (t.basic_type(), datatype.basic_type()) {
+        (Some(a), Some(b)) => a == b,
+        _ => t.size() == datatype.size() && t.extent() == datatype.extent(),
+    }
+}
+
+/// Reinterprets `bytes` as `T`s if they are aligned and a whole number.
+fn cast<T>(len: usize, ptr: *const u8) -> Option<usize> {
+    let n = std::mem::size_of::<T>();
+    (n != 0 && len % n == 0 && (ptr as usize) % std::mem::align_of::<T>() == 0).then_some(len / n)
+}
+
+/// The input of a [`UserOperation`] (rsmpi's `DynBuffer`).
+#[derive(Debug)]
+pub struct DynBuffer<'a> {
+    bytes: &'a [u8],
+    datatype: &'a hmpi_core::datatype::Datatype,
+}
+
+impl<'a> DynBuffer<'a> {
+    /// Whether the data are `T`s.
+    pub fn is<T: crate::datatype::Equivalence>(&self) -> bool {
+        is_of::<T>(self.datatype)
+    }
+
+    /// The data as `T`s, `None` if they are not.
+    pub fn downcast<T: crate::datatype::Equivalence>(self) -> Option<&'a [T]> {
+        if !self.is::<T>() {
+            return None;
+        }
+        let n = cast::<T>(self.bytes.len(), self.bytes.as_ptr())?;
+        // SAFETY: aligned for `T`, `n` whole `T`s inside `bytes` (checked
+        // by `cast`), and every byte pattern is a valid `T: Equivalence`.
+        Some(unsafe { std::slice::from_raw_parts(self.bytes.as_ptr().cast::<T>(), n) })
+    }
+
+    /// The number of bytes.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether there are no data.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
+/// The input-output of a [`UserOperation`] (rsmpi's `DynBufferMut`).
+#[derive(Debug)]
+pub struct DynBufferMut<'a> {
+    bytes: &'a mut [u8],
+    datatype: &'a hmpi_core::datatype::Datatype,
+}
+
+impl<'a> DynBufferMut<'a> {
+    /// Whether the data are `T`s.
+    pub fn is<T: crate::datatype::Equivalence>(&self) -> bool {
+        is_of::<T>(self.datatype)
+    }
+
+    /// The data as `T`s, `None` if they are not.
+    pub fn downcast<T: crate::datatype::Equivalence>(self) -> Option<&'a mut [T]> {
+        if !self.is::<T>() {
+            return None;
+        }
+        let n = cast::<T>(self.bytes.len(), self.bytes.as_ptr())?;
+        // SAFETY: as in `DynBuffer::downcast`; the exclusive borrow of the
+        // bytes is carried over, and any bytes written are valid.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.bytes.as_mut_ptr().cast::<T>(), n) })
+    }
+
+    /// The number of bytes.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether there are no data.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
+/// Combines `inbuf` into `inoutbuf` with `op` on this process
+/// (`MPI_Reduce_local`).
+pub fn reduce_local_into<S, R, O>(inbuf: &S, inoutbuf: &mut R, op: O)
+where
+    S: ?Sized + Buffer,
+    R: ?Sized + BufferMut,
+    O: Operation,
+{
+    let dt = inbuf.element_datatype();
+    let n = inbuf.as_bytes().len().checked_div(dt.size()).unwrap_or(0);
+    check(hmpi_core::op::reduce_local(
+        inbuf,
+        inoutbuf,
+        n,
+        &dt,
+        &op.core_op(),
+    ))
+}
+
+/// A collective started in `scope` as a [`Request`] on `data`.
+fn started<'a, D: ?Sized, Sc>(
+    r: hmpi_core::request::CollectiveRequest<'a>,
+    data: *const D,
+) -> Request<'a, D, Sc> {
+    Request::new(Op::Coll(r), data)
+}
+
+/// Collectives over every process of a communicator (rsmpi's
+/// `CommunicatorCollectives`).
+pub trait CommunicatorCollectives: Communicator {
+    /// `MPI_Barrier`.
+    fn barrier(&self) {
+        check(hmpi_core::traits::Communicator::barrier(self.core()))
+    }
+
+    /// `MPI_Allgather`.
+    fn all_gather_into<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+    ) {
+        check(self.core().all_gather_into(sendbuf, recvbuf))
+    }
+
+    /// `MPI_Allgatherv`.
+    fn all_gather_varcount_into<S, R, C, D>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut PartitionMut<'_, R, C, D>,
+    ) where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C: Borrow<[i32]>,
+        D: Borrow<[i32]>,
+    {
+        check(self.core().all_gather_varcount_into(sendbuf, recvbuf))
+    }
+
+    /// `MPI_Alltoall`.
+    fn all_to_all_into<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+    ) {
+        check(self.core().all_to_all_into(sendbuf, recvbuf))
+    }
+
+    /// `MPI_Alltoallv`.
+    fn all_to_all_varcount_into<S, R, C1, D1, C2, D2>(
+        &self,
+        sendbuf: &Partition<'_, S, C1, D1>,
+        recvbuf: &mut PartitionMut<'_, R, C2, D2>,
+    ) where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C1: Borrow<[i32]>,
+        D1: Borrow<[i32]>,
+        C2: Borrow<[i32]>,
+        D2: Borrow<[i32]>,
+    {
+        check(self.core().all_to_all_varcount_into(sendbuf, recvbuf))
+    }
+
+    /// `MPI_Allreduce`.
+    fn all_reduce_into<S: ?Sized + Buffer, R: ?Sized + BufferMut, O: Operation>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+        op: O,
+    ) {
+        check(self.core().all_reduce_into(sendbuf, recvbuf, op.core_op()))
+    }
+
+    /// `MPI_Reduce_scatter_block`.
+    fn reduce_scatter_block_into<S: ?Sized + Buffer, R: ?Sized + BufferMut, O: Operation>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+        op: O,
+    ) {
+        check(
+            self.core()
+                .reduce_scatter_block_into(sendbuf, recvbuf, op.core_op()),
+        )
+    }
+
+    /// `MPI_Scan`.
+    fn scan_into<S: ?Sized + Buffer, R: ?Sized + BufferMut, O: Operation>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+        op: O,
+    ) {
+        check(self.core().scan_into(sendbuf, recvbuf, op.core_op()))
+    }
+
+    /// `MPI_Exscan`.
+    fn exclusive_scan_into<S: ?Sized + Buffer, R: ?Sized + BufferMut, O: Operation>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+        op: O,
+    ) {
+        check(
+            self.core()
+                .exclusive_scan_into(sendbuf, recvbuf, op.core_op()),
+        )
+    }
+
+    /// `MPI_Ibarrier`: a request that borrows nothing, so it needs no
+    /// scope.
+    fn immediate_barrier(&self) -> Request<'static, (), crate::request::StaticScope> {
+        let r = check(hmpi_core::collective::raw::barrier(
+            self.core(),
+            hmpi_core::collective::raw::Mode::Start,
+        ));
+        Request::new(Op::Owned(r), &())
+    }
+
+    /// `MPI_Iallgather` in `scope`.
+    fn immediate_all_gather_into<'a, S, R, Sc>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+    ) -> Request<'a, R, Sc>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        Sc: Scope<'a>,
+    {
+        let data: *mut R = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
+        let c = self.core();
+        started(
+            scope.with_core(|s| check(c.immediate_all_gather_into(s, sendbuf, recvbuf))),
+            data,
+        )
+    }
+
+    /// `MPI_Ialltoall` in `scope`.
+    fn immediate_all_to_all_into<'a, S, R, Sc>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+    ) -> Request<'a, R, Sc>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        Sc: Scope<'a>,
+    {
+        let data: *mut R = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
+        let c = self.core();
+        started(
+            scope.with_core(|s| check(c.immediate_all_to_all_into(s, sendbuf, recvbuf))),
+            data,
+        )
+    }
+
+    /// `MPI_Iallreduce` in `scope`.
+    fn immediate_all_reduce_into<'a, S, R, O, Sc>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        O: Operation,
+        Sc: Scope<'a>,
+    {
+        let data: *mut R = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
+        let (c, op) = (self.core(), op.core_op());
+        started(
+            scope.with_core(|s| check(c.immediate_all_reduce_into(s, sendbuf, recvbuf, op))),
+            data,
+        )
+    }
+
+    /// `MPI_Ireduce_scatter_block` in `scope`.
+    fn immediate_reduce_scatter_block_into<'a, S, R, O, Sc>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        O: Operation,
+        Sc: Scope<'a>,
+    {
+        let data: *mut R = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
+        let (c, op) = (self.core(), op.core_op());
+        started(
+            scope.with_core(|s| {
+                check(c.immediate_reduce_scatter_block_into(s, sendbuf, recvbuf, op))
+            }),
+            data,
+        )
+    }
+
+    /// `MPI_Iscan` in `scope`.
+    fn immediate_scan_into<'a, S, R, O, Sc>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        O: Operation,
+        Sc: Scope<'a>,
+    {
+        let data: *mut R = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
+        let (c, op) = (self.core(), op.core_op());
+        started(
+            scope.with_core(|s| check(c.immediate_scan_into(s, sendbuf, recvbuf, op))),
+            data,
+        )
+    }
+
+    /// `MPI_Iexscan` in `scope`.
+    fn immediate_exclusive_scan_into<'a, S, R, O, Sc>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        O: Operation,
+        Sc: Scope<'a>,
+    {
+        let data: *mut R = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
+        let (c, op) = (self.core(), op.core_op());
+        started(
+            scope.with_core(|s| check(c.immediate_exclusive_scan_into(s, sendbuf, recvbuf, op))),
+            data,
+        )
+    }
+}
+
+impl<C: Communicator + ?Sized> CommunicatorCollectives for C {}
+
+/// Collectives rooted at a process (rsmpi's `Root`), called on
+/// `comm.process_at_rank(root)`.
+pub trait Root {
+    /// hmpi-core's process (not part of rsmpi's API).
+    #[doc(hidden)]
+    fn core_root(&self) -> &Process<'_>;
+
+    /// The root's rank.
+    fn root_rank(&self) -> Rank {
+        self.core_root().rank()
+    }
+
+    /// `MPI_Bcast`.
+    fn broadcast_into<Buf: ?Sized + BufferMut>(&self, buffer: &mut Buf) {
+        check(CoreRoot::broadcast_into(self.core_root(), buffer))
+    }
+
+    /// `MPI_Gather` on a process other than the root.
+    fn gather_into<S: ?Sized + Buffer>(&self, sendbuf: &S) {
+        check(CoreRoot::gather_into(self.core_root(), sendbuf))
+    }
+
+    /// `MPI_Gather` at the root.
+    fn gather_into_root<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+    ) {
+        check(CoreRoot::gather_into_root(
+            self.core_root(),
+            sendbuf,
+            recvbuf,
+        ))
+    }
+
+    /// `MPI_Gatherv` on a process other than the root.
+    fn gather_varcount_into<S: ?Sized + Buffer>(&self, sendbuf: &S) {
+        check(CoreRoot::gather_varcount_into(self.core_root(), sendbuf))
+    }
+
+    /// `MPI_Gatherv` at the root.
+    fn gather_varcount_into_root<S, R, C, D>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut PartitionMut<'_, R, C, D>,
+    ) where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C: Borrow<[i32]>,
+        D: Borrow<[i32]>,
+    {
+        check(CoreRoot::gather_varcount_into_root(
+            self.core_root(),
+            sendbuf,
+            recvbuf,
+        ))
+    }
+
+    /// `MPI_Scatter` on a process other than the root.
+    fn scatter_into<R: ?Sized + BufferMut>(&self, recvbuf: &mut R) {
+        check(CoreRoot::scatter_into(self.core_root(), recvbuf))
+    }
+
+    /// `MPI_Scatter` at the root.
+    fn scatter_into_root<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+    ) {
+        check(CoreRoot::scatter_into_root(
+            self.core_root(),
+            sendbuf,
+            recvbuf,
+        ))
+    }
+
+    /// `MPI_Scatterv` on a process other than the root.
+    fn scatter_varcount_into<R: ?Sized + BufferMut>(&self, recvbuf: &mut R) {
+        check(CoreRoot::scatter_varcount_into(self.core_root(), recvbuf))
+    }
+
+    /// `MPI_Scatterv` at the root.
+    fn scatter_varcount_into_root<S, R, C, D>(
+        &self,
+        sendbuf: &Partition<'_, S, C, D>,
+        recvbuf: &mut R,
+    ) where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C: Borrow<[i32]>,
+        D: Borrow<[i32]>,
+    {
+        check(CoreRoot::scatter_varcount_into_root(
+            self.core_root(),
+            sendbuf,
+            recvbuf,
+        ))
+    }
+
+    /// `MPI_Reduce` on a process other than the root.
+    fn reduce_into<S: ?Sized + Buffer, O: Operation>(&self, sendbuf: &S, op: O) {
+        check(CoreRoot::reduce_into(
+            self.core_root(),
+            sendbuf,
+            op.core_op(),
+        ))
+    }
+
+    /// `MPI_Reduce` at the root.
+    fn reduce_into_root<S: ?Sized + Buffer, R: ?Sized + BufferMut, O: Operation>(
+        &self,
+        sendbuf: &S,
+        recvbuf: &mut R,
+        op: O,
+    ) {
+        check(CoreRoot::reduce_into_root(
+            self.core_root(),
+            sendbuf,
+            recvbuf,
+            op.core_op(),
+        ))
+    }
+
+    /// `MPI_Ibcast` in `scope`.
+    fn immediate_broadcast_into<'a, Buf: ?Sized + BufferMut, Sc: Scope<'a>>(
+        &self,
+        scope: Sc,
+        buf: &'a mut Buf,
+    ) -> Request<'a, Buf, Sc> {
+        let data: *mut Buf = buf;
+        // SAFETY: `data` was just made from `buf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let buf = unsafe { &mut *data };
+        let p = self.core_root();
+        started(
+            scope.with_core(|s| check(CoreImmediateRoot::immediate_broadcast_into(p, s, buf))),
+            data,
+        )
+    }
+
+    /// `MPI_Ireduce` in `scope` on a process other than the root.
+    fn immediate_reduce_into<'a, Sc: Scope<'a>, S: ?Sized + Buffer, O: Operation>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        op: O,
+    ) -> Request<'a, S, Sc> {
+        let (p, op) = (self.core_root(), op.core_op());
+        started(
+            scope.with_core(|s| check(CoreImmediateRoot::immediate_reduce_into(p, s, sendbuf, op))),
+            sendbuf,
+        )
+    }
+
+    /// `MPI_Ireduce` in `scope` at the root.
+    fn immediate_reduce_into_root<
+        'a,
+        Sc: Scope<'a>,
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        O: Operation,
+    >(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc> {
+        let data: *mut R = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
+        let (p, op) = (self.core_root(), op.core_op());
+        started(
+            scope.with_core(|s| {
+                check(CoreImmediateRoot::immediate_reduce_into_root(
+                    p, s, sendbuf, recvbuf, op,
+                ))
+            }),
+            data,
+        )
+    }
+
+    /// `MPI_Comm_spawn` rooted here: refused with an error (see
+    /// `docs/rsmpi.md`).
+    fn spawn(
+        &self,
+        command: &std::process::Command,
+        maxprocs: Rank,
+    ) -> Result<crate::topology::InterCommunicator, crate::MpiError> {
+        let _ = (command, maxprocs);
+        Err(spawn_refused())
+    }
+
+    /// `MPI_Comm_spawn_multiple` rooted here: refused with an error.
+    fn spawn_multiple(
+        &self,
+        commands: &[std::process::Command],
+        maxprocs: &[Rank],
+    ) -> Result<crate::topology::InterCommunicator, crate::MpiError> {
+        let _ = (commands, maxprocs);
+        Err(spawn_refused())
+    }
+}
+
+/// Dynamic process creation (rsmpi's `Root::spawn`): refused, as hmpi's
+/// ranks are the processes the launcher started on one node.
+fn spawn_refused() -> crate::MpiError {
+    hmpi_core::Error::Comm {
+        reason: "dynamic process creation (MPI_Comm_spawn) is not supported: \
+                 start every rank with hmpirun"
+            .into(),
+    }
+}
+
+impl Root for Process<'_> {
+    fn core_root(&self) -> &Process<'_> {
+        self
+    }
+}

@@ -1,0 +1,678 @@
+//! rsmpi's `mpi::point_to_point`: sends, receives and probes through a
+//! [`Process`] or [`AnyProcess`], and
+//! combined send-receive.
+
+use std::fmt;
+
+use hmpi_core::datatype::Datatype;
+use hmpi_core::point_to_point as core;
+use hmpi_core::traits::{Destination as CoreDestination, Source as CoreSource};
+
+use crate::datatype::{Buffer, BufferMut, Equivalence};
+use crate::request::{Op, Request, Scope};
+use crate::topology::{AnyProcess, Process, Rank};
+use crate::{check, Count, Tag};
+
+/// The traits of this module (in `mpi::traits`).
+pub mod traits {
+    pub use super::{Destination, MatchedReceiveVec, Source};
+}
+
+/// MPI's `MPI_UNDEFINED` (a count that is not a whole number of elements).
+pub const UNDEFINED: Count = -32766;
+
+/// What a receive or probe found (rsmpi's `Status`); a collective's status
+/// is empty (any source, any tag, no data).
+#[derive(Copy, Clone)]
+pub struct Status(Option<hmpi_core::Status>);
+
+impl Status {
+    pub(crate) fn from_core(st: hmpi_core::Status) -> Status {
+        Status(Some(st))
+    }
+
+    pub(crate) fn empty() -> Status {
+        Status(None)
+    }
+
+    /// The rank of the message's sender.
+    pub fn source_rank(&self) -> Rank {
+        self.0.map_or(hmpi_core::ANY_SOURCE, |s| s.source_rank())
+    }
+
+    /// The message's tag.
+    pub fn tag(&self) -> Tag {
+        self.0.map_or(hmpi_core::ANY_TAG, |s| s.tag())
+    }
+
+    /// The number of elements of datatype `d` in the message
+    /// (`MPI_Get_count`): [`UNDEFINED`] if not a whole number.
+    pub fn count<D: std::borrow::Borrow<Datatype>>(&self, d: D) -> Count {
+        let bytes = self.0.map_or(0, |s| s.byte_count());
+        let size = d.borrow().size() as u64;
+        if size == 0 {
+            return 0;
+        }
+        if bytes % size != 0 {
+            return UNDEFINED;
+        }
+        Count::try_from(bytes / size).unwrap_or(UNDEFINED)
+    }
+}
+
+impl fmt::Debug for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Status")
+            .field("source", &self.source_rank())
+            .field("tag", &self.tag())
+            .finish()
+    }
+}
+
+/// A message taken by a matched probe, to be received with one of its
+/// methods (rsmpi's `Message`).
+#[derive(Debug)]
+pub struct Message(core::Message);
+
+impl Message {
+    /// Whether the message is from `PROC_NULL`.
+    pub fn is_no_proc(&self) -> bool {
+        self.0.is_no_proc()
+    }
+
+    /// Receives the message: exactly one `Msg`.
+    pub fn matched_receive<Msg: Equivalence>(self) -> (Msg, Status) {
+        let (m, st) = check(self.0.matched_receive::<Msg>());
+        (m, Status::from_core(st))
+    }
+
+    /// Receives the message into `buf`.
+    pub fn matched_receive_into<Buf: ?Sized + BufferMut>(self, buf: &mut Buf) -> Status {
+        Status::from_core(check(self.0.matched_receive_into(buf)))
+    }
+
+    /// Receives the message into `buf` in `scope`.
+    pub fn immediate_matched_receive_into<'a, Sc: Scope<'a>, Buf: ?Sized + BufferMut + 'a>(
+        self,
+        scope: Sc,
+        buf: &'a mut Buf,
+    ) -> Request<'a, Buf, Sc> {
+        let data: *mut Buf = buf;
+        // SAFETY: `data` was just made from `buf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let buf = unsafe { &mut *data };
+        let msg = self.0;
+        let r = scope.with_core(|s| check(msg.immediate_matched_receive_into(s, buf)));
+        Request::new(Op::P2p(r), data)
+    }
+}
+
+/// Receiving a matched message as a `Vec` (rsmpi's `MatchedReceiveVec`).
+pub trait MatchedReceiveVec {
+    /// Receives the message as a `Vec<Msg>`.
+    fn matched_receive_vec<Msg: Equivalence>(self) -> (Vec<Msg>, Status);
+}
+
+impl MatchedReceiveVec for (Message, Status) {
+    fn matched_receive_vec<Msg: Equivalence>(self) -> (Vec<Msg>, Status) {
+        let (v, st) = check(self.0 .0.matched_receive_vec::<Msg>());
+        (v, Status::from_core(st))
+    }
+}
+
+fn with_status<T>((v, st): (T, hmpi_core::Status)) -> (T, Status) {
+    (v, Status::from_core(st))
+}
+
+fn probed((m, st): (core::Message, hmpi_core::Status)) -> (Message, Status) {
+    (Message(m), Status::from_core(st))
+}
+
+/// Something to receive from (rsmpi's `Source`): a [`Process`] or
+/// [`AnyProcess`].
+pub trait Source {
+    /// hmpi-core's source (not part of rsmpi's API).
+    #[doc(hidden)]
+    type CoreSource: core::Source;
+
+    /// The source as hmpi-core's (not part of rsmpi's API).
+    #[doc(hidden)]
+    fn core_source(&self) -> &Self::CoreSource;
+
+    /// The rank received from (`ANY_SOURCE` for any process).
+    fn source_rank(&self) -> Rank {
+        CoreSource::source_rank(self.core_source())
+    }
+
+    /// Blocks until a message with `tag` is there.
+    fn probe_with_tag(&self, tag: Tag) -> Status {
+        Status::from_core(check(CoreSource::probe_with_tag(self.core_source(), tag)))
+    }
+
+    /// Blocks until a message is there.
+    fn probe(&self) -> Status {
+        Status::from_core(check(CoreSource::probe(self.core_source())))
+    }
+
+    /// Takes the next message with `tag` for a later receive.
+    fn matched_probe_with_tag(&self, tag: Tag) -> (Message, Status) {
+        probed(check(CoreSource::matched_probe_with_tag(
+            self.core_source(),
+            tag,
+        )))
+    }
+
+    /// Takes the next message for a later receive.
+    fn matched_probe(&self) -> (Message, Status) {
+        probed(check(CoreSource::matched_probe(self.core_source())))
+    }
+
+    /// Receives exactly one `Msg` with `tag`.
+    fn receive_with_tag<Msg: Equivalence>(&self, tag: Tag) -> (Msg, Status) {
+        with_status(check(CoreSource::receive_with_tag::<Msg>(
+            self.core_source(),
+            tag,
+        )))
+    }
+
+    /// Receives exactly one `Msg`.
+    fn receive<Msg: Equivalence>(&self) -> (Msg, Status) {
+        self.receive_with_tag(hmpi_core::ANY_TAG)
+    }
+
+    /// Receives a message with `tag` into `buf`.
+    fn receive_into_with_tag<Buf: ?Sized + BufferMut>(&self, buf: &mut Buf, tag: Tag) -> Status {
+        Status::from_core(check(CoreSource::receive_into_with_tag(
+            self.core_source(),
+            buf,
+            tag,
+        )))
+    }
+
+    /// Receives a message into `buf`.
+    fn receive_into<Buf: ?Sized + BufferMut>(&self, buf: &mut Buf) -> Status {
+        self.receive_into_with_tag(buf, hmpi_core::ANY_TAG)
+    }
+
+    /// Receives a message with `tag` as a `Vec`.
+    fn receive_vec_with_tag<Msg: Equivalence>(&self, tag: Tag) -> (Vec<Msg>, Status) {
+        with_status(check(CoreSource::receive_vec_with_tag::<Msg>(
+            self.core_source(),
+            tag,
+        )))
+    }
+
+    /// Receives a message as a `Vec`.
+    fn receive_vec<Msg: Equivalence>(&self) -> (Vec<Msg>, Status) {
+        self.receive_vec_with_tag(hmpi_core::ANY_TAG)
+    }
+
+    /// Starts a receive with `tag` into `buf` in `scope`.
+    fn immediate_receive_into_with_tag<'a, Sc: Scope<'a>, Buf: ?Sized + BufferMut + 'a>(
+        &self,
+        scope: Sc,
+        buf: &'a mut Buf,
+        tag: Tag,
+    ) -> Request<'a, Buf, Sc> {
+        let data: *mut Buf = buf;
+        // SAFETY: `data` was just made from `buf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let buf = unsafe { &mut *data };
+        let src = self.core_source();
+        let r = scope.with_core(|s| {
+            check(CoreSource::immediate_receive_into_with_tag(
+                src, s, buf, tag,
+            ))
+        });
+        Request::new(Op::P2p(r), data)
+    }
+
+    /// Starts a receive into `buf` in `scope`.
+    fn immediate_receive_into<'a, Sc: Scope<'a>, Buf: ?Sized + BufferMut + 'a>(
+        &self,
+        scope: Sc,
+        buf: &'a mut Buf,
+    ) -> Request<'a, Buf, Sc> {
+        self.immediate_receive_into_with_tag(scope, buf, hmpi_core::ANY_TAG)
+    }
+
+    /// Starts a receive of one `Msg` with `tag` that is not tied to a
+    /// scope: the returned future owns its buffer.
+    fn immediate_receive_with_tag<Msg: Equivalence>(&self, tag: Tag) -> ReceiveFuture<Msg> {
+        ReceiveFuture::start(self.core_source(), tag)
+    }
+
+    /// [`Source::immediate_receive_with_tag`] with any tag.
+    fn immediate_receive<Msg: Equivalence>(&self) -> ReceiveFuture<Msg> {
+        self.immediate_receive_with_tag(hmpi_core::ANY_TAG)
+    }
+
+    /// The status of a message with `tag` if one is there.
+    fn immediate_probe_with_tag(&self, tag: Tag) -> Option<Status> {
+        check(CoreSource::immediate_probe_with_tag(
+            self.core_source(),
+            tag,
+        ))
+        .map(Status::from_core)
+    }
+
+    /// The status of a message if one is there.
+    fn immediate_probe(&self) -> Option<Status> {
+        check(CoreSource::immediate_probe(self.core_source())).map(Status::from_core)
+    }
+
+    /// Takes a message with `tag` if one is there.
+    fn immediate_matched_probe_with_tag(&self, tag: Tag) -> Option<(Message, Status)> {
+        check(CoreSource::immediate_matched_probe_with_tag(
+            self.core_source(),
+            tag,
+        ))
+        .map(probed)
+    }
+
+    /// Takes a message if one is there.
+    fn immediate_matched_probe(&self) -> Option<(Message, Status)> {
+        check(CoreSource::immediate_matched_probe(self.core_source())).map(probed)
+    }
+}
+
+impl<'c> Source for AnyProcess<'c> {
+    type CoreSource = AnyProcess<'c>;
+    fn core_source(&self) -> &AnyProcess<'c> {
+        self
+    }
+}
+
+impl<'c> Source for Process<'c> {
+    type CoreSource = Process<'c>;
+    fn core_source(&self) -> &Process<'c> {
+        self
+    }
+}
+
+/// Something to send to (rsmpi's `Destination`): a [`Process`].
+pub trait Destination {
+    /// hmpi-core's destination (not part of rsmpi's API).
+    #[doc(hidden)]
+    type CoreDestination: core::Destination;
+
+    /// The destination as hmpi-core's (not part of rsmpi's API).
+    #[doc(hidden)]
+    fn core_destination(&self) -> &Self::CoreDestination;
+
+    /// The rank sent to.
+    fn destination_rank(&self) -> Rank {
+        CoreDestination::destination_rank(self.core_destination())
+    }
+
+    /// Sends `buf` with `tag` (standard mode).
+    fn send_with_tag<Buf: ?Sized + Buffer>(&self, buf: &Buf, tag: Tag) {
+        check(CoreDestination::send_with_tag(
+            self.core_destination(),
+            buf,
+            tag,
+        ))
+    }
+
+    /// Sends `buf` with tag 0.
+    fn send<Buf: ?Sized + Buffer>(&self, buf: &Buf) {
+        self.send_with_tag(buf, 0)
+    }
+
+    /// Sends `buf` with `tag`, returning once the receiver has matched it.
+    fn synchronous_send_with_tag<Buf: ?Sized + Buffer>(&self, buf: &Buf, tag: Tag) {
+        check(CoreDestination::synchronous_send_with_tag(
+            self.core_destination(),
+            buf,
+            tag,
+        ))
+    }
+
+    /// Sends `buf` with tag 0, returning once the receiver has matched it.
+    fn synchronous_send<Buf: ?Sized + Buffer>(&self, buf: &Buf) {
+        self.synchronous_send_with_tag(buf, 0)
+    }
+
+    /// Ready-mode send with `tag` (the receive must be posted already).
+    ///
+    /// # Safety
+    /// As in rsmpi: the matching receive must be posted. hmpi delivers the
+    /// message in standard mode anyway, so a late receive is not an error.
+    unsafe fn ready_send_with_tag<Buf: ?Sized + Buffer>(&self, buf: &Buf, tag: Tag) {
+        check(CoreDestination::ready_send_with_tag(
+            self.core_destination(),
+            buf,
+            tag,
+        ))
+    }
+
+    /// Ready-mode send with tag 0.
+    ///
+    /// # Safety
+    /// See [`Destination::ready_send_with_tag`].
+    unsafe fn ready_send<Buf: ?Sized + Buffer>(&self, buf: &Buf) {
+        // SAFETY: the caller's promise is passed on.
+        unsafe { self.ready_send_with_tag(buf, 0) }
+    }
+
+    /// Starts a send of `buf` with `tag` in `scope`.
+    fn immediate_send_with_tag<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer + 'a>(
+        &self,
+        scope: Sc,
+        buf: &'a Buf,
+        tag: Tag,
+    ) -> Request<'a, Buf, Sc> {
+        let d = self.core_destination();
+        let r =
+            scope.with_core(|s| check(CoreDestination::immediate_send_with_tag(d, s, buf, tag)));
+        Request::new(Op::P2p(r), buf)
+    }
+
+    /// Starts a send of `buf` with tag 0 in `scope`.
+    fn immediate_send<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer + 'a>(
+        &self,
+        scope: Sc,
+        buf: &'a Buf,
+    ) -> Request<'a, Buf, Sc> {
+        self.immediate_send_with_tag(scope, buf, 0)
+    }
+
+    /// Starts a synchronous send of `buf` with `tag` in `scope`.
+    fn immediate_synchronous_send_with_tag<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer + 'a>(
+        &self,
+        scope: Sc,
+        buf: &'a Buf,
+        tag: Tag,
+    ) -> Request<'a, Buf, Sc> {
+        let d = self.core_destination();
+        let r = scope.with_core(|s| {
+            check(CoreDestination::immediate_synchronous_send_with_tag(
+                d, s, buf, tag,
+            ))
+        });
+        Request::new(Op::P2p(r), buf)
+    }
+
+    /// Starts a synchronous send of `buf` with tag 0 in `scope`.
+    fn immediate_synchronous_send<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer + 'a>(
+        &self,
+        scope: Sc,
+        buf: &'a Buf,
+    ) -> Request<'a, Buf, Sc> {
+        self.immediate_synchronous_send_with_tag(scope, buf, 0)
+    }
+
+    /// Starts a ready-mode send of `buf` with `tag` in `scope`.
+    ///
+    /// # Safety
+    /// See [`Destination::ready_send_with_tag`].
+    unsafe fn immediate_ready_send_with_tag<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer + 'a>(
+        &self,
+        scope: Sc,
+        buf: &'a Buf,
+        tag: Tag,
+    ) -> Request<'a, Buf, Sc> {
+        let d = self.core_destination();
+        let r = scope.with_core(|s| {
+            check(CoreDestination::immediate_ready_send_with_tag(
+                d, s, buf, tag,
+            ))
+        });
+        Request::new(Op::P2p(r), buf)
+    }
+
+    /// Starts a ready-mode send of `buf` with tag 0 in `scope`.
+    ///
+    /// # Safety
+    /// See [`Destination::ready_send_with_tag`].
+    unsafe fn immediate_ready_send<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer + 'a>(
+        &self,
+        scope: Sc,
+        buf: &'a Buf,
+    ) -> Request<'a, Buf, Sc> {
+        // SAFETY: the caller's promise is passed on.
+        unsafe { self.immediate_ready_send_with_tag(scope, buf, 0) }
+    }
+}
+
+impl<'c> Destination for Process<'c> {
+    type CoreDestination = Process<'c>;
+    fn core_destination(&self) -> &Process<'c> {
+        self
+    }
+}
+
+/// Sends `msg` to `destination` with `sendtag` and receives one `R` from
+/// `source` with `receivetag` (`MPI_Sendrecv`).
+pub fn send_receive_with_tags<R, M, D, S>(
+    msg: &M,
+    destination: &D,
+    sendtag: Tag,
+    source: &S,
+    receivetag: Tag,
+) -> (R, Status)
+where
+    R: Equivalence,
+    M: ?Sized + Buffer,
+    D: Destination,
+    S: Source,
+{
+    with_status(check(core::send_receive_with_tags(
+        msg,
+        destination.core_destination(),
+        sendtag,
+        source.core_source(),
+        receivetag,
+    )))
+}
+
+/// [`send_receive_with_tags`] with tag 0 and any tag.
+pub fn send_receive<R, M, D, S>(msg: &M, destination: &D, source: &S) -> (R, Status)
+where
+    R: Equivalence,
+    M: ?Sized + Buffer,
+    D: Destination,
+    S: Source,
+{
+    send_receive_with_tags(msg, destination, 0, source, hmpi_core::ANY_TAG)
+}
+
+/// Sends `msg` and receives into `buf` (`MPI_Sendrecv`).
+pub fn send_receive_into_with_tags<M, D, B, S>(
+    msg: &M,
+    destination: &D,
+    sendtag: Tag,
+    buf: &mut B,
+    source: &S,
+    receivetag: Tag,
+) -> Status
+where
+    M: ?Sized + Buffer,
+    D: Destination,
+    B: ?Sized + BufferMut,
+    S: Source,
+{
+    Status::from_core(check(core::send_receive_into_with_tags(
+        msg,
+        destination.core_destination(),
+        sendtag,
+        buf,
+        source.core_source(),
+        receivetag,
+    )))
+}
+
+/// [`send_receive_into_with_tags`] with tag 0 and any tag.
+pub fn send_receive_into<M, D, B, S>(msg: &M, destination: &D, buf: &mut B, source: &S) -> Status
+where
+    M: ?Sized + Buffer,
+    D: Destination,
+    B: ?Sized + BufferMut,
+    S: Source,
+{
+    send_receive_into_with_tags(msg, destination, 0, buf, source, hmpi_core::ANY_TAG)
+}
+
+/// Sends `buf` and receives into it (`MPI_Sendrecv_replace`).
+pub fn send_receive_replace_into_with_tags<B, D, S>(
+    buf: &mut B,
+    destination: &D,
+    sendtag: Tag,
+    source: &S,
+    receivetag: Tag,
+) -> Status
+where
+    B: ?Sized + BufferMut,
+    D: Destination,
+    S: Source,
+{
+    Status::from_core(check(core::send_receive_replace_into_with_tags(
+        buf,
+        destination.core_destination(),
+        sendtag,
+        source.core_source(),
+        receivetag,
+    )))
+}
+
+/// [`send_receive_replace_into_with_tags`] with tag 0 and any tag.
+pub fn send_receive_replace_into<B, D, S>(buf: &mut B, destination: &D, source: &S) -> Status
+where
+    B: ?Sized + BufferMut,
+    D: Destination,
+    S: Source,
+{
+    send_receive_replace_into_with_tags(buf, destination, 0, source, hmpi_core::ANY_TAG)
+}
+
+/// A receive of one `T` started by [`Source::immediate_receive`] (rsmpi's
+/// `ReceiveFuture`). It owns the buffer the message arrives in, so it
+/// needs no scope: [`ReceiveFuture::get`] waits for the value,
+/// [`ReceiveFuture::r#try`] tests. Dropping it cancels the receive if no
+/// message matched yet and waits for it; leaking it leaks the buffer with
+/// it, so the engine never writes into memory that was given back.
+pub struct ReceiveFuture<T> {
+    /// The buffer (a leaked `Box<T>`), freed when the future is dropped.
+    value: *mut T,
+    req: Option<hmpi_core::raw::Request<'static>>,
+    /// The communicator's world-to-communicator rank table, for statuses.
+    ranks: Option<Vec<i32>>,
+}
+
+impl<T> fmt::Debug for ReceiveFuture<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReceiveFuture")
+            .field("pending", &self.req.is_some())
+            .finish()
+    }
+}
+
+impl<T: Equivalence> ReceiveFuture<T> {
+    fn start<S: CoreSource + ?Sized>(source: &S, tag: Tag) -> Self {
+        let comm = source.comm();
+        // SAFETY: every byte pattern is a valid `T: Equivalence`, zeros
+        // included.
+        let zero: T = unsafe { std::mem::zeroed() };
+        let value = Box::into_raw(Box::new(zero));
+        // SAFETY: `value` is valid for writes of `size_of::<T>()` bytes
+        // and reached by nothing but the engine until the request is
+        // complete: the future keeps the pointer to itself, completes or
+        // cancels the request before it frees the buffer (`Drop`), and if
+        // the future is leaked the buffer is leaked with it, so the
+        // engine's writes never land in memory that was given back.
+        let req = unsafe {
+            hmpi_core::raw::irecv_raw(
+                comm,
+                value.cast::<u8>(),
+                std::mem::size_of::<T>(),
+                source.source_rank(),
+                tag,
+            )
+        };
+        let req = match req {
+            Ok(r) => r,
+            Err(e) => {
+                // SAFETY: no request was started; `value` came from
+                // `Box::into_raw` above and is freed once.
+                drop(unsafe { Box::from_raw(value) });
+                crate::fatal(&e)
+            }
+        };
+        ReceiveFuture {
+            value,
+            req: Some(req),
+            ranks: comm.status_ranks().map(<[i32]>::to_vec),
+        }
+    }
+
+    /// The value and status of a completed receive (exactly one `T`, as
+    /// a blocking `receive`); an error aborts.
+    fn finish(&self, st: hmpi_core::raw::EngineResult<hmpi_core::raw::Status>) -> (T, Status) {
+        let st = match st {
+            Ok(st) => hmpi_core::Status::from_engine(st, self.ranks.as_deref()),
+            Err(e) => match self.ranks.as_deref() {
+                Some(r) => crate::fatal(&core::engine_error(e, r)),
+                None => crate::fatal(&hmpi_core::Error::from(e)),
+            },
+        };
+        let size = std::mem::size_of::<T>() as u64;
+        if st.byte_count() != size {
+            crate::fatal(&hmpi_core::Error::Count {
+                bytes: st.byte_count(),
+                element_size: std::mem::size_of::<T>(),
+                expected: Some(size),
+            });
+        }
+        // SAFETY: the request is complete, so the engine no longer
+        // touches the buffer; it holds a valid `T` (zeros, overwritten by
+        // the message's bytes, and any bytes are a valid `T`).
+        (unsafe { self.value.read() }, Status::from_core(st))
+    }
+
+    /// Waits for the message.
+    pub fn get(mut self) -> (T, Status) {
+        match self.req.take() {
+            Some(r) => {
+                let st = r.wait();
+                self.finish(st)
+            }
+            None => crate::fatal(&"the receive was already completed"),
+        }
+    }
+
+    /// The message if it arrived, else the future back.
+    pub fn r#try(mut self) -> Result<(T, Status), Self> {
+        let Some(r) = self.req.as_mut() else {
+            crate::fatal(&"the receive was already completed")
+        };
+        match r.test() {
+            Ok(Some(st)) => {
+                self.req = None;
+                Ok(self.finish(Ok(st)))
+            }
+            Ok(None) => Err(self),
+            Err(e) => {
+                self.req = None;
+                Ok(self.finish(Err(e)))
+            }
+        }
+    }
+}
+
+impl<T> Drop for ReceiveFuture<T> {
+    fn drop(&mut self) {
+        if let Some(mut r) = self.req.take() {
+            // Nothing may write into the buffer once it is freed.
+            r.cancel();
+            let _ = r.wait();
+        }
+        // SAFETY: `value` came from `Box::into_raw` in `start` and is
+        // freed only here, after the request was completed (above, or by
+        // `get` / `try`).
+        drop(unsafe { Box::from_raw(self.value) });
+    }
+}

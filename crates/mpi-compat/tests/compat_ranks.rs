@@ -1,0 +1,314 @@
+//! The compatibility face across real ranks, for what rsmpi's examples do
+//! not cover: MPI errors abort the job with the MPI error text (rsmpi's
+//! `MPI_ERRORS_ARE_FATAL`), user operations on `DynBuffer`s, the
+//! nonblocking reductions and scans, request collections with their data,
+//! communicator comparison and subgroup communicators, the derive.
+//!
+//! A `harness = false` binary on `hmpi_core::launch::rank_tests`: run
+//! plainly it runs the tests one after another, each launching ranks that
+//! re-execute this binary in a role.
+
+use hmpi_core::launch::rank_tests;
+use mpi::collective::{SystemOperation, UserOperation};
+use mpi::topology::{Color, CommunicatorRelation};
+use mpi::traits::*;
+
+fn errors_abort_rank() {
+    let universe = mpi::initialize().unwrap();
+    let world = universe.world();
+    if world.rank() == 0 {
+        // A rank outside the communicator: MPI_ERR_RANK, fatal.
+        world.process_at_rank(world.size()).send(&1u8);
+        println!("unreachable: the send returned");
+    }
+    // The others wait to be ended by the launcher.
+    world.barrier();
+}
+
+fn errors_abort_with_the_mpi_text() {
+    let report = rank_tests::launch("errors", 2, &[]);
+    assert!(!report.success(), "{}", rank_tests::describe(&report));
+    let r0 = &report.ranks[0];
+    let err = String::from_utf8_lossy(&r0.stderr);
+    let out = String::from_utf8_lossy(&r0.stdout);
+    assert!(
+        err.contains("MPI error: invalid rank 2"),
+        "{}",
+        rank_tests::describe(&report)
+    );
+    assert!(
+        !out.contains("unreachable"),
+        "{}",
+        rank_tests::describe(&report)
+    );
+    assert_ne!(report.exit_code(), 0);
+}
+
+fn reductions_rank() {
+    let universe = mpi::initialize().unwrap();
+    let world = universe.world();
+    let (rank, size) = (world.rank(), world.size());
+
+    // A user operation on DynBuffers, commutative and not.
+    let add = UserOperation::commutative(|x, y| {
+        let x: &[i32] = x.downcast().unwrap();
+        let y: &mut [i32] = y.downcast().unwrap();
+        for (a, b) in x.iter().zip(y) {
+            *b += a;
+        }
+    });
+    let mut sum = [0i32; 3];
+    world.all_reduce_into(&[rank, 2 * rank, 1][..], &mut sum[..], &add);
+    let t = size * (size - 1) / 2;
+    assert_eq!(sum, [t, 2 * t, size]);
+    // Keeps the left operand: the result is rank 0's value everywhere.
+    let first = UserOperation::associative(|x, y| {
+        let x: &[i64] = x.downcast().unwrap();
+        let y: &mut [i64] = y.downcast().unwrap();
+        y.copy_from_slice(x);
+    });
+    let mut got = -1i64;
+    world.all_reduce_into(&(i64::from(rank) + 10), &mut got, &first);
+    assert_eq!(got, 10);
+    // A downcast to the wrong type is refused.
+    let wrong = UserOperation::commutative(|x, y| {
+        assert!(x.downcast::<f64>().is_none());
+        assert!(y.is::<u16>());
+    });
+    let mut w = 0u16;
+    world.all_reduce_into(&1u16, &mut w, &wrong);
+
+    // Nonblocking reductions and scans in a scope.
+    let mine = rank + 1;
+    let (mut r, mut s, mut e, mut root_sum) = (0, 0, 0, 0);
+    mpi::request::scope(|scope| {
+        let a = world.immediate_all_reduce_into(scope, &mine, &mut r, SystemOperation::sum());
+        let b = world.immediate_scan_into(scope, &mine, &mut s, SystemOperation::sum());
+        let c = world.immediate_exclusive_scan_into(scope, &mine, &mut e, SystemOperation::sum());
+        let root = world.process_at_rank(0);
+        let d = if rank == 0 {
+            root.immediate_reduce_into_root(scope, &mine, &mut root_sum, SystemOperation::max())
+                .wait()
+        } else {
+            root.immediate_reduce_into(scope, &mine, SystemOperation::max())
+                .wait()
+        };
+        // A collective's status is empty.
+        assert_eq!(
+            d.source_rank(),
+            mpi::topology::Rank::from(hmpi_core::ANY_SOURCE)
+        );
+        assert_eq!(*a.wait_for_data(), size * (size + 1) / 2);
+        b.wait_without_status();
+        c.wait();
+    });
+    assert_eq!(r, size * (size + 1) / 2);
+    assert_eq!(s, (rank + 1) * (rank + 2) / 2);
+    // A barrier needs no scope; test() hands it back until all arrived.
+    let mut b = world.immediate_barrier();
+    loop {
+        match b.test() {
+            Ok(st) => {
+                assert_eq!(st.tag(), hmpi_core::ANY_TAG);
+                break;
+            }
+            Err(back) => b = back,
+        }
+    }
+    world.immediate_barrier().wait();
+    if rank > 0 {
+        assert_eq!(e, rank * (rank + 1) / 2);
+        assert_eq!(root_sum, 0);
+    } else {
+        assert_eq!(root_sum, size);
+    }
+}
+
+fn reductions_run_on_three_ranks() {
+    rank_tests::assert_ran(&rank_tests::launch("reductions", 3, &[]), "reductions");
+}
+
+fn collection_rank() {
+    let universe = mpi::initialize().unwrap();
+    let world = universe.world();
+    let (rank, size) = (world.rank(), world.size());
+    let next = world.process_at_rank((rank + 1) % size);
+    let prev = world.process_at_rank((rank + size - 1) % size);
+    let out: Vec<[u32; 2]> = (0..16).map(|i| [rank as u32, i]).collect();
+    let mut inb = [[0u32; 2]; 16];
+    mpi::request::multiple_scope(32, |scope, coll| {
+        for (i, x) in out.iter().enumerate() {
+            coll.add(next.immediate_send_with_tag(scope, x, i as i32));
+        }
+        for (i, y) in inb.iter_mut().enumerate() {
+            coll.add(prev.immediate_receive_into_with_tag(scope, y, i as i32));
+        }
+        let mut done = Vec::new();
+        coll.wait_all(&mut done);
+        assert_eq!(done.len(), 32);
+        assert_eq!(coll.incomplete(), 0);
+        for (i, st, data) in done {
+            if i >= 16 {
+                // A receive: its data is what arrived, from the previous rank.
+                assert_eq!(st.source_rank(), (rank + size - 1) % size);
+                assert_eq!(data[1] as usize, i - 16);
+            }
+        }
+    });
+    for (i, y) in inb.iter().enumerate() {
+        assert_eq!(*y, [((rank + size - 1) % size) as u32, i as u32]);
+    }
+    // A future dropped before any message matched is cancelled, not
+    // waited for; one with a message gives it, in the order sent.
+    drop(world.any_process().immediate_receive_with_tag::<u64>(99));
+    let f = world
+        .this_process()
+        .immediate_receive_with_tag::<[u16; 3]>(5);
+    world.this_process().send_with_tag(&[1u16, 2, 3], 5);
+    let (v, st) = f.get();
+    assert_eq!((v, st.tag(), st.source_rank()), ([1, 2, 3], 5, rank));
+    // test() hands the request back until it is done.
+    let x = 7u64;
+    let mut y = 0u64;
+    mpi::request::scope(|scope| {
+        let mut r = world.this_process().immediate_receive_into(scope, &mut y);
+        r = match r.test() {
+            Ok(_) => panic!("nothing was sent yet"),
+            Err(r) => r,
+        };
+        world.this_process().send(&x);
+        loop {
+            match r.test() {
+                Ok(st) => {
+                    assert_eq!(st.count(u64::equivalent_datatype()), 1);
+                    break;
+                }
+                Err(back) => r = back,
+            }
+        }
+    });
+    assert_eq!(y, 7);
+}
+
+fn collections_carry_their_data() {
+    rank_tests::assert_ran(&rank_tests::launch("collection", 3, &[]), "collection");
+}
+
+/// rsmpi's derive, through `mpi::traits` only, on a struct without
+/// `#[repr(C)]`.
+#[derive(mpi::traits::Equivalence, Clone, Copy, Debug, PartialEq, Default)]
+struct Particle {
+    pos: [f64; 3],
+    id: u32,
+    charge: f32,
+}
+
+fn derived_rank() {
+    let universe = mpi::initialize().unwrap();
+    let world = universe.world();
+    let (rank, size) = (world.rank(), world.size());
+    let me = Particle {
+        pos: [rank as f64; 3],
+        id: rank as u32,
+        charge: -1.5,
+    };
+    let mut all = vec![Particle::default(); size as usize];
+    world.all_gather_into(&me, &mut all[..]);
+    for (r, p) in all.iter().enumerate() {
+        assert_eq!(
+            *p,
+            Particle {
+                pos: [r as f64; 3],
+                id: r as u32,
+                charge: -1.5
+            }
+        );
+    }
+    let next = world.process_at_rank((rank + 1) % size);
+    let prev = world.process_at_rank((rank + size - 1) % size);
+    let (got, _) = mpi::point_to_point::send_receive::<Particle, _, _, _>(&me, &next, &prev);
+    assert_eq!(got.id as i32, (rank + size - 1) % size);
+    // The datatype is a struct of the fields, 32 bytes of data.
+    assert_eq!(Particle::equivalent_datatype().size(), 32);
+}
+
+fn derived_structs_travel() {
+    rank_tests::assert_ran(&rank_tests::launch("derived", 3, &[]), "derived");
+}
+
+fn communicators_rank() {
+    let universe = mpi::initialize().unwrap();
+    let world = universe.world();
+    let dup = world.duplicate();
+    assert_eq!(world.compare(&world), CommunicatorRelation::Identical);
+    assert_eq!(world.compare(&dup), CommunicatorRelation::Congruent);
+    let rev = world
+        .split_by_color_with_key(Color::with_value(0), -world.rank())
+        .unwrap();
+    let expect = if world.size() > 1 {
+        CommunicatorRelation::Similar
+    } else {
+        CommunicatorRelation::Congruent
+    };
+    assert_eq!(world.compare(&rev), expect);
+    let half = world
+        .split_by_color(Color::with_value(world.rank() % 2))
+        .unwrap();
+    assert_eq!(world.compare(&half), CommunicatorRelation::Unequal);
+    // A subgroup communicator: created by its members only.
+    let evens: Vec<i32> = (0..world.size()).step_by(2).collect();
+    let g = world.group().include(&evens);
+    let sub = world.split_by_subgroup(&g);
+    assert_eq!(sub.is_some(), world.rank() % 2 == 0);
+    if let Some(c) = sub {
+        assert_eq!(c.size(), evens.len() as i32);
+        assert_eq!(c.rank(), world.rank() / 2);
+        c.barrier();
+    }
+    // Packing round trip, with an offset.
+    let v = [1.5f64, -2.0, 4.25];
+    let mut buf = vec![0u8; 8 + world.pack_size(3, &f64::equivalent_datatype()) as usize];
+    let end = world.pack_into(&v[..], &mut buf, 8);
+    assert_eq!(end as usize, buf.len());
+    let mut back = [0f64; 3];
+    // SAFETY: the buffer holds three packed f64s from position 8.
+    let at = unsafe { world.unpack_into(&buf, &mut back[..], 8) };
+    assert_eq!((back, at), (v, end));
+    world.barrier();
+}
+
+fn communicators_compare_split_and_pack() {
+    rank_tests::assert_ran(
+        &rank_tests::launch("communicators", 4, &[]),
+        "communicators",
+    );
+}
+
+fn main() {
+    let roles: &[(&str, fn())] = &[
+        ("errors", errors_abort_rank),
+        ("reductions", reductions_rank),
+        ("collection", collection_rank),
+        ("communicators", communicators_rank),
+        ("derived", derived_rank),
+    ];
+    rank_tests::main(
+        |role| roles.iter().find(|(n, _)| *n == role).map(|(_, f)| f()),
+        &[
+            (
+                "errors_abort_with_the_mpi_text",
+                errors_abort_with_the_mpi_text,
+            ),
+            (
+                "reductions_run_on_three_ranks",
+                reductions_run_on_three_ranks,
+            ),
+            ("collections_carry_their_data", collections_carry_their_data),
+            (
+                "communicators_compare_split_and_pack",
+                communicators_compare_split_and_pack,
+            ),
+            ("derived_structs_travel", derived_structs_travel),
+        ],
+    );
+}
