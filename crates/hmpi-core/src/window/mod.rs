@@ -95,7 +95,7 @@ use crate::traits::CommunicatorCollectives;
 use shared::Block;
 use std::alloc::{GlobalAlloc, Layout};
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Assertions of the synchronisation calls (`MPI_MODE_*`, with the values
@@ -218,6 +218,10 @@ pub struct Win {
     _owned: Option<Owned>,
     name: Mutex<String>,
     epochs: Mutex<Epochs>,
+    /// `lock_all` is on: a copy of `epochs.lock_all.is_some()`, written
+    /// under `epochs`' mutex, so that the operations and flushes of a
+    /// `lock_all` epoch check it without taking the mutex.
+    all_locked: AtomicBool,
     freed: bool,
 }
 
@@ -367,6 +371,7 @@ impl Win {
                 posts: vec![0; n as usize],
                 ..Epochs::default()
             }),
+            all_locked: AtomicBool::new(false),
             freed: false,
         })
     }
@@ -815,6 +820,10 @@ impl Win {
             }
             e.fence = false;
             e.lock_all = Some(nocheck);
+            // Relaxed: the flag only spares this process's own threads the
+            // mutex; it is written under the mutex, and a thread that
+            // races an operation with the unlock is erroneous in MPI.
+            self.all_locked.store(true, Ordering::Relaxed);
         }
         if !nocheck {
             for r in 0..self.peers.len() as u32 {
@@ -826,11 +835,16 @@ impl Win {
 
     /// `MPI_Win_unlock_all`.
     pub fn unlock_all(&self) -> Result<()> {
-        let nocheck = self
-            .epochs()
-            .lock_all
-            .take()
-            .ok_or_else(|| sync_err("MPI_Win_unlock_all without MPI_Win_lock_all"))?;
+        let nocheck = {
+            let mut e = self.epochs();
+            let nocheck = e
+                .lock_all
+                .take()
+                .ok_or_else(|| sync_err("MPI_Win_unlock_all without MPI_Win_lock_all"))?;
+            // Relaxed: as in `lock_all`.
+            self.all_locked.store(false, Ordering::Relaxed);
+            nocheck
+        };
         if nocheck {
             // SeqCst: as in `unlock`.
             fence(Ordering::SeqCst);
@@ -847,6 +861,10 @@ impl Win {
             return Ok(());
         }
         self.peer(rank)?;
+        // Relaxed: see the field; a set flag is the `lock_all` epoch.
+        if self.all_locked.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         let e = self.epochs();
         if e.lock_all.is_none() && e.locks[rank as usize].is_none() {
             return Err(sync_err(format!("{what}: rank {rank} is not locked")));
@@ -865,7 +883,8 @@ impl Win {
 
     /// `MPI_Win_flush_all` / `MPI_Win_flush_local_all`.
     pub fn flush_all(&self) -> Result<()> {
-        {
+        // Relaxed: see the field.
+        if !self.all_locked.load(Ordering::Relaxed) {
             let e = self.epochs();
             if e.lock_all.is_none() && e.nlocks == 0 {
                 return Err(sync_err("MPI_Win_flush_all outside a passive-target epoch"));
@@ -998,6 +1017,10 @@ impl Win {
     /// Checks that this process may access `rank` now; in a post/start
     /// epoch, waits for the target's post the first time.
     fn check_access(&self, rank: u32, what: &str) -> Result<()> {
+        // Relaxed: see the field; a set flag is the `lock_all` epoch.
+        if self.all_locked.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         let mut e = self.epochs();
         if e.fence || e.lock_all.is_some() || e.locks[rank as usize].is_some() {
             return Ok(());
