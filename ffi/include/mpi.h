@@ -863,11 +863,13 @@ HMPI_DECLARE(int, Win_free, (MPI_Win *win));
 HMPI_DECLARE(int, Win_get_attr, (MPI_Win win, int win_keyval, void *attribute_val, int *flag));
 HMPI_DECLARE(int, Win_get_errhandler, (MPI_Win win, MPI_Errhandler *errhandler));
 HMPI_DECLARE(int, Win_get_group, (MPI_Win win, MPI_Group *group));
+HMPI_DECLARE(int, Win_get_info, (MPI_Win win, MPI_Info *info_used));
 HMPI_DECLARE(int, Win_get_name, (MPI_Win win, char *win_name, int *resultlen));
 HMPI_DECLARE(int, Win_lock, (int lock_type, int rank, int assert, MPI_Win win));
 HMPI_DECLARE(int, Win_lock_all, (int assert, MPI_Win win));
 HMPI_DECLARE(int, Win_post, (MPI_Group group, int assert, MPI_Win win));
 HMPI_DECLARE(int, Win_set_errhandler, (MPI_Win win, MPI_Errhandler errhandler));
+HMPI_DECLARE(int, Win_set_info, (MPI_Win win, MPI_Info info));
 HMPI_DECLARE(int, Win_set_name, (MPI_Win win, const char *win_name));
 HMPI_DECLARE(int, Win_shared_query, (MPI_Win win, int rank, MPI_Aint *size, int *disp_unit, void *baseptr));
 HMPI_DECLARE(int, Win_start, (MPI_Group group, int assert, MPI_Win win));
@@ -1188,9 +1190,7 @@ HMPI_DECLARE(int, Win_create_errhandler, (MPI_Win_errhandler_function *win_errha
 HMPI_DECLARE(int, Win_create_keyval, (MPI_Win_copy_attr_function *win_copy_attr_fn, MPI_Win_delete_attr_function *win_delete_attr_fn, int *win_keyval, void *extra_state));
 HMPI_DECLARE(int, Win_delete_attr, (MPI_Win win, int win_keyval));
 HMPI_DECLARE(int, Win_free_keyval, (int *win_keyval));
-HMPI_DECLARE(int, Win_get_info, (MPI_Win win, MPI_Info *info_used));
 HMPI_DECLARE(int, Win_set_attr, (MPI_Win win, int win_keyval, void *attribute_val));
-HMPI_DECLARE(int, Win_set_info, (MPI_Win win, MPI_Info info));
 
 /* The tool information interface. */
 HMPI_DECLARE(int, T_category_changed, (int *update_number));

@@ -721,10 +721,8 @@ refused! {
         win_delete_attr_fn: Callback, win_keyval: *mut c_int, extra_state: *mut c_void) => world;
     MPI_Win_delete_attr / PMPI_Win_delete_attr(win: Win, win_keyval: c_int) => world;
     MPI_Win_free_keyval / PMPI_Win_free_keyval(win_keyval: *mut c_int) => world;
-    MPI_Win_get_info / PMPI_Win_get_info(win: Win, info_used: *mut Info) => world;
     MPI_Win_set_attr / PMPI_Win_set_attr(win: Win, win_keyval: c_int, attribute_val: *mut c_void
     ) => world;
-    MPI_Win_set_info / PMPI_Win_set_info(win: Win, info: Info) => world;
     MPI_T_category_changed / PMPI_T_category_changed(update_number: *mut c_int) => tool;
     MPI_T_category_get_categories / PMPI_T_category_get_categories(cat_index: c_int, len: c_int,
         indices: *mut c_int) => tool;

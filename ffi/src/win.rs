@@ -10,7 +10,11 @@
 //! once (the operation is done at the call), and the wait/test family
 //! frees it.
 //!
-//! Info arguments are accepted and not read.
+//! The info of a creating call and of `MPI_Win_set_info` must be an info
+//! object or `MPI_INFO_NULL` (else `MPI_ERR_INFO`); its hints go to
+//! `Win::set_info` (`no_locks` is the one that changes what a window
+//! does), and `MPI_Win_get_info` returns a new info object with the hints
+//! in effect (`Win::info`).
 //!
 //! In C:
 //! ```c
@@ -28,6 +32,7 @@ use crate::comm::{group_ref, store_group, CommRef};
 use crate::datatype::{count_arg, type_ref};
 use crate::errors::{api, api_comm, class_name, err, out, put_string, raise, MpiError, Res};
 use crate::handles::{Table, KIND_WIN};
+use crate::info::{hints_of, store_info};
 use crate::op::op_ref;
 use hmpi_core::op::{Operation, SystemOperation};
 use hmpi_core::window::{Flavor, LockType, Win as CoreWin};
@@ -151,17 +156,19 @@ fn system_op(op: Op) -> Res<SystemOperation> {
     }
 }
 
-// TODO(info): read `no_locks`, `accumulate_ordering`, `same_disp_unit` and
-// `alloc_shared_noncontig` once MPI_Info exists; every info handle is
-// accepted unread meanwhile (none of them changes what the window does).
-fn info_arg(_info: Info) {}
+/// The hints of a creating call's info handle (`MPI_INFO_NULL`: none;
+/// anything but an info object: `MPI_ERR_INFO`).
+fn info_arg(info: Info) -> Res<hmpi_core::Info> {
+    hints_of(info)
+}
 
 /// Stores a new window and writes its handle.
 ///
 /// # Safety
 /// `win` is valid for a write when not null.
-unsafe fn store(w: CoreWin, comm: &CommRef, win: *mut Win) -> Res {
+unsafe fn store(w: CoreWin, hints: &hmpi_core::Info, comm: &CommRef, win: *mut Win) -> Res {
     let p = out(win, "win")?;
+    core(w.set_info(hints))?;
     let flavor = match w.flavor() {
         Flavor::Create => FLAVOR_CREATE,
         Flavor::Allocate => FLAVOR_ALLOCATE,
@@ -202,13 +209,13 @@ mpi_fn! {
     fn MPI_Win_create / PMPI_Win_create(base: *mut c_void, size: Aint, disp_unit: c_int,
         info: Info, comm: Comm, win: *mut Win) -> c_int {
         api_comm("MPI_Win_create", comm, |c| {
-            info_arg(info);
+            let hints = info_arg(info)?;
             let (s, d) = (size_arg(size)?, disp_unit_arg(disp_unit as Aint)?);
             // SAFETY: the memory is the caller's, valid for the window's
             // life as MPI requires.
             let w = core(unsafe { CoreWin::create(&c.comm, base.cast(), s, d) })?;
             // SAFETY: the caller's handle pointer.
-            unsafe { store(w, c, win) }
+            unsafe { store(w, &hints, c, win) }
         })
     }
 
@@ -216,12 +223,12 @@ mpi_fn! {
     fn MPI_Win_create_c / PMPI_Win_create_c(base: *mut c_void, size: Aint, disp_unit: Aint,
         info: Info, comm: Comm, win: *mut Win) -> c_int {
         api_comm("MPI_Win_create_c", comm, |c| {
-            info_arg(info);
+            let hints = info_arg(info)?;
             let (s, d) = (size_arg(size)?, disp_unit_arg(disp_unit)?);
             // SAFETY: as in MPI_Win_create.
             let w = core(unsafe { CoreWin::create(&c.comm, base.cast(), s, d) })?;
             // SAFETY: the caller's handle pointer.
-            unsafe { store(w, c, win) }
+            unsafe { store(w, &hints, c, win) }
         })
     }
 
@@ -229,7 +236,7 @@ mpi_fn! {
     fn MPI_Win_allocate_c / PMPI_Win_allocate_c(size: Aint, disp_unit: Aint, info: Info,
         comm: Comm, baseptr: *mut c_void, win: *mut Win) -> c_int {
         api_comm("MPI_Win_allocate_c", comm, |c| {
-            info_arg(info);
+            let hints = info_arg(info)?;
             out(baseptr, "baseptr")?;
             let (s, d) = (size_arg(size)?, disp_unit_arg(disp_unit)?);
             let w = core(CoreWin::allocate(&c.comm, s, d))?;
@@ -237,7 +244,7 @@ mpi_fn! {
             // SAFETY: the caller's pointers.
             unsafe {
                 put_ptr(baseptr, b.cast())?;
-                store(w, c, win)
+                store(w, &hints, c, win)
             }
         })
     }
@@ -246,7 +253,7 @@ mpi_fn! {
     fn MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c(size: Aint, disp_unit: Aint,
         info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win) -> c_int {
         api_comm("MPI_Win_allocate_shared_c", comm, |c| {
-            info_arg(info);
+            let hints = info_arg(info)?;
             out(baseptr, "baseptr")?;
             let (s, d) = (size_arg(size)?, disp_unit_arg(disp_unit)?);
             let w = core(CoreWin::allocate_shared(&c.comm, s, d))?;
@@ -254,7 +261,7 @@ mpi_fn! {
             // SAFETY: the caller's pointers.
             unsafe {
                 put_ptr(baseptr, b.cast())?;
-                store(w, c, win)
+                store(w, &hints, c, win)
             }
         })
     }
@@ -278,7 +285,7 @@ mpi_fn! {
     fn MPI_Win_allocate / PMPI_Win_allocate(size: Aint, disp_unit: c_int, info: Info,
         comm: Comm, baseptr: *mut c_void, win: *mut Win) -> c_int {
         api_comm("MPI_Win_allocate", comm, |c| {
-            info_arg(info);
+            let hints = info_arg(info)?;
             out(baseptr, "baseptr")?;
             let (s, d) = (size_arg(size)?, disp_unit_arg(disp_unit as Aint)?);
             let w = core(CoreWin::allocate(&c.comm, s, d))?;
@@ -286,7 +293,7 @@ mpi_fn! {
             // SAFETY: the caller's pointers.
             unsafe {
                 put_ptr(baseptr, b.cast())?;
-                store(w, c, win)
+                store(w, &hints, c, win)
             }
         })
     }
@@ -295,7 +302,7 @@ mpi_fn! {
     fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: Aint, disp_unit: c_int,
         info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win) -> c_int {
         api_comm("MPI_Win_allocate_shared", comm, |c| {
-            info_arg(info);
+            let hints = info_arg(info)?;
             out(baseptr, "baseptr")?;
             let (s, d) = (size_arg(size)?, disp_unit_arg(disp_unit as Aint)?);
             let w = core(CoreWin::allocate_shared(&c.comm, s, d))?;
@@ -303,7 +310,7 @@ mpi_fn! {
             // SAFETY: the caller's pointers.
             unsafe {
                 put_ptr(baseptr, b.cast())?;
-                store(w, c, win)
+                store(w, &hints, c, win)
             }
         })
     }
@@ -312,10 +319,10 @@ mpi_fn! {
     fn MPI_Win_create_dynamic / PMPI_Win_create_dynamic(info: Info, comm: Comm,
         win: *mut Win) -> c_int {
         api_comm("MPI_Win_create_dynamic", comm, |c| {
-            info_arg(info);
+            let hints = info_arg(info)?;
             let w = core(CoreWin::create_dynamic(&c.comm))?;
             // SAFETY: the caller's handle pointer.
-            unsafe { store(w, c, win) }
+            unsafe { store(w, &hints, c, win) }
         })
     }
 
@@ -534,6 +541,19 @@ mpi_fn! {
         api_win("MPI_Win_get_name", win, |e| {
             // SAFETY: the caller's buffer of MPI_MAX_OBJECT_NAME bytes.
             unsafe { put_string(win_name, abi::MAX_OBJECT_NAME, resultlen, &e.win.name()) }
+        })
+    }
+
+    /// Sets the window's hints (`MPI_INFO_NULL`: none).
+    fn MPI_Win_set_info / PMPI_Win_set_info(win: Win, info: Info) -> c_int {
+        api_win("MPI_Win_set_info", win, |e| core(e.win.set_info(&hints_of(info)?)))
+    }
+
+    /// The hints in effect on the window (a new info object).
+    fn MPI_Win_get_info / PMPI_Win_get_info(win: Win, info_used: *mut Info) -> c_int {
+        api_win("MPI_Win_get_info", win, |e| {
+            // SAFETY: the caller's handle pointer.
+            unsafe { store_info(e.win.info(), info_used) }
         })
     }
 

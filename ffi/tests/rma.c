@@ -185,6 +185,39 @@ int main(int argc, char **argv) {
     OK(MPI_Win_free(&win));
     CHECK(win == MPI_WIN_NULL);
 
+    /* Hints: no_locks from the creating call, what is in effect, set_info. */
+    MPI_Info hints, used;
+    OK(MPI_Info_create(&hints));
+    OK(MPI_Info_set(hints, "no_locks", "true"));
+    OK(MPI_Info_set(hints, "accumulate_ordering", "none"));
+    long *hb = NULL;
+    MPI_Win hw;
+    OK(MPI_Win_allocate(sizeof(long), sizeof(long), hints, MPI_COMM_WORLD, &hb, &hw));
+    OK(MPI_Win_get_info(hw, &used));
+    char hv[MPI_MAX_INFO_VAL];
+    int hl = sizeof hv, hf = 0;
+    OK(MPI_Info_get_string(used, "no_locks", &hl, hv, &hf));
+    CHECK(hf && strcmp(hv, "true") == 0);
+    hl = sizeof hv;
+    OK(MPI_Info_get_string(used, "accumulate_ordering", &hl, hv, &hf));
+    CHECK(hf && strcmp(hv, "rar,raw,war,waw") == 0);
+    hl = sizeof hv;
+    OK(MPI_Info_get_string(used, "same_disp_unit", &hl, hv, &hf));
+    CHECK(hf && strcmp(hv, "true") == 0);
+    OK(MPI_Info_free(&used));
+    OK(MPI_Win_set_errhandler(hw, MPI_ERRORS_RETURN));
+    FAILS(MPI_ERR_RMA_SYNC, MPI_Win_lock(MPI_LOCK_SHARED, rank, 0, hw));
+    FAILS(MPI_ERR_RMA_SYNC, MPI_Win_lock_all(0, hw));
+    OK(MPI_Info_set(hints, "no_locks", "false"));
+    OK(MPI_Win_set_info(hw, hints));
+    OK(MPI_Win_lock(MPI_LOCK_SHARED, rank, 0, hw));
+    OK(MPI_Win_unlock(rank, hw));
+    OK(MPI_Win_set_info(hw, MPI_INFO_NULL));
+    FAILS(MPI_ERR_INFO, MPI_Win_set_info(hw, (MPI_Info)MPI_COMM_WORLD));
+    FAILS(MPI_ERR_ARG, MPI_Win_get_info(hw, NULL));
+    OK(MPI_Win_free(&hw));
+    OK(MPI_Info_free(&hints));
+
     /* Memory from malloc (the shared heap) and a static array. */
     long *heap = malloc(N * sizeof(long));
     CHECK(heap != NULL);

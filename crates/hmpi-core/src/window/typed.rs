@@ -9,6 +9,7 @@ use crate::comm::SimpleCommunicator;
 use crate::datatype::{Datatype, Equivalence};
 use crate::error::{Error, Result};
 use crate::group::Group;
+use crate::info::Info;
 use crate::op::SystemOperation;
 use crate::request::Scope;
 use std::marker::PhantomData;
@@ -145,6 +146,16 @@ impl<'m, T: Equivalence> Window<'m, T> {
     pub fn shared_query(&self, rank: i32) -> Result<(usize, *mut T)> {
         let (size, _, p) = self.raw.shared_query(rank)?;
         Ok((size as usize / std::mem::size_of::<T>(), p.cast()))
+    }
+
+    /// `MPI_Win_set_info` (see [`Win::set_info`]).
+    pub fn set_info(&self, info: &Info) -> Result<()> {
+        self.raw.set_info(info)
+    }
+
+    /// `MPI_Win_get_info`: the hints in effect (see [`Win::info`]).
+    pub fn info(&self) -> Info {
+        self.raw.info()
     }
 
     /// Member `rank`'s user flag word (see [`Win::flag`]).
