@@ -853,6 +853,7 @@ HMPI_DECLARE(int, Win_call_errhandler, (MPI_Win win, int errorcode));
 HMPI_DECLARE(int, Win_complete, (MPI_Win win));
 HMPI_DECLARE(int, Win_create, (void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win *win));
 HMPI_DECLARE(int, Win_create_dynamic, (MPI_Info info, MPI_Comm comm, MPI_Win *win));
+HMPI_DECLARE(int, Win_create_errhandler, (MPI_Win_errhandler_function *win_errhandler_fn, MPI_Errhandler *errhandler));
 HMPI_DECLARE(int, Win_detach, (MPI_Win win, const void *base));
 HMPI_DECLARE(int, Win_fence, (int assert, MPI_Win win));
 HMPI_DECLARE(int, Win_flush, (int rank, MPI_Win win));
@@ -1186,7 +1187,6 @@ HMPI_DECLARE(int, Unpack_c, (const void *inbuf, MPI_Count insize, MPI_Count *pos
 HMPI_DECLARE(int, Unpack_external, (const char datarep[], const void *inbuf, MPI_Aint insize, MPI_Aint *position, void *outbuf, int outcount, MPI_Datatype datatype));
 HMPI_DECLARE(int, Unpack_external_c, (const char datarep[], const void *inbuf, MPI_Count insize, MPI_Count *position, void *outbuf, MPI_Count outcount, MPI_Datatype datatype));
 HMPI_DECLARE(int, Unpublish_name, (const char *service_name, MPI_Info info, const char *port_name));
-HMPI_DECLARE(int, Win_create_errhandler, (MPI_Win_errhandler_function *win_errhandler_fn, MPI_Errhandler *errhandler));
 HMPI_DECLARE(int, Win_create_keyval, (MPI_Win_copy_attr_function *win_copy_attr_fn, MPI_Win_delete_attr_function *win_delete_attr_fn, int *win_keyval, void *extra_state));
 HMPI_DECLARE(int, Win_delete_attr, (MPI_Win win, int win_keyval));
 HMPI_DECLARE(int, Win_free_keyval, (int *win_keyval));

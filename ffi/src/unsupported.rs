@@ -715,8 +715,6 @@ refused! {
         datatype: Datatype) => world;
     MPI_Unpublish_name / PMPI_Unpublish_name(service_name: *const c_char, info: Info,
         port_name: *const c_char) => world;
-    MPI_Win_create_errhandler / PMPI_Win_create_errhandler(win_errhandler_fn: Callback,
-        errhandler: *mut Errhandler) => world;
     MPI_Win_create_keyval / PMPI_Win_create_keyval(win_copy_attr_fn: Callback,
         win_delete_attr_fn: Callback, win_keyval: *mut c_int, extra_state: *mut c_void) => world;
     MPI_Win_delete_attr / PMPI_Win_delete_attr(win: Win, win_keyval: c_int) => world;

@@ -5,8 +5,10 @@
 //! A window handle names an entry of this module's table (its own handle
 //! kind). Errors of a routine on a window go through the window's error
 //! handler (`MPI_ERRORS_ARE_FATAL` until `MPI_Win_set_errhandler` sets
-//! another predefined one); errors of a creation go through the
-//! communicator's. The request of an `MPI_R…` operation is complete at
+//! another: a predefined one, or a function of
+//! `MPI_Win_create_errhandler`, called with the window and the code,
+//! after which the code is returned); errors of a creation go through
+//! the communicator's. The request of an `MPI_R…` operation is complete at
 //! once (the operation is done at the call), and the wait/test family
 //! frees it.
 //!
@@ -30,7 +32,10 @@
 use crate::abi::{self, Aint, Comm, Count, Datatype, Errhandler, Group, Info, Op, Request, Win};
 use crate::comm::{group_ref, store_group, CommRef};
 use crate::datatype::{count_arg, type_ref};
-use crate::errors::{api, api_comm, class_name, err, out, put_string, raise, MpiError, Res};
+use crate::errors::{
+    api, api_comm, class_name, err, handler_for, out, put_string, raise, store_handler, Handler,
+    MpiError, Res, UserFn, WinErrhandlerFn,
+};
 use crate::handles::{Table, KIND_WIN};
 use crate::info::{hints_of, store_info};
 use crate::op::op_ref;
@@ -58,7 +63,7 @@ struct Entry {
     win: CoreWin,
     /// The communicator it was made on (for its requests).
     comm: CommRef,
-    errhandler: Mutex<Errhandler>,
+    errhandler: Mutex<Handler>,
     /// The attributes' values, which `MPI_Win_get_attr` hands out by
     /// address.
     size: Aint,
@@ -96,19 +101,34 @@ fn api_win(func: &'static str, w: Win, body: impl FnOnce(&Entry) -> Res) -> c_in
     };
     match r {
         Ok(()) => abi::SUCCESS,
-        Err(x) => on_error(func, handler_of(&e), x.class, &x.msg),
+        Err(x) => on_error(func, &handler_of(&e), w, x.class, &x.msg),
     }
 }
 
-fn handler_of(e: &Entry) -> Errhandler {
-    *e.errhandler.lock().unwrap_or_else(|p| p.into_inner())
+fn handler_of(e: &Entry) -> Handler {
+    e.errhandler
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
 }
 
 /// The window's error handler for `class`: the code back under
-/// `MPI_ERRORS_RETURN`, the end of the job otherwise.
-fn on_error(func: &str, h: Errhandler, class: c_int, msg: &str) -> c_int {
-    if h == abi::ERRORS_RETURN {
-        return class;
+/// `MPI_ERRORS_RETURN` and after a user handler (called with the window
+/// `w` and the code), the end of the job otherwise.
+fn on_error(func: &str, h: &Handler, w: Win, class: c_int, msg: &str) -> c_int {
+    match h {
+        Handler::Predefined(p) if *p == abi::ERRORS_RETURN => return class,
+        Handler::Predefined(_) => {}
+        Handler::User(_, u) => {
+            if let UserFn::Win(f) = u.f {
+                let (mut handle, mut code) = (w, class);
+                // SAFETY: a function the program registered with
+                // MPI_Win_create_errhandler, called as MPI specifies (the
+                // window and the code by pointer).
+                unsafe { f(&mut handle, &mut code) };
+            }
+            return class;
+        }
     }
     let rank = hmpi_core::environment::endpoint()
         .map(|ep| ep.rank().to_string())
@@ -182,7 +202,7 @@ unsafe fn store(w: CoreWin, hints: &hmpi_core::Info, comm: &CommRef, win: *mut W
         model: UNIFIED,
         win: w,
         comm: comm.clone(),
-        errhandler: Mutex::new(abi::ERRORS_ARE_FATAL),
+        errhandler: Mutex::new(Handler::Predefined(abi::ERRORS_ARE_FATAL)),
     };
     let h = WINS
         .insert(Arc::new(e))
@@ -370,7 +390,7 @@ mpi_fn! {
         };
         if let Err(x) = e.win.check_free() {
             let x = MpiError::from(x);
-            return on_error("MPI_Win_free", handler_of(&e), x.class, &x.msg);
+            return on_error("MPI_Win_free", &handler_of(&e), h, x.class, &x.msg);
         }
         let handler = handler_of(&e);
         drop(e);
@@ -394,7 +414,7 @@ mpi_fn! {
             Ok(()) => abi::SUCCESS,
             Err(x) => {
                 let x = MpiError::from(x);
-                on_error("MPI_Win_free", handler, x.class, &x.msg)
+                on_error("MPI_Win_free", &handler, h, x.class, &x.msg)
             }
         }
     }
@@ -565,17 +585,24 @@ mpi_fn! {
         })
     }
 
-    /// Sets the window's error handler (a predefined one).
+    /// Makes an error handler for windows of a function.
+    fn MPI_Win_create_errhandler / PMPI_Win_create_errhandler(
+        win_errhandler_fn: Option<WinErrhandlerFn>, errhandler: *mut Errhandler) -> c_int {
+        api("MPI_Win_create_errhandler", || {
+            let Some(f) = win_errhandler_fn else {
+                return err(abi::ERR_ARG, "the error handler function is null");
+            };
+            store_handler(UserFn::Win(f), errhandler)
+        })
+    }
+
+    /// Sets the window's error handler (a predefined one or one of
+    /// `MPI_Win_create_errhandler`).
     fn MPI_Win_set_errhandler / PMPI_Win_set_errhandler(win: Win,
         errhandler: Errhandler) -> c_int {
         api_win("MPI_Win_set_errhandler", win, |e| {
-            if ![abi::ERRORS_ARE_FATAL, abi::ERRORS_RETURN, abi::ERRORS_ABORT].contains(&errhandler) {
-                return err(
-                    abi::ERR_ARG,
-                    format!("{:#x} is not a predefined error handler (the only ones windows take)", errhandler.0),
-                );
-            }
-            *e.errhandler.lock().unwrap_or_else(|p| p.into_inner()) = errhandler;
+            let h = handler_for(errhandler, "windows")?;
+            *e.errhandler.lock().unwrap_or_else(|p| p.into_inner()) = h;
             Ok(())
         })
     }
@@ -584,7 +611,7 @@ mpi_fn! {
     fn MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: Win,
         errhandler: *mut Errhandler) -> c_int {
         api_win("MPI_Win_get_errhandler", win, |e| {
-            let h = *e.errhandler.lock().unwrap_or_else(|p| p.into_inner());
+            let h = handler_of(e).handle();
             // SAFETY: the caller's pointer.
             unsafe { crate::errors::put(errhandler, "errhandler", h) }
         })
@@ -593,7 +620,7 @@ mpi_fn! {
     /// Calls the window's error handler with `errorcode`.
     fn MPI_Win_call_errhandler / PMPI_Win_call_errhandler(win: Win, errorcode: c_int) -> c_int {
         api_win("MPI_Win_call_errhandler", win, |e| {
-            on_error("MPI_Win_call_errhandler", handler_of(e), errorcode, "called by the program");
+            on_error("MPI_Win_call_errhandler", &handler_of(e), win, errorcode, "called by the program");
             Ok(())
         })
     }
