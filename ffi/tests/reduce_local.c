@@ -8,6 +8,7 @@
 #include "check.h"
 #include <complex.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 #define N 4
@@ -128,8 +129,8 @@ static void derived_type(void) {
 static void refused(void) {
     double d = 1.0, dacc = 2.0;
     FAILS(MPI_ERR_OP, MPI_Reduce_local(&d, &dacc, 1, MPI_DOUBLE, MPI_BAND));
-    char c = 1, cacc = 2;
-    FAILS(MPI_ERR_OP, MPI_Reduce_local(&c, &cacc, 1, MPI_CHAR, MPI_SUM));
+    wchar_t c = 1, cacc = 2;
+    FAILS(MPI_ERR_OP, MPI_Reduce_local(&c, &cacc, 1, MPI_WCHAR, MPI_SUM));
     int x = 1, y = 2;
     FAILS(MPI_ERR_OP, MPI_Reduce_local(&x, &y, 1, MPI_INT, MPI_MAXLOC));
     FAILS(MPI_ERR_OP, MPI_Reduce_local(&x, &y, 1, MPI_INT, MPI_OP_NULL));
