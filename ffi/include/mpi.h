@@ -853,6 +853,7 @@ HMPI_DECLARE(int, Win_call_errhandler, (MPI_Win win, int errorcode));
 HMPI_DECLARE(int, Win_complete, (MPI_Win win));
 HMPI_DECLARE(int, Win_create, (void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win *win));
 HMPI_DECLARE(int, Win_create_dynamic, (MPI_Info info, MPI_Comm comm, MPI_Win *win));
+HMPI_DECLARE(int, Win_create_errhandler, (MPI_Win_errhandler_function *win_errhandler_fn, MPI_Errhandler *errhandler));
 HMPI_DECLARE(int, Win_detach, (MPI_Win win, const void *base));
 HMPI_DECLARE(int, Win_fence, (int assert, MPI_Win win));
 HMPI_DECLARE(int, Win_flush, (int rank, MPI_Win win));
@@ -863,11 +864,13 @@ HMPI_DECLARE(int, Win_free, (MPI_Win *win));
 HMPI_DECLARE(int, Win_get_attr, (MPI_Win win, int win_keyval, void *attribute_val, int *flag));
 HMPI_DECLARE(int, Win_get_errhandler, (MPI_Win win, MPI_Errhandler *errhandler));
 HMPI_DECLARE(int, Win_get_group, (MPI_Win win, MPI_Group *group));
+HMPI_DECLARE(int, Win_get_info, (MPI_Win win, MPI_Info *info_used));
 HMPI_DECLARE(int, Win_get_name, (MPI_Win win, char *win_name, int *resultlen));
 HMPI_DECLARE(int, Win_lock, (int lock_type, int rank, int assert, MPI_Win win));
 HMPI_DECLARE(int, Win_lock_all, (int assert, MPI_Win win));
 HMPI_DECLARE(int, Win_post, (MPI_Group group, int assert, MPI_Win win));
 HMPI_DECLARE(int, Win_set_errhandler, (MPI_Win win, MPI_Errhandler errhandler));
+HMPI_DECLARE(int, Win_set_info, (MPI_Win win, MPI_Info info));
 HMPI_DECLARE(int, Win_set_name, (MPI_Win win, const char *win_name));
 HMPI_DECLARE(int, Win_shared_query, (MPI_Win win, int rank, MPI_Aint *size, int *disp_unit, void *baseptr));
 HMPI_DECLARE(int, Win_start, (MPI_Group group, int assert, MPI_Win win));
@@ -1202,9 +1205,6 @@ HMPI_DECLARE(int, Type_vector_c, (MPI_Count count, MPI_Count blocklength, MPI_Co
 HMPI_DECLARE(int, Unpack_external, (const char datarep[], const void *inbuf, MPI_Aint insize, MPI_Aint *position, void *outbuf, int outcount, MPI_Datatype datatype));
 HMPI_DECLARE(int, Unpack_external_c, (const char datarep[], const void *inbuf, MPI_Count insize, MPI_Count *position, void *outbuf, MPI_Count outcount, MPI_Datatype datatype));
 HMPI_DECLARE(int, Unpublish_name, (const char *service_name, MPI_Info info, const char *port_name));
-HMPI_DECLARE(int, Win_create_errhandler, (MPI_Win_errhandler_function *win_errhandler_fn, MPI_Errhandler *errhandler));
-HMPI_DECLARE(int, Win_get_info, (MPI_Win win, MPI_Info *info_used));
-HMPI_DECLARE(int, Win_set_info, (MPI_Win win, MPI_Info info));
 
 /* The tool information interface. */
 HMPI_DECLARE(int, T_category_changed, (int *update_number));

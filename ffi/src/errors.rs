@@ -12,7 +12,8 @@
 //!   launcher ends the job;
 //! * `MPI_ERRORS_RETURN` returns the code;
 //! * a handler made with `MPI_Comm_create_errhandler` is called with the
-//!   communicator and the code, and the code is returned.
+//!   communicator and the code, and the code is returned (one made with
+//!   `MPI_Win_create_errhandler` is for windows only, see `win.rs`).
 //!
 //! Error codes are the standard ABI's error classes themselves, so
 //! `MPI_Error_class(code) == code`. A panic inside the library never
@@ -147,6 +148,9 @@ pub fn class_name(class: c_int) -> Option<&'static str> {
 /// A user error handler (`MPI_Comm_create_errhandler`).
 pub type CommErrhandlerFn = unsafe extern "C" fn(*mut Comm, *mut c_int, ...);
 
+/// A user error handler for windows (`MPI_Win_create_errhandler`).
+pub type WinErrhandlerFn = unsafe extern "C" fn(*mut crate::abi::Win, *mut c_int, ...);
+
 /// An error handler attached to a communicator.
 #[derive(Clone, Debug)]
 pub enum Handler {
@@ -167,7 +171,35 @@ impl Handler {
 
 #[derive(Debug)]
 pub struct UserHandler {
-    pub f: CommErrhandlerFn,
+    pub f: UserFn,
+}
+
+/// A user handler's function: for communicators or for windows (MPI
+/// attaches each only to its own kind of object).
+#[derive(Clone, Copy, Debug)]
+pub enum UserFn {
+    Comm(CommErrhandlerFn),
+    Win(WinErrhandlerFn),
+}
+
+impl UserFn {
+    fn kind(&self) -> &'static str {
+        match self {
+            UserFn::Comm(_) => "communicators",
+            UserFn::Win(_) => "windows",
+        }
+    }
+}
+
+/// Stores a new user error handler and writes its handle.
+pub fn store_handler(f: UserFn, errhandler: *mut Errhandler) -> Res {
+    let p = out(errhandler, "errhandler")?;
+    let h = HANDLERS
+        .insert(Arc::new(UserHandler { f }))
+        .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many error handlers"))?;
+    // SAFETY: checked non-null above; the caller's handle pointer.
+    unsafe { p.write(Errhandler(h)) };
+    Ok(())
 }
 
 /// User error handlers by handle.
@@ -175,6 +207,26 @@ static HANDLERS: Table<Arc<UserHandler>> = Table::new(KIND_ERRHANDLER);
 
 const PREDEFINED_HANDLERS: [Errhandler; 3] =
     [abi::ERRORS_ARE_FATAL, abi::ERRORS_RETURN, abi::ERRORS_ABORT];
+
+/// The handler behind an errhandler handle, for an object whose user
+/// handlers are made by `kind` (`"communicators"` or `"windows"`): a user
+/// handler of the other kind is `MPI_ERR_ARG`.
+pub fn handler_for(h: Errhandler, kind: &str) -> Res<Handler> {
+    let got = handler_of(h)?;
+    if let Handler::User(_, u) = &got {
+        if u.f.kind() != kind {
+            return err(
+                abi::ERR_ARG,
+                format!(
+                    "{:#x} is an error handler for {}, not {kind}",
+                    h.0,
+                    u.f.kind()
+                ),
+            );
+        }
+    }
+    Ok(got)
+}
 
 /// The handler behind an errhandler handle.
 fn handler_of(h: Errhandler) -> Res<Handler> {
@@ -233,10 +285,12 @@ fn call_handler(func: &str, comm: &CommRef, e: MpiError) -> c_int {
         Handler::User(_, u) => {
             let mut handle = comm.handle;
             let mut code = e.class;
-            // SAFETY: a function the program registered with
-            // MPI_Comm_create_errhandler, called as MPI specifies (the
-            // communicator and the code by pointer).
-            unsafe { (u.f)(&mut handle, &mut code) };
+            if let UserFn::Comm(f) = u.f {
+                // SAFETY: a function the program registered with
+                // MPI_Comm_create_errhandler, called as MPI specifies (the
+                // communicator and the code by pointer).
+                unsafe { f(&mut handle, &mut code) };
+            }
             e.class
         }
     }
@@ -366,7 +420,7 @@ mpi_fn! {
     /// Sets a communicator's error handler.
     fn MPI_Comm_set_errhandler / PMPI_Comm_set_errhandler(comm: Comm, errhandler: Errhandler) -> c_int {
         api_comm("MPI_Comm_set_errhandler", comm, |c| {
-            c.set_errhandler(handler_of(errhandler)?);
+            c.set_errhandler(handler_for(errhandler, "communicators")?);
             Ok(())
         })
     }
@@ -388,13 +442,7 @@ mpi_fn! {
             let Some(f) = f else {
                 return err(abi::ERR_ARG, "the error handler function is null");
             };
-            out(errhandler, "errhandler")?;
-            let h = HANDLERS
-                .insert(Arc::new(UserHandler { f }))
-                .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many error handlers"))?;
-            // SAFETY: checked non-null above; the caller's handle pointer.
-            unsafe { errhandler.write(Errhandler(h)) };
-            Ok(())
+            store_handler(UserFn::Comm(f), errhandler)
         })
     }
 

@@ -513,10 +513,6 @@ refused! {
         datatype: Datatype) => world;
     MPI_Unpublish_name / PMPI_Unpublish_name(service_name: *const c_char, info: Info,
         port_name: *const c_char) => world;
-    MPI_Win_create_errhandler / PMPI_Win_create_errhandler(win_errhandler_fn: Callback,
-        errhandler: *mut Errhandler) => world;
-    MPI_Win_get_info / PMPI_Win_get_info(win: Win, info_used: *mut Info) => world;
-    MPI_Win_set_info / PMPI_Win_set_info(win: Win, info: Info) => world;
     MPI_T_category_changed / PMPI_T_category_changed(update_number: *mut c_int) => tool;
     MPI_T_category_get_categories / PMPI_T_category_get_categories(cat_index: c_int, len: c_int,
         indices: *mut c_int) => tool;

@@ -5,12 +5,18 @@
 //! A window handle names an entry of this module's table (its own handle
 //! kind). Errors of a routine on a window go through the window's error
 //! handler (`MPI_ERRORS_ARE_FATAL` until `MPI_Win_set_errhandler` sets
-//! another predefined one); errors of a creation go through the
-//! communicator's. The request of an `MPI_R…` operation is complete at
+//! another: a predefined one, or a function of
+//! `MPI_Win_create_errhandler`, called with the window and the code,
+//! after which the code is returned); errors of a creation go through
+//! the communicator's. The request of an `MPI_R…` operation is complete at
 //! once (the operation is done at the call), and the wait/test family
 //! frees it.
 //!
-//! Info arguments are accepted and not read.
+//! The info of a creating call and of `MPI_Win_set_info` must be an info
+//! object or `MPI_INFO_NULL` (else `MPI_ERR_INFO`); its hints go to
+//! `Win::set_info` (`no_locks` is the one that changes what a window
+//! does), and `MPI_Win_get_info` returns a new info object with the hints
+//! in effect (`Win::info`).
 //!
 //! In C:
 //! ```c
@@ -26,8 +32,12 @@
 use crate::abi::{self, Aint, Comm, Count, Datatype, Errhandler, Group, Info, Op, Request, Win};
 use crate::comm::{group_ref, store_group, CommRef};
 use crate::datatype::{count_arg, type_ref};
-use crate::errors::{api, api_comm, class_name, err, out, put_string, raise, MpiError, Res};
+use crate::errors::{
+    api, api_comm, class_name, err, handler_for, out, put_string, raise, store_handler, Handler,
+    MpiError, Res, UserFn, WinErrhandlerFn,
+};
 use crate::handles::{Table, KIND_WIN};
+use crate::info::{hints_of, store_info};
 use crate::op::op_ref;
 use hmpi_core::op::{Operation, SystemOperation};
 use hmpi_core::window::{Flavor, LockType, Win as CoreWin};
@@ -53,7 +63,7 @@ struct Entry {
     win: CoreWin,
     /// The communicator it was made on (for its requests).
     comm: CommRef,
-    errhandler: Mutex<Errhandler>,
+    errhandler: Mutex<Handler>,
     /// The attributes' values, which `MPI_Win_get_attr` hands out by
     /// address.
     size: Aint,
@@ -94,19 +104,34 @@ fn api_win(func: &'static str, w: Win, body: impl FnOnce(&Entry) -> Res) -> c_in
     };
     match r {
         Ok(()) => abi::SUCCESS,
-        Err(x) => on_error(func, handler_of(&e), x.class, &x.msg),
+        Err(x) => on_error(func, &handler_of(&e), w, x.class, &x.msg),
     }
 }
 
-fn handler_of(e: &Entry) -> Errhandler {
-    *e.errhandler.lock().unwrap_or_else(|p| p.into_inner())
+fn handler_of(e: &Entry) -> Handler {
+    e.errhandler
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
 }
 
 /// The window's error handler for `class`: the code back under
-/// `MPI_ERRORS_RETURN`, the end of the job otherwise.
-fn on_error(func: &str, h: Errhandler, class: c_int, msg: &str) -> c_int {
-    if h == abi::ERRORS_RETURN {
-        return class;
+/// `MPI_ERRORS_RETURN` and after a user handler (called with the window
+/// `w` and the code), the end of the job otherwise.
+fn on_error(func: &str, h: &Handler, w: Win, class: c_int, msg: &str) -> c_int {
+    match h {
+        Handler::Predefined(p) if *p == abi::ERRORS_RETURN => return class,
+        Handler::Predefined(_) => {}
+        Handler::User(_, u) => {
+            if let UserFn::Win(f) = u.f {
+                let (mut handle, mut code) = (w, class);
+                // SAFETY: a function the program registered with
+                // MPI_Win_create_errhandler, called as MPI specifies (the
+                // window and the code by pointer).
+                unsafe { f(&mut handle, &mut code) };
+            }
+            return class;
+        }
     }
     let rank = hmpi_core::environment::endpoint()
         .map(|ep| ep.rank().to_string())
@@ -154,17 +179,19 @@ fn system_op(op: Op) -> Res<SystemOperation> {
     }
 }
 
-// TODO(info): read `no_locks`, `accumulate_ordering`, `same_disp_unit` and
-// `alloc_shared_noncontig` once MPI_Info exists; every info handle is
-// accepted unread meanwhile (none of them changes what the window does).
-fn info_arg(_info: Info) {}
+/// The hints of a creating call's info handle (`MPI_INFO_NULL`: none;
+/// anything but an info object: `MPI_ERR_INFO`).
+fn info_arg(info: Info) -> Res<hmpi_core::Info> {
+    hints_of(info)
+}
 
 /// Stores a new window and writes its handle.
 ///
 /// # Safety
 /// `win` is valid for a write when not null.
-unsafe fn store(w: CoreWin, comm: &CommRef, win: *mut Win) -> Res {
+unsafe fn store(w: CoreWin, hints: &hmpi_core::Info, comm: &CommRef, win: *mut Win) -> Res {
     let p = out(win, "win")?;
+    core(w.set_info(hints))?;
     let flavor = match w.flavor() {
         Flavor::Create => FLAVOR_CREATE,
         Flavor::Allocate => FLAVOR_ALLOCATE,
@@ -178,7 +205,7 @@ unsafe fn store(w: CoreWin, comm: &CommRef, win: *mut Win) -> Res {
         model: UNIFIED,
         win: w,
         comm: comm.clone(),
-        errhandler: Mutex::new(abi::ERRORS_ARE_FATAL),
+        errhandler: Mutex::new(Handler::Predefined(abi::ERRORS_ARE_FATAL)),
         attrs: hmpi_core::attr::Attributes::new(),
     };
     let h = WINS
@@ -206,13 +233,13 @@ mpi_fn! {
     fn MPI_Win_create / PMPI_Win_create(base: *mut c_void, size: Aint, disp_unit: c_int,
         info: Info, comm: Comm, win: *mut Win) -> c_int {
         api_comm("MPI_Win_create", comm, |c| {
-            info_arg(info);
+            let hints = info_arg(info)?;
             let (s, d) = (size_arg(size)?, disp_unit_arg(disp_unit as Aint)?);
             // SAFETY: the memory is the caller's, valid for the window's
             // life as MPI requires.
             let w = core(unsafe { CoreWin::create(&c.comm, base.cast(), s, d) })?;
             // SAFETY: the caller's handle pointer.
-            unsafe { store(w, c, win) }
+            unsafe { store(w, &hints, c, win) }
         })
     }
 
@@ -220,12 +247,12 @@ mpi_fn! {
     fn MPI_Win_create_c / PMPI_Win_create_c(base: *mut c_void, size: Aint, disp_unit: Aint,
         info: Info, comm: Comm, win: *mut Win) -> c_int {
         api_comm("MPI_Win_create_c", comm, |c| {
-            info_arg(info);
+            let hints = info_arg(info)?;
             let (s, d) = (size_arg(size)?, disp_unit_arg(disp_unit)?);
             // SAFETY: as in MPI_Win_create.
             let w = core(unsafe { CoreWin::create(&c.comm, base.cast(), s, d) })?;
             // SAFETY: the caller's handle pointer.
-            unsafe { store(w, c, win) }
+            unsafe { store(w, &hints, c, win) }
         })
     }
 
@@ -233,7 +260,7 @@ mpi_fn! {
     fn MPI_Win_allocate_c / PMPI_Win_allocate_c(size: Aint, disp_unit: Aint, info: Info,
         comm: Comm, baseptr: *mut c_void, win: *mut Win) -> c_int {
         api_comm("MPI_Win_allocate_c", comm, |c| {
-            info_arg(info);
+            let hints = info_arg(info)?;
             out(baseptr, "baseptr")?;
             let (s, d) = (size_arg(size)?, disp_unit_arg(disp_unit)?);
             let w = core(CoreWin::allocate(&c.comm, s, d))?;
@@ -241,7 +268,7 @@ mpi_fn! {
             // SAFETY: the caller's pointers.
             unsafe {
                 put_ptr(baseptr, b.cast())?;
-                store(w, c, win)
+                store(w, &hints, c, win)
             }
         })
     }
@@ -250,7 +277,7 @@ mpi_fn! {
     fn MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c(size: Aint, disp_unit: Aint,
         info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win) -> c_int {
         api_comm("MPI_Win_allocate_shared_c", comm, |c| {
-            info_arg(info);
+            let hints = info_arg(info)?;
             out(baseptr, "baseptr")?;
             let (s, d) = (size_arg(size)?, disp_unit_arg(disp_unit)?);
             let w = core(CoreWin::allocate_shared(&c.comm, s, d))?;
@@ -258,7 +285,7 @@ mpi_fn! {
             // SAFETY: the caller's pointers.
             unsafe {
                 put_ptr(baseptr, b.cast())?;
-                store(w, c, win)
+                store(w, &hints, c, win)
             }
         })
     }
@@ -282,7 +309,7 @@ mpi_fn! {
     fn MPI_Win_allocate / PMPI_Win_allocate(size: Aint, disp_unit: c_int, info: Info,
         comm: Comm, baseptr: *mut c_void, win: *mut Win) -> c_int {
         api_comm("MPI_Win_allocate", comm, |c| {
-            info_arg(info);
+            let hints = info_arg(info)?;
             out(baseptr, "baseptr")?;
             let (s, d) = (size_arg(size)?, disp_unit_arg(disp_unit as Aint)?);
             let w = core(CoreWin::allocate(&c.comm, s, d))?;
@@ -290,7 +317,7 @@ mpi_fn! {
             // SAFETY: the caller's pointers.
             unsafe {
                 put_ptr(baseptr, b.cast())?;
-                store(w, c, win)
+                store(w, &hints, c, win)
             }
         })
     }
@@ -299,7 +326,7 @@ mpi_fn! {
     fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: Aint, disp_unit: c_int,
         info: Info, comm: Comm, baseptr: *mut c_void, win: *mut Win) -> c_int {
         api_comm("MPI_Win_allocate_shared", comm, |c| {
-            info_arg(info);
+            let hints = info_arg(info)?;
             out(baseptr, "baseptr")?;
             let (s, d) = (size_arg(size)?, disp_unit_arg(disp_unit as Aint)?);
             let w = core(CoreWin::allocate_shared(&c.comm, s, d))?;
@@ -307,7 +334,7 @@ mpi_fn! {
             // SAFETY: the caller's pointers.
             unsafe {
                 put_ptr(baseptr, b.cast())?;
-                store(w, c, win)
+                store(w, &hints, c, win)
             }
         })
     }
@@ -316,10 +343,10 @@ mpi_fn! {
     fn MPI_Win_create_dynamic / PMPI_Win_create_dynamic(info: Info, comm: Comm,
         win: *mut Win) -> c_int {
         api_comm("MPI_Win_create_dynamic", comm, |c| {
-            info_arg(info);
+            let hints = info_arg(info)?;
             let w = core(CoreWin::create_dynamic(&c.comm))?;
             // SAFETY: the caller's handle pointer.
-            unsafe { store(w, c, win) }
+            unsafe { store(w, &hints, c, win) }
         })
     }
 
@@ -367,12 +394,12 @@ mpi_fn! {
         };
         if let Err(x) = e.win.check_free() {
             let x = MpiError::from(x);
-            return on_error("MPI_Win_free", handler_of(&e), x.class, &x.msg);
+            return on_error("MPI_Win_free", &handler_of(&e), h, x.class, &x.msg);
         }
         // The attributes go first; a failing delete callback fails the free.
         if let Err(x) = e.attrs.delete_all(hmpi_core::attr::Kind::Win, h.0) {
             let x = MpiError::from(x);
-            return on_error("MPI_Win_free", handler_of(&e), x.class, &x.msg);
+            return on_error("MPI_Win_free", &handler_of(&e), h, x.class, &x.msg);
         }
         let handler = handler_of(&e);
         drop(e);
@@ -396,7 +423,7 @@ mpi_fn! {
             Ok(()) => abi::SUCCESS,
             Err(x) => {
                 let x = MpiError::from(x);
-                on_error("MPI_Win_free", handler, x.class, &x.msg)
+                on_error("MPI_Win_free", &handler, h, x.class, &x.msg)
             }
         }
     }
@@ -579,6 +606,19 @@ mpi_fn! {
         })
     }
 
+    /// Sets the window's hints (`MPI_INFO_NULL`: none).
+    fn MPI_Win_set_info / PMPI_Win_set_info(win: Win, info: Info) -> c_int {
+        api_win("MPI_Win_set_info", win, |e| core(e.win.set_info(&hints_of(info)?)))
+    }
+
+    /// The hints in effect on the window (a new info object).
+    fn MPI_Win_get_info / PMPI_Win_get_info(win: Win, info_used: *mut Info) -> c_int {
+        api_win("MPI_Win_get_info", win, |e| {
+            // SAFETY: the caller's handle pointer.
+            unsafe { store_info(e.win.info(), info_used) }
+        })
+    }
+
     /// The window's group (a new group handle).
     fn MPI_Win_get_group / PMPI_Win_get_group(win: Win, group: *mut Group) -> c_int {
         api_win("MPI_Win_get_group", win, |e| {
@@ -587,17 +627,24 @@ mpi_fn! {
         })
     }
 
-    /// Sets the window's error handler (a predefined one).
+    /// Makes an error handler for windows of a function.
+    fn MPI_Win_create_errhandler / PMPI_Win_create_errhandler(
+        win_errhandler_fn: Option<WinErrhandlerFn>, errhandler: *mut Errhandler) -> c_int {
+        api("MPI_Win_create_errhandler", || {
+            let Some(f) = win_errhandler_fn else {
+                return err(abi::ERR_ARG, "the error handler function is null");
+            };
+            store_handler(UserFn::Win(f), errhandler)
+        })
+    }
+
+    /// Sets the window's error handler (a predefined one or one of
+    /// `MPI_Win_create_errhandler`).
     fn MPI_Win_set_errhandler / PMPI_Win_set_errhandler(win: Win,
         errhandler: Errhandler) -> c_int {
         api_win("MPI_Win_set_errhandler", win, |e| {
-            if ![abi::ERRORS_ARE_FATAL, abi::ERRORS_RETURN, abi::ERRORS_ABORT].contains(&errhandler) {
-                return err(
-                    abi::ERR_ARG,
-                    format!("{:#x} is not a predefined error handler (the only ones windows take)", errhandler.0),
-                );
-            }
-            *e.errhandler.lock().unwrap_or_else(|p| p.into_inner()) = errhandler;
+            let h = handler_for(errhandler, "windows")?;
+            *e.errhandler.lock().unwrap_or_else(|p| p.into_inner()) = h;
             Ok(())
         })
     }
@@ -606,7 +653,7 @@ mpi_fn! {
     fn MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: Win,
         errhandler: *mut Errhandler) -> c_int {
         api_win("MPI_Win_get_errhandler", win, |e| {
-            let h = *e.errhandler.lock().unwrap_or_else(|p| p.into_inner());
+            let h = handler_of(e).handle();
             // SAFETY: the caller's pointer.
             unsafe { crate::errors::put(errhandler, "errhandler", h) }
         })
@@ -615,7 +662,7 @@ mpi_fn! {
     /// Calls the window's error handler with `errorcode`.
     fn MPI_Win_call_errhandler / PMPI_Win_call_errhandler(win: Win, errorcode: c_int) -> c_int {
         api_win("MPI_Win_call_errhandler", win, |e| {
-            on_error("MPI_Win_call_errhandler", handler_of(e), errorcode, "called by the program");
+            on_error("MPI_Win_call_errhandler", &handler_of(e), win, errorcode, "called by the program");
             Ok(())
         })
     }

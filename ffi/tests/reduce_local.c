@@ -8,6 +8,7 @@
 #include "check.h"
 #include <complex.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 #define N 4

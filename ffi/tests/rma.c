@@ -69,6 +69,19 @@ static void pscw(long *mem, int rank, int size) {
     CHECK(win == MPI_WIN_NULL);
 }
 
+static int handled_code = 0;
+static MPI_Win handled_win = MPI_WIN_NULL;
+
+static void on_win_error(MPI_Win *win, int *code, ...) {
+    handled_win = *win;
+    handled_code = *code;
+}
+
+static void on_comm_error(MPI_Comm *comm, int *code, ...) {
+    (void)comm;
+    (void)code;
+}
+
 int main(int argc, char **argv) {
     OK(MPI_Init(&argc, &argv));
     int rank, size;
@@ -184,6 +197,66 @@ int main(int argc, char **argv) {
     FAILS(MPI_ERR_WIN, MPI_Win_fence(0, MPI_WIN_NULL));
     OK(MPI_Win_free(&win));
     CHECK(win == MPI_WIN_NULL);
+
+    /* Hints: no_locks from the creating call, what is in effect, set_info. */
+    MPI_Info hints, used;
+    OK(MPI_Info_create(&hints));
+    OK(MPI_Info_set(hints, "no_locks", "true"));
+    OK(MPI_Info_set(hints, "accumulate_ordering", "none"));
+    long *hb = NULL;
+    MPI_Win hw;
+    OK(MPI_Win_allocate(sizeof(long), sizeof(long), hints, MPI_COMM_WORLD, &hb, &hw));
+    OK(MPI_Win_get_info(hw, &used));
+    char hv[MPI_MAX_INFO_VAL];
+    int hl = sizeof hv, hf = 0;
+    OK(MPI_Info_get_string(used, "no_locks", &hl, hv, &hf));
+    CHECK(hf && strcmp(hv, "true") == 0);
+    hl = sizeof hv;
+    OK(MPI_Info_get_string(used, "accumulate_ordering", &hl, hv, &hf));
+    CHECK(hf && strcmp(hv, "rar,raw,war,waw") == 0);
+    hl = sizeof hv;
+    OK(MPI_Info_get_string(used, "same_disp_unit", &hl, hv, &hf));
+    CHECK(hf && strcmp(hv, "true") == 0);
+    OK(MPI_Info_free(&used));
+    OK(MPI_Win_set_errhandler(hw, MPI_ERRORS_RETURN));
+    FAILS(MPI_ERR_RMA_SYNC, MPI_Win_lock(MPI_LOCK_SHARED, rank, 0, hw));
+    FAILS(MPI_ERR_RMA_SYNC, MPI_Win_lock_all(0, hw));
+    OK(MPI_Info_set(hints, "no_locks", "false"));
+    OK(MPI_Win_set_info(hw, hints));
+    OK(MPI_Win_lock(MPI_LOCK_SHARED, rank, 0, hw));
+    OK(MPI_Win_unlock(rank, hw));
+    OK(MPI_Win_set_info(hw, MPI_INFO_NULL));
+    FAILS(MPI_ERR_INFO, MPI_Win_set_info(hw, (MPI_Info)MPI_COMM_WORLD));
+    FAILS(MPI_ERR_ARG, MPI_Win_get_info(hw, NULL));
+
+    /* A user error handler for windows: called with the window and the
+       code, which the call returns; not for communicators, and a
+       communicator's handler is not for windows. */
+    MPI_Errhandler weh, ceh, got;
+    OK(MPI_Win_create_errhandler(on_win_error, &weh));
+    OK(MPI_Comm_create_errhandler(on_comm_error, &ceh));
+    OK(MPI_Win_set_errhandler(hw, weh));
+    OK(MPI_Win_get_errhandler(hw, &got));
+    CHECK(got == weh);
+    CHECK(MPI_Put(&v, 1, MPI_LONG, rank, 0, 1, MPI_LONG, hw) == MPI_ERR_RMA_SYNC);
+    CHECK(handled_code == MPI_ERR_RMA_SYNC && handled_win == hw);
+    handled_code = 0;
+    OK(MPI_Win_call_errhandler(hw, MPI_ERR_OTHER));
+    CHECK(handled_code == MPI_ERR_OTHER && handled_win == hw);
+    OK(MPI_Errhandler_free(&weh));
+    CHECK(weh == MPI_ERRHANDLER_NULL);
+    handled_code = 0;
+    CHECK(MPI_Win_unlock(rank, hw) == MPI_ERR_RMA_SYNC);
+    CHECK(handled_code == MPI_ERR_RMA_SYNC); /* still attached after the free */
+    OK(MPI_Win_set_errhandler(hw, MPI_ERRORS_RETURN));
+    FAILS(MPI_ERR_ARG, MPI_Win_set_errhandler(hw, ceh));
+    OK(MPI_Win_create_errhandler(on_win_error, &weh));
+    FAILS(MPI_ERR_ARG, MPI_Comm_set_errhandler(MPI_COMM_SELF, weh));
+    FAILS(MPI_ERR_ARG, MPI_Win_create_errhandler(NULL, &got));
+    OK(MPI_Errhandler_free(&weh));
+    OK(MPI_Errhandler_free(&ceh));
+    OK(MPI_Win_free(&hw));
+    OK(MPI_Info_free(&hints));
 
     /* Memory from malloc (the shared heap) and a static array. */
     long *heap = malloc(N * sizeof(long));

@@ -93,11 +93,11 @@ int main(int argc, char **argv) {
     OK(MPI_Iprobe(rank, 0, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE));
     CHECK(flag == 0);
 
-    /* The window routines not implemented (hints), files
+    /* Ports, files
      * (none can exist) and routines without a communicator:
      * MPI_COMM_WORLD's handler; a refused one with a communicator: its. */
     handled_code = 0;
-    REFUSED(MPI_Win_set_info(MPI_WIN_NULL, MPI_INFO_NULL));
+    REFUSED(MPI_Close_port("no port"));
     CHECK(handled_code == 0);
     REFUSED(MPI_Psend_init(&x, 1, 1, MPI_INT, rank, 0, dup, MPI_INFO_NULL, &preq));
     CHECK(handled_code == MPI_ERR_UNSUPPORTED_OPERATION);

@@ -34,7 +34,7 @@
 
 use crate::p2p::{self, Family, Job, Kernel, ResultFile};
 use crate::report::{self, fmt_size, Sample};
-use crate::{stats, BenchError, Options, Outcome, Progress};
+use crate::{rma, stats, BenchError, Options, Outcome, Progress};
 use hmpi::hmpi_core::launch::allowed_cpus;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -320,6 +320,15 @@ fn is_root() -> bool {
 
 /// The launcher command line of `peer` for `job` on `ranks` ranks.
 fn peer_command(peer: &Peer, job: &Job, ranks: usize) -> Command {
+    let mut c = peer_launch(peer, ranks);
+    c.arg("--worker").arg(p2p::WORKER);
+    c.args(job.to_args());
+    c
+}
+
+/// `peer`'s launcher starting its program on `ranks` ranks, bound to
+/// cores when there are enough (the worker's arguments follow).
+fn peer_launch(peer: &Peer, ranks: usize) -> Command {
     let mut c = Command::new(&peer.launcher);
     let enough_cpus = allowed_cpus().len() >= ranks;
     let n = ranks.to_string();
@@ -342,8 +351,7 @@ fn peer_command(peer: &Peer, job: &Job, ranks: usize) -> Command {
             c.args(["-bind-to", if enough_cpus { "core" } else { "none" }]);
         }
     }
-    c.arg(&peer.binary).arg("--worker").arg(p2p::WORKER);
-    c.args(job.to_args());
+    c.arg(&peer.binary);
     c
 }
 
@@ -417,24 +425,18 @@ fn run_peer(
     Ok(samples)
 }
 
-/// Entry point of `hmpi-bench compare`.
-pub fn run(
-    kernels: &[&'static Kernel],
+/// Finds (and builds) the peers `--peers` asks for; returns the ready
+/// ones, the text that names them and the failures so far (a peer named
+/// with `--peers` that is missing, an installed one that cannot be built,
+/// no peer at all).
+fn prepare(
     opts: &Options,
     progress: &Progress,
-) -> Result<Outcome, BenchError> {
+) -> Result<(Vec<Peer>, String, Vec<String>), BenchError> {
     let wanted = match &opts.peers {
         Some(list) => parse_peers(list)?,
         None => MPIS.to_vec(),
     };
-    let sizes: Vec<Vec<usize>> = kernels
-        .iter()
-        .map(|k| k.sizes(opts))
-        .collect::<Result<_, _>>()?;
-    let reps = p2p::reps(opts);
-    // Point-to-point kernels always run on 2 ranks (`--ranks` is refused
-    // with them), collectives on `--ranks`.
-    let ranks = opts.ranks.unwrap_or(2);
     let (peers, missing, broken) = find_peers(&wanted, opts, progress);
     let mut text = String::new();
     for p in &peers {
@@ -452,7 +454,6 @@ pub fn run(
         progress.line(format_args!("peer missing: {m}"));
         let _ = writeln!(text, "peer missing: {m}");
     }
-    let mut samples = Vec::new();
     let mut failures: Vec<String> = Vec::new();
     let fail = |e: String, failures: &mut Vec<String>| {
         progress.line(format_args!("FAILED: {e}"));
@@ -471,6 +472,210 @@ pub fn run(
             &mut failures,
         );
     }
+    Ok((peers, text, failures))
+}
+
+/// `hmpi-bench compare rma`: hmpi's one-sided workload ([`crate::rma`])
+/// and the same measurements on each peer (its `MPI_Win_allocate`
+/// windows through rsmpi's C bindings), 2 ranks, each round running
+/// every backend back to back (starting with a different one each
+/// round). The latency and bandwidth targets are judged as in the other
+/// comparisons (each round's own hmpi / best-peer ratio with several
+/// rounds); the skew target compares hmpi's origin time at the largest
+/// matrix with its own time without skew, the peers' ratios beside it.
+pub fn run_rma(opts: &Options, progress: &Progress) -> Result<Outcome, BenchError> {
+    let sizes = rma::sizes(opts)?;
+    let reps = rma::reps(opts);
+    let (peers, mut text, mut failures) = prepare(opts, progress)?;
+    let rounds = opts.rounds.unwrap_or(1);
+    let backends = 1 + peers.len();
+    progress.line(format_args!(
+        "rma: {} sizes {}-{}, {reps} repetitions{}, 2 ranks{}",
+        sizes.len(),
+        fmt_size(sizes[0]),
+        fmt_size(sizes[sizes.len() - 1]),
+        if opts.quick { " (quick)" } else { "" },
+        if rounds > 1 {
+            format!(", {rounds} rounds")
+        } else {
+            String::new()
+        }
+    ));
+    let floor_before = crate::floor::measure();
+    let mut by_round: Vec<Vec<Sample>> = Vec::new();
+    for round in 0..rounds {
+        let tag = if rounds > 1 {
+            format!(" (round {}/{rounds})", round + 1)
+        } else {
+            String::new()
+        };
+        let mut measured = Vec::new();
+        for b in (0..backends).map(|i| (i + round) % backends) {
+            let got = if b == 0 {
+                progress.line(format_args!("rma hmpi{tag}"));
+                rma::run_hmpi(&sizes, reps, opts.quick)
+            } else {
+                let p = &peers[b - 1];
+                progress.line(format_args!(
+                    "rma {} ({}){tag}",
+                    p.mpi.label,
+                    p.launcher.display()
+                ));
+                run_rma_peer(p, &sizes, reps, opts.quick)
+            };
+            match got {
+                Ok(s) => measured.extend(s),
+                Err(e) => {
+                    progress.line(format_args!("FAILED: {e}"));
+                    failures.push(e);
+                }
+            }
+        }
+        by_round.push(measured);
+    }
+    let mut samples = Vec::new();
+    if rounds > 1 {
+        samples.extend(rma_paired_ratios(&by_round));
+    }
+    samples.extend(merge_rounds(by_round.concat()));
+    let floor = crate::floor::line(floor_before, crate::floor::measure());
+    progress.line(format_args!("rma: {floor}"));
+    let _ = writeln!(text, "rma: {floor}");
+    let labels: Vec<&str> = std::iter::once("hmpi")
+        .chain(peers.iter().map(|p| p.mpi.label))
+        .collect();
+    text += &render_rma(&samples, &labels, opts.quick);
+    Ok(Outcome {
+        samples,
+        text,
+        failures,
+    })
+}
+
+/// The rma measurements of `peer` under its launcher.
+fn run_rma_peer(
+    peer: &Peer,
+    sizes: &[usize],
+    reps: usize,
+    quick: bool,
+) -> Result<Vec<Sample>, String> {
+    let file = ResultFile::new(&format!("rma-{}", peer.mpi.name))?;
+    let mut c = peer_launch(peer, 2);
+    c.args(rma::worker_args(sizes, reps, quick, &file.0));
+    c.args(["--transport", "rsmpi", "--label", peer.mpi.label]);
+    run_with_timeout(c, rma::time_bound(sizes, reps, quick))
+        .map_err(|e| format!("{} rma: {e}", peer.mpi.label))?;
+    rma::read_results(&file.0, peer.mpi.label, sizes, &rma::COMPARED[..4])
+}
+
+/// The best peer's sample of `workload` at `size` in `samples`.
+fn best_rma_peer<'a>(
+    samples: &'a [Sample],
+    workload: &str,
+    size: usize,
+    higher_is_better: bool,
+) -> Option<&'a Sample> {
+    samples
+        .iter()
+        .filter(|s| s.workload == workload && s.size == size && s.backend != "hmpi")
+        .reduce(|a, b| {
+            if (b.value > a.value) == higher_is_better && b.value != a.value {
+                b
+            } else {
+                a
+            }
+        })
+}
+
+/// Each round's own hmpi / best-peer ratio at the targets' points
+/// (workload `<workload>-ratio`, backend [`PAIRED`], unit `x`), as
+/// [`paired_ratios`] does for the kernels.
+fn rma_paired_ratios(rounds: &[Vec<Sample>]) -> Vec<Sample> {
+    rma::TARGETS
+        .iter()
+        .filter_map(|&(w, size, higher, _)| {
+            let ratios: Vec<f64> = rounds
+                .iter()
+                .filter_map(|r| {
+                    let h = report::find(r, w, "hmpi", 2, size)?;
+                    Some(h.value / best_rma_peer(r, w, size, higher)?.value)
+                })
+                .collect();
+            Sample::from_reps(&format!("{w}-ratio"), PAIRED, 2, size, RATIO_UNIT, &ratios)
+        })
+        .collect()
+}
+
+/// The tables of the compared workloads and the target lines.
+fn render_rma(samples: &[Sample], labels: &[&str], quick: bool) -> String {
+    let mut out = String::new();
+    let ratios: Vec<(&str, &str)> = labels.iter().skip(1).map(|p| ("hmpi", *p)).collect();
+    for w in rma::COMPARED {
+        if report::rows(samples, w).is_empty() {
+            continue;
+        }
+        let _ = write!(out, "\n{w}:\n");
+        out += &report::render_table(samples, w, labels, &ratios);
+    }
+    out += "(skew rows: the size column is the matrix order n, not bytes)\ntargets:\n";
+    for &(w, size, higher, target) in &rma::TARGETS {
+        let (Some(h), Some(p)) = (
+            report::find(samples, w, "hmpi", 2, size),
+            best_rma_peer(samples, w, size, higher),
+        ) else {
+            continue;
+        };
+        let medians = h.value / p.value;
+        let (r, how) = match report::find(samples, &format!("{w}-ratio"), PAIRED, 2, size) {
+            Some(pr) => (
+                pr.value,
+                format!(
+                    "hmpi/best peer = {:.2}x (median of the rounds' own ratios, {:.2}-{:.2}; \
+                     of the medians: {medians:.2}x against {})",
+                    pr.value,
+                    pr.min(),
+                    pr.max(),
+                    p.backend
+                ),
+            ),
+            None => (
+                medians,
+                format!("hmpi/best peer ({}) = {medians:.2}x", p.backend),
+            ),
+        };
+        let met = if higher { r >= target } else { r <= target };
+        let _ = writeln!(
+            out,
+            "  {w} {}: {how}, target {} {target}x: {}",
+            fmt_size(size),
+            if higher { ">=" } else { "<=" },
+            if met { "met" } else { "missed" }
+        );
+    }
+    out += &rma::skew_lines(samples, labels, quick);
+    out
+}
+
+/// Entry point of `hmpi-bench compare`.
+pub fn run(
+    kernels: &[&'static Kernel],
+    opts: &Options,
+    progress: &Progress,
+) -> Result<Outcome, BenchError> {
+    let sizes: Vec<Vec<usize>> = kernels
+        .iter()
+        .map(|k| k.sizes(opts))
+        .collect::<Result<_, _>>()?;
+    let reps = p2p::reps(opts);
+    // Point-to-point kernels always run on 2 ranks (`--ranks` is refused
+    // with them), collectives on `--ranks`.
+    let ranks = opts.ranks.unwrap_or(2);
+    let (peers, mut text, mut failures) = prepare(opts, progress)?;
+    let mut samples = Vec::new();
+    let fail = |e: String, failures: &mut Vec<String>| {
+        progress.line(format_args!("FAILED: {e}"));
+        failures.push(e);
+    };
     let rounds = opts.rounds.unwrap_or(1);
     // Backend 0 is hmpi, then the peers.
     let backends = 1 + peers.len();
@@ -810,6 +1015,57 @@ mod tests {
         );
         // The ratio rows stay out of the tables.
         assert!(!t.contains("latency-ratio"), "{t}");
+    }
+
+    #[test]
+    fn rma_targets_take_each_rounds_best_peer() {
+        let r = |w: &str, b: &str, size: usize, v: f64| {
+            let unit = if w.ends_with("-bw") { "MB/s" } else { "us" };
+            Sample::from_reps(w, b, 2, size, unit, &[v]).unwrap()
+        };
+        let round = |h: f64, o: f64, m: f64, hb: f64, ob: f64| {
+            vec![
+                r("put-latency", "hmpi", 8, h),
+                r("put-latency", "rsmpi-openmpi", 8, o),
+                r("put-latency", "rsmpi-mpich", 8, m),
+                r("put-bw", "hmpi", 1 << 20, hb),
+                r("put-bw", "rsmpi-openmpi", 1 << 20, ob),
+                r("skew-origin", "hmpi", 0, 100.0),
+                r("skew-origin", "hmpi", 256, 110.0),
+                r("skew-origin", "rsmpi-mpich", 0, 100.0),
+                r("skew-origin", "rsmpi-mpich", 256, 5000.0),
+            ]
+        };
+        // Latency: best peer per round is the lower one (0.1 then 0.2).
+        let rounds = [
+            round(0.04, 0.1, 0.3, 30.0, 10.0),
+            round(0.12, 0.4, 0.2, 20.0, 10.0),
+        ];
+        let paired = rma_paired_ratios(&rounds);
+        let lat = paired
+            .iter()
+            .find(|s| s.workload == "put-latency-ratio")
+            .unwrap();
+        assert!((lat.min() - 0.4).abs() < 1e-12 && (lat.max() - 0.6).abs() < 1e-12);
+        let bw = paired
+            .iter()
+            .find(|s| s.workload == "put-bw-ratio")
+            .unwrap();
+        assert_eq!((bw.min(), bw.max(), bw.value), (2.0, 3.0, 2.5));
+        let mut samples = merge_rounds(rounds.concat());
+        samples.extend(paired);
+        let t = render_rma(&samples, &["hmpi", "rsmpi-openmpi", "rsmpi-mpich"], true);
+        assert!(t.contains("put-latency 8: hmpi/best peer = 0.50x"), "{t}");
+        assert!(t.contains("target <= 0.5x: met"), "{t}");
+        assert!(t.contains("put-bw 1M: hmpi/best peer = 2.50x"), "{t}");
+        assert!(t.contains("target >= 2x: met"), "{t}");
+        assert!(t.contains("skew hmpi: origin 110.0 us at n = 256 vs 100.0 us without skew: 1.10 x, target <= 1.2 x: met"), "{t}");
+        assert!(
+            t.contains(
+                "skew rsmpi-mpich: origin 5000.0 us at n = 256 vs 100.0 us without skew: 50.00 x\n"
+            ),
+            "{t}"
+        );
     }
 
     #[test]

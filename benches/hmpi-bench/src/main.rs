@@ -35,7 +35,7 @@
 //! * [`opi`]: ownership passing (give/take) against the copy path and
 //!   (feature `iceoryx2`) iceoryx2, with the kernels in [`opi_kernels`];
 //! * [`rma`]: one-sided put/get latency and the skew benchmark on hmpi's
-//!   windows.
+//!   windows, and (`compare rma`) on the peers' `MPI_Win_allocate` windows.
 //!
 //! Features: `mimalloc` and `plots` (default) add the `alloc` workload's
 //! mimalloc backend and the PNG charts; `mpi` builds the rsmpi peer;
@@ -301,7 +301,8 @@ WORKLOADS:
               in one run, with hmpi/peer ratios per size; workloads: latency,
               bw, bibw, msgrate, or p2p for all four; coll for the
               collectives (or their names: barrier, bcast, reduce, allreduce,
-              gather, scatter, allgather, alltoall, reduce_scatter_block)
+              gather, scatter, allgather, alltoall, reduce_scatter_block);
+              rma alone for one-sided put/get and the skew benchmark
     plot      draws a CSV written earlier: hmpi-bench plot --csv FILE
               --out FILE.png [--benchmark NAME] (the rows of one benchmark
               of a results file with a `benchmark` column)
@@ -400,6 +401,8 @@ enum Command {
     Plot(PlotArgs),
     Run(&'static Workload, Options),
     Compare(Vec<&'static p2p::Kernel>, Options),
+    /// `compare rma`: the one-sided workload on every backend.
+    CompareRma(Options),
     Worker(&'static Workload, Vec<String>),
 }
 
@@ -477,7 +480,15 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
                         "compare takes one list of workloads (a,b,…); '{list}' is a second one"
                     )));
                 }
-                compared = Some(compare::parse_workloads(list)?);
+                compared = Some(if list == "rma" {
+                    None
+                } else if list.split(',').any(|w| w.trim() == "rma") {
+                    return Err(BenchError::Usage(
+                        "compare rma runs alone: hmpi-bench compare rma".into(),
+                    ));
+                } else {
+                    Some(compare::parse_workloads(list)?)
+                });
             }
             name => {
                 if workload.is_some() {
@@ -499,10 +510,19 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
         compare::parse_peers(opts.peers.as_deref().unwrap_or(""))?;
     }
     if compare {
-        let Some(mut ks) = compared else {
+        let Some(compared) = compared else {
             return Err(BenchError::Usage(
                 "compare needs a workload, e.g. hmpi-bench compare latency".into(),
             ));
+        };
+        let Some(mut ks) = compared else {
+            if opts.ranks.is_some() || opts.workloads.is_some() || opts.ms.is_some() {
+                return Err(BenchError::Usage(
+                    "compare rma runs on 2 ranks; --ranks, --workloads and --ms do not apply"
+                        .into(),
+                ));
+            }
+            return Ok(Command::CompareRma(opts));
         };
         let colls = |ks: &[&p2p::Kernel]| ks.iter().all(|k| k.family == p2p::Family::Coll);
         if let Some(list) = &opts.workloads {
@@ -746,6 +766,12 @@ fn run(cmd: Command) -> Result<(), BenchError> {
             let outcome = (w.run)(&opts, &progress)?;
             finish(outcome, &opts, &progress)
         }
+        Command::CompareRma(opts) => {
+            check_outputs(&opts)?;
+            let progress = Progress::new();
+            let outcome = compare::run_rma(&opts, &progress)?;
+            finish(outcome, &opts, &progress)
+        }
         Command::Compare(kernels, opts) => {
             check_outputs(&opts)?;
             let progress = Progress::new();
@@ -836,6 +862,9 @@ mod tests {
             "compare latency --ranks 4",
             "compare latency --workloads bcast",
             "compare coll --workloads latency",
+            "compare rma,latency",
+            "compare latency,rma",
+            "compare rma --ranks 4",
         ] {
             match parse_args(&args(bad)) {
                 Err(e @ BenchError::Usage(_)) => assert_eq!(e.exit_code(), 2),
@@ -862,6 +891,11 @@ mod tests {
             panic!("expected a run");
         };
         assert_eq!(w.name, "msgrate");
+        let Ok(Command::CompareRma(o)) = parse_args(&args("compare rma --quick --rounds 3")) else {
+            panic!("expected a compare of rma");
+        };
+        assert!(o.quick);
+        assert_eq!(o.rounds, Some(3));
     }
 
     #[test]

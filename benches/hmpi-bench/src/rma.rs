@@ -21,8 +21,13 @@
 //!   in the previous repetition would otherwise start colder than one
 //!   that did not).
 //!
-//! The MPI peers are not measured by this workload yet (`compare` does
-//! not know it).
+//! `hmpi-bench compare rma` measures the MPI peers too: the same worker
+//! built with feature `mpi` runs `put-latency`, `get-latency`, `put-bw`,
+//! `get-bw` and the skew benchmark through rsmpi's raw C bindings
+//! (`mpi::ffi::MPI_Win_allocate`, `MPI_Win_lock_all`, `MPI_Put`,
+//! `MPI_Get`, `MPI_Win_flush`, `MPI_Win_lock`, `MPI_Win_unlock`), the
+//! calls OSU's C programs make, with the same loops and sizes
+//! (`--transport rsmpi --label rsmpi-<mpi>` on the worker's command line).
 //!
 //! Registered in `main.rs` with `mod rma;` and `rma::WORKLOAD` in
 //! `WORKLOADS`.
@@ -34,8 +39,10 @@ use hmpi::collective::SystemOperation;
 use hmpi::hmpi_core::launch::{allowed_cpus, Bind, Launcher};
 use hmpi::traits::{Communicator, CommunicatorCollectives};
 use hmpi::window::{Access, LockType, Window};
+use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::Write as _;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The `rma` workload.
@@ -79,24 +86,39 @@ const IDLE: Duration = Duration::from_millis(50);
 /// without skew.
 const SKEW_TARGET_RATIO: f64 = 1.2;
 
-fn sizes(opts: &Options) -> Vec<usize> {
-    let Some((lo, hi)) = opts.sizes else {
-        return if opts.quick {
-            QUICK_SIZES.to_vec()
-        } else {
-            DEFAULT_SIZES.to_vec()
-        };
+/// The sizes of a run: `--sizes` (powers of two), else the defaults.
+pub fn sizes(opts: &Options) -> Result<Vec<usize>, BenchError> {
+    let v = match opts.sizes {
+        None if opts.quick => QUICK_SIZES.to_vec(),
+        None => DEFAULT_SIZES.to_vec(),
+        Some((lo, hi)) => {
+            let mut v = Vec::new();
+            let mut s = lo.max(1).next_power_of_two();
+            if lo > 0 && s != lo {
+                v.push(lo);
+            }
+            while s <= hi {
+                v.push(s);
+                s *= 2;
+            }
+            v
+        }
     };
-    let mut v = Vec::new();
-    let mut s = lo.max(1).next_power_of_two();
-    if lo > 0 && s != lo {
-        v.push(lo);
+    if v.is_empty() {
+        return Err(BenchError::Usage("--sizes: no size in the range".into()));
     }
-    while s <= hi {
-        v.push(s);
-        s *= 2;
+    if let Some(&big) = v.iter().find(|&&s| s > 1 << 30) {
+        return Err(BenchError::Usage(format!(
+            "--sizes: {} is larger than the 1 GiB rma accepts",
+            report::fmt_size(big)
+        )));
     }
-    v
+    Ok(v)
+}
+
+/// Repetitions of every point (`--reps`, else 5; 3 with `--quick`).
+pub fn reps(opts: &Options) -> usize {
+    opts.reps.unwrap_or(if opts.quick { 3 } else { 5 })
 }
 
 /// Operations per repetition of a latency point (OSU's counts).
@@ -110,24 +132,15 @@ fn iters(size: usize, quick: bool) -> usize {
 }
 
 fn run(opts: &Options, progress: &Progress) -> Result<Outcome, BenchError> {
-    let sizes = sizes(opts);
-    if sizes.is_empty() {
-        return Err(BenchError::Usage("--sizes: no size in the range".into()));
-    }
-    if let Some(&big) = sizes.iter().find(|&&s| s > 1 << 30) {
-        return Err(BenchError::Usage(format!(
-            "--sizes: {} is larger than the 1 GiB rma accepts",
-            report::fmt_size(big)
-        )));
-    }
-    let reps = opts.reps.unwrap_or(if opts.quick { 3 } else { 5 });
+    let sizes = sizes(opts)?;
+    let reps = reps(opts);
     progress.line(format_args!(
         "rma: 2 ranks, {} sizes, {reps} repetitions{}",
         sizes.len(),
         if opts.quick { " (quick)" } else { "" }
     ));
     let mut failures = Vec::new();
-    let samples = match launch(&sizes, reps, opts.quick) {
+    let samples = match run_hmpi(&sizes, reps, opts.quick) {
         Ok(s) => s,
         Err(e) => {
             progress.line(format_args!("FAILED: {e}"));
@@ -136,40 +149,14 @@ fn run(opts: &Options, progress: &Progress) -> Result<Outcome, BenchError> {
         }
     };
     let mut text = String::new();
-    for w in [
-        PUT,
-        GET,
-        PUT_BW,
-        GET_BW,
-        ACC,
-        FOP,
-        FENCE,
-        PSCW,
-        SKEW,
-        SKEW_TARGET,
-    ] {
+    for w in ALL {
         let _ = writeln!(text, "{w}:");
         text += &report::render_table(&samples, w, &[BACKEND], &[]);
     }
     text += "(skew rows: the size column is the matrix order n, not bytes)\n";
-    let origin = |n| report::find(&samples, SKEW, BACKEND, 2, n).map(|s| s.value);
-    let m = if opts.quick { QUICK_MATRIX } else { MATRIX };
-    if let (Some(base), Some(&last)) = (origin(0), m.last()) {
-        if let Some(busy) = origin(last) {
-            let _ = writeln!(
-                text,
-                "targets:\n  skew: origin {busy:.1} us at n = {last} vs {base:.1} us without skew: \
-                 {:.2} x, target <= {SKEW_TARGET_RATIO} x: {} (the peers are not measured by \
-                 this workload yet)",
-                busy / base,
-                if busy <= base * SKEW_TARGET_RATIO {
-                    "met"
-                } else {
-                    "NOT met"
-                }
-            );
-        }
-    }
+    text += "targets:\n";
+    text += &skew_lines(&samples, &[BACKEND], opts.quick);
+    text += "  (the MPI peers in the same run: hmpi-bench compare rma)\n";
     Ok(Outcome {
         samples,
         text,
@@ -177,30 +164,132 @@ fn run(opts: &Options, progress: &Progress) -> Result<Outcome, BenchError> {
     })
 }
 
-fn launch(sizes: &[usize], reps: usize, quick: bool) -> Result<Vec<Sample>, String> {
+/// Every workload of the hmpi worker, in table order.
+const ALL: [&str; 10] = [
+    PUT,
+    GET,
+    PUT_BW,
+    GET_BW,
+    ACC,
+    FOP,
+    FENCE,
+    PSCW,
+    SKEW,
+    SKEW_TARGET,
+];
+
+/// The workloads `compare rma` measures on every backend, in table order.
+pub const COMPARED: [&str; 6] = [PUT, GET, PUT_BW, GET_BW, SKEW, SKEW_TARGET];
+
+/// The compared workloads with a latency or bandwidth target (2 ranks):
+/// the size it is judged at, whether higher is better, and the bound on
+/// hmpi / the best peer: 8-byte put and get latency <= 0.5x, 1 MiB put and
+/// get bandwidth >= 2x.
+pub const TARGETS: [(&str, usize, bool, f64); 4] = [
+    (PUT, 8, false, 0.5),
+    (GET, 8, false, 0.5),
+    (PUT_BW, 1 << 20, true, 2.0),
+    (GET_BW, 1 << 20, true, 2.0),
+];
+
+/// The skew workload and the matrix order of its largest skew.
+pub fn skew_point(quick: bool) -> (&'static str, usize) {
+    let m = if quick { QUICK_MATRIX } else { MATRIX };
+    (SKEW, m[m.len() - 1])
+}
+
+/// One line per backend of `labels`: the origin's time at the largest
+/// skew over its time without skew; hmpi's is judged against the bound.
+pub fn skew_lines(samples: &[Sample], labels: &[&str], quick: bool) -> String {
+    let (_, last) = skew_point(quick);
+    let mut out = String::new();
+    for &b in labels {
+        let origin = |n| report::find(samples, SKEW, b, 2, n).map(|s| s.value);
+        let (Some(base), Some(busy)) = (origin(0), origin(last)) else {
+            continue;
+        };
+        let verdict = if b != BACKEND {
+            ""
+        } else if busy <= base * SKEW_TARGET_RATIO {
+            ", target <= 1.2 x: met"
+        } else {
+            ", target <= 1.2 x: NOT met"
+        };
+        let _ = writeln!(
+            out,
+            "  skew {b}: origin {busy:.1} us at n = {last} vs {base:.1} us without skew: \
+             {:.2} x{verdict}",
+            busy / base
+        );
+    }
+    out
+}
+
+/// The worker's arguments for `sizes`, `reps`, `quick`, writing to `out`
+/// (a backend adds `--transport` and `--label`).
+pub fn worker_args(sizes: &[usize], reps: usize, quick: bool, out: &Path) -> Vec<OsString> {
+    let list: Vec<String> = sizes.iter().map(usize::to_string).collect();
+    let mut v: Vec<OsString> = vec![
+        "--worker".into(),
+        WORKER.into(),
+        "--sizes".into(),
+        list.join(",").into(),
+        "--reps".into(),
+        reps.to_string().into(),
+        "--out".into(),
+        out.into(),
+    ];
+    if quick {
+        v.push("--quick".into());
+    }
+    v
+}
+
+/// A limit on a whole job's time, generous enough for a slow machine.
+pub fn time_bound(sizes: &[usize], reps: usize, quick: bool) -> Duration {
+    let bytes: usize = sizes.iter().map(|&s| s * iters(s, quick) * 2).sum();
+    Duration::from_secs(60 + (reps as u64 + 1) * (bytes as u64 / 100_000_000 + 30))
+}
+
+/// The samples of backend `label` in `path`, checked to be complete for
+/// `workloads` at `sizes`.
+pub fn read_results(
+    path: &Path,
+    label: &str,
+    sizes: &[usize],
+    workloads: &[&str],
+) -> Result<Vec<Sample>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let samples: Vec<Sample> = text.lines().filter_map(parse_line).collect();
+    for &s in sizes {
+        for &w in workloads {
+            if report::find(&samples, w, label, 2, s).is_none() {
+                return Err(format!(
+                    "{label} {w}: no result for size {}",
+                    report::fmt_size(s)
+                ));
+            }
+        }
+    }
+    Ok(samples)
+}
+
+/// hmpi's measurement: 2 ranks through the launcher, bound to cores when
+/// there are two.
+pub fn run_hmpi(sizes: &[usize], reps: usize, quick: bool) -> Result<Vec<Sample>, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let file = ResultFile::new("rma")?;
-    let list: Vec<String> = sizes.iter().map(usize::to_string).collect();
     let bind = if allowed_cpus().len() >= 2 {
         Bind::Core
     } else {
         Bind::None
     };
-    let bytes: usize = sizes.iter().map(|&s| s * iters(s, quick) * 2).sum();
-    let bound = Duration::from_secs(60 + (reps as u64 + 1) * (bytes as u64 / 100_000_000 + 30));
     let mut l = Launcher::new(exe, 2)
-        .arg("--worker")
-        .arg(WORKER)
-        .arg("--sizes")
-        .arg(list.join(","))
-        .arg("--reps")
-        .arg(reps.to_string())
-        .arg("--out")
-        .arg(file.0.as_os_str())
         .bind(bind)
-        .timeout(bound);
-    if quick {
-        l = l.arg("--quick");
+        .timeout(time_bound(sizes, reps, quick));
+    for a in worker_args(sizes, reps, quick, &file.0) {
+        l = l.arg(a);
     }
     let report = l
         .run()
@@ -211,22 +300,12 @@ fn launch(sizes: &[usize], reps: usize, quick: bool) -> Result<Vec<Sample>, Stri
             report.first_failure
         ));
     }
-    let text = std::fs::read_to_string(&file.0)
-        .map_err(|e| format!("cannot read {}: {e}", file.0.display()))?;
-    let samples: Vec<Sample> = text.lines().filter_map(parse_line).collect();
-    for &s in sizes {
-        for w in [PUT, GET] {
-            if report::find(&samples, w, BACKEND, 2, s).is_none() {
-                return Err(format!("{w}: no result for size {}", report::fmt_size(s)));
-            }
-        }
-    }
-    Ok(samples)
+    read_results(&file.0, BACKEND, sizes, &[PUT, GET])
 }
 
-fn format_line(workload: &str, size: usize, values: &[f64]) -> String {
+fn format_line(label: &str, workload: &str, size: usize, values: &[f64]) -> String {
     let v: Vec<String> = values.iter().map(|x| format!("{x:.3}")).collect();
-    format!("{LINE_TAG} {workload} {size} {}", v.join(","))
+    format!("{LINE_TAG} {label} {workload} {size} {}", v.join(","))
 }
 
 fn parse_line(line: &str) -> Option<Sample> {
@@ -234,21 +313,9 @@ fn parse_line(line: &str) -> Option<Sample> {
     if w.next()? != LINE_TAG {
         return None;
     }
+    let backend = w.next()?;
     let name = w.next()?;
-    let workload = [
-        PUT,
-        GET,
-        PUT_BW,
-        GET_BW,
-        ACC,
-        FOP,
-        FENCE,
-        PSCW,
-        SKEW,
-        SKEW_TARGET,
-    ]
-    .into_iter()
-    .find(|&k| k == name)?;
+    let workload = ALL.into_iter().find(|&k| k == name)?;
     let unit = if workload == PUT_BW || workload == GET_BW {
         BW_UNIT
     } else {
@@ -260,7 +327,7 @@ fn parse_line(line: &str) -> Option<Sample> {
         .split(',')
         .map(|x| x.parse().ok().filter(|v: &f64| v.is_finite() && *v >= 0.0))
         .collect::<Option<_>>()?;
-    Sample::from_reps(workload, BACKEND, 2, size, unit, &values)
+    Sample::from_reps(workload, backend, 2, size, unit, &values)
 }
 
 /// The worker's arguments.
@@ -269,6 +336,10 @@ struct Job {
     reps: usize,
     quick: bool,
     out: String,
+    /// `hmpi`, or `rsmpi` (feature `mpi`) for an MPI peer.
+    transport: String,
+    /// The backend label of the result lines.
+    label: String,
 }
 
 fn parse_job(args: &[String]) -> Result<Job, BenchError> {
@@ -278,6 +349,8 @@ fn parse_job(args: &[String]) -> Result<Job, BenchError> {
         reps: 5,
         quick: false,
         out: String::new(),
+        transport: BACKEND.into(),
+        label: BACKEND.into(),
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -303,6 +376,8 @@ fn parse_job(args: &[String]) -> Result<Job, BenchError> {
             }
             "--out" => job.out = value()?,
             "--quick" => job.quick = true,
+            "--transport" => job.transport = value()?,
+            "--label" => job.label = value()?,
             other => return Err(bad(format!("unknown argument '{other}'"))),
         }
     }
@@ -328,6 +403,36 @@ fn matmul(n: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
 
 fn worker(args: &[String]) -> Result<(), BenchError> {
     let job = parse_job(args)?;
+    let lines = match job.transport.as_str() {
+        BACKEND => hmpi_worker(&job)?,
+        #[cfg(feature = "mpi")]
+        "rsmpi" => peer::worker(&job)?,
+        #[cfg(not(feature = "mpi"))]
+        "rsmpi" => {
+            return Err(BenchError::Usage(format!(
+                "--worker {WORKER}: this hmpi-bench was built without the `mpi` feature"
+            )))
+        }
+        other => {
+            return Err(BenchError::Usage(format!(
+                "--worker {WORKER}: unknown transport '{other}' (known: hmpi, rsmpi)"
+            )))
+        }
+    };
+    if let Some(lines) = lines {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&job.out)
+            .map_err(|e| BenchError::Failed(format!("rma worker: {}: {e}", job.out)))?;
+        for l in &lines {
+            writeln!(f, "{l}").map_err(|e| BenchError::Failed(format!("rma worker: {e}")))?;
+        }
+    }
+    Ok(())
+}
+
+/// hmpi's rank: measures everything; rank 0 returns the result lines.
+fn hmpi_worker(job: &Job) -> Result<Option<Vec<String>>, BenchError> {
     // Window memory and origin buffers in the node heap.
     crate::node_heap_allocator();
     let failed = |e: hmpi::Error| BenchError::Failed(format!("rma worker: {e}"));
@@ -380,7 +485,7 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
                     }
                     us.push(t.elapsed().as_secs_f64() * 1e6 / n as f64);
                 }
-                lines.push(format_line(w, size, &us));
+                lines.push(format_line(BACKEND, w, size, &us));
             }
         }
         // Bandwidth: a window of puts (gets), then one flush.
@@ -407,7 +512,7 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
                     let bytes = (size * BW_WINDOW * n) as f64;
                     mbs.push(bytes / t.elapsed().as_secs_f64() / 1e6);
                 }
-                lines.push(format_line(w, size, &mbs));
+                lines.push(format_line(BACKEND, w, size, &mbs));
             }
         }
         // Accumulate and fetch-and-op latency, on a window of u64s.
@@ -438,7 +543,7 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
                     }
                     us.push(t.elapsed().as_secs_f64() * 1e6 / n as f64);
                 }
-                lines.push(format_line(w, size, &us));
+                lines.push(format_line(BACKEND, w, size, &us));
             }
         }
         e.unlock_all().map_err(failed)?;
@@ -478,7 +583,7 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
                 }
                 us.push(t.elapsed().as_secs_f64() * 1e6 / n as f64);
             }
-            lines.push(format_line(w, size, &us));
+            lines.push(format_line(BACKEND, w, size, &us));
         }
     }
     world.barrier().map_err(failed)?;
@@ -522,19 +627,319 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
                 target_us.push(both[1]);
             }
         }
-        lines.push(format_line(SKEW, n, &origin_us));
-        lines.push(format_line(SKEW_TARGET, n, &target_us));
-    }
-    if me == 0 {
-        let mut f = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&job.out)
-            .map_err(|e| BenchError::Failed(format!("rma worker: {}: {e}", job.out)))?;
-        for l in &lines {
-            writeln!(f, "{l}").map_err(|e| BenchError::Failed(format!("rma worker: {e}")))?;
-        }
+        lines.push(format_line(BACKEND, SKEW, n, &origin_us));
+        lines.push(format_line(BACKEND, SKEW_TARGET, n, &target_us));
     }
     win64.free().map_err(failed)?;
     win.free().map_err(failed)?;
-    Ok(())
+    Ok((me == 0).then_some(lines))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_lines_carry_their_backend() {
+        let l = format_line("rsmpi-mpich", PUT_BW, 1 << 20, &[1.5, 2.5, 2.0]);
+        let s = parse_line(&l).unwrap();
+        assert_eq!(
+            (
+                s.workload.as_str(),
+                s.backend.as_str(),
+                s.size,
+                s.unit,
+                s.value
+            ),
+            (PUT_BW, "rsmpi-mpich", 1 << 20, BW_UNIT, 2.0)
+        );
+        assert!(parse_line("rma-sample hmpi nosuch 8 1.0").is_none());
+        assert!(parse_line("rma-sample hmpi put-latency 8 -1.0").is_none());
+        let dir = std::env::temp_dir().join(format!("rma-results-{}", std::process::id()));
+        std::fs::write(&dir, format!("{l}\n")).unwrap();
+        assert!(read_results(&dir, "rsmpi-mpich", &[1 << 20], &[PUT_BW]).is_ok());
+        let missing = read_results(&dir, "rsmpi-mpich", &[8], &[PUT_BW]).unwrap_err();
+        assert!(missing.contains("no result for size 8"), "{missing}");
+        std::fs::remove_file(&dir).unwrap();
+    }
+
+    #[test]
+    fn sizes_and_arguments() {
+        let o = Options {
+            sizes: Some((3, 16)),
+            ..Options::default()
+        };
+        assert_eq!(sizes(&o).unwrap(), [3, 4, 8, 16]);
+        let o = Options {
+            sizes: Some((1 << 31, 1 << 31)),
+            ..Options::default()
+        };
+        assert!(sizes(&o).is_err());
+        let a = worker_args(&[8, 16], 3, true, Path::new("/tmp/x"));
+        let a: Vec<&str> = a.iter().map(|s| s.to_str().unwrap()).collect();
+        assert_eq!(
+            a,
+            ["--worker", "rma", "--sizes", "8,16", "--reps", "3", "--out", "/tmp/x", "--quick"]
+        );
+        let job = parse_job(
+            &a[2..]
+                .iter()
+                .map(|s| s.to_string())
+                .chain(["--transport", "rsmpi", "--label", "rsmpi-openmpi"].map(String::from))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        assert_eq!(
+            (job.transport.as_str(), job.label.as_str()),
+            ("rsmpi", "rsmpi-openmpi")
+        );
+        assert_eq!((job.sizes, job.reps, job.quick), (vec![8, 16], 3, true));
+    }
+}
+
+/// An MPI peer's rank: the compared measurements through rsmpi's raw C
+/// bindings, as OSU's C programs call them.
+#[cfg(feature = "mpi")]
+mod peer {
+    use super::{
+        format_line, iters, matmul, BenchError, Job, BW_WINDOW, GET, GET_BW, IDLE, MATRIX, PUT,
+        PUT_BW, QUICK_MATRIX, SKEW, SKEW_BYTES, SKEW_PUTS, SKEW_TARGET,
+    };
+    use mpi::collective::CommunicatorCollectives;
+    use mpi::datatype::Equivalence;
+    use mpi::ffi;
+    use mpi::raw::AsRaw;
+    use mpi::topology::Communicator;
+    use std::os::raw::{c_int, c_void};
+    use std::time::Instant;
+
+    /// A window of bytes allocated by the MPI library (`MPI_Win_allocate`).
+    struct Win {
+        raw: ffi::MPI_Win,
+        label: String,
+    }
+
+    impl Win {
+        fn check(&self, what: &str, code: c_int) -> Result<(), BenchError> {
+            check(&self.label, what, code)
+        }
+
+        /// `MPI_Put` (or `MPI_Get`) of `len` bytes at `buf` to (from)
+        /// displacement `disp` of `target`.
+        fn transfer(
+            &self,
+            put: bool,
+            buf: *mut u8,
+            len: usize,
+            target: c_int,
+            disp: usize,
+        ) -> Result<(), BenchError> {
+            let n = c_int::try_from(len)
+                .map_err(|_| BenchError::Failed(format!("{}: {len} bytes", self.label)))?;
+            let byte = u8::equivalent_datatype().as_raw();
+            let code = if put {
+                // SAFETY: `buf` is readable for `len` bytes until the
+                // caller's flush or unlock completes the put; the window
+                // holds `disp + len` bytes at the target (sized for the
+                // largest transfer).
+                unsafe {
+                    ffi::MPI_Put(
+                        buf as *const c_void,
+                        n,
+                        byte,
+                        target,
+                        disp as ffi::MPI_Aint,
+                        n,
+                        byte,
+                        self.raw,
+                    )
+                }
+            } else {
+                // SAFETY: as for the put; `buf` is writable for `len`
+                // bytes until the caller's flush completes the get.
+                unsafe {
+                    ffi::MPI_Get(
+                        buf as *mut c_void,
+                        n,
+                        byte,
+                        target,
+                        disp as ffi::MPI_Aint,
+                        n,
+                        byte,
+                        self.raw,
+                    )
+                }
+            };
+            self.check(if put { "MPI_Put" } else { "MPI_Get" }, code)
+        }
+
+        fn flush(&self, target: c_int) -> Result<(), BenchError> {
+            // SAFETY: a live window in a passive-target epoch.
+            let code = unsafe { ffi::MPI_Win_flush(target, self.raw) };
+            self.check("MPI_Win_flush", code)
+        }
+    }
+
+    fn check(label: &str, what: &str, code: c_int) -> Result<(), BenchError> {
+        if code == ffi::MPI_SUCCESS as c_int {
+            Ok(())
+        } else {
+            Err(BenchError::Failed(format!(
+                "{label} {what}: MPI error code {code}"
+            )))
+        }
+    }
+
+    /// Both ranks: the compared measurements; rank 0 returns the lines.
+    pub fn worker(job: &Job) -> Result<Option<Vec<String>>, BenchError> {
+        let label = job.label.as_str();
+        let universe = mpi::initialize()
+            .ok_or_else(|| BenchError::Failed(format!("{label}: MPI was already initialised")))?;
+        let world = universe.world();
+        if world.size() != 2 {
+            return Err(BenchError::Failed(format!(
+                "{label} rma worker: needs 2 ranks, the job has {}",
+                world.size()
+            )));
+        }
+        let me = world.rank();
+        let max = job
+            .sizes
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(SKEW_PUTS * SKEW_BYTES);
+        let mut base: *mut u8 = std::ptr::null_mut();
+        // SAFETY: a plain handle value.
+        let mut raw = unsafe { ffi::RSMPI_WIN_NULL };
+        // SAFETY: collective over the world; MPI writes the base address
+        // into `base` and the handle into `raw`.
+        let code = unsafe {
+            ffi::MPI_Win_allocate(
+                max as ffi::MPI_Aint,
+                1,
+                ffi::RSMPI_INFO_NULL,
+                world.as_raw(),
+                (&mut base as *mut *mut u8).cast::<c_void>(),
+                &mut raw,
+            )
+        };
+        check(label, "MPI_Win_allocate", code)?;
+        let win = Win {
+            raw,
+            label: label.to_owned(),
+        };
+        let mut src = vec![0x5au8; max];
+        let mut dst = vec![0u8; max];
+        let mut lines = Vec::new();
+        world.barrier();
+        if me == 0 {
+            // SAFETY: a live window; no epoch is open on it.
+            let code = unsafe { ffi::MPI_Win_lock_all(0, win.raw) };
+            win.check("MPI_Win_lock_all", code)?;
+            for &size in &job.sizes {
+                let n = iters(size, job.quick);
+                for (w, put) in [(PUT, true), (GET, false)] {
+                    let buf = if put {
+                        src.as_mut_ptr()
+                    } else {
+                        dst.as_mut_ptr()
+                    };
+                    let one = || -> Result<(), BenchError> {
+                        win.transfer(put, buf, size, 1, 0)?;
+                        win.flush(1)
+                    };
+                    for _ in 0..n / 10 {
+                        one()?;
+                    }
+                    let mut us = Vec::with_capacity(job.reps);
+                    for _ in 0..job.reps {
+                        let t = Instant::now();
+                        for _ in 0..n {
+                            one()?;
+                        }
+                        us.push(t.elapsed().as_secs_f64() * 1e6 / n as f64);
+                    }
+                    lines.push(format_line(label, w, size, &us));
+                }
+            }
+            for &size in &job.sizes {
+                let n = (iters(size, job.quick) / BW_WINDOW).max(2);
+                for (w, put) in [(PUT_BW, true), (GET_BW, false)] {
+                    let buf = if put {
+                        src.as_mut_ptr()
+                    } else {
+                        dst.as_mut_ptr()
+                    };
+                    let one = || -> Result<(), BenchError> {
+                        for _ in 0..BW_WINDOW {
+                            win.transfer(put, buf, size, 1, 0)?;
+                        }
+                        win.flush(1)
+                    };
+                    one()?;
+                    let mut mbs = Vec::with_capacity(job.reps);
+                    for _ in 0..job.reps {
+                        let t = Instant::now();
+                        for _ in 0..n {
+                            one()?;
+                        }
+                        let bytes = (size * BW_WINDOW * n) as f64;
+                        mbs.push(bytes / t.elapsed().as_secs_f64() / 1e6);
+                    }
+                    lines.push(format_line(label, w, size, &mbs));
+                }
+            }
+            // SAFETY: closes the lock_all epoch opened above.
+            let code = unsafe { ffi::MPI_Win_unlock_all(win.raw) };
+            win.check("MPI_Win_unlock_all", code)?;
+        }
+        world.barrier();
+
+        // Skew, as in the hmpi worker.
+        let m = if job.quick { QUICK_MATRIX } else { MATRIX };
+        for &n in m {
+            let a: Vec<f64> = (0..n * n).map(|i| (i % 7) as f64).collect();
+            let b: Vec<f64> = (0..n * n).map(|i| (i % 5) as f64).collect();
+            let mut c = vec![0.0; n * n];
+            let mut origin_us = Vec::with_capacity(job.reps);
+            let mut target_us = Vec::with_capacity(job.reps);
+            for rep in 0..=job.reps {
+                std::thread::sleep(IDLE);
+                world.barrier();
+                let t = Instant::now();
+                if me == 1 {
+                    matmul(n, &a, &b, &mut c);
+                    std::hint::black_box(&c);
+                } else {
+                    let exclusive = ffi::MPI_LOCK_EXCLUSIVE as c_int;
+                    // SAFETY: a live window; no epoch is open on it.
+                    let code = unsafe { ffi::MPI_Win_lock(exclusive, 1, 0, win.raw) };
+                    win.check("MPI_Win_lock", code)?;
+                    for k in 0..SKEW_PUTS {
+                        win.transfer(true, src.as_mut_ptr(), SKEW_BYTES, 1, k * SKEW_BYTES)?;
+                    }
+                    // SAFETY: closes the lock epoch opened above.
+                    let code = unsafe { ffi::MPI_Win_unlock(1, win.raw) };
+                    win.check("MPI_Win_unlock", code)?;
+                }
+                let mine = [t.elapsed().as_secs_f64() * 1e6];
+                let mut both = [0.0f64; 2];
+                world.all_gather_into(&mine[..], &mut both[..]);
+                if rep > 0 {
+                    origin_us.push(both[0]);
+                    target_us.push(both[1]);
+                }
+            }
+            lines.push(format_line(label, SKEW, n, &origin_us));
+            lines.push(format_line(label, SKEW_TARGET, n, &target_us));
+        }
+        let mut raw = win.raw;
+        // SAFETY: collective; every epoch on the window is closed.
+        let code = unsafe { ffi::MPI_Win_free(&mut raw) };
+        check(label, "MPI_Win_free", code)?;
+        std::hint::black_box(base);
+        Ok((me == 0).then_some(lines))
+    }
 }

@@ -5,13 +5,14 @@
 //! datatypes at the target; dynamic and shared windows; atomicity (all
 //! ranks accumulating into one location, compare-and-swap as a lock); a
 //! target that sleeps outside the library while origins work on its
-//! window; post/start/complete/wait with ranks that receive nothing; bad
-//! arguments.
+//! window; post/start/complete/wait with ranks that receive nothing;
+//! hints; bad arguments.
 
 use hmpi_core::datatype::{BasicType, Datatype, UserDatatype};
+use hmpi_core::info::Info;
 use hmpi_core::launch::rank_tests;
 use hmpi_core::prelude::*;
-use hmpi_core::window::{assert, Access, Flavor, Immediate, LockType, Win, Window};
+use hmpi_core::window::{assert, hint, Access, Flavor, Immediate, LockType, Win, Window};
 use shmheap::ShmHeap;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::Ordering;
@@ -722,6 +723,61 @@ fn bad(world: &SimpleCommunicator) {
     w.free().unwrap();
 }
 
+/// Hints: what `info` reports, `no_locks` refusing locks, and values
+/// the library does not use left alone.
+fn hints(world: &SimpleCommunicator) {
+    let me = world.rank() as usize;
+    let win = Window::<u64>::allocate(world, 4).unwrap();
+    let i = win.info();
+    assert_eq!(i.get(hint::NO_LOCKS), Some("false"));
+    assert_eq!(i.get(hint::ACCUMULATE_ORDERING), Some("rar,raw,war,waw"));
+    assert_eq!(i.get(hint::SAME_DISP_UNIT), Some("true"));
+    assert_eq!(i.get(hint::ALLOC_SHARED_NONCONTIG), None);
+    let mut on = Info::new();
+    on.set(hint::NO_LOCKS, "true").unwrap();
+    // An order the library does not drop stays reported as all of them.
+    on.set(hint::ACCUMULATE_ORDERING, "none").unwrap();
+    win.set_info(&on).unwrap();
+    let i = win.info();
+    assert_eq!(i.get(hint::NO_LOCKS), Some("true"));
+    assert_eq!(i.get(hint::ACCUMULATE_ORDERING), Some("rar,raw,war,waw"));
+    match win.lock(0, LockType::Shared) {
+        Err(Error::RmaSync { .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    match win.lock_all() {
+        Err(Error::RmaSync { .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    // Fences still work; a value other than true/false is ignored.
+    let f = win.fence().unwrap();
+    f.put(0, &[me as u64], me as u64).unwrap();
+    f.end().unwrap();
+    let mut odd = Info::new();
+    odd.set(hint::NO_LOCKS, "maybe").unwrap();
+    win.set_info(&odd).unwrap();
+    assert_eq!(win.info().get(hint::NO_LOCKS), Some("true"));
+    let mut off = Info::new();
+    off.set(hint::NO_LOCKS, "false").unwrap();
+    win.set_info(&off).unwrap();
+    let e = win.lock(0, LockType::Shared).unwrap();
+    // Turning no_locks on while holding a lock is refused.
+    let r = win.set_info(&on);
+    assert!(matches!(r, Err(Error::RmaSync { .. })), "{r:?}");
+    e.unlock().unwrap();
+    world.barrier().unwrap();
+    win.free().unwrap();
+    // Different displacement units; a shared window reports contiguity.
+    let unit = if me == 0 { 1 } else { 8 };
+    let w = Win::allocate(world, 64, unit).unwrap();
+    let same = if world.size() == 1 { "true" } else { "false" };
+    assert_eq!(w.info().get(hint::SAME_DISP_UNIT), Some(same));
+    w.free().unwrap();
+    let s = Win::allocate_shared(world, 64, 8).unwrap();
+    assert_eq!(s.info().get(hint::ALLOC_SHARED_NONCONTIG), Some("false"));
+    s.free().unwrap();
+}
+
 fn ops_rank(u: Universe) {
     let world = u.world();
     for mem in [Mem::Allocated, Mem::System, Mem::HeapVec] {
@@ -745,6 +801,7 @@ fn main() {
                 "pscw" => pscw_some_receive_nothing(&world),
                 "dynamic" => dynamic_and_shared(&world),
                 "bad" => bad(&world),
+                "hints" => hints(&world),
                 _ => return None,
             }
             Some(())
@@ -784,6 +841,12 @@ fn main() {
                 for n in [1, 3] {
                     let r = rank_tests::launch("dynamic", n, &[]);
                     rank_tests::assert_ran(&r, "dynamic");
+                }
+            }),
+            ("window_hints", || {
+                for n in [1, 3] {
+                    let r = rank_tests::launch("hints", n, &[]);
+                    rank_tests::assert_ran(&r, "hints");
                 }
             }),
             ("bad_arguments_are_errors", || {

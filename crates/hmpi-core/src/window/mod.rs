@@ -61,6 +61,18 @@
 //! `alloc_shared_noncontig` hint is not needed: the segment is one
 //! allocation and the parts are not padded).
 //!
+//! # Hints (info keys)
+//!
+//! [`Win::set_info`] (`MPI_Win_set_info`, and the info of the creating
+//! call in C) reads `no_locks`: `true` makes `lock` and `lock_all` an
+//! [`Error::RmaSync`] (the program promised not to call them). The other
+//! keys of MPI's list change nothing here and [`Win::info`] reports what
+//! is in effect whatever was asked: `accumulate_ordering` is
+//! `rar,raw,war,waw` (every accumulate is complete at its call, so all
+//! orders hold), `accumulate_ops` `same_op_no_op`, `same_disp_unit`
+//! whether every member's unit is the same, and for shared windows
+//! `alloc_shared_noncontig` `false` (the parts are contiguous).
+//!
 //! # Example
 //! ```
 //! use hmpi_core::window::{LockType, Window};
@@ -79,6 +91,20 @@
 //! win.free().unwrap();
 //! ```
 
+/// The info keys of windows ([`Win::set_info`], [`Win::info`]).
+pub mod hint {
+    /// `true`: the program never locks the window.
+    pub const NO_LOCKS: &str = "no_locks";
+    /// The orders accumulates keep (always all of them here).
+    pub const ACCUMULATE_ORDERING: &str = "accumulate_ordering";
+    /// Which operations accumulates to one location mix.
+    pub const ACCUMULATE_OPS: &str = "accumulate_ops";
+    /// Whether every member has the same displacement unit.
+    pub const SAME_DISP_UNIT: &str = "same_disp_unit";
+    /// Whether a shared window's parts may be apart.
+    pub const ALLOC_SHARED_NONCONTIG: &str = "alloc_shared_noncontig";
+}
+
 mod ops;
 mod remote;
 mod shared;
@@ -91,11 +117,12 @@ pub use typed::{
 use crate::comm::{Communicator, SimpleCommunicator};
 use crate::error::{Error, Result};
 use crate::group::Group;
+use crate::info::Info;
 use crate::traits::CommunicatorCollectives;
 use shared::Block;
 use std::alloc::{GlobalAlloc, Layout};
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Assertions of the synchronisation calls (`MPI_MODE_*`, with the values
@@ -218,6 +245,15 @@ pub struct Win {
     _owned: Option<Owned>,
     name: Mutex<String>,
     epochs: Mutex<Epochs>,
+    /// `lock_all` is on: a copy of `epochs.lock_all.is_some()`, written
+    /// under `epochs`' mutex, so that the operations and flushes of a
+    /// `lock_all` epoch check it without taking the mutex.
+    all_locked: AtomicBool,
+    /// Per target: this process holds its lock, a copy of
+    /// `epochs.locks[r].is_some()` kept as `all_locked` is.
+    locked: Box<[AtomicBool]>,
+    /// The `no_locks` hint: `lock` and `lock_all` are refused.
+    no_locks: AtomicBool,
     freed: bool,
 }
 
@@ -367,6 +403,9 @@ impl Win {
                 posts: vec![0; n as usize],
                 ..Epochs::default()
             }),
+            all_locked: AtomicBool::new(false),
+            locked: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            no_locks: AtomicBool::new(false),
             freed: false,
         })
     }
@@ -673,6 +712,64 @@ impl Win {
         *self.name.lock().unwrap_or_else(|p| p.into_inner()) = name.to_owned();
     }
 
+    /// `MPI_Win_set_info` (and the info of a creating call): reads the
+    /// hints this library uses (see the module's "Hints"); keys it does
+    /// not use, and values other than `true` / `false` for `no_locks`,
+    /// are ignored as MPI allows. [`Error::RmaSync`] when `no_locks` is
+    /// set to `true` while this process holds a lock of the window.
+    pub fn set_info(&self, info: &Info) -> Result<()> {
+        let no_locks = match info.get(hint::NO_LOCKS).map(str::trim) {
+            Some(v) if v.eq_ignore_ascii_case("true") => true,
+            Some(v) if v.eq_ignore_ascii_case("false") => false,
+            _ => return Ok(()),
+        };
+        let e = self.epochs();
+        if no_locks && (e.nlocks > 0 || e.lock_all.is_some()) {
+            return Err(sync_err(
+                "MPI_Win_set_info: no_locks set to true while a lock is held",
+            ));
+        }
+        // Relaxed: read by `lock` and `lock_all` of this process, after
+        // this call (program order) or racing it (erroneous in MPI).
+        self.no_locks.store(no_locks, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// `MPI_Win_get_info`: the hints in effect (see the module's "Hints").
+    pub fn info(&self) -> Info {
+        let mut i = Info::new();
+        let units = self.peers.iter().map(|p| p.disp_unit);
+        let same_unit = units.clone().min() == units.max();
+        let flag = |b: bool| if b { "true" } else { "false" };
+        // Relaxed: as in `set_info`.
+        let no_locks = self.no_locks.load(Ordering::Relaxed);
+        let mut pairs = vec![
+            (hint::NO_LOCKS, flag(no_locks)),
+            (hint::ACCUMULATE_ORDERING, "rar,raw,war,waw"),
+            (hint::ACCUMULATE_OPS, "same_op_no_op"),
+            (hint::SAME_DISP_UNIT, flag(same_unit)),
+        ];
+        if self.flavor == Flavor::Shared {
+            pairs.push((hint::ALLOC_SHARED_NONCONTIG, "false"));
+        }
+        for (k, v) in pairs {
+            // The keys and values are short constants within MPI's limits.
+            let _ = i.set(k, v);
+        }
+        i
+    }
+
+    /// [`Error::RmaSync`] if the `no_locks` hint is on.
+    fn check_locks_allowed(&self, what: &str) -> Result<()> {
+        // Relaxed: as in `set_info`.
+        if self.no_locks.load(Ordering::Relaxed) {
+            return Err(sync_err(format!(
+                "{what} on a window whose no_locks hint is true"
+            )));
+        }
+        Ok(())
+    }
+
     /// Member `rank`'s user flag word in the window's shared block (a
     /// word any member may read and write without the owner, for
     /// signalling beside the window's memory).
@@ -748,6 +845,7 @@ impl Win {
             return Ok(());
         }
         self.peer(rank)?;
+        self.check_locks_allowed("MPI_Win_lock")?;
         let nocheck = assert_ & assert::NOCHECK != 0;
         {
             let mut e = self.epochs();
@@ -764,6 +862,8 @@ impl Win {
             }
             e.locks[rank as usize] = Some(Held { kind, nocheck });
             e.nlocks += 1;
+            // Relaxed: as `all_locked` in `lock_all`.
+            self.locked[rank as usize].store(true, Ordering::Relaxed);
         }
         if !nocheck {
             shared::lock(
@@ -788,6 +888,8 @@ impl Win {
                 .take()
                 .ok_or_else(|| sync_err(format!("MPI_Win_unlock: rank {rank} is not locked")))?;
             e.nlocks -= 1;
+            // Relaxed: as `all_locked` in `lock_all`.
+            self.locked[rank as usize].store(false, Ordering::Relaxed);
             h
         };
         if held.nocheck {
@@ -807,6 +909,7 @@ impl Win {
     /// `MPI_Win_lock_all`: a shared lock on every member.
     pub fn lock_all(&self, assert_: i32) -> Result<()> {
         Win::check_assert(assert_)?;
+        self.check_locks_allowed("MPI_Win_lock_all")?;
         let nocheck = assert_ & assert::NOCHECK != 0;
         {
             let mut e = self.epochs();
@@ -815,6 +918,10 @@ impl Win {
             }
             e.fence = false;
             e.lock_all = Some(nocheck);
+            // Relaxed: the flag only spares this process's own threads the
+            // mutex; it is written under the mutex, and a thread that
+            // races an operation with the unlock is erroneous in MPI.
+            self.all_locked.store(true, Ordering::Relaxed);
         }
         if !nocheck {
             for r in 0..self.peers.len() as u32 {
@@ -826,11 +933,16 @@ impl Win {
 
     /// `MPI_Win_unlock_all`.
     pub fn unlock_all(&self) -> Result<()> {
-        let nocheck = self
-            .epochs()
-            .lock_all
-            .take()
-            .ok_or_else(|| sync_err("MPI_Win_unlock_all without MPI_Win_lock_all"))?;
+        let nocheck = {
+            let mut e = self.epochs();
+            let nocheck = e
+                .lock_all
+                .take()
+                .ok_or_else(|| sync_err("MPI_Win_unlock_all without MPI_Win_lock_all"))?;
+            // Relaxed: as in `lock_all`.
+            self.all_locked.store(false, Ordering::Relaxed);
+            nocheck
+        };
         if nocheck {
             // SeqCst: as in `unlock`.
             fence(Ordering::SeqCst);
@@ -847,6 +959,9 @@ impl Win {
             return Ok(());
         }
         self.peer(rank)?;
+        if self.lock_held(rank as u32) {
+            return Ok(());
+        }
         let e = self.epochs();
         if e.lock_all.is_none() && e.locks[rank as usize].is_none() {
             return Err(sync_err(format!("{what}: rank {rank} is not locked")));
@@ -865,7 +980,8 @@ impl Win {
 
     /// `MPI_Win_flush_all` / `MPI_Win_flush_local_all`.
     pub fn flush_all(&self) -> Result<()> {
-        {
+        // Relaxed: see the field.
+        if !self.all_locked.load(Ordering::Relaxed) {
             let e = self.epochs();
             if e.lock_all.is_none() && e.nlocks == 0 {
                 return Err(sync_err("MPI_Win_flush_all outside a passive-target epoch"));
@@ -997,7 +1113,18 @@ impl Win {
 
     /// Checks that this process may access `rank` now; in a post/start
     /// epoch, waits for the target's post the first time.
+    /// Whether this process holds `rank`'s lock or `lock_all`, without
+    /// the mutex (`rank` is a member).
+    fn lock_held(&self, rank: u32) -> bool {
+        // Relaxed: see the fields; set flags are this process's epochs.
+        self.all_locked.load(Ordering::Relaxed)
+            || self.locked[rank as usize].load(Ordering::Relaxed)
+    }
+
     fn check_access(&self, rank: u32, what: &str) -> Result<()> {
+        if self.lock_held(rank) {
+            return Ok(());
+        }
         let mut e = self.epochs();
         if e.fence || e.lock_all.is_some() || e.locks[rank as usize].is_some() {
             return Ok(());

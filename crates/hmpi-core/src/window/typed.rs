@@ -6,9 +6,10 @@
 
 use super::{assert, LockType, Win};
 use crate::comm::SimpleCommunicator;
-use crate::datatype::Equivalence;
+use crate::datatype::{Datatype, Equivalence};
 use crate::error::{Error, Result};
 use crate::group::Group;
+use crate::info::Info;
 use crate::op::SystemOperation;
 use crate::request::Scope;
 use std::marker::PhantomData;
@@ -21,6 +22,9 @@ use std::sync::atomic::AtomicU64;
 #[derive(Debug)]
 pub struct Window<'m, T: Equivalence> {
     raw: Win,
+    /// `T::equivalent_datatype()`, built once: the epochs' operations
+    /// borrow it instead of building (and reference-counting) one per call.
+    dt: Datatype,
     len: usize,
     _mem: PhantomData<&'m mut [T]>,
 }
@@ -50,6 +54,7 @@ impl<T: Equivalence> Window<'static, T> {
         let raw = Win::allocate(comm, bytes::<T>(len)?, unit::<T>()?)?;
         Ok(Window {
             raw,
+            dt: T::equivalent_datatype(),
             len,
             _mem: PhantomData,
         })
@@ -61,6 +66,7 @@ impl<T: Equivalence> Window<'static, T> {
         let raw = Win::allocate_shared(comm, bytes::<T>(len)?, unit::<T>()?)?;
         Ok(Window {
             raw,
+            dt: T::equivalent_datatype(),
             len,
             _mem: PhantomData,
         })
@@ -85,6 +91,7 @@ impl<'m, T: Equivalence> Window<'m, T> {
         };
         Ok(Window {
             raw,
+            dt: T::equivalent_datatype(),
             len,
             _mem: PhantomData,
         })
@@ -141,6 +148,16 @@ impl<'m, T: Equivalence> Window<'m, T> {
         Ok((size as usize / std::mem::size_of::<T>(), p.cast()))
     }
 
+    /// `MPI_Win_set_info` (see [`Win::set_info`]).
+    pub fn set_info(&self, info: &Info) -> Result<()> {
+        self.raw.set_info(info)
+    }
+
+    /// `MPI_Win_get_info`: the hints in effect (see [`Win::info`]).
+    pub fn info(&self) -> Info {
+        self.raw.info()
+    }
+
     /// Member `rank`'s user flag word (see [`Win::flag`]).
     pub fn flag(&self, rank: i32) -> Result<&AtomicU64> {
         self.raw.flag(rank)
@@ -153,6 +170,7 @@ impl<'m, T: Equivalence> Window<'m, T> {
         self.raw.fence(0)?;
         Ok(Fence {
             raw: &self.raw,
+            dt: &self.dt,
             open: true,
             _t: PhantomData,
         })
@@ -163,6 +181,7 @@ impl<'m, T: Equivalence> Window<'m, T> {
         self.raw.lock(kind, rank, 0)?;
         Ok(LockEpoch {
             raw: &self.raw,
+            dt: &self.dt,
             rank,
             open: true,
             _t: PhantomData,
@@ -174,6 +193,7 @@ impl<'m, T: Equivalence> Window<'m, T> {
         self.raw.lock_all(0)?;
         Ok(LockAll {
             raw: &self.raw,
+            dt: &self.dt,
             open: true,
             _t: PhantomData,
         })
@@ -185,6 +205,7 @@ impl<'m, T: Equivalence> Window<'m, T> {
         self.raw.start(group, 0)?;
         Ok(AccessEpoch {
             raw: &self.raw,
+            dt: &self.dt,
             open: true,
             _t: PhantomData,
         })
@@ -211,42 +232,45 @@ pub trait Access<T: Equivalence> {
     /// The raw window.
     fn raw(&self) -> &Win;
 
+    /// The datatype of `T` (built once per window).
+    fn datatype(&self) -> &Datatype;
+
     /// `MPI_Put` of `data` to `disp` of `rank`.
     fn put(&self, rank: i32, data: &[T], disp: u64) -> Result<()> {
-        let dt = T::equivalent_datatype();
+        let dt = self.datatype();
         // SAFETY: `data` holds `len` elements of `T`.
         unsafe {
             self.raw().put(
                 data.as_ptr().cast(),
                 data.len(),
-                &dt,
+                dt,
                 rank,
                 disp,
                 data.len(),
-                &dt,
+                dt,
             )
         }
     }
 
     /// `MPI_Get` from `disp` of `rank` into `buf`.
     fn get(&self, rank: i32, buf: &mut [T], disp: u64) -> Result<()> {
-        let dt = T::equivalent_datatype();
+        let dt = self.datatype();
         let n = buf.len();
         // SAFETY: `buf` holds `n` writable elements of `T`.
         unsafe {
             self.raw()
-                .get(buf.as_mut_ptr().cast(), n, &dt, rank, disp, n, &dt)
+                .get(buf.as_mut_ptr().cast(), n, dt, rank, disp, n, dt)
         }
     }
 
     /// `MPI_Accumulate` of `data` into `disp` of `rank` with `op`.
     fn accumulate(&self, rank: i32, data: &[T], disp: u64, op: SystemOperation) -> Result<()> {
-        let dt = T::equivalent_datatype();
+        let dt = self.datatype();
         let n = data.len();
         // SAFETY: `data` holds `n` elements.
         unsafe {
             self.raw()
-                .accumulate(data.as_ptr().cast(), n, &dt, rank, disp, n, &dt, op)
+                .accumulate(data.as_ptr().cast(), n, dt, rank, disp, n, dt, op)
         }
     }
 
@@ -260,7 +284,7 @@ pub trait Access<T: Equivalence> {
         disp: u64,
         op: SystemOperation,
     ) -> Result<()> {
-        let dt = T::equivalent_datatype();
+        let dt = self.datatype();
         let n = data.len();
         // SAFETY: `data` holds `n` elements, `result` `result.len()`
         // writable ones (checked against `n` by the raw tier).
@@ -268,14 +292,14 @@ pub trait Access<T: Equivalence> {
             self.raw().get_accumulate(
                 data.as_ptr().cast(),
                 n,
-                &dt,
+                dt,
                 result.as_mut_ptr().cast(),
                 result.len(),
-                Some(&dt),
+                Some(dt),
                 rank,
                 disp,
                 n,
-                &dt,
+                dt,
                 op,
             )
         }
@@ -284,14 +308,14 @@ pub trait Access<T: Equivalence> {
     /// `MPI_Fetch_and_op`: the element at `disp` of `rank` before `op`
     /// combined `value` into it.
     fn fetch_and_op(&self, rank: i32, value: T, disp: u64, op: SystemOperation) -> Result<T> {
-        let dt = T::equivalent_datatype();
+        let dt = self.datatype();
         let mut out = [value];
         // SAFETY: one element each.
         unsafe {
             self.raw().fetch_and_op(
                 (&value as *const T).cast(),
                 out.as_mut_ptr().cast(),
-                &dt,
+                dt,
                 rank,
                 disp,
                 op,
@@ -303,7 +327,7 @@ pub trait Access<T: Equivalence> {
     /// `MPI_Compare_and_swap`: the element at `disp` of `rank` becomes
     /// `value` if it was `compare`; what it was.
     fn compare_and_swap(&self, rank: i32, value: T, compare: T, disp: u64) -> Result<T> {
-        let dt = T::equivalent_datatype();
+        let dt = self.datatype();
         let mut out = [value];
         // SAFETY: one element each.
         unsafe {
@@ -311,7 +335,7 @@ pub trait Access<T: Equivalence> {
                 (&value as *const T).cast(),
                 (&compare as *const T).cast(),
                 out.as_mut_ptr().cast(),
-                &dt,
+                dt,
                 rank,
                 disp,
             )?
@@ -359,12 +383,12 @@ pub trait Immediate<T: Equivalence>: Access<T> {
         data: &'s [T],
         disp: u64,
     ) -> Result<RmaRequest<'s>> {
-        let dt = T::equivalent_datatype();
+        let dt = self.datatype();
         let n = data.len();
         // SAFETY: `data` holds `n` elements.
         unsafe {
             self.raw()
-                .rput(data.as_ptr().cast(), n, &dt, rank, disp, n, &dt)?
+                .rput(data.as_ptr().cast(), n, dt, rank, disp, n, dt)?
         };
         Ok(done(scope))
     }
@@ -377,12 +401,12 @@ pub trait Immediate<T: Equivalence>: Access<T> {
         buf: &'s mut [T],
         disp: u64,
     ) -> Result<RmaRequest<'s>> {
-        let dt = T::equivalent_datatype();
+        let dt = self.datatype();
         let n = buf.len();
         // SAFETY: `buf` holds `n` writable elements.
         unsafe {
             self.raw()
-                .rget(buf.as_mut_ptr().cast(), n, &dt, rank, disp, n, &dt)?
+                .rget(buf.as_mut_ptr().cast(), n, dt, rank, disp, n, dt)?
         };
         Ok(done(scope))
     }
@@ -396,21 +420,21 @@ pub trait Immediate<T: Equivalence>: Access<T> {
         disp: u64,
         op: SystemOperation,
     ) -> Result<RmaRequest<'s>> {
-        let dt = T::equivalent_datatype();
+        let dt = self.datatype();
         let n = data.len();
         // SAFETY: `data` holds `n` elements; no result.
         unsafe {
             self.raw().rget_accumulate(
                 data.as_ptr().cast(),
                 n,
-                &dt,
+                dt,
                 std::ptr::null_mut(),
                 0,
                 None,
                 rank,
                 disp,
                 n,
-                &dt,
+                dt,
                 op,
             )?
         };
@@ -427,7 +451,7 @@ pub trait Immediate<T: Equivalence>: Access<T> {
         disp: u64,
         op: SystemOperation,
     ) -> Result<RmaRequest<'s>> {
-        let dt = T::equivalent_datatype();
+        let dt = self.datatype();
         let n = data.len();
         // SAFETY: `data` holds `n` elements, `result` `result.len()`
         // writable ones (checked against `n` by the raw tier).
@@ -435,14 +459,14 @@ pub trait Immediate<T: Equivalence>: Access<T> {
             self.raw().rget_accumulate(
                 data.as_ptr().cast(),
                 n,
-                &dt,
+                dt,
                 result.as_mut_ptr().cast(),
                 result.len(),
-                Some(&dt),
+                Some(dt),
                 rank,
                 disp,
                 n,
-                &dt,
+                dt,
                 op,
             )?
         };
@@ -456,6 +480,7 @@ impl<T: Equivalence> Immediate<T> for LockAll<'_, T> {}
 #[derive(Debug)]
 pub struct Fence<'w, T> {
     raw: &'w Win,
+    dt: &'w Datatype,
     open: bool,
     _t: PhantomData<fn(T)>,
 }
@@ -463,6 +488,10 @@ pub struct Fence<'w, T> {
 impl<T: Equivalence> Access<T> for Fence<'_, T> {
     fn raw(&self) -> &Win {
         self.raw
+    }
+
+    fn datatype(&self) -> &Datatype {
+        self.dt
     }
 }
 
@@ -492,17 +521,22 @@ impl<T> Drop for Fence<'_, T> {
 #[derive(Debug)]
 pub struct LockEpoch<'w, T> {
     raw: &'w Win,
+    dt: &'w Datatype,
     rank: i32,
     open: bool,
     _t: PhantomData<fn(T)>,
 }
 
 /// The operations of a [`LockEpoch`], on its target.
-struct On<'a>(&'a Win);
+struct On<'a>(&'a Win, &'a Datatype);
 
 impl<T: Equivalence> Access<T> for On<'_> {
     fn raw(&self) -> &Win {
         self.0
+    }
+
+    fn datatype(&self) -> &Datatype {
+        self.1
     }
 }
 
@@ -514,17 +548,17 @@ impl<T: Equivalence> LockEpoch<'_, T> {
 
     /// `MPI_Put` of `data` to `disp`.
     pub fn put(&self, data: &[T], disp: u64) -> Result<()> {
-        Access::<T>::put(&On(self.raw), self.rank, data, disp)
+        Access::<T>::put(&On(self.raw, self.dt), self.rank, data, disp)
     }
 
     /// `MPI_Get` from `disp` into `buf`.
     pub fn get(&self, buf: &mut [T], disp: u64) -> Result<()> {
-        Access::<T>::get(&On(self.raw), self.rank, buf, disp)
+        Access::<T>::get(&On(self.raw, self.dt), self.rank, buf, disp)
     }
 
     /// `MPI_Accumulate` of `data` into `disp`.
     pub fn accumulate(&self, data: &[T], disp: u64, op: SystemOperation) -> Result<()> {
-        Access::<T>::accumulate(&On(self.raw), self.rank, data, disp, op)
+        Access::<T>::accumulate(&On(self.raw, self.dt), self.rank, data, disp, op)
     }
 
     /// `MPI_Get_accumulate` at `disp`.
@@ -535,17 +569,17 @@ impl<T: Equivalence> LockEpoch<'_, T> {
         disp: u64,
         op: SystemOperation,
     ) -> Result<()> {
-        Access::<T>::get_accumulate(&On(self.raw), self.rank, data, result, disp, op)
+        Access::<T>::get_accumulate(&On(self.raw, self.dt), self.rank, data, result, disp, op)
     }
 
     /// `MPI_Fetch_and_op` at `disp`.
     pub fn fetch_and_op(&self, value: T, disp: u64, op: SystemOperation) -> Result<T> {
-        Access::<T>::fetch_and_op(&On(self.raw), self.rank, value, disp, op)
+        Access::<T>::fetch_and_op(&On(self.raw, self.dt), self.rank, value, disp, op)
     }
 
     /// `MPI_Compare_and_swap` at `disp`.
     pub fn compare_and_swap(&self, value: T, compare: T, disp: u64) -> Result<T> {
-        Access::<T>::compare_and_swap(&On(self.raw), self.rank, value, compare, disp)
+        Access::<T>::compare_and_swap(&On(self.raw, self.dt), self.rank, value, compare, disp)
     }
 
     /// `MPI_Win_flush`.
@@ -572,6 +606,7 @@ impl<T> Drop for LockEpoch<'_, T> {
 #[derive(Debug)]
 pub struct LockAll<'w, T> {
     raw: &'w Win,
+    dt: &'w Datatype,
     open: bool,
     _t: PhantomData<fn(T)>,
 }
@@ -579,6 +614,10 @@ pub struct LockAll<'w, T> {
 impl<T: Equivalence> Access<T> for LockAll<'_, T> {
     fn raw(&self) -> &Win {
         self.raw
+    }
+
+    fn datatype(&self) -> &Datatype {
+        self.dt
     }
 }
 
@@ -612,6 +651,7 @@ impl<T> Drop for LockAll<'_, T> {
 #[derive(Debug)]
 pub struct AccessEpoch<'w, T> {
     raw: &'w Win,
+    dt: &'w Datatype,
     open: bool,
     _t: PhantomData<fn(T)>,
 }
@@ -619,6 +659,10 @@ pub struct AccessEpoch<'w, T> {
 impl<T: Equivalence> Access<T> for AccessEpoch<'_, T> {
     fn raw(&self) -> &Win {
         self.raw
+    }
+
+    fn datatype(&self) -> &Datatype {
+        self.dt
     }
 }
 
