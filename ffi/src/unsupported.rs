@@ -33,7 +33,7 @@
 
 use crate::abi::{
     self, Aint, Comm, Count, Datatype, Errhandler, File, Group, Info, Message, MpiStatus, Offset,
-    Request, Session, Win,
+    Request, Session,
 };
 use crate::comm::comm_ref;
 use crate::errors::{api, MpiError};
