@@ -511,6 +511,9 @@ impl SimpleCommunicator {
                     .into(),
             });
         }
+        // Outside the runtime's life a collective is an error, even on a
+        // communicator whose state is already set up.
+        endpoint()?;
         if self.inner.group.size() <= 1 {
             return Ok(None);
         }
