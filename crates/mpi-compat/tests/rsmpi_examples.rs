@@ -43,14 +43,8 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("derive_nonthreaded_panic", "hmpi's Equivalence requires Copy; hmpi always provides Threading::Multiple"),
     ("derive_postfinalize_panic", "hmpi's Equivalence requires Copy; hmpi's datatypes do not depend on init/finalize"),
     ("derive_preinit_panic", "hmpi's Equivalence requires Copy; hmpi's datatypes do not depend on init/finalize"),
-    ("immediate_all_gather_varcount", "no nonblocking varcount collectives in hmpi-core's typed tier yet"),
-    ("immediate_barrier", "deadlocks: hmpi-core sets up a communicator's collective state at its first collective, blocking until rank 0 takes part, so an immediate_barrier that is the first collective waits for rank 0 (here in a receive)"),
-    ("immediate_gather", "no nonblocking gather in hmpi-core's typed tier yet"),
-    ("immediate_gather_varcount", "no nonblocking gatherv in hmpi-core's typed tier yet"),
     ("immediate_multiple_barrier", "a RequestCollection of nonblocking collectives (hmpi-core's collections hold point-to-point requests)"),
     ("immediate_reduce", "mpi::ffi and UnsafeUserOperation (C callbacks)"),
-    ("immediate_scatter", "no nonblocking scatter in hmpi-core's typed tier yet"),
-    ("immediate_scatter_varcount", "no nonblocking scatterv in hmpi-core's typed tier yet"),
     ("reduce", "mpi::ffi and UnsafeUserOperation (C callbacks)"),
     ("spawn", "dynamic process creation is refused (with its error)"),
     ("spawn_multiple", "dynamic process creation is refused (with its error)"),
@@ -60,7 +54,7 @@ const UNSUPPORTED: &[(&str, &str)] = &[
 ];
 
 /// Unsupported examples that would hang rather than fail: built, not run.
-const NOT_RUN: &[&str] = &["immediate_barrier"];
+const NOT_RUN: &[&str] = &[];
 
 fn main() {
     let Some(rsmpi) = registry_copy() else {
