@@ -68,6 +68,9 @@ pub(crate) enum Op<'a> {
     /// A nonblocking collective that borrows nothing (a barrier), owned
     /// by the request; `None` if it completed when started.
     Owned(Option<hmpi_core::collective::CollRequest>),
+    /// An operation complete when it was started (a buffered send, whose
+    /// copy is made at once).
+    Done,
 }
 
 /// A nonblocking operation started in scope `S` on data `D` (rsmpi's
@@ -184,6 +187,7 @@ fn complete(op: Op<'_>) -> Status {
             }
             Status::empty()
         }
+        Op::Done => Status::empty(),
     }
 }
 
@@ -201,7 +205,7 @@ fn test_op(op: Op<'_>) -> Result<Status, Op<'_>> {
             }
             None => Err(Op::Coll(r)),
         },
-        Op::Owned(None) => Ok(Status::empty()),
+        Op::Owned(None) | Op::Done => Ok(Status::empty()),
         Op::Owned(Some(mut r)) => match r.test() {
             Some(res) => {
                 crate::check(res);
@@ -270,6 +274,11 @@ impl<D: ?Sized, S> Drop for CancelGuard<'_, D, S> {
 pub fn wait_any<'a, D: ?Sized, S>(
     requests: &mut Vec<Request<'a, D, S>>,
 ) -> Option<(usize, Status)> {
+    // A request complete since it started is the one found.
+    if let Some(i) = requests.iter().position(|r| matches!(r.op, Some(Op::Done))) {
+        drop(requests.remove(i));
+        return Some((i, Status::empty()));
+    }
     let mut core_reqs = Vec::with_capacity(requests.len());
     for r in requests.iter_mut() {
         match r.take() {
@@ -277,6 +286,7 @@ pub fn wait_any<'a, D: ?Sized, S>(
             Op::Coll(_) | Op::Owned(_) => {
                 crate::fatal(&"wait_any: a collective request in the set")
             }
+            Op::Done => unreachable!("requests complete when started were found above"),
         }
     }
     let done = core::wait_any(&mut core_reqs);
@@ -334,6 +344,9 @@ impl<'a, D: ?Sized> RequestCollection<'a, D> {
                 drop(op);
                 crate::fatal(&"RequestCollection::add: nonblocking collectives are not supported in a collection")
             }
+            Op::Done => crate::fatal(
+                &"RequestCollection::add: an immediate buffered send's request is not supported in a collection",
+            ),
         }
     }
 
