@@ -4,7 +4,8 @@
 //! nonblocking reductions and scans, request collections with their data,
 //! communicator comparison and subgroup communicators, the derive,
 //! buffered sends (and a message too large for the buffer), the
-//! nonblocking all-to-all with varying counts.
+//! nonblocking all-to-all with varying counts, attributes replaced,
+//! duplicated and dropped.
 //!
 //! A `harness = false` binary on `hmpi_core::launch::rank_tests`: run
 //! plainly it runs the tests one after another, each launching ranks that
@@ -389,6 +390,80 @@ fn immediate_all_to_all_varcount_delivers() {
     rank_tests::assert_ran(&rank_tests::launch("varcount", 3, &[]), "varcount");
 }
 
+/// Drops of [`Counted`] values (the test compares their fields, never
+/// makes temporary ones).
+static DROPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// An attribute cloned into duplicates, counting its drops.
+#[derive(Clone, Debug, PartialEq)]
+struct Counted(u32);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        // Relaxed: a counter read on the same thread.
+        DROPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl mpi::attribute::CommAttribute for Counted {
+    const CLONE_ON_DUP: bool = true;
+}
+
+/// An attribute not carried into duplicates.
+#[derive(Clone, Debug, PartialEq)]
+struct Local(&'static str);
+
+impl mpi::attribute::CommAttribute for Local {}
+
+fn drops() -> usize {
+    // Relaxed: see `Counted::drop`.
+    DROPS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+fn attributes_rank() {
+    let universe = mpi::initialize().unwrap();
+    let world = universe.world();
+    let mut comm = world.duplicate();
+    assert!(comm.get_attr::<Counted>().is_none());
+    comm.set_attr(Counted(1));
+    comm.set_attr(Local("here"));
+    // Another handle's reference outlives a replacement through this one:
+    // the replaced value is kept until the communicator goes.
+    let other = universe.world();
+    let mut w = universe.world();
+    w.set_attr(Counted(7));
+    let seen = other.get_attr::<Counted>().unwrap();
+    w.set_attr(Counted(8));
+    assert_eq!(seen.0, 7);
+    assert_eq!(other.get_attr::<Counted>().map(|c| c.0), Some(8));
+    assert_eq!(drops(), 0);
+    // A duplicate gets a clone of Counted, not Local.
+    let dup = comm.duplicate();
+    assert_eq!(dup.get_attr::<Counted>().map(|c| c.0), Some(1));
+    assert_eq!(dup.get_attr::<Local>(), None);
+    assert_eq!(comm.get_attr::<Local>(), Some(&Local("here")));
+    drop(dup);
+    assert_eq!(drops(), 1);
+    // Replaced, then the communicator dropped: both values go.
+    comm.set_attr(Counted(2));
+    assert_eq!(comm.get_attr::<Counted>().map(|c| c.0), Some(2));
+    assert_eq!(drops(), 1);
+    drop(comm);
+    assert_eq!(drops(), 3);
+    // Through `dyn Communicator`.
+    let mut c = world
+        .split_by_color(mpi::topology::Color::with_value(0))
+        .unwrap();
+    let d: &mut dyn Communicator = &mut c;
+    d.set_attr(Local("dyn"));
+    assert_eq!(d.get_attr::<Local>(), Some(&Local("dyn")));
+    world.barrier();
+}
+
+fn attributes_are_kept_cloned_and_dropped() {
+    rank_tests::assert_ran(&rank_tests::launch("attributes", 2, &[]), "attributes");
+}
+
 fn main() {
     let roles: &[(&str, fn())] = &[
         ("errors", errors_abort_rank),
@@ -398,6 +473,7 @@ fn main() {
         ("derived", derived_rank),
         ("buffered", buffered_rank),
         ("varcount", varcount_rank),
+        ("attributes", attributes_rank),
     ];
     rank_tests::main(
         |role| roles.iter().find(|(n, _)| *n == role).map(|(_, f)| f()),
@@ -423,6 +499,10 @@ fn main() {
             (
                 "immediate_all_to_all_varcount_delivers",
                 immediate_all_to_all_varcount_delivers,
+            ),
+            (
+                "attributes_are_kept_cloned_and_dropped",
+                attributes_are_kept_cloned_and_dropped,
             ),
         ],
     );
