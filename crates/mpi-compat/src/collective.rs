@@ -352,8 +352,9 @@ pub trait CommunicatorCollectives: Communicator {
     }
 
     /// `MPI_Ibarrier`: a request that borrows nothing, so it needs no
-    /// scope.
-    fn immediate_barrier(&self) -> Request<'static, (), crate::request::StaticScope> {
+    /// scope. rsmpi's is `Request<'static, ()>`; here any lifetime, so
+    /// that it also joins a scope's `RequestCollection`.
+    fn immediate_barrier<'a>(&self) -> Request<'a, (), crate::request::StaticScope> {
         let r = check(hmpi_core::collective::raw::barrier(
             self.core(),
             hmpi_core::collective::raw::Mode::Start,

@@ -161,6 +161,46 @@ fn collection_rank() {
     for (i, y) in inb.iter().enumerate() {
         assert_eq!(*y, [((rank + size - 1) % size) as u32, i as u32]);
     }
+    // A collection mixing a receive, nonblocking reduction and scan, and a
+    // send: each reported once, with its index and data.
+    let (mine, mut from_prev, mut sum, mut upto) = (rank, -1i32, 0i32, 0i32);
+    mpi::request::multiple_scope(4, |scope, coll| {
+        let r = coll.add(prev.immediate_receive_into_with_tag(scope, &mut from_prev, 50));
+        let a = coll.add(world.immediate_all_reduce_into(
+            scope,
+            &mine,
+            &mut sum,
+            SystemOperation::sum(),
+        ));
+        let b =
+            coll.add(world.immediate_scan_into(scope, &mine, &mut upto, SystemOperation::sum()));
+        assert_eq!((r, a, b), (0, 1, 2));
+        assert_eq!(coll.len(), 3);
+        let first = coll.test_any().map(|(i, _, _)| i);
+        let mut seen: Vec<usize> = first.into_iter().collect();
+        coll.add(next.immediate_send_with_tag(scope, &mine, 50));
+        while let Some((i, st, d)) = coll.wait_any() {
+            if i == r {
+                assert_eq!(
+                    (*d, st.source_rank()),
+                    ((rank + size - 1) % size, (rank + size - 1) % size)
+                );
+            }
+            if i == a {
+                assert_eq!(*d, size * (size - 1) / 2);
+            }
+            if i == b {
+                assert_eq!(*d, rank * (rank + 1) / 2);
+            }
+            seen.push(i);
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, [0, 1, 2, 3]);
+        assert_eq!(coll.incomplete(), 0);
+        let mut rest = Vec::new();
+        assert!(coll.test_all(&mut rest));
+        assert!(rest.is_empty());
+    });
     // A future dropped before any message matched is cancelled, not
     // waited for; one with a message gives it, in the order sent.
     drop(world.any_process().immediate_receive_with_tag::<u64>(99));

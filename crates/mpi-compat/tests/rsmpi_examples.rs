@@ -41,7 +41,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("derive_nonthreaded_panic", "hmpi's Equivalence requires Copy; hmpi always provides Threading::Multiple"),
     ("derive_postfinalize_panic", "hmpi's Equivalence requires Copy; hmpi's datatypes do not depend on init/finalize"),
     ("derive_preinit_panic", "hmpi's Equivalence requires Copy; hmpi's datatypes do not depend on init/finalize"),
-    ("immediate_multiple_barrier", "a RequestCollection of nonblocking collectives (hmpi-core's collections hold point-to-point requests)"),
     ("immediate_reduce", "mpi::ffi and UnsafeUserOperation (C callbacks)"),
     ("reduce", "mpi::ffi and UnsafeUserOperation (C callbacks)"),
     ("spawn", "dynamic process creation is refused (with its error)"),
