@@ -60,9 +60,9 @@ pub trait CommAttribute: 'static + Sized + Clone {
         let copy = if Self::CLONE_ON_DUP {
             attr::Copy::Call(Arc::new(|_, _, value| {
                 // SAFETY: values under this type's key are boxed `Self`s
-                // (`set_attr`), attached until the delete callback runs,
-                // which cannot happen while the copy runs on the same
-                // communicator's attributes.
+                // (`set`), freed only when the communicator's attributes
+                // go (a replaced one is parked until then), and the
+                // communicator being duplicated is alive.
                 let v = unsafe { &*(value as *const Self) };
                 Ok(Some(Box::into_raw(Box::new(v.clone())) as usize))
             }))
@@ -93,9 +93,9 @@ fn type_keys() -> &'static Mutex<HashMap<TypeId, i32>> {
 }
 
 thread_local! {
-    /// While `set_attr` replaces a value on this thread: the address of
-    /// the communicator's attributes, under which the delete callback
-    /// parks the old value (0 otherwise).
+    /// While `set` attaches values on this thread: the address of the
+    /// communicator's attributes, under which the delete callback parks
+    /// a replaced value (0 otherwise: the communicator is going).
     static REPLACING: Cell<usize> = const { Cell::new(0) };
 }
 
@@ -133,6 +133,11 @@ fn sentinel_key() -> i32 {
     static KEY: OnceLock<i32> = OnceLock::new();
     *KEY.get_or_init(|| {
         let delete = attr::Delete::Call(Arc::new(|_, _, attrs| {
+            if REPLACING.with(Cell::get) != 0 {
+                // Two threads set the sentinel at once: the communicator
+                // is alive, its parked values stay.
+                return Ok(());
+            }
             let values = parked()
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -164,15 +169,18 @@ pub(crate) fn get<A: CommAttribute>(attrs: &Attributes) -> Option<&A> {
 pub(crate) fn set<A: CommAttribute>(attrs: &Attributes, val: A) {
     let key = A::get_key();
     let here = attrs as *const Attributes as usize;
-    if crate::check(attrs.get(Kind::Comm, key.0)).is_some() {
-        let sentinel = sentinel_key();
-        if crate::check(attrs.get(Kind::Comm, sentinel)).is_none() {
-            crate::check(attrs.set(Kind::Comm, 0, sentinel, here));
-        }
+    // The sentinel is there before any value can be replaced (also by
+    // another thread's `set` on a clone of the communicator).
+    let sentinel = sentinel_key();
+    REPLACING.with(|r| r.set(here));
+    let mut done = Ok(());
+    if crate::check(attrs.get(Kind::Comm, sentinel)).is_none() {
+        done = attrs.set(Kind::Comm, 0, sentinel, here);
     }
     let value = Box::into_raw(Box::new(val)) as usize;
-    REPLACING.with(|r| r.set(here));
-    let done = attrs.set(Kind::Comm, 0, key.0, value);
+    if done.is_ok() {
+        done = attrs.set(Kind::Comm, 0, key.0, value);
+    }
     REPLACING.with(|r| r.set(0));
     if let Err(e) = done {
         // SAFETY: the box was not attached; nothing else has it.
