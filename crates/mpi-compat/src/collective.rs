@@ -352,8 +352,9 @@ pub trait CommunicatorCollectives: Communicator {
     }
 
     /// `MPI_Ibarrier`: a request that borrows nothing, so it needs no
-    /// scope.
-    fn immediate_barrier(&self) -> Request<'static, (), crate::request::StaticScope> {
+    /// scope. rsmpi's is `Request<'static, ()>`; here any lifetime, so
+    /// that it also joins a scope's `RequestCollection`.
+    fn immediate_barrier<'a>(&self) -> Request<'a, (), crate::request::StaticScope> {
         let r = check(hmpi_core::collective::raw::barrier(
             self.core(),
             hmpi_core::collective::raw::Mode::Start,
@@ -517,6 +518,62 @@ pub trait CommunicatorCollectives: Communicator {
         let (c, op) = (self.core(), op.core_op());
         started(
             scope.with_core(|s| check(c.immediate_exclusive_scan_into(s, sendbuf, recvbuf, op))),
+            data,
+        )
+    }
+
+    /// `MPI_Iallgatherv` in `scope`.
+    fn immediate_all_gather_varcount_into<'a, 'b, S, R, C, D, Sc>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut PartitionMut<'b, R, C, D>,
+    ) -> Request<'a, PartitionMut<'b, R, C, D>, Sc>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C: Borrow<[i32]>,
+        D: Borrow<[i32]>,
+        Sc: Scope<'a>,
+    {
+        let data: *mut PartitionMut<'b, R, C, D> = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
+        let c = self.core();
+        started(
+            scope.with_core(|s| check(c.immediate_all_gather_varcount_into(s, sendbuf, recvbuf))),
+            data,
+        )
+    }
+
+    /// `MPI_Ialltoallv` in `scope`.
+    fn immediate_all_to_all_varcount_into<'a, 'b, S, R, C1, D1, C2, D2, Sc>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a Partition<'_, S, C1, D1>,
+        recvbuf: &'a mut PartitionMut<'b, R, C2, D2>,
+    ) -> Request<'a, PartitionMut<'b, R, C2, D2>, Sc>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C1: Borrow<[i32]>,
+        D1: Borrow<[i32]>,
+        C2: Borrow<[i32]>,
+        D2: Borrow<[i32]>,
+        Sc: Scope<'a>,
+    {
+        let data: *mut PartitionMut<'b, R, C2, D2> = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
+        let c = self.core();
+        started(
+            scope.with_core(|s| check(c.immediate_all_to_all_varcount_into(s, sendbuf, recvbuf))),
             data,
         )
     }
@@ -705,6 +762,198 @@ pub trait Root {
             scope.with_core(|s| {
                 check(CoreImmediateRoot::immediate_reduce_into_root(
                     p, s, sendbuf, recvbuf, op,
+                ))
+            }),
+            data,
+        )
+    }
+
+    /// `MPI_Igather` in `scope` on a process other than the root.
+    fn immediate_gather_into<'a, S: ?Sized + Buffer, Sc: Scope<'a>>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+    ) -> Request<'a, S, Sc> {
+        let p = self.core_root();
+        started(
+            scope.with_core(|s| check(CoreImmediateRoot::immediate_gather_into(p, s, sendbuf))),
+            sendbuf,
+        )
+    }
+
+    /// `MPI_Igather` in `scope` at the root.
+    fn immediate_gather_into_root<'a, S, R, Sc>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+    ) -> Request<'a, R, Sc>
+    where
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        Sc: Scope<'a>,
+    {
+        let data: *mut R = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
+        let p = self.core_root();
+        started(
+            scope.with_core(|s| {
+                check(CoreImmediateRoot::immediate_gather_into_root(
+                    p, s, sendbuf, recvbuf,
+                ))
+            }),
+            data,
+        )
+    }
+
+    /// `MPI_Igatherv` in `scope` on a process other than the root.
+    fn immediate_gather_varcount_into<'a, Sc: Scope<'a>, S: ?Sized + Buffer>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+    ) -> Request<'a, S, Sc> {
+        let p = self.core_root();
+        started(
+            scope.with_core(|s| {
+                check(CoreImmediateRoot::immediate_gather_varcount_into(
+                    p, s, sendbuf,
+                ))
+            }),
+            sendbuf,
+        )
+    }
+
+    /// `MPI_Igatherv` in `scope` at the root.
+    fn immediate_gather_varcount_into_root<'a, 'b, Sc, S, R, C, D>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut PartitionMut<'b, R, C, D>,
+    ) -> Request<'a, PartitionMut<'b, R, C, D>, Sc>
+    where
+        Sc: Scope<'a>,
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C: Borrow<[i32]>,
+        D: Borrow<[i32]>,
+    {
+        let data: *mut PartitionMut<'b, R, C, D> = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
+        let p = self.core_root();
+        started(
+            scope.with_core(|s| {
+                check(CoreImmediateRoot::immediate_gather_varcount_into_root(
+                    p, s, sendbuf, recvbuf,
+                ))
+            }),
+            data,
+        )
+    }
+
+    /// `MPI_Iscatter` in `scope` on a process other than the root.
+    fn immediate_scatter_into<'a, Sc: Scope<'a>, R: ?Sized + BufferMut>(
+        &self,
+        scope: Sc,
+        recvbuf: &'a mut R,
+    ) -> Request<'a, R, Sc> {
+        let data: *mut R = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
+        let p = self.core_root();
+        started(
+            scope.with_core(|s| check(CoreImmediateRoot::immediate_scatter_into(p, s, recvbuf))),
+            data,
+        )
+    }
+
+    /// `MPI_Iscatter` in `scope` at the root.
+    fn immediate_scatter_into_root<'a, Sc, S, R>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a S,
+        recvbuf: &'a mut R,
+    ) -> Request<'a, R, Sc>
+    where
+        Sc: Scope<'a>,
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+    {
+        let data: *mut R = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
+        let p = self.core_root();
+        started(
+            scope.with_core(|s| {
+                check(CoreImmediateRoot::immediate_scatter_into_root(
+                    p, s, sendbuf, recvbuf,
+                ))
+            }),
+            data,
+        )
+    }
+
+    /// `MPI_Iscatterv` in `scope` on a process other than the root.
+    fn immediate_scatter_varcount_into<'a, Sc: Scope<'a>, R: ?Sized + BufferMut>(
+        &self,
+        scope: Sc,
+        recvbuf: &'a mut R,
+    ) -> Request<'a, R, Sc> {
+        let data: *mut R = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
+        let p = self.core_root();
+        started(
+            scope.with_core(|s| {
+                check(CoreImmediateRoot::immediate_scatter_varcount_into(
+                    p, s, recvbuf,
+                ))
+            }),
+            data,
+        )
+    }
+
+    /// `MPI_Iscatterv` in `scope` at the root.
+    fn immediate_scatter_varcount_into_root<'a, Sc, S, R, C, D>(
+        &self,
+        scope: Sc,
+        sendbuf: &'a Partition<'_, S, C, D>,
+        recvbuf: &'a mut R,
+    ) -> Request<'a, R, Sc>
+    where
+        Sc: Scope<'a>,
+        S: ?Sized + Buffer,
+        R: ?Sized + BufferMut,
+        C: Borrow<[i32]>,
+        D: Borrow<[i32]>,
+    {
+        let data: *mut R = recvbuf;
+        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
+        // reference made here from it is the only one that reaches the
+        // buffer until the request completes, and the request reads
+        // through `data` only after that (see `Request::data`).
+        let recvbuf = unsafe { &mut *data };
+        let p = self.core_root();
+        started(
+            scope.with_core(|s| {
+                check(CoreImmediateRoot::immediate_scatter_varcount_into_root(
+                    p, s, sendbuf, recvbuf,
                 ))
             }),
             data,

@@ -3,26 +3,72 @@
 
 use crate::topology::SimpleCommunicator;
 
-/// The job's environment: owns the world; dropping it finalizes (rsmpi's
-/// `Universe`).
+/// The job's environment: owns the world and the buffer attached for
+/// buffered sends; dropping it detaches the buffer (waiting for the
+/// buffered messages to go) and finalizes (rsmpi's `Universe`).
 #[derive(Debug)]
-pub struct Universe(hmpi_core::Universe);
+pub struct Universe {
+    /// The buffer attached with [`Universe::set_buffer_size`]. Declared
+    /// before `core`, though `Drop` detaches it before either field goes.
+    buffer: Option<Vec<u8>>,
+    core: hmpi_core::Universe,
+}
 
 impl Universe {
     /// `MPI_COMM_WORLD`.
     pub fn world(&self) -> SimpleCommunicator {
-        SimpleCommunicator(self.0.world())
+        SimpleCommunicator(self.core.world())
     }
 
     /// `MPI_UNIVERSE_SIZE`: the processes the job may have, the ranks the
     /// launcher started (there is no spawning).
     pub fn size(&self) -> Option<usize> {
-        usize::try_from(hmpi_core::traits::Communicator::size(&self.0.world())).ok()
+        usize::try_from(hmpi_core::traits::Communicator::size(&self.core.world())).ok()
     }
 
     /// `MPI_APPNUM`: `None`, as the launcher starts one program.
     pub fn appnum(&self) -> Option<i32> {
         None
+    }
+
+    /// The size in bytes of the buffer attached for buffered sends (0:
+    /// none).
+    pub fn buffer_size(&self) -> usize {
+        self.buffer.as_ref().map_or(0, Vec::len)
+    }
+
+    /// Attaches a buffer of `size` bytes for buffered sends
+    /// (`MPI_Buffer_attach`), detaching the one attached before; 0 leaves
+    /// none. Each buffered message takes its size plus
+    /// `MPI_BSEND_OVERHEAD` (512) bytes of it until it has gone.
+    pub fn set_buffer_size(&mut self, size: usize) {
+        self.detach_buffer();
+        if size > 0 {
+            let mut buffer = vec![0u8; size];
+            // SAFETY: the vector is kept in `self.buffer`, whose heap
+            // memory does not move, until `detach_buffer` (also run on
+            // drop) has detached it.
+            crate::check(unsafe { hmpi_core::buffered::attach(buffer.as_mut_ptr(), size) });
+            self.buffer = Some(buffer);
+        }
+    }
+
+    /// Waits until every buffered message has gone, then detaches the
+    /// buffer (`MPI_Buffer_detach`); nothing if none is attached.
+    pub fn detach_buffer(&mut self) {
+        if let Some(buffer) = &self.buffer {
+            let (base, size) = crate::check(hmpi_core::buffered::detach());
+            if base.cast_const() != buffer.as_ptr() || size != buffer.len() {
+                crate::fatal(&"MPI_Buffer_detach: the buffer detached is not the one attached");
+            }
+            self.buffer = None;
+        }
+    }
+}
+
+impl Drop for Universe {
+    fn drop(&mut self) {
+        self.detach_buffer();
     }
 }
 
@@ -44,7 +90,7 @@ pub enum Threading {
 /// rsmpi. A failure of the runtime itself aborts with its message.
 pub fn initialize() -> Option<Universe> {
     match hmpi_core::init() {
-        Ok(u) => Some(Universe(u)),
+        Ok(core) => Some(Universe { buffer: None, core }),
         Err(hmpi_core::Error::AlreadyInitialized | hmpi_core::Error::Finalized) => None,
         Err(e) => crate::fatal(&e),
     }

@@ -7,7 +7,7 @@
 //! mpi = { package = "hmpi-mpi", path = "…/crates/mpi-compat" }
 //! ```
 //!
-//! The module paths (`mpi::traits::*`, `mpi::topology`,
+//! The module paths (`mpi::traits::*`, `mpi::topology`, `mpi::attribute`,
 //! `mpi::point_to_point`, `mpi::collective`, `mpi::datatype`,
 //! `mpi::request`, `mpi::environment`), the type and trait names and the
 //! signatures are rsmpi's. This crate is a thin face over `hmpi-core`,
@@ -24,6 +24,7 @@
 
 #![warn(missing_docs)]
 
+pub mod attribute;
 pub mod collective;
 pub mod datatype;
 pub mod environment;
@@ -53,6 +54,7 @@ pub type MpiError = hmpi_core::Error;
 /// The traits a program imports with `use mpi::traits::*;`, and the derive
 /// of [`Equivalence`](traits::Equivalence).
 pub mod traits {
+    pub use crate::attribute::traits::*;
     pub use crate::collective::traits::*;
     pub use crate::datatype::traits::*;
     pub use crate::point_to_point::traits::*;

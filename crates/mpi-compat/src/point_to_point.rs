@@ -337,6 +337,23 @@ pub trait Destination {
         self.synchronous_send_with_tag(buf, 0)
     }
 
+    /// Sends `buf` with `tag` in buffered mode (`MPI_Bsend`): copies it
+    /// and returns whatever the receiver does, within the buffer attached
+    /// with `Universe::set_buffer_size` (a message that does not fit, or no
+    /// buffer, aborts with `MPI_ERR_BUFFER`).
+    fn buffered_send_with_tag<Buf: ?Sized + Buffer>(&self, buf: &Buf, tag: Tag) {
+        check(CoreDestination::buffered_send_with_tag(
+            self.core_destination(),
+            buf,
+            tag,
+        ))
+    }
+
+    /// Sends `buf` with tag 0 in buffered mode.
+    fn buffered_send<Buf: ?Sized + Buffer>(&self, buf: &Buf) {
+        self.buffered_send_with_tag(buf, 0)
+    }
+
     /// Ready-mode send with `tag` (the receive must be posted already).
     ///
     /// # Safety
@@ -379,6 +396,29 @@ pub trait Destination {
         buf: &'a Buf,
     ) -> Request<'a, Buf, Sc> {
         self.immediate_send_with_tag(scope, buf, 0)
+    }
+
+    /// A buffered send of `buf` with `tag` (`MPI_Ibsend`): the copy is
+    /// made now, as by [`Destination::buffered_send_with_tag`], so the
+    /// request is complete when it is returned (as hmpi's `MPI_Ibsend`).
+    fn immediate_buffered_send_with_tag<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer + 'a>(
+        &self,
+        scope: Sc,
+        buf: &'a Buf,
+        tag: Tag,
+    ) -> Request<'a, Buf, Sc> {
+        let _ = scope;
+        self.buffered_send_with_tag(buf, tag);
+        Request::new(Op::Done, buf)
+    }
+
+    /// [`Destination::immediate_buffered_send_with_tag`] with tag 0.
+    fn immediate_buffered_send<'a, Sc: Scope<'a>, Buf: ?Sized + Buffer + 'a>(
+        &self,
+        scope: Sc,
+        buf: &'a Buf,
+    ) -> Request<'a, Buf, Sc> {
+        self.immediate_buffered_send_with_tag(scope, buf, 0)
     }
 
     /// Starts a synchronous send of `buf` with `tag` in `scope`.

@@ -68,6 +68,9 @@ pub(crate) enum Op<'a> {
     /// A nonblocking collective that borrows nothing (a barrier), owned
     /// by the request; `None` if it completed when started.
     Owned(Option<hmpi_core::collective::CollRequest>),
+    /// An operation complete when it was started (a buffered send, whose
+    /// copy is made at once).
+    Done,
 }
 
 /// A nonblocking operation started in scope `S` on data `D` (rsmpi's
@@ -184,6 +187,7 @@ fn complete(op: Op<'_>) -> Status {
             }
             Status::empty()
         }
+        Op::Done => Status::empty(),
     }
 }
 
@@ -201,7 +205,7 @@ fn test_op(op: Op<'_>) -> Result<Status, Op<'_>> {
             }
             None => Err(Op::Coll(r)),
         },
-        Op::Owned(None) => Ok(Status::empty()),
+        Op::Owned(None) | Op::Done => Ok(Status::empty()),
         Op::Owned(Some(mut r)) => match r.test() {
             Some(res) => {
                 crate::check(res);
@@ -266,10 +270,17 @@ impl<D: ?Sized, S> Drop for CancelGuard<'_, D, S> {
 }
 
 /// Waits for one of `requests` and removes it: its index (before the
-/// removal) and status, `None` if `requests` is empty.
+/// removal) and status, `None` if `requests` is empty. The requests are
+/// point-to-point ones or buffered sends; a nonblocking collective among
+/// them aborts with a message (a [`RequestCollection`] takes those).
 pub fn wait_any<'a, D: ?Sized, S>(
     requests: &mut Vec<Request<'a, D, S>>,
 ) -> Option<(usize, Status)> {
+    // A request complete since it started is the one found.
+    if let Some(i) = requests.iter().position(|r| matches!(r.op, Some(Op::Done))) {
+        drop(requests.remove(i));
+        return Some((i, Status::empty()));
+    }
     let mut core_reqs = Vec::with_capacity(requests.len());
     for r in requests.iter_mut() {
         match r.take() {
@@ -277,6 +288,7 @@ pub fn wait_any<'a, D: ?Sized, S>(
             Op::Coll(_) | Op::Owned(_) => {
                 crate::fatal(&"wait_any: a collective request in the set")
             }
+            Op::Done => unreachable!("requests complete when started were found above"),
         }
     }
     let done = core::wait_any(&mut core_reqs);
@@ -298,20 +310,33 @@ pub fn wait_any<'a, D: ?Sized, S>(
     done.map(|(i, st)| (i, Status::from_core(crate::check(st))))
 }
 
-/// Many point-to-point requests on data `D`, completed together (rsmpi's
-/// `RequestCollection`), over hmpi-core's collection.
+/// Many requests on data `D`, completed together (rsmpi's
+/// `RequestCollection`): point-to-point requests in hmpi-core's
+/// collection, the others (nonblocking collectives, buffered sends) beside
+/// it, tested in turn.
 #[derive(Debug)]
 pub struct RequestCollection<'a, D: ?Sized> {
     requests: core::RequestCollection<'a>,
+    /// This collection's index of each request of `requests`.
+    p2p_index: Vec<usize>,
+    /// The other requests with their index: `None` once reported,
+    /// `Op::Done` once complete but not reported yet.
+    others: Vec<(usize, Option<Op<'a>>)>,
+    /// Each request's data, by index.
     data: Vec<*const D>,
     _marker: PhantomData<&'a D>,
 }
+
+/// A collection's outcomes.
+type Outcomes<'a, D> = Vec<(usize, Status, &'a D)>;
 
 impl<'a, D: ?Sized> RequestCollection<'a, D> {
     /// An empty collection with room for `reserve` requests.
     pub(crate) fn with_capacity(reserve: usize) -> Self {
         RequestCollection {
             requests: core::RequestCollection::with_capacity(reserve),
+            p2p_index: Vec::with_capacity(reserve),
+            others: Vec::new(),
             data: Vec::with_capacity(reserve),
             _marker: PhantomData,
         }
@@ -319,74 +344,140 @@ impl<'a, D: ?Sized> RequestCollection<'a, D> {
 
     /// Adds a request; its index in the collection.
     pub fn add<S>(&mut self, mut req: Request<'a, D, S>) -> usize {
-        let data = req.data;
+        let i = self.data.len();
+        self.data.push(req.data);
         match req.take() {
             Op::P2p(r) => {
-                let i = self.requests.add(r);
-                if i >= self.data.len() {
-                    self.data.resize(i + 1, data);
-                }
-                self.data[i] = data;
-                i
+                self.requests.add(r);
+                self.p2p_index.push(i);
             }
-            op @ (Op::Coll(_) | Op::Owned(_)) => {
-                // hmpi-core's collections hold point-to-point requests.
-                drop(op);
-                crate::fatal(&"RequestCollection::add: nonblocking collectives are not supported in a collection")
-            }
+            op => self.others.push((i, Some(op))),
         }
+        i
     }
 
     /// How many requests have not been reported complete.
     pub fn incomplete(&self) -> usize {
-        self.requests.incomplete()
+        self.requests.incomplete() + self.others.iter().filter(|(_, o)| o.is_some()).count()
     }
 
     /// The number of requests added.
     pub fn len(&self) -> usize {
-        self.requests.len()
+        self.data.len()
     }
 
     /// Whether no request was added.
     pub fn is_empty(&self) -> bool {
-        self.requests.is_empty()
+        self.data.is_empty()
+    }
+
+    /// Request `i`'s data.
+    fn data_of(&self, i: usize) -> &'a D {
+        // SAFETY: as in `Request::data`: request `i` is complete, and its
+        // buffer was borrowed for `'a` when it was started.
+        unsafe { &*self.data[i] }
     }
 
     fn outcome(
         &self,
-        (i, st): (usize, hmpi_core::Result<hmpi_core::Status>),
+        (k, st): (usize, hmpi_core::Result<hmpi_core::Status>),
     ) -> (usize, Status, &'a D) {
-        // SAFETY: as in `Request::data`: request `i` is complete, and its
-        // buffer was borrowed for `'a` when it was started.
-        let d = unsafe { &*self.data[i] };
-        (i, Status::from_core(crate::check(st)), d)
+        let i = self.p2p_index[k];
+        (i, Status::from_core(crate::check(st)), self.data_of(i))
     }
 
     fn outcomes(
         &self,
         got: Vec<(usize, hmpi_core::Result<hmpi_core::Status>)>,
-        out: &mut Vec<(usize, Status, &'a D)>,
+        out: &mut Outcomes<'a, D>,
     ) {
-        out.clear();
         out.extend(got.into_iter().map(|o| self.outcome(o)));
+    }
+
+    /// Whether some request other than point-to-point is not reported.
+    fn others_pending(&self) -> bool {
+        self.others.iter().any(|(_, o)| o.is_some())
+    }
+
+    /// Tests the other requests, marking the complete ones `Op::Done`;
+    /// whether all are complete.
+    fn test_others(&mut self) -> bool {
+        let mut all = true;
+        for (_, slot) in &mut self.others {
+            if let Some(op) = slot.take() {
+                *slot = Some(match test_op(op) {
+                    Ok(_) => Op::Done,
+                    Err(op) => {
+                        all = false;
+                        op
+                    }
+                });
+            }
+        }
+        all
+    }
+
+    /// Reports the other requests that are complete (at most `max`).
+    fn report_others(&mut self, max: usize, out: &mut Outcomes<'a, D>) {
+        let mut n = 0;
+        for k in 0..self.others.len() {
+            if n == max {
+                break;
+            }
+            if matches!(self.others[k].1, Some(Op::Done)) {
+                self.others[k].1 = None;
+                let i = self.others[k].0;
+                out.push((i, Status::empty(), self.data_of(i)));
+                n += 1;
+            }
+        }
     }
 
     /// Waits for one request: its index, status and data; `None` if every
     /// request was reported already.
     pub fn wait_any(&mut self) -> Option<(usize, Status, &'a D)> {
-        self.requests.wait_any().map(|o| self.outcome(o))
+        loop {
+            if let Some(o) = self.test_any() {
+                return Some(o);
+            }
+            if self.incomplete() == 0 {
+                return None;
+            }
+            if !self.others_pending() {
+                return self.requests.wait_any().map(|o| self.outcome(o));
+            }
+            std::thread::yield_now();
+        }
     }
 
     /// Waits for at least one request; `result` gets every request
     /// complete now (empty if none was left).
-    pub fn wait_some(&mut self, result: &mut Vec<(usize, Status, &'a D)>) {
-        let mut got = Vec::new();
-        self.requests.wait_some(&mut got);
-        self.outcomes(got, result);
+    pub fn wait_some(&mut self, result: &mut Outcomes<'a, D>) {
+        loop {
+            self.test_some(result);
+            if !result.is_empty() || self.incomplete() == 0 {
+                return;
+            }
+            if !self.others_pending() {
+                let mut got = Vec::new();
+                self.requests.wait_some(&mut got);
+                self.outcomes(got, result);
+                return;
+            }
+            std::thread::yield_now();
+        }
     }
 
     /// Waits for every request.
-    pub fn wait_all(&mut self, result: &mut Vec<(usize, Status, &'a D)>) {
+    pub fn wait_all(&mut self, result: &mut Outcomes<'a, D>) {
+        result.clear();
+        for k in 0..self.others.len() {
+            if let Some(op) = self.others[k].1.take() {
+                let st = complete(op);
+                let i = self.others[k].0;
+                result.push((i, st, self.data_of(i)));
+            }
+        }
         let mut got = Vec::new();
         self.requests.wait_all(&mut got);
         self.outcomes(got, result);
@@ -394,21 +485,38 @@ impl<'a, D: ?Sized> RequestCollection<'a, D> {
 
     /// One complete request, if any.
     pub fn test_any(&mut self) -> Option<(usize, Status, &'a D)> {
+        self.test_others();
+        let mut out = Vec::with_capacity(1);
+        self.report_others(1, &mut out);
+        if let Some(o) = out.pop() {
+            return Some(o);
+        }
         self.requests.test_any().map(|o| self.outcome(o))
     }
 
     /// Every request complete now.
-    pub fn test_some(&mut self, result: &mut Vec<(usize, Status, &'a D)>) {
+    pub fn test_some(&mut self, result: &mut Outcomes<'a, D>) {
+        result.clear();
+        self.test_others();
+        self.report_others(usize::MAX, result);
         let mut got = Vec::new();
         self.requests.test_some(&mut got);
         self.outcomes(got, result);
     }
 
-    /// Whether every request is complete; `result` gets them all if so.
-    pub fn test_all(&mut self, result: &mut Vec<(usize, Status, &'a D)>) -> bool {
+    /// Whether every request is complete; `result` gets them all if so
+    /// (else nothing is reported).
+    pub fn test_all(&mut self, result: &mut Outcomes<'a, D>) -> bool {
+        result.clear();
+        if !self.test_others() {
+            return false;
+        }
         let mut got = Vec::new();
-        let all = self.requests.test_all(&mut got);
+        if !self.requests.test_all(&mut got) {
+            return false;
+        }
+        self.report_others(usize::MAX, result);
         self.outcomes(got, result);
-        all
+        true
     }
 }

@@ -1,5 +1,6 @@
 //! rsmpi's `mpi::topology`: communicators, processes and groups.
 
+use crate::attribute::CommAttribute;
 use hmpi_core::traits::Communicator as _;
 
 pub use hmpi_core::point_to_point::{AnyProcess, Process};
@@ -9,7 +10,7 @@ pub type Rank = i32;
 
 /// The traits of this module (in `mpi::traits`).
 pub mod traits {
-    pub use super::{AsCommunicator, Communicator, Group};
+    pub use super::{AnyCommunicator, AsCommunicator, Communicator, Group};
 }
 
 /// A communicator (`MPI_Comm`): what rsmpi's `SimpleCommunicator` is.
@@ -155,7 +156,9 @@ pub trait Communicator {
 
     /// `MPI_Comm_dup`.
     fn duplicate(&self) -> SimpleCommunicator {
-        SimpleCommunicator(crate::check(self.core().duplicate()))
+        let dup = crate::check(self.core().duplicate());
+        crate::attribute::copy(self.core().attributes(), dup.attributes());
+        SimpleCommunicator(dup)
     }
 
     /// `MPI_Comm_split` with the rank as key.
@@ -328,6 +331,28 @@ impl Communicator for SimpleCommunicator {
 impl<C: Communicator + ?Sized> Communicator for &C {
     fn core(&self) -> &hmpi_core::SimpleCommunicator {
         (**self).core()
+    }
+}
+
+/// Attribute access on any communicator, also through `dyn Communicator`
+/// (rsmpi's `AnyCommunicator`).
+pub trait AnyCommunicator {
+    /// The value of type `A` cached on the communicator
+    /// (`MPI_Comm_get_attr`), `None` if none is.
+    fn get_attr<A: CommAttribute>(&self) -> Option<&A>;
+
+    /// Caches `val` on the communicator (`MPI_Comm_set_attr`); an `A`
+    /// cached before is dropped when the communicator goes.
+    fn set_attr<A: CommAttribute>(&mut self, val: A);
+}
+
+impl<C: ?Sized + Communicator> AnyCommunicator for C {
+    fn get_attr<A: CommAttribute>(&self) -> Option<&A> {
+        crate::attribute::get(self.core().attributes())
+    }
+
+    fn set_attr<A: CommAttribute>(&mut self, val: A) {
+        crate::attribute::set(self.core().attributes(), val)
     }
 }
 

@@ -2,7 +2,10 @@
 //! not cover: MPI errors abort the job with the MPI error text (rsmpi's
 //! `MPI_ERRORS_ARE_FATAL`), user operations on `DynBuffer`s, the
 //! nonblocking reductions and scans, request collections with their data,
-//! communicator comparison and subgroup communicators, the derive.
+//! communicator comparison and subgroup communicators, the derive,
+//! buffered sends (and a message too large for the buffer), the
+//! nonblocking all-to-all with varying counts, attributes replaced,
+//! duplicated and dropped.
 //!
 //! A `harness = false` binary on `hmpi_core::launch::rank_tests`: run
 //! plainly it runs the tests one after another, each launching ranks that
@@ -158,6 +161,46 @@ fn collection_rank() {
     for (i, y) in inb.iter().enumerate() {
         assert_eq!(*y, [((rank + size - 1) % size) as u32, i as u32]);
     }
+    // A collection mixing a receive, nonblocking reduction and scan, and a
+    // send: each reported once, with its index and data.
+    let (mine, mut from_prev, mut sum, mut upto) = (rank, -1i32, 0i32, 0i32);
+    mpi::request::multiple_scope(4, |scope, coll| {
+        let r = coll.add(prev.immediate_receive_into_with_tag(scope, &mut from_prev, 50));
+        let a = coll.add(world.immediate_all_reduce_into(
+            scope,
+            &mine,
+            &mut sum,
+            SystemOperation::sum(),
+        ));
+        let b =
+            coll.add(world.immediate_scan_into(scope, &mine, &mut upto, SystemOperation::sum()));
+        assert_eq!((r, a, b), (0, 1, 2));
+        assert_eq!(coll.len(), 3);
+        let first = coll.test_any().map(|(i, _, _)| i);
+        let mut seen: Vec<usize> = first.into_iter().collect();
+        coll.add(next.immediate_send_with_tag(scope, &mine, 50));
+        while let Some((i, st, d)) = coll.wait_any() {
+            if i == r {
+                assert_eq!(
+                    (*d, st.source_rank()),
+                    ((rank + size - 1) % size, (rank + size - 1) % size)
+                );
+            }
+            if i == a {
+                assert_eq!(*d, size * (size - 1) / 2);
+            }
+            if i == b {
+                assert_eq!(*d, rank * (rank + 1) / 2);
+            }
+            seen.push(i);
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, [0, 1, 2, 3]);
+        assert_eq!(coll.incomplete(), 0);
+        let mut rest = Vec::new();
+        assert!(coll.test_all(&mut rest));
+        assert!(rest.is_empty());
+    });
     // A future dropped before any message matched is cancelled, not
     // waited for; one with a message gives it, in the order sent.
     drop(world.any_process().immediate_receive_with_tag::<u64>(99));
@@ -284,6 +327,183 @@ fn communicators_compare_split_and_pack() {
     );
 }
 
+fn buffered_rank() {
+    let mut universe = mpi::initialize().unwrap();
+    assert_eq!(universe.buffer_size(), 0);
+    // Room for two messages of 64 u32s and their overhead.
+    universe.set_buffer_size(2 * (256 + 512));
+    assert_eq!(universe.buffer_size(), 2 * (256 + 512));
+    let world = universe.world();
+    let (rank, size) = (world.rank(), world.size());
+    let next = world.process_at_rank((rank + 1) % size);
+    let prev = world.process_at_rank((rank + size - 1) % size);
+    // Every rank sends before any receives: buffered sends return at once.
+    let out: Vec<u32> = (0..64).map(|i| rank as u32 * 100 + i).collect();
+    next.buffered_send_with_tag(&out[..], 3);
+    let mut got = vec![0u32; 64];
+    mpi::request::scope(|scope| {
+        // Complete when it starts: wait_any finds it first.
+        let mut reqs = vec![
+            prev.immediate_receive_into_with_tag(scope, &mut got[..], 4),
+            next.immediate_buffered_send_with_tag(scope, &out[..], 4),
+        ];
+        let (i, _) = mpi::request::wait_any(&mut reqs).unwrap();
+        assert_eq!(i, 1);
+        reqs.pop().unwrap().wait();
+    });
+    let from = (rank + size - 1) % size;
+    let expect: Vec<u32> = (0..64).map(|i| from as u32 * 100 + i).collect();
+    assert_eq!(got, expect);
+    let (first, st) = prev.receive_vec_with_tag::<u32>(3);
+    assert_eq!((first, st.source_rank()), (expect, from));
+    // Detaching waits for the messages to go; then another buffer.
+    universe.detach_buffer();
+    assert_eq!(universe.buffer_size(), 0);
+    universe.set_buffer_size(100);
+    world.barrier();
+    if rank == 0 {
+        // More than the buffer holds: MPI_ERR_BUFFER, fatal.
+        world.this_process().buffered_send(&[0u8; 1000][..]);
+        println!("unreachable: the buffered send returned");
+    }
+    world.barrier();
+}
+
+fn buffered_sends_return_at_once_within_the_buffer() {
+    let report = rank_tests::launch("buffered", 3, &[]);
+    assert!(!report.success(), "{}", rank_tests::describe(&report));
+    let r0 = &report.ranks[0];
+    let err = String::from_utf8_lossy(&r0.stderr);
+    let out = String::from_utf8_lossy(&r0.stdout);
+    // No rank failed an assertion before: rank 0 got as far as the
+    // oversized send, which aborted the job.
+    for r in &report.ranks {
+        assert!(
+            !String::from_utf8_lossy(&r.stderr).contains("panicked"),
+            "{}",
+            rank_tests::describe(&report)
+        );
+    }
+    assert!(
+        err.contains("MPI error: invalid buffer"),
+        "{}",
+        rank_tests::describe(&report)
+    );
+    assert!(
+        !out.contains("unreachable"),
+        "{}",
+        rank_tests::describe(&report)
+    );
+}
+
+fn varcount_rank() {
+    let universe = mpi::initialize().unwrap();
+    let world = universe.world();
+    let (rank, size) = (world.rank(), world.size());
+    // Rank r sends j + 1 values r * 10 + j to rank j.
+    let send_counts: Vec<i32> = (0..size).map(|j| j + 1).collect();
+    let send_displs: Vec<i32> = (0..size).map(|j| j * (j + 1) / 2).collect();
+    let out: Vec<i32> = (0..size)
+        .flat_map(|j| std::iter::repeat_n(rank * 10 + j, (j + 1) as usize))
+        .collect();
+    let recv_counts = vec![rank + 1; size as usize];
+    let recv_displs: Vec<i32> = (0..size).map(|i| i * (rank + 1)).collect();
+    let mut got = vec![-1i32; (size * (rank + 1)) as usize];
+    {
+        let send = mpi::datatype::Partition::new(&out[..], send_counts, &send_displs[..]);
+        let mut recv =
+            mpi::datatype::PartitionMut::new(&mut got[..], recv_counts, &recv_displs[..]);
+        mpi::request::scope(|scope| {
+            world
+                .immediate_all_to_all_varcount_into(scope, &send, &mut recv)
+                .wait();
+        });
+    }
+    for i in 0..size {
+        for k in 0..=rank {
+            assert_eq!(got[(i * (rank + 1) + k) as usize], i * 10 + rank);
+        }
+    }
+}
+
+fn immediate_all_to_all_varcount_delivers() {
+    rank_tests::assert_ran(&rank_tests::launch("varcount", 3, &[]), "varcount");
+}
+
+/// Drops of [`Counted`] values (the test compares their fields, never
+/// makes temporary ones).
+static DROPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// An attribute cloned into duplicates, counting its drops.
+#[derive(Clone, Debug, PartialEq)]
+struct Counted(u32);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        // Relaxed: a counter read on the same thread.
+        DROPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl mpi::attribute::CommAttribute for Counted {
+    const CLONE_ON_DUP: bool = true;
+}
+
+/// An attribute not carried into duplicates.
+#[derive(Clone, Debug, PartialEq)]
+struct Local(&'static str);
+
+impl mpi::attribute::CommAttribute for Local {}
+
+fn drops() -> usize {
+    // Relaxed: see `Counted::drop`.
+    DROPS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+fn attributes_rank() {
+    let universe = mpi::initialize().unwrap();
+    let world = universe.world();
+    let mut comm = world.duplicate();
+    assert!(comm.get_attr::<Counted>().is_none());
+    comm.set_attr(Counted(1));
+    comm.set_attr(Local("here"));
+    // Another handle's reference outlives a replacement through this one:
+    // the replaced value is kept until the communicator goes.
+    let other = universe.world();
+    let mut w = universe.world();
+    w.set_attr(Counted(7));
+    let seen = other.get_attr::<Counted>().unwrap();
+    w.set_attr(Counted(8));
+    assert_eq!(seen.0, 7);
+    assert_eq!(other.get_attr::<Counted>().map(|c| c.0), Some(8));
+    assert_eq!(drops(), 0);
+    // A duplicate gets a clone of Counted, not Local.
+    let dup = comm.duplicate();
+    assert_eq!(dup.get_attr::<Counted>().map(|c| c.0), Some(1));
+    assert_eq!(dup.get_attr::<Local>(), None);
+    assert_eq!(comm.get_attr::<Local>(), Some(&Local("here")));
+    drop(dup);
+    assert_eq!(drops(), 1);
+    // Replaced, then the communicator dropped: both values go.
+    comm.set_attr(Counted(2));
+    assert_eq!(comm.get_attr::<Counted>().map(|c| c.0), Some(2));
+    assert_eq!(drops(), 1);
+    drop(comm);
+    assert_eq!(drops(), 3);
+    // Through `dyn Communicator`.
+    let mut c = world
+        .split_by_color(mpi::topology::Color::with_value(0))
+        .unwrap();
+    let d: &mut dyn Communicator = &mut c;
+    d.set_attr(Local("dyn"));
+    assert_eq!(d.get_attr::<Local>(), Some(&Local("dyn")));
+    world.barrier();
+}
+
+fn attributes_are_kept_cloned_and_dropped() {
+    rank_tests::assert_ran(&rank_tests::launch("attributes", 2, &[]), "attributes");
+}
+
 fn main() {
     let roles: &[(&str, fn())] = &[
         ("errors", errors_abort_rank),
@@ -291,6 +511,9 @@ fn main() {
         ("collection", collection_rank),
         ("communicators", communicators_rank),
         ("derived", derived_rank),
+        ("buffered", buffered_rank),
+        ("varcount", varcount_rank),
+        ("attributes", attributes_rank),
     ];
     rank_tests::main(
         |role| roles.iter().find(|(n, _)| *n == role).map(|(_, f)| f()),
@@ -309,6 +532,18 @@ fn main() {
                 communicators_compare_split_and_pack,
             ),
             ("derived_structs_travel", derived_structs_travel),
+            (
+                "buffered_sends_return_at_once_within_the_buffer",
+                buffered_sends_return_at_once_within_the_buffer,
+            ),
+            (
+                "immediate_all_to_all_varcount_delivers",
+                immediate_all_to_all_varcount_delivers,
+            ),
+            (
+                "attributes_are_kept_cloned_and_dropped",
+                attributes_are_kept_cloned_and_dropped,
+            ),
         ],
     );
 }

@@ -33,9 +33,7 @@ const RANKS: &[(&str, &[u32])] = &[("cartesian", &[4]), ("cartesian_map", &[4, 8
 /// Examples this crate cannot build or run yet, and why.
 const UNSUPPORTED: &[(&str, &str)] = &[
     ("all_gather_bool", "hmpi's Equivalence is for types valid for every byte pattern: not bool"),
-    ("attributes", "communicator attributes (keyvals) are not in hmpi-core yet"),
-    ("buffered", "buffered sends (attach_buffer, buffered_send) are not in hmpi-core yet"),
-    ("comm_name", "communicator names (set_name/get_name) are not in hmpi-core yet"),
+    ("comm_name", "communicator names (set_name/get_name): hmpi-core's communicators have none (libhmpi keeps MPI_Comm_set_name's in its C handles)"),
     ("complex_datatype", "Equivalence::Out and UncommittedUserDatatype: hmpi's Equivalence gives a Datatype value and requires Copy"),
     ("complex_numbers", "the `complex` feature (num-complex types) is not provided"),
     ("datatype_dup", "DynBufferMut / DatatypeRef (untyped buffers) are not provided"),
@@ -43,14 +41,7 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ("derive_nonthreaded_panic", "hmpi's Equivalence requires Copy; hmpi always provides Threading::Multiple"),
     ("derive_postfinalize_panic", "hmpi's Equivalence requires Copy; hmpi's datatypes do not depend on init/finalize"),
     ("derive_preinit_panic", "hmpi's Equivalence requires Copy; hmpi's datatypes do not depend on init/finalize"),
-    ("immediate_all_gather_varcount", "no nonblocking varcount collectives in hmpi-core's typed tier yet"),
-    ("immediate_barrier", "deadlocks: hmpi-core sets up a communicator's collective state at its first collective, blocking until rank 0 takes part, so an immediate_barrier that is the first collective waits for rank 0 (here in a receive)"),
-    ("immediate_gather", "no nonblocking gather in hmpi-core's typed tier yet"),
-    ("immediate_gather_varcount", "no nonblocking gatherv in hmpi-core's typed tier yet"),
-    ("immediate_multiple_barrier", "a RequestCollection of nonblocking collectives (hmpi-core's collections hold point-to-point requests)"),
     ("immediate_reduce", "mpi::ffi and UnsafeUserOperation (C callbacks)"),
-    ("immediate_scatter", "no nonblocking scatter in hmpi-core's typed tier yet"),
-    ("immediate_scatter_varcount", "no nonblocking scatterv in hmpi-core's typed tier yet"),
     ("reduce", "mpi::ffi and UnsafeUserOperation (C callbacks)"),
     ("spawn", "dynamic process creation is refused (with its error)"),
     ("spawn_multiple", "dynamic process creation is refused (with its error)"),
@@ -60,7 +51,7 @@ const UNSUPPORTED: &[(&str, &str)] = &[
 ];
 
 /// Unsupported examples that would hang rather than fail: built, not run.
-const NOT_RUN: &[&str] = &["immediate_barrier"];
+const NOT_RUN: &[&str] = &[];
 
 fn main() {
     let Some(rsmpi) = registry_copy() else {
