@@ -393,10 +393,14 @@ mod tests {
             zeroed_bytes(usize::MAX),
             Err(Error::NoMemory { bytes: usize::MAX })
         ));
-        assert!(matches!(
-            zeroed_bytes(isize::MAX as usize),
-            Err(Error::NoMemory { .. })
-        ));
+        // Miri stops at an allocation larger than its memory instead of
+        // failing it, so the case it cannot model is left to native runs.
+        if !cfg!(miri) {
+            assert!(matches!(
+                zeroed_bytes(isize::MAX as usize),
+                Err(Error::NoMemory { .. })
+            ));
+        }
     }
 
     #[test]
