@@ -305,7 +305,8 @@ pub fn cancel(h: Request) -> Res {
 
 // ---------------------------------------------------------------- arguments
 
-fn dtype(t: Datatype) -> Res<CoreType> {
+/// The datatype behind handle `t`.
+pub(crate) fn dtype(t: Datatype) -> Res<CoreType> {
     Ok(type_ref(t)?.ty.clone())
 }
 

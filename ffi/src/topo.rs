@@ -23,9 +23,9 @@
 //! ```
 
 use crate::abi::{self, Aint, Comm, Count, Datatype, Info, Request};
-use crate::coll::{run, How};
+use crate::coll::{dtype, run, How};
+use crate::coll_large::Int;
 use crate::comm::{ints, store_comm, CommRef};
-use crate::datatype::type_ref;
 use crate::errors::{api, api_comm, err, out, put, MpiError, Res};
 use hmpi_core::collective::neighbor::{self, Block};
 use hmpi_core::collective::raw::Mode;
@@ -453,14 +453,6 @@ impl Blocks {
     }
 }
 
-fn dtype(t: Datatype) -> Res<CoreType> {
-    Ok(type_ref(t)?.ty.clone())
-}
-
-fn count(c: i64, what: &str) -> Res<usize> {
-    usize::try_from(c).map_err(|_| MpiError::new(abi::ERR_COUNT, format!("negative {what} {c}")))
-}
-
 /// `n` entries at `p` (a count, displacement or datatype array).
 ///
 /// # Safety
@@ -479,7 +471,7 @@ unsafe fn entries<'a, T>(p: *const T, n: usize, what: &str) -> Res<&'a [T]> {
 /// `n` equal blocks of `per` elements of `t`: one after the other
 /// (`step`), or all the same buffer.
 fn even(n: usize, per: i64, t: Datatype, step: bool) -> Res<Blocks> {
-    let per = count(per, "count")?;
+    let per = per.to_count("count")?;
     let dt = dtype(t)?;
     let ext = dt.extent();
     Ok(Blocks(
@@ -516,7 +508,7 @@ where
                 let at = d
                     .checked_mul(ext)
                     .ok_or_else(|| MpiError::new(abi::ERR_ARG, "displacement overflows"))?;
-                Ok((count(c.into(), "count")?, at, dt.clone()))
+                Ok((i64::to_count(c.into(), "count")?, at, dt.clone()))
             })
             .collect::<Res<_>>()?,
     ))
@@ -544,7 +536,7 @@ unsafe fn with_types<C: Copy + Into<i64>>(
         cs.iter()
             .zip(ds)
             .zip(ts)
-            .map(|((&c, &d), &t)| Ok((count(c.into(), "count")?, d, dtype(t)?)))
+            .map(|((&c, &d), &t)| Ok((i64::to_count(c.into(), "count")?, d, dtype(t)?)))
             .collect::<Res<_>>()?,
     ))
 }

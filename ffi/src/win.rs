@@ -30,6 +30,7 @@
 //! ```
 
 use crate::abi::{self, Aint, Comm, Count, Datatype, Errhandler, Group, Info, Op, Request, Win};
+use crate::coll_large::Int;
 use crate::comm::{group_ref, store_group, CommRef};
 use crate::datatype::{count_arg, type_ref};
 use crate::errors::{
@@ -687,8 +688,8 @@ mpi_fn! {
         api_win("MPI_Put_c", win, |e| {
             // SAFETY: the caller's buffer.
             unsafe {
-                put(e, origin_addr, count_c(origin_count)?, origin_datatype, target_rank,
-                    target_disp, count_c(target_count)?, target_datatype, None)
+                put(e, origin_addr, origin_count.to_count("count")?, origin_datatype, target_rank,
+                    target_disp, target_count.to_count("count")?, target_datatype, None)
             }
         })
     }
@@ -713,8 +714,8 @@ mpi_fn! {
         api_win("MPI_Get_c", win, |e| {
             // SAFETY: the caller's buffer.
             unsafe {
-                get(e, origin_addr, count_c(origin_count)?, origin_datatype, target_rank,
-                    target_disp, count_c(target_count)?, target_datatype, None)
+                get(e, origin_addr, origin_count.to_count("count")?, origin_datatype, target_rank,
+                    target_disp, target_count.to_count("count")?, target_datatype, None)
             }
         })
     }
@@ -740,9 +741,9 @@ mpi_fn! {
         api_win("MPI_Accumulate_c", win, |e| {
             // SAFETY: the caller's buffer.
             unsafe {
-                get_acc(e, origin_addr, count_c(origin_count)?, origin_datatype,
+                get_acc(e, origin_addr, origin_count.to_count("count")?, origin_datatype,
                     std::ptr::null_mut(), 0, abi::DATATYPE_NULL, target_rank, target_disp,
-                    count_c(target_count)?, target_datatype, op, None)
+                    target_count.to_count("count")?, target_datatype, op, None)
             }
         })
     }
@@ -770,9 +771,9 @@ mpi_fn! {
         api_win("MPI_Get_accumulate_c", win, |e| {
             // SAFETY: the caller's buffers.
             unsafe {
-                get_acc(e, origin_addr, count_c(origin_count)?, origin_datatype, result_addr,
-                    count_c(result_count)?, result_datatype, target_rank, target_disp,
-                    count_c(target_count)?, target_datatype, op, None)
+                get_acc(e, origin_addr, origin_count.to_count("count")?, origin_datatype, result_addr,
+                    result_count.to_count("count")?, result_datatype, target_rank, target_disp,
+                    target_count.to_count("count")?, target_datatype, op, None)
             }
         })
     }
@@ -836,8 +837,8 @@ mpi_fn! {
         api_win("MPI_Rput_c", win, |e| {
             // SAFETY: the caller's buffer and handle pointer.
             unsafe {
-                put(e, origin_addr, count_c(origin_count)?, origin_datatype, target_rank,
-                    target_disp, count_c(target_count)?, target_datatype, Some(request))
+                put(e, origin_addr, origin_count.to_count("count")?, origin_datatype, target_rank,
+                    target_disp, target_count.to_count("count")?, target_datatype, Some(request))
             }
         })
     }
@@ -862,8 +863,8 @@ mpi_fn! {
         api_win("MPI_Rget_c", win, |e| {
             // SAFETY: the caller's buffer and handle pointer.
             unsafe {
-                get(e, origin_addr, count_c(origin_count)?, origin_datatype, target_rank,
-                    target_disp, count_c(target_count)?, target_datatype, Some(request))
+                get(e, origin_addr, origin_count.to_count("count")?, origin_datatype, target_rank,
+                    target_disp, target_count.to_count("count")?, target_datatype, Some(request))
             }
         })
     }
@@ -889,9 +890,9 @@ mpi_fn! {
         api_win("MPI_Raccumulate_c", win, |e| {
             // SAFETY: the caller's buffer and handle pointer.
             unsafe {
-                get_acc(e, origin_addr, count_c(origin_count)?, origin_datatype,
+                get_acc(e, origin_addr, origin_count.to_count("count")?, origin_datatype,
                     std::ptr::null_mut(), 0, abi::DATATYPE_NULL, target_rank, target_disp,
-                    count_c(target_count)?, target_datatype, op, Some(request))
+                    target_count.to_count("count")?, target_datatype, op, Some(request))
             }
         })
     }
@@ -921,17 +922,12 @@ mpi_fn! {
         api_win("MPI_Rget_accumulate_c", win, |e| {
             // SAFETY: the caller's buffers and handle pointer.
             unsafe {
-                get_acc(e, origin_addr, count_c(origin_count)?, origin_datatype, result_addr,
-                    count_c(result_count)?, result_datatype, target_rank, target_disp,
-                    count_c(target_count)?, target_datatype, op, Some(request))
+                get_acc(e, origin_addr, origin_count.to_count("count")?, origin_datatype, result_addr,
+                    result_count.to_count("count")?, result_datatype, target_rank, target_disp,
+                    target_count.to_count("count")?, target_datatype, op, Some(request))
             }
         })
     }
-}
-
-/// A large count from C.
-fn count_c(c: Count) -> Res<usize> {
-    usize::try_from(c).map_err(|_| MpiError::new(abi::ERR_COUNT, format!("negative count {c}")))
 }
 
 /// Writes a complete request for an `MPI_R…` call (after checking the
