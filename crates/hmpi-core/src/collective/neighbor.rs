@@ -42,7 +42,7 @@
 //! ```
 
 use super::raw::{exec, local, CollRequest, Mode};
-use super::typed::{Partition, PartitionMut};
+use super::typed::{elements, elements_mut, in_scope, Partition, PartitionMut};
 use crate::comm::{Communicator, SimpleCommunicator};
 use crate::datatype::{Buffer, BufferMut, Datatype};
 use crate::error::{Error, Result};
@@ -464,15 +464,6 @@ pub unsafe fn neighbor_alltoall(
 
 // ---------------------------------------------------------------- typed
 
-fn elements<B: ?Sized + Buffer>(b: &B) -> usize {
-    b.as_bytes().len() / b.element_size().max(1)
-}
-
-fn elements_mut<B: ?Sized + BufferMut>(b: &mut B) -> usize {
-    let es = b.element_size().max(1);
-    b.as_bytes_mut().len() / es
-}
-
 /// Equal shares of `total` elements among `n` blocks.
 fn share(total: usize, n: usize, what: &str) -> Result<usize> {
     match n {
@@ -575,19 +566,6 @@ where
             &rdt,
             mode,
         )
-    }
-}
-
-/// A started collective as a request of `scope`.
-fn in_scope<'s>(
-    scope: &'s Scope<'s, '_>,
-    r: Result<Option<CollRequest>>,
-) -> Result<CollectiveRequest<'s>> {
-    match r? {
-        Some(c) => Ok(scope.insert_collective(c)),
-        None => Err(Error::Internal(
-            "a started collective without a request".into(),
-        )),
     }
 }
 

@@ -113,11 +113,13 @@ fn layout(counts: &[i32], displs: &[i32], len: usize) -> Result<(Vec<usize>, Vec
     Ok((c, d))
 }
 
-fn elements<B: ?Sized + Buffer>(b: &B) -> usize {
+/// The whole elements in `b`.
+pub(super) fn elements<B: ?Sized + Buffer>(b: &B) -> usize {
     b.as_bytes().len() / b.element_size().max(1)
 }
 
-fn elements_mut<B: ?Sized + BufferMut>(b: &mut B) -> usize {
+/// The whole elements in `b`.
+pub(super) fn elements_mut<B: ?Sized + BufferMut>(b: &mut B) -> usize {
     let es = b.element_size().max(1);
     b.as_bytes_mut().len() / es
 }
@@ -554,7 +556,7 @@ unsafe fn scan_typed<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
 }
 
 /// A started collective, kept in `scope`.
-fn in_scope<'s>(scope: &'s Scope<'s, '_>, r: Started) -> Result<CollectiveRequest<'s>> {
+pub(super) fn in_scope<'s>(scope: &'s Scope<'s, '_>, r: Started) -> Result<CollectiveRequest<'s>> {
     match r? {
         Some(c) => Ok(scope.insert_collective(c)),
         None => Err(Error::Internal(
