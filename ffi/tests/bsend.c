@@ -137,6 +137,9 @@ int main(int argc, char **argv) {
         OK(MPI_Bsend(out[0], N, MPI_DOUBLE, right, 11, c2));
         FAILS(MPI_ERR_BUFFER, MPI_Bsend(out[0], N, MPI_DOUBLE, right, 12, c2));
         FAILS(MPI_ERR_BUFFER, MPI_Bsend(out[0], 1, MPI_DOUBLE, right, 12, MPI_COMM_WORLD));
+        /* Nobody receives the first message before every rank has seen its
+         * buffer full. */
+        OK(MPI_Barrier(c2));
         OK(MPI_Recv(in, N, MPI_DOUBLE, left, 11, c2, MPI_STATUS_IGNORE));
         OK(MPI_Comm_flush_buffer(c2));
         void *cb = NULL;
