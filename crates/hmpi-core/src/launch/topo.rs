@@ -967,6 +967,41 @@ mod tests {
         std::fs::remove_dir_all(root).unwrap();
     }
 
+    /// hwloc and `/sys` group this machine's CPUs the same way.
+    #[test]
+    #[cfg(feature = "hwloc")]
+    #[cfg_attr(miri, ignore)] // foreign calls, file system
+    fn hwloc_agrees_with_sysfs() {
+        let hw = Topology::from_hwloc().unwrap();
+        let sys = Topology::from_sysfs(Path::new("/sys")).unwrap();
+        assert_eq!(hw.source(), Source::Hwloc);
+        let partition = |t: &Topology, level: Level| -> Option<BTreeSet<Vec<usize>>> {
+            let allowed = super::super::allowed_cpus();
+            let pus: Vec<Pu> = t
+                .pus()
+                .iter()
+                .filter(|p| allowed.contains(&p.cpu))
+                .copied()
+                .collect();
+            if pus.iter().any(|p| p.id(level).is_none()) {
+                return None;
+            }
+            let groups = groups(&pus, level).into_iter().map(|g| {
+                let mut cpus: Vec<usize> = g.iter().map(|p| p.cpu).collect();
+                cpus.sort_unstable();
+                cpus
+            });
+            Some(groups.collect())
+        };
+        for level in [Level::HwThread, Level::Core, Level::L3Cache, Level::Socket] {
+            match (partition(&hw, level), partition(&sys, level)) {
+                (Some(a), Some(b)) => assert_eq!(a, b, "{level}"),
+                // One source may not know the level (no L3 entry in /sys).
+                _ => assert_ne!(level, Level::Core),
+            }
+        }
+    }
+
     #[test]
     #[cfg_attr(miri, ignore)] // file system, sched_getaffinity
     fn this_machine() {
