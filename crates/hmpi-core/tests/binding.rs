@@ -180,6 +180,33 @@ fn every_level_binds() {
     }
 }
 
+/// Without options, as many ranks as CPUs get a CPU each (rank `i` the
+/// `i`-th when Linux numbers the cores' first threads first).
+fn the_default_is_a_cpu_each() {
+    let exe = std::env::current_exe().unwrap();
+    let allowed = allowed_cpus();
+    let n = allowed.len() as u32;
+    let p = Launcher::new(&exe, n)
+        .bind(Bind::HwThread)
+        .placement()
+        .unwrap();
+    let sets: Vec<Vec<usize>> = p.cpus.into_iter().map(Option::unwrap).collect();
+    let mut all: Vec<usize> = sets.iter().flatten().copied().collect();
+    all.sort_unstable();
+    assert_eq!(all, allowed, "one CPU each, every CPU once");
+    let want: Vec<String> = sets.iter().map(|s| list(s)).collect();
+    let env = [
+        (rank_tests::ROLE_VAR, "affinity".to_string()),
+        (CPUS_VAR, want.join(";")),
+    ];
+    let n = n.to_string();
+    let out = hmpirun(&["-n", &n, exe.to_str().unwrap()], &env);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert_eq!(stdout.matches("role affinity done").count(), allowed.len());
+    assert!(stderr.is_empty(), "{stderr}");
+}
+
 /// More bound ranks than cores: said once, unless `--oversubscribe`; the
 /// default placement never says it.
 fn oversubscription_is_said_once() {
@@ -316,6 +343,7 @@ fn main() {
         },
         &[
             ("every_level_binds", every_level_binds),
+            ("the_default_is_a_cpu_each", the_default_is_a_cpu_each),
             (
                 "oversubscription_is_said_once",
                 oversubscription_is_said_once,

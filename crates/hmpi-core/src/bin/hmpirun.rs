@@ -39,8 +39,9 @@ Options:
   --bind-to LEVEL|none   bind each rank to the LEVEL that holds its place
                          (or, if LEVEL is narrower, to the next LEVEL in
                          it), or not at all (default: the --map-by level;
-                         without either option core if N <= allowed CPUs,
-                         else none)
+                         without either option, if N <= allowed CPUs,
+                         one hardware thread per rank, mapped by core
+                         (rank i on the i-th CPU), else none)
                          LEVEL: hwthread, core, l3cache, numa, socket
                          (package); read with hwloc if built with the
                          feature hwloc, else from /sys
@@ -265,16 +266,18 @@ fn parse(args: Vec<OsString>, env_timeout: Option<&str>) -> Result<Cli, String> 
 
 /// The binding the options ask for, and whether oversubscription goes
 /// without a word: `--bind-to`; else the `--map-by` level (cores with
-/// PE=n); else, by default, cores when there are CPUs enough for the
-/// ranks (`cpus()` of them), none otherwise. The default never speaks of
-/// oversubscription.
+/// PE=n); else, by default, one hardware thread per rank, mapped by core,
+/// when there are CPUs enough for the ranks (`cpus()` of them): rank `i`
+/// on the `i`-th CPU (Linux numbers the first threads of all cores before
+/// the second ones), as before placement options existed; none otherwise.
+/// The default never speaks of oversubscription.
 fn binding(opts: &Options, cpus: impl FnOnce() -> usize) -> (Bind, bool) {
     match (opts.bind, opts.map) {
         (Some(b), _) => (b, opts.oversubscribe),
         (None, Some((Level::HwThread, pe))) if pe > 1 => (Bind::HwThread, opts.oversubscribe),
         (None, Some((_, pe))) if pe > 1 => (Bind::Core, opts.oversubscribe),
         (None, Some((level, _))) => (Bind::to(level), opts.oversubscribe),
-        (None, None) if opts.ranks as usize <= cpus() => (Bind::Core, true),
+        (None, None) if opts.ranks as usize <= cpus() => (Bind::HwThread, true),
         (None, None) => (Bind::None, true),
     }
 }
@@ -481,9 +484,9 @@ mod tests {
         ] {
             assert_eq!(run(&["-n", "1", "--bind-to", name, "p"]).bind, Some(bind));
         }
-        // The default: cores when there are enough CPUs, quietly.
+        // The default: a CPU each when there are enough, quietly.
         let o = run(&["-n", "3", "p"]);
-        assert_eq!(binding(&o, || 4), (Bind::Core, true));
+        assert_eq!(binding(&o, || 4), (Bind::HwThread, true));
         assert_eq!(binding(&o, || 2), (Bind::None, true));
     }
 
