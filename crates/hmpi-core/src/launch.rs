@@ -375,7 +375,8 @@ impl Launcher {
                     "cores"
                 };
                 output::write_stderr_line(&format!(
-                    "hmpirun: {} ranks bound to {} {unit}: oversubscribed, ranks share CPUs\n",
+                    "hmpirun: {} ranks bound to {} {unit}: oversubscribed, ranks share CPUs \
+                     (--oversubscribe silences this)\n",
                     self.ranks, placement.slots
                 ));
             }

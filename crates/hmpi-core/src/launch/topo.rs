@@ -183,7 +183,9 @@ pub struct Mapping {
     /// The CPUs of each rank, increasing (`None`: not bound).
     pub cpus: Vec<Option<Vec<usize>>>,
     /// How many ranks the CPUs hold without sharing: the cores the launcher
-    /// may use (hardware threads when mapping or binding by hwthread).
+    /// may use (hardware threads when mapping or binding by hwthread); 0
+    /// from [`super::Launcher::placement`] for ranks that are not bound
+    /// (no topology is read then).
     pub slots: usize,
     /// More ranks (times `PE`) than slots: ranks share CPUs.
     pub oversubscribed: bool,
