@@ -13,9 +13,12 @@
 //! 2. a guard process is forked (`guard`): it leads the job's process
 //!    group and kills the group when the launcher closes its pipe or dies;
 //! 3. every rank is spawned into the guard's process group, optionally
-//!    bound to one CPU, with `PR_SET_PDEATHSIG` so that it dies with the
-//!    launcher even before it joins the group, and with the job's variables
-//!    ([`crate::env`]);
+//!    bound to the CPUs its place on the node's topology gives it
+//!    ([`Launcher::bind`], [`Launcher::map_by`], [`topo`]), with
+//!    `PR_SET_PDEATHSIG` so that it dies with the launcher even before it
+//!    joins the group, and with the job's variables ([`crate::env`]; with
+//!    [`topo::DOMAIN_VAR`] when the bound ranks span several cache or
+//!    memory domains);
 //! 4. the launcher sleeps in `poll(2)` on a self-pipe that `SIGCHLD`,
 //!    `SIGINT`, `SIGTERM` and `SIGHUP` write to, and reaps each rank with
 //!    `waitpid(pid, WNOHANG)`, so that concurrent jobs in one process never
@@ -61,6 +64,7 @@ mod guard;
 mod output;
 pub mod rank_tests;
 mod signals;
+pub mod topo;
 
 pub use signals::signal_name;
 
@@ -89,14 +93,61 @@ const INIT_WATCH: Duration = Duration::from_millis(50);
 /// The exit code of a job that ran out of time (as `timeout(1)`).
 pub const TIMEOUT_EXIT_CODE: i32 = 124;
 
-/// CPU binding of the ranks.
+/// How wide each rank's CPU binding is (`mpirun --bind-to`): the object of
+/// the node's topology that holds the place [`Launcher::map_by`] gives the
+/// rank, or, when narrower than that place, the next such object in it.
+/// Only the CPUs the launcher may use count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bind {
-    /// Rank `i` runs on the `i`-th CPU of the launcher's allowed set
-    /// (modulo its size).
+    /// One hardware thread.
+    HwThread,
+    /// A core (all its hardware threads): with the default mapping, rank
+    /// `i` runs on the `i`-th core (modulo their number).
     Core,
+    /// The CPUs that share an L3 cache.
+    L3Cache,
+    /// The CPUs of a NUMA node.
+    Numa,
+    /// The CPUs of a socket.
+    Socket,
     /// Ranks may run on any CPU the launcher may use.
     None,
+}
+
+impl Bind {
+    /// The topology level of the binding (`None` for [`Bind::None`]).
+    pub fn level(self) -> Option<topo::Level> {
+        use topo::Level;
+        match self {
+            Bind::HwThread => Some(Level::HwThread),
+            Bind::Core => Some(Level::Core),
+            Bind::L3Cache => Some(Level::L3Cache),
+            Bind::Numa => Some(Level::Numa),
+            Bind::Socket => Some(Level::Socket),
+            Bind::None => None,
+        }
+    }
+
+    /// The binding to objects of `level`.
+    pub fn to(level: topo::Level) -> Bind {
+        use topo::Level;
+        match level {
+            Level::HwThread => Bind::HwThread,
+            Level::Core => Bind::Core,
+            Level::L3Cache => Bind::L3Cache,
+            Level::Numa => Bind::Numa,
+            Level::Socket => Bind::Socket,
+        }
+    }
+
+    /// The binding named as on `mpirun`'s command line (`none`, or a
+    /// [`topo::Level`]'s name).
+    pub fn parse(s: &str) -> Option<Bind> {
+        match s {
+            "none" => Some(Bind::None),
+            _ => topo::Level::parse(s).map(Bind::to),
+        }
+    }
 }
 
 /// A job to launch: the program, its arguments and the number of ranks.
@@ -108,6 +159,11 @@ pub struct Launcher {
     args: Vec<OsString>,
     env: Vec<(OsString, OsString)>,
     bind: Bind,
+    map: Option<topo::Level>,
+    pe: u32,
+    report_bindings: bool,
+    oversubscribe: bool,
+    topology: Option<topo::Topology>,
     tag_output: bool,
     capture_output: bool,
     timeout: Option<Duration>,
@@ -126,6 +182,11 @@ impl Launcher {
             args: Vec::new(),
             env: Vec::new(),
             bind: Bind::None,
+            map: None,
+            pe: 1,
+            report_bindings: false,
+            oversubscribe: false,
+            topology: None,
             tag_output: false,
             capture_output: false,
             timeout: None,
@@ -164,6 +225,80 @@ impl Launcher {
     pub fn bind(mut self, bind: Bind) -> Self {
         self.bind = bind;
         self
+    }
+
+    /// Places rank `i` in the `i`-th object of `level` (modulo their
+    /// number), as `mpirun --map-by` (default: by core). Matters only when
+    /// the ranks are bound.
+    pub fn map_by(mut self, level: topo::Level) -> Self {
+        self.map = Some(level);
+        self
+    }
+
+    /// Binds each rank to `n` hardware threads or cores (`--map-by X:PE=n`;
+    /// default 1). More than 1 needs [`Bind::HwThread`] or [`Bind::Core`].
+    pub fn pe(mut self, n: u32) -> Self {
+        self.pe = n;
+        self
+    }
+
+    /// Prints each rank's binding on standard error before the ranks
+    /// start, one line per rank as `mpirun --report-bindings` does (not
+    /// when capturing output).
+    pub fn report_bindings(mut self, on: bool) -> Self {
+        self.report_bindings = on;
+        self
+    }
+
+    /// Allows more bound ranks than CPUs without a word (by default the
+    /// launcher says once on standard error that the ranks share CPUs).
+    pub fn oversubscribe(mut self, quiet: bool) -> Self {
+        self.oversubscribe = quiet;
+        self
+    }
+
+    /// Places the ranks on this topology instead of the machine's
+    /// ([`topo::Topology::detect`]); its CPUs must be real ones for the
+    /// binding to take effect.
+    pub fn topology(mut self, topology: topo::Topology) -> Self {
+        self.topology = Some(topology);
+        self
+    }
+
+    /// Where the ranks go: each rank's CPUs, and their cache or memory
+    /// domains. Reads the node's topology unless the ranks are not bound.
+    pub fn placement(&self) -> Result<topo::Mapping, LaunchError> {
+        self.plan().map(|(_, m)| m)
+    }
+
+    /// The topology (if the ranks are bound) and the mapping.
+    fn plan(&self) -> Result<(Option<topo::Topology>, topo::Mapping), LaunchError> {
+        let bad = |e: topo::TopoError| LaunchError::InvalidArgument(e.0);
+        let Some(bind) = self.bind.level() else {
+            if self.pe != 1 {
+                return Err(LaunchError::InvalidArgument(format!(
+                    "PE={} needs the ranks bound (to cores or hardware threads)",
+                    self.pe
+                )));
+            }
+            let cpus = vec![None; self.ranks as usize];
+            let m = topo::Mapping {
+                cpus,
+                slots: 0,
+                oversubscribed: false,
+                domains: None,
+            };
+            return Ok((None, m));
+        };
+        let topology = match &self.topology {
+            Some(t) => t.clone(),
+            None => topo::Topology::detect().map_err(bad)?,
+        };
+        let map = self.map.unwrap_or(topo::Level::Core);
+        let m = topology
+            .map(&allowed_cpus(), self.ranks, map, Some(bind), self.pe)
+            .map_err(bad)?;
+        Ok((Some(topology), m))
     }
 
     /// Prefixes every output line with `[rank] ` (ignored when capturing).
@@ -230,10 +365,37 @@ impl Launcher {
             })?,
         };
         spec.ranks = self.ranks;
-        let cpus = match self.bind {
-            Bind::Core => allowed_cpus(),
-            Bind::None => Vec::new(),
-        };
+        let (topology, placement) = self.plan()?;
+        if !self.capture_output {
+            if placement.oversubscribed && !self.oversubscribe {
+                let unit = if self.bind == Bind::HwThread || self.map == Some(topo::Level::HwThread)
+                {
+                    "hardware threads"
+                } else {
+                    "cores"
+                };
+                output::write_stderr_line(&format!(
+                    "hmpirun: {} ranks bound to {} {unit}: oversubscribed, ranks share CPUs \
+                     (--oversubscribe silences this)\n",
+                    self.ranks, placement.slots
+                ));
+            }
+            if self.report_bindings {
+                let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .map(|h| h.trim().to_string())
+                    .unwrap_or_else(|_| "localhost".into());
+                let me = std::process::id();
+                let mut text = String::new();
+                for (rank, set) in placement.cpus.iter().enumerate() {
+                    let line = match &topology {
+                        Some(t) => t.report_line(rank as u32, set.as_deref()),
+                        None => topo::unbound_line(rank as u32),
+                    };
+                    text.push_str(&format!("[{host}:{me}] {line}\n"));
+                }
+                output::write_stderr_line(&text);
+            }
+        }
         let start = Instant::now();
         let job_id = new_job_id();
         // Declared first, dropped last: after every rank is reaped.
@@ -258,8 +420,9 @@ impl Launcher {
             quiet: self.capture_output,
         };
         for rank in 0..self.ranks {
-            let cpu = (!cpus.is_empty()).then(|| cpus[rank as usize % cpus.len()]);
-            if let Err(e) = self.spawn(&mut job, rank, &job_id, &segment, cpu) {
+            let cpus = placement.cpus[rank as usize].as_deref();
+            let domain = placement.domains.as_ref().map(|d| d[rank as usize]);
+            if let Err(e) = self.spawn(&mut job, rank, &job_id, &segment, cpus, domain) {
                 job.abort();
                 return Err(e);
             }
@@ -315,7 +478,8 @@ impl Launcher {
         rank: u32,
         job_id: &str,
         segment: &SegmentFile,
-        cpu: Option<usize>,
+        cpus: Option<&[usize]>,
+        domain: Option<u32>,
     ) -> Result<(), LaunchError> {
         let spawn_error = |source| LaunchError::Spawn {
             program: self.program.clone(),
@@ -338,6 +502,12 @@ impl Launcher {
             .env(env::LOCAL_SIZE, &size)
             .env(env::JOB, job_id)
             .env(env::SHM_NAME, segment.path());
+        // The rank's cache or memory domain, for the collectives; never an
+        // inherited one.
+        match domain {
+            Some(d) => cmd.env(topo::DOMAIN_VAR, d.to_string()),
+            None => cmd.env_remove(topo::DOMAIN_VAR),
+        };
         cmd.process_group(job.guard.pgid());
         let stdin_is_tty = nix::unistd::isatty(io::stdin()).unwrap_or(false);
         cmd.stdin(if rank == 0 && !stdin_is_tty {
@@ -349,7 +519,7 @@ impl Launcher {
         if piped {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         }
-        let cpu_set = cpu.map(cpu_set_of);
+        let cpu_set = cpus.map(cpu_set_of);
         let launcher = nix::unistd::getpid();
         let segment_fd = segment.fd().as_raw_fd();
         // SAFETY: the closure runs in the child between fork and exec and
@@ -418,10 +588,12 @@ fn in_child(
     Ok(())
 }
 
-fn cpu_set_of(cpu: usize) -> nix::sched::CpuSet {
+fn cpu_set_of(cpus: &[usize]) -> nix::sched::CpuSet {
     let mut set = nix::sched::CpuSet::new();
-    // `cpu` comes from `allowed_cpus`, so it is below the set's size.
-    let _ = set.set(cpu);
+    for &cpu in cpus {
+        // `cpu` is one of `allowed_cpus`, so it is below the set's size.
+        let _ = set.set(cpu);
+    }
     set
 }
 

@@ -472,7 +472,7 @@ fn bad_usage_exits_2() {
         (&[][..], "missing PROGRAM"),
         (&["-n", "x", "true"], "invalid number of ranks"),
         (&["true"], "missing the number of ranks"),
-        (&["-n", "2", "--bind-to", "socket", "true"], "core or none"),
+        (&["-n", "2", "--bind-to", "board", "true"], "--bind-to"),
         (&["-n", "2", "--bogus", "true"], "unknown option"),
         (&["-n", "2", "--timeout", "soon", "true"], "invalid timeout"),
     ] {

@@ -1,8 +1,12 @@
 //! `hmpirun`: runs N ranks of a program on this node.
 //!
 //! ```text
-//! hmpirun -n N [--bind-to core|none] [--tag-output] [--timeout SECS] [--] PROGRAM [ARGS...]
+//! hmpirun -n N [--map-by LEVEL[:PE=n]] [--bind-to LEVEL|none] [--report-bindings]
+//!         [--oversubscribe] [--tag-output] [--timeout SECS] [--] PROGRAM [ARGS...]
 //! ```
+//!
+//! `LEVEL` is `hwthread`, `core`, `l3cache`, `numa` or `socket`; the
+//! placement is [`hmpi_core::launch::topo`]'s.
 //!
 //! Exits with the job's exit code ([`hmpi_core::launch::JobReport::exit_code`]):
 //! 0, the first failing rank's status (1 for a rank that exited with status
@@ -17,6 +21,7 @@
 //! ```
 
 use hmpi_core::env;
+use hmpi_core::launch::topo::Level;
 use hmpi_core::launch::{allowed_cpus, Bind, LaunchError, Launcher};
 use std::ffi::OsString;
 use std::time::Duration;
@@ -28,8 +33,22 @@ Runs N ranks of PROGRAM on this node, sharing one node heap.
 
 Options:
   -n, -np, --np N        number of ranks (required)
-  --bind-to core|none    bind rank i to the i-th allowed CPU, or not at all
-                         (default: core if N <= allowed CPUs, else none)
+  --map-by LEVEL[:PE=n]  place rank i in the i-th LEVEL (round robin) of
+                         the CPUs hmpirun may use; with PE=n, bind each
+                         rank to n cores (default: core)
+  --bind-to LEVEL|none   bind each rank to the LEVEL that holds its place
+                         (or, if LEVEL is narrower, to the next LEVEL in
+                         it), or not at all (default: the --map-by level;
+                         without either option, if N <= allowed CPUs,
+                         one hardware thread per rank, mapped by core
+                         (rank i on the i-th CPU), else none)
+                         LEVEL: hwthread, core, l3cache, numa, socket
+                         (package); read with hwloc if built with the
+                         feature hwloc, else from /sys
+  --report-bindings      print each rank's CPUs, L3, NUMA node and socket
+                         on stderr before the ranks start
+  --oversubscribe        say nothing when more ranks are bound than there
+                         are CPUs (they share them)
   --tag-output           prefix every output line with [rank]
   --timeout SECS         end the job after SECS seconds (exit code 124);
                          default $HMPI_TIMEOUT, 0 for no limit
@@ -61,7 +80,8 @@ Environment (sizes take K, M, G, T suffixes):
                                communicates                        [1]
   HMPI_COLL_DOMAINS=K          collectives: pretend the ranks form
                                K cache domains (tests the hierarchy)
-                               (unset: hwloc if built with it, else flat)
+                               (unset: HMPI_NODE_DOMAIN, else hwloc if
+                               built with it, else flat)
   HMPI_OPI_POOL_MAX=N          buffers an OpiBuf pool keeps        [64]
   HMPI_OPI_POOL_POLICY=freeing|allocating
                                which rank's pool a freed OpiBuf
@@ -76,6 +96,9 @@ Set by hmpirun for every rank (read by the runtime):
                                the same on this node
   HMPI_JOB                     the job's identifier
   HMPI_SHM_NAME                the node heap's descriptor
+  HMPI_NODE_DOMAIN             the rank's L3 / NUMA node / socket, when
+                               the bound ranks span several (read by
+                               the collectives' hierarchy)
   HMPI_HEAP_PID                libhmpi: the process that attached the heap
 
 A program started without hmpirun is a world of 1 process.";
@@ -92,6 +115,10 @@ enum Cli {
 struct Options {
     ranks: u32,
     bind: Option<Bind>,
+    /// `--map-by`'s level and PE.
+    map: Option<(Level, u32)>,
+    report_bindings: bool,
+    oversubscribe: bool,
     tag_output: bool,
     timeout: Option<Duration>,
     program: OsString,
@@ -105,6 +132,45 @@ fn parse_ranks(s: &str) -> Result<u32, String> {
             "invalid number of ranks {s:?}: expected a positive integer"
         )),
     }
+}
+
+const LEVELS: &str = "hwthread, core, l3cache, numa or socket";
+
+fn parse_bind(s: &str) -> Result<Bind, String> {
+    Bind::parse(s)
+        .ok_or_else(|| format!("invalid value {s:?} for --bind-to: expected {LEVELS}, or none"))
+}
+
+/// `LEVEL` or `LEVEL:PE=n`.
+fn parse_map(s: &str) -> Result<(Level, u32), String> {
+    let (level, modifier) = match s.split_once(':') {
+        Some((l, m)) => (l, Some(m)),
+        None => (s, None),
+    };
+    let Some(level) = Level::parse(level) else {
+        return Err(format!(
+            "invalid value {s:?} for --map-by: expected {LEVELS}, optionally with :PE=n"
+        ));
+    };
+    let pe = match modifier {
+        None => 1,
+        Some(m) => match m.strip_prefix("PE=").or_else(|| m.strip_prefix("pe=")) {
+            Some(n) => match n.parse::<u32>() {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    return Err(format!(
+                        "invalid PE in --map-by {s:?}: expected a positive integer"
+                    ))
+                }
+            },
+            None => {
+                return Err(format!(
+                    "invalid modifier {m:?} in --map-by {s:?}: only PE=n is known"
+                ))
+            }
+        },
+    };
+    Ok((level, pe))
 }
 
 fn parse_timeout(s: &str, source: &str) -> Result<Option<Duration>, String> {
@@ -122,6 +188,9 @@ fn parse_timeout(s: &str, source: &str) -> Result<Option<Duration>, String> {
 fn parse(args: Vec<OsString>, env_timeout: Option<&str>) -> Result<Cli, String> {
     let mut ranks = None;
     let mut bind = None;
+    let mut map = None;
+    let mut report_bindings = false;
+    let mut oversubscribe = false;
     let mut tag_output = false;
     let mut timeout = None;
     let mut it = args.into_iter();
@@ -162,17 +231,10 @@ fn parse(args: Vec<OsString>, env_timeout: Option<&str>) -> Result<Cli, String> 
             "-h" | "--help" => return Ok(Cli::Help),
             "-V" | "--version" => return Ok(Cli::Version),
             "-n" | "-np" | "--np" | "--n" => ranks = Some(parse_ranks(&value(&mut it)?)?),
-            "--bind-to" => {
-                bind = Some(match value(&mut it)?.as_str() {
-                    "core" => Bind::Core,
-                    "none" => Bind::None,
-                    other => {
-                        return Err(format!(
-                            "invalid value {other:?} for --bind-to: expected core or none"
-                        ))
-                    }
-                })
-            }
+            "--bind-to" => bind = Some(parse_bind(&value(&mut it)?)?),
+            "--map-by" => map = Some(parse_map(&value(&mut it)?)?),
+            "--report-bindings" if inline.is_none() => report_bindings = true,
+            "--oversubscribe" if inline.is_none() => oversubscribe = true,
             "--tag-output" if inline.is_none() => tag_output = true,
             "--timeout" => timeout = Some(parse_timeout(&value(&mut it)?, "--timeout")?),
             _ => return Err(format!("unknown option {s:?}")),
@@ -192,11 +254,32 @@ fn parse(args: Vec<OsString>, env_timeout: Option<&str>) -> Result<Cli, String> 
     Ok(Cli::Run(Options {
         ranks,
         bind,
+        map,
+        report_bindings,
+        oversubscribe,
         tag_output,
         timeout,
         program,
         args: it.collect(),
     }))
+}
+
+/// The binding the options ask for, and whether oversubscription goes
+/// without a word: `--bind-to`; else the `--map-by` level (cores with
+/// PE=n); else, by default, one hardware thread per rank, mapped by core,
+/// when there are CPUs enough for the ranks (`cpus()` of them): rank `i`
+/// on the `i`-th CPU (Linux numbers the first threads of all cores before
+/// the second ones), as before placement options existed; none otherwise.
+/// The default never speaks of oversubscription.
+fn binding(opts: &Options, cpus: impl FnOnce() -> usize) -> (Bind, bool) {
+    match (opts.bind, opts.map) {
+        (Some(b), _) => (b, opts.oversubscribe),
+        (None, Some((Level::HwThread, pe))) if pe > 1 => (Bind::HwThread, opts.oversubscribe),
+        (None, Some((_, pe))) if pe > 1 => (Bind::Core, opts.oversubscribe),
+        (None, Some((level, _))) => (Bind::to(level), opts.oversubscribe),
+        (None, None) if opts.ranks as usize <= cpus() => (Bind::HwThread, true),
+        (None, None) => (Bind::None, true),
+    }
 }
 
 /// Writes `text` to standard error with one `write(2)` (`eprintln!` would
@@ -233,17 +316,16 @@ fn main() {
         Ok(Cli::Run(opts)) => opts,
         Err(msg) => usage_error(&msg),
     };
-    let bind = opts.bind.unwrap_or_else(|| {
-        if opts.ranks as usize <= allowed_cpus().len() {
-            Bind::Core
-        } else {
-            Bind::None
-        }
-    });
+    let (bind, quiet) = binding(&opts, || allowed_cpus().len());
     let mut launcher = Launcher::new(opts.program, opts.ranks)
         .args(opts.args)
         .bind(bind)
+        .report_bindings(opts.report_bindings)
+        .oversubscribe(quiet)
         .tag_output(opts.tag_output);
+    if let Some((level, pe)) = opts.map {
+        launcher = launcher.map_by(level).pe(pe);
+    }
     if let Some(t) = opts.timeout {
         launcher = launcher.timeout(t);
     }
@@ -374,6 +456,41 @@ mod tests {
     }
 
     #[test]
+    fn bindings_and_maps() {
+        let o = run(&[
+            "-n",
+            "4",
+            "--map-by",
+            "socket:PE=2",
+            "--report-bindings",
+            "p",
+        ]);
+        assert_eq!(o.map, Some((Level::Socket, 2)));
+        assert!(o.report_bindings);
+        assert_eq!(binding(&o, || 1), (Bind::Core, false));
+        let o = run(&["-n", "4", "--map-by=l3cache", "--oversubscribe", "p"]);
+        assert_eq!(binding(&o, || 1), (Bind::L3Cache, true));
+        let o = run(&["-n", "4", "--map-by", "hwthread:PE=2", "p"]);
+        assert_eq!(binding(&o, || 1), (Bind::HwThread, false));
+        let o = run(&["-n", "2", "--map-by", "numa", "--bind-to", "package", "p"]);
+        assert_eq!(binding(&o, || 1), (Bind::Socket, false));
+        for (name, bind) in [
+            ("hwthread", Bind::HwThread),
+            ("core", Bind::Core),
+            ("l3cache", Bind::L3Cache),
+            ("numa", Bind::Numa),
+            ("socket", Bind::Socket),
+            ("none", Bind::None),
+        ] {
+            assert_eq!(run(&["-n", "1", "--bind-to", name, "p"]).bind, Some(bind));
+        }
+        // The default: a CPU each when there are enough, quietly.
+        let o = run(&["-n", "3", "p"]);
+        assert_eq!(binding(&o, || 4), (Bind::HwThread, true));
+        assert_eq!(binding(&o, || 2), (Bind::None, true));
+    }
+
+    #[test]
     fn timeouts() {
         let o = match parse(args(&["-n", "1", "p"]), Some("7")) {
             Ok(Cli::Run(o)) => o,
@@ -398,7 +515,11 @@ mod tests {
             (&["-n", "0", "prog"], "positive integer"),
             (&["-n", "x", "prog"], "positive integer"),
             (&["-n"], "needs a value"),
-            (&["-n", "2", "--bind-to", "socket", "p"], "core or none"),
+            (&["-n", "2", "--bind-to", "board", "p"], "hwthread, core"),
+            (&["-n", "2", "--map-by", "node", "p"], "--map-by"),
+            (&["-n", "2", "--map-by", "core:PE=0", "p"], "invalid PE"),
+            (&["-n", "2", "--map-by", "core:span", "p"], "only PE=n"),
+            (&["-n", "2", "--report-bindings=1", "p"], "unknown option"),
             (&["-n", "2", "--frobnicate", "p"], "unknown option"),
             (&["-n", "2", "--"], "missing PROGRAM"),
             (&["-n", "2", "--timeout", "-1", "p"], "invalid timeout"),

@@ -18,7 +18,10 @@
 //!
 //! Which rank is in which domain: `HMPI_COLL_DOMAINS=k` pretends the ranks
 //! form `k` domains of contiguous ranks (so that the hierarchical path
-//! runs, and is tested, on a machine with one domain); otherwise, with the
+//! runs, and is tested, on a machine with one domain); otherwise the domain
+//! the launcher gives each rank it binds (`HMPI_NODE_DOMAIN`, set when the
+//! bound ranks span several L3 caches, NUMA nodes or sockets:
+//! [`crate::launch::topo::Mapping::domains`]); otherwise, with the
 //! cargo feature `hwloc`, the topology (`hwloc2`): the L3 cache, else the
 //! package that holds the CPUs this process is bound to (when the node has
 //! several), agreed among the members; a process bound across domains, or
@@ -30,9 +33,9 @@
 //! stay flat), and only on the communicators a program makes: the
 //! per-domain and leader communicators created for a communicator (once,
 //! at its first blocking broadcast or allreduce, collectively) run flat.
-//! A communicator that has been planned (with `HMPI_COLL_DOMAINS` or the
-//! `hwloc` feature only) stays alive, with its parts, until the process
-//! ends.
+//! A communicator that has been planned (with `HMPI_COLL_DOMAINS`,
+//! `HMPI_NODE_DOMAIN` or the `hwloc` feature only) stays alive, with its
+//! parts, until the process ends.
 
 use crate::collective::raw::{self, Mode};
 use crate::comm::SimpleCommunicator;
@@ -96,6 +99,26 @@ fn forced() -> Result<Option<u32>> {
         .map_err(|reason| Error::Arg { reason })
 }
 
+/// This rank's domain as the launcher gives it (`HMPI_NODE_DOMAIN`), if
+/// set (read once).
+fn given() -> Result<Option<u32>> {
+    static GIVEN: OnceLock<std::result::Result<Option<u32>, String>> = OnceLock::new();
+    let var = crate::launch::topo::DOMAIN_VAR;
+    GIVEN
+        .get_or_init(|| {
+            let Ok(v) = std::env::var(var) else {
+                return Ok(None);
+            };
+            // u32::MAX stands for "unknown" among the members.
+            match v.trim().parse::<u32>() {
+                Ok(d) if d < u32::MAX => Ok(Some(d)),
+                _ => Err(format!("{var}={v:?}: a domain number expected")),
+            }
+        })
+        .clone()
+        .map_err(|reason| Error::Arg { reason })
+}
+
 /// This process's domain from the machine's topology (`None`: unknown).
 #[cfg(feature = "hwloc")]
 fn detected() -> Option<u32> {
@@ -144,11 +167,13 @@ fn domains(comm: &SimpleCommunicator) -> Result<Vec<u32>> {
         let k = k as usize;
         return Ok((0..n).map(|r| (r * k / n) as u32).collect());
     }
-    if !cfg!(feature = "hwloc") {
+    let given = given()?;
+    if given.is_none() && !cfg!(feature = "hwloc") {
         return Ok(vec![0; n]);
     }
-    // Unknown is u32::MAX; every member's value, gathered.
-    let mine = detected().unwrap_or(u32::MAX);
+    // Unknown is u32::MAX; every member's value, gathered (the launcher
+    // sets the variable for every rank of a job or for none).
+    let mine = given.or_else(detected).unwrap_or(u32::MAX);
     let mut all = vec![0u32; n];
     let dt = Datatype::basic(crate::datatype::BasicType::U32);
     let send = raw::Buf {
@@ -181,7 +206,9 @@ fn domains(comm: &SimpleCommunicator) -> Result<Vec<u32>> {
 /// go hierarchical. Collective the first time on a communicator (every
 /// member calls it at the same collective).
 pub(crate) fn plan(comm: &SimpleCommunicator) -> Result<Option<Arc<Hier>>> {
-    if INSIDE.with(Cell::get) || forced()?.is_none() && !cfg!(feature = "hwloc") {
+    if INSIDE.with(Cell::get)
+        || forced()?.is_none() && given()?.is_none() && !cfg!(feature = "hwloc")
+    {
         return Ok(None);
     }
     {
