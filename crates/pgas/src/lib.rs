@@ -21,6 +21,7 @@
 //!   local pointer or reference).
 //! * Communication ([`Pgas::put`], [`Pgas::get_nb`] with [`Handle`],
 //!   [`Pgas::put_strided`], [`Pgas::fetch_add`], [`Pgas::flush`], …).
+//! * [`GlobalArray<T>`]: block and block-cyclic distributed arrays.
 //!
 //! # Example
 //! ```
@@ -42,6 +43,7 @@
 //! pg.finalize().unwrap();
 //! ```
 
+mod array;
 mod buddy;
 mod error;
 mod gptr;
@@ -49,6 +51,7 @@ mod ops;
 mod runtime;
 mod team;
 
+pub use array::{Distribution, GlobalArray};
 pub use error::{Error, Result};
 pub use gptr::{GlobalPtr, Gptr};
 pub use ops::{testall, waitall, Handle};
