@@ -58,6 +58,7 @@ pub use hmpi_core::{
 };
 pub use hmpi_core::{attr, buffered, persistent};
 pub use opi;
+pub use pgas;
 pub use opi::{
     fingerprint, fusion, Givable, Give, GiveError, OpiBuf, Policy, Take, TakeSlot, Transferable,
 };
