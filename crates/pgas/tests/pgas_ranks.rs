@@ -595,6 +595,114 @@ fn bad(world: &SimpleCommunicator, pg: &Pgas) {
     assert!(matches!(mine.as_ptr(pg), Err(Error::FreedSegment { .. })));
 }
 
+/// `GlobalArray` indexing against a plain vector: ranges that cross
+/// blocks and units, written by one unit and read by all, in block and
+/// block-cyclic distributions of several lengths; local views, owners,
+/// local-to-global indices, and another unit's element through a local
+/// reference.
+fn array(world: &SimpleCommunicator, pg: &Pgas) {
+    let n = pg.size() as usize;
+    let me = pg.myid() as usize;
+    let all = pg.team_all().clone();
+    for len in [0usize, 1, 5, 37, 100] {
+        for dist in [
+            Distribution::Block,
+            Distribution::BlockCyclic(1),
+            Distribution::BlockCyclic(3),
+            Distribution::BlockCyclic(16),
+        ] {
+            let a = GlobalArray::<i64>::new(pg, &all, len, dist).unwrap();
+            assert_eq!(
+                (a.len(), a.is_empty(), a.distribution()),
+                (len, len == 0, dist)
+            );
+            let total: usize = (0..n as u32).map(|u| a.local_len_of(u)).sum();
+            assert_eq!(total, len);
+            assert_eq!(a.local_len(), a.local_len_of(me as u32));
+            let mut model = vec![0i64; len];
+            // Unit r % n writes range r of a few ranges, all units check.
+            let first = len.min(1);
+            let ranges = [
+                (0, len),
+                (len / 3, len / 2),
+                (first, len.saturating_sub(1).max(first)),
+            ];
+            for (r, &(lo, hi)) in ranges.iter().enumerate() {
+                let vals: Vec<i64> = (lo..hi).map(|i| (r * 1000 + i) as i64 - 50).collect();
+                if r % n == me {
+                    a.put_range(lo, &vals).unwrap();
+                }
+                model[lo..hi].copy_from_slice(&vals);
+                a.barrier().unwrap();
+                let mut got = vec![0i64; len];
+                a.get_range(0, &mut got).unwrap();
+                assert_eq!(got, model, "len {len} {dist:?} range {r}");
+                for i in (0..len).step_by(7) {
+                    assert_eq!(a.get(i).unwrap(), model[i]);
+                }
+                a.barrier().unwrap();
+            }
+            // The local view and the index maps agree with the model.
+            // SAFETY: nobody writes the array until the next barrier.
+            let local = unsafe { a.local() };
+            for (l, &v) in local.iter().enumerate() {
+                let i = a.local_to_global(l).unwrap();
+                assert_eq!(v, model[i]);
+                assert_eq!(a.owner(i).unwrap(), (me as u32, l));
+            }
+            assert!(a.local_to_global(a.local_len()).is_err());
+            if len > 0 {
+                // The last element, wherever it is, read through a local
+                // reference (the node heap is mapped here).
+                let g = a.gptr(len - 1).unwrap();
+                // SAFETY: nobody writes the array until the barrier.
+                assert_eq!(unsafe { *g.as_ref(pg).unwrap() }, model[len - 1]);
+                assert_eq!(g.is_local(pg), a.owner(len - 1).unwrap().0 as usize == me);
+            }
+            a.barrier().unwrap();
+            // Each unit writes its own part through the local view.
+            // SAFETY: between two barriers nobody else touches it.
+            for (i, v) in unsafe { a.local_mut() }.iter_mut().enumerate() {
+                *v = -(i as i64);
+            }
+            a.barrier().unwrap();
+            for i in 0..len {
+                let (u, l) = a.owner(i).unwrap();
+                assert!((u as usize) < n);
+                assert_eq!(a.get(i).unwrap(), -(l as i64));
+            }
+            a.barrier().unwrap();
+            a.free().unwrap();
+        }
+    }
+    world.barrier().unwrap();
+}
+
+/// Threads of one unit share the context: fetch_add from several at once.
+fn threads(world: &SimpleCommunicator, pg: &Pgas) {
+    let n = pg.size() as usize;
+    let all = pg.team_all().clone();
+    let c = GlobalPtr::<u64>::from_raw(pg.team_memalloc_aligned(&all, 8).unwrap());
+    const T: usize = 3;
+    const K: usize = 300;
+    std::thread::scope(|s| {
+        for _ in 0..T {
+            s.spawn(|| {
+                for i in 0..K {
+                    pg.fetch_add(c.at_unit((i % n) as u32), 1).unwrap();
+                }
+            });
+        }
+    });
+    all.barrier().unwrap();
+    let total: u64 = (0..n)
+        .map(|u| pg.atomic_load(c.at_unit(u as u32)).unwrap())
+        .sum();
+    assert_eq!(total, (n * T * K) as u64);
+    world.barrier().unwrap();
+    pg.team_memfree(c.raw()).unwrap();
+}
+
 /// A small xorshift generator: the same stream in the unit and in the
 /// serial replay.
 fn xorshift(s: &mut u64) -> u64 {
@@ -776,6 +884,8 @@ fn run(role: &str) -> Option<()> {
         "alloc" => alloc,
         "bad" => bad,
         "gups" => gups,
+        "array" => array,
+        "threads" => threads,
         "heat" => heat,
         _ => return None,
     };
@@ -810,6 +920,12 @@ fn main() {
                 each("alloc", &[1, 2, 3, 4])
             }),
             ("bad_input_is_an_error", || each("bad", &[1, 3])),
+            ("global_array_indexing_against_a_vector", || {
+                each("array", &[1, 2, 3, 4])
+            }),
+            ("threads_of_a_unit_share_the_context", || {
+                each("threads", &[1, 3])
+            }),
             ("gups_equals_a_serial_replay", || each("gups", &[1, 2, 4])),
             ("heat_stencil_equals_the_serial_one", || {
                 each("heat", &[1, 2, 3, 4])
