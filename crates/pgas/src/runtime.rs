@@ -545,3 +545,74 @@ impl Drop for Pgas {
         let _ = self.finalize_inner();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The last segment id is handed out once; after it the call fails
+    /// at every unit (here the only one) and nothing leaks.
+    fn segment_ids_run_out_cleanly(world: &SimpleCommunicator) {
+        let pg = Pgas::new(world).unwrap();
+        let all = pg.team_all().clone();
+        let first = pg.team_memalloc_aligned(&all, 8).unwrap();
+        assert_eq!(first.segment, 1);
+        pg.segs_mut().next = u32::from(u16::MAX);
+        let last = pg.team_memalloc_aligned(&all, 8).unwrap();
+        assert_eq!(last.segment, u16::MAX);
+        assert!(matches!(
+            pg.team_memalloc_aligned(&all, 8),
+            Err(Error::SegmentIds)
+        ));
+        pg.team_memfree(last).unwrap();
+        assert!(matches!(
+            pg.team_memalloc_aligned(&all, 8),
+            Err(Error::SegmentIds)
+        ));
+        // The earlier segment still works; the pools too.
+        pg.put(GlobalPtr::<u64>::from_raw(first), &[5]).unwrap();
+        assert_eq!(pg.get_value(GlobalPtr::<u64>::from_raw(first)).unwrap(), 5);
+        let p = GlobalPtr::<u32>::from_raw(pg.memalloc(4).unwrap());
+        pg.put_value(p, 9).unwrap();
+        assert_eq!(pg.fetch_add(p, 1).unwrap(), 9);
+        pg.memfree(p.raw()).unwrap();
+        pg.finalize().unwrap();
+    }
+
+    /// The team table is bounded: 255 teams beside the team of all, then
+    /// a clear error; a destroyed team's index is the next one used (the
+    /// top of the free-index stack), its id is not.
+    fn the_team_table_is_bounded_and_reuses_indices(world: &SimpleCommunicator) {
+        let pg = Pgas::new(world).unwrap();
+        let mut teams = Vec::new();
+        for i in 1..crate::MAX_TEAMS {
+            let t = pg.team_from_comm(world).unwrap();
+            assert_eq!(usize::from(t.index()), i);
+            teams.push(t);
+        }
+        let e = pg.team_from_comm(world).unwrap_err();
+        assert!(matches!(e, Error::Team { .. }), "{e:?}");
+        let gone = teams.remove(100);
+        pg.team_destroy(&gone).unwrap();
+        assert!(pg.team_by_index(gone.index()).is_err());
+        let again = pg.team_from_comm(world).unwrap();
+        assert_eq!(again.index(), gone.index());
+        let max = teams.iter().map(Team::id).max().unwrap();
+        assert!(again.id() > max);
+        assert_eq!(pg.team_by_id(again.id()).unwrap().index(), again.index());
+        for t in teams.iter().chain([&again]) {
+            pg.team_destroy(t).unwrap();
+        }
+        pg.finalize().unwrap();
+    }
+
+    /// The runtime is initialised once per process: one test runs the
+    /// parts above, each with a context of its own.
+    #[test]
+    fn limits_on_a_runtime_of_one_unit() {
+        let universe = hmpi_core::init().unwrap();
+        let world = universe.world();
+        segment_ids_run_out_cleanly(&world);
+        the_team_table_is_bounded_and_reuses_indices(&world);
+    }
+}
