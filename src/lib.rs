@@ -58,10 +58,10 @@ pub use hmpi_core::{
 };
 pub use hmpi_core::{attr, buffered, persistent};
 pub use opi;
-pub use pgas;
 pub use opi::{
     fingerprint, fusion, Givable, Give, GiveError, OpiBuf, Policy, Take, TakeSlot, Transferable,
 };
+pub use pgas;
 pub use shmheap;
 pub use shmheap::{attach_from_env, is_shared, owner_of, ShmHeap};
 

@@ -376,9 +376,9 @@ impl Pgas {
 
     /// Reads the element atomically.
     pub fn atomic_load<T: Equivalence>(&self, g: GlobalPtr<T>) -> Result<T> {
-        // The value is not read with NoOp; any `T` will do, so the element
-        // is read once first for one.
-        let any = self.get_value(g)?;
+        // SAFETY: an `Equivalence` type is valid for every byte pattern,
+        // zeros included; NoOp does not read the value anyway.
+        let any: T = unsafe { std::mem::zeroed() };
         self.fetch_op(g, any, SystemOperation::NoOp)
     }
 
