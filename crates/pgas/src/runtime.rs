@@ -478,6 +478,28 @@ impl Pgas {
         self.with(g, len, |p| Ok(p.addr as usize as *mut u8))
     }
 
+    /// The global pointer of the byte at `addr` in this unit's part of the
+    /// segment `g` points into (`dart_gptr_setaddr`): `g` with this unit
+    /// and the offset of `addr`. An [`Error::Offset`] if `addr` is outside
+    /// this unit's part.
+    pub fn gptr_of_addr(&self, g: Gptr, addr: *const u8) -> Result<Gptr> {
+        let mine = g.at_unit(self.myid());
+        let (base, size) = self.with(mine, 0, |p| {
+            Ok((p.addr - mine.offset, p.seg.sizes[p.rank as usize]))
+        })?;
+        let a = addr as u64;
+        match a.checked_sub(base) {
+            Some(offset) if offset < size => Ok(Gptr { offset, ..mine }),
+            _ => Err(Error::Offset {
+                segment: g.segment,
+                unit: self.myid(),
+                offset: a.wrapping_sub(base),
+                len: 1,
+                size,
+            }),
+        }
+    }
+
     /// The address here of the `T` at `g` (checked as
     /// [`Pgas::local_addr`], and for `T`'s alignment).
     pub fn local_ptr<T>(&self, g: GlobalPtr<T>) -> Result<*mut T> {
@@ -569,8 +591,21 @@ mod tests {
             pg.team_memalloc_aligned(&all, 8),
             Err(Error::SegmentIds)
         ));
-        // The earlier segment still works; the pools too.
+        // The earlier segment still works; the pools too. A local address
+        // maps back to its global pointer.
         pg.put(GlobalPtr::<u64>::from_raw(first), &[5]).unwrap();
+        let a = pg.local_addr(first.byte_offset(4).unwrap(), 4).unwrap();
+        assert_eq!(pg.gptr_of_addr(first, a).unwrap().offset, 4);
+        let past = a.wrapping_add(4);
+        assert!(matches!(
+            pg.gptr_of_addr(first, past),
+            Err(Error::Offset { .. })
+        ));
+        let before = a.wrapping_sub(5);
+        assert!(matches!(
+            pg.gptr_of_addr(first, before),
+            Err(Error::Offset { .. })
+        ));
         assert_eq!(pg.get_value(GlobalPtr::<u64>::from_raw(first)).unwrap(), 5);
         let p = GlobalPtr::<u32>::from_raw(pg.memalloc(4).unwrap());
         pg.put_value(p, 9).unwrap();
