@@ -472,6 +472,21 @@ impl Pgas {
         })
     }
 
+    /// Calls `f` with the window of the segment `g` points into, `g`'s
+    /// unit's rank in it and `g`'s displacement (bytes), checked for an
+    /// access of `len` bytes: for callers that need the window layer's
+    /// other operations (`get_accumulate`, derived types at both ends) on
+    /// global memory. The segment's `lock_all` epoch is open; `f` must not
+    /// close it.
+    pub fn with_window<R>(
+        &self,
+        g: Gptr,
+        len: u64,
+        f: impl FnOnce(&Win, i32, u64) -> hmpi_core::Result<R>,
+    ) -> Result<R> {
+        self.with(g, len, |p| Ok(f(&p.seg.win, p.rank, g.offset)?))
+    }
+
     /// The address here of `len` bytes at `g` (checked: a live segment, a
     /// unit of its team, inside the unit's part).
     pub fn local_addr(&self, g: Gptr, len: u64) -> Result<*mut u8> {

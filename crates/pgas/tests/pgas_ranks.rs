@@ -218,8 +218,36 @@ fn atomics(world: &SimpleCommunicator, pg: &Pgas) {
                 .unwrap();
         }
     }
+    // Window accumulates and global-pointer atomics on one element mix:
+    // even units add through the window, odd ones with fetch_add.
+    let dt = u64::equivalent_datatype();
+    for _ in 0..K {
+        let g = c.at_unit(0).add(7).unwrap();
+        if me % 2 == 0 {
+            pg.with_window(g.raw(), 8, |win, rank, disp| {
+                // SAFETY: one u64 readable at the origin.
+                unsafe {
+                    win.accumulate(
+                        (&3u64 as *const u64).cast(),
+                        1,
+                        &dt,
+                        rank,
+                        disp,
+                        1,
+                        &dt,
+                        SystemOperation::Sum,
+                    )
+                }
+            })
+            .unwrap();
+        } else {
+            pg.fetch_add(g, 3).unwrap();
+        }
+    }
     pg.quiet().unwrap();
     all.barrier().unwrap();
+    let mixed = pg.atomic_load(c.at_unit(0).add(7).unwrap()).unwrap();
+    assert_eq!(mixed, 3 * (n * K) as u64);
     // Every unit's fetches at unit t are distinct and together 0..n*K.
     let mut firsts = vec![0u64; K * n * n];
     world
