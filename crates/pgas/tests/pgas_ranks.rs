@@ -296,6 +296,50 @@ fn atomics(world: &SimpleCommunicator, pg: &Pgas) {
     pg.team_memfree(c.raw()).unwrap();
 }
 
+/// fetch_add of one element type from every unit into one element at
+/// every unit, `k` times each; the element ends at `n * k * step` (wrapping
+/// for the narrow types, as the hardware and the lock stripes both do).
+fn atomic_sizes_of<T>(pg: &Pgas, step: T, k: usize, total: impl Fn(usize) -> T)
+where
+    T: Equivalence + PartialEq + std::fmt::Debug + Default,
+{
+    let n = pg.size() as usize;
+    let all = pg.team_all().clone();
+    let size = std::mem::size_of::<T>() as u64;
+    // Two elements: the counter after one untouched neighbour, so a wide
+    // write into the wrong place shows.
+    let g = GlobalPtr::<T>::from_raw(pg.team_memalloc_aligned(&all, 2 * size).unwrap());
+    for _ in 0..k {
+        for t in 0..n {
+            pg.fetch_add(g.at_unit(t as u32).add(1).unwrap(), step)
+                .unwrap();
+        }
+    }
+    all.barrier().unwrap();
+    for t in 0..n {
+        let mut back = [T::default(), T::default()];
+        pg.get(g.at_unit(t as u32), &mut back).unwrap();
+        assert_eq!(back[0], T::default(), "{}", std::any::type_name::<T>());
+        assert_eq!(back[1], total(n * k), "{}", std::any::type_name::<T>());
+    }
+    all.barrier().unwrap();
+    pg.team_memfree(g.raw()).unwrap();
+}
+
+/// Atomics of every element size: 1, 2, 4, 8 and 16 bytes, integer and
+/// floating point.
+fn atomic_sizes(world: &SimpleCommunicator, pg: &Pgas) {
+    const K: usize = 150;
+    atomic_sizes_of(pg, 3u8, K, |m| (3 * m) as u8);
+    atomic_sizes_of(pg, 3u16, K, |m| (3 * m) as u16);
+    atomic_sizes_of(pg, 3i32, K, |m| (3 * m) as i32);
+    atomic_sizes_of(pg, 3u64, K, |m| (3 * m) as u64);
+    atomic_sizes_of(pg, 3u128 << 70, K, |m| (3 * m as u128) << 70);
+    atomic_sizes_of(pg, 0.25f32, K, |m| 0.25 * m as f32);
+    atomic_sizes_of(pg, 0.5f64, K, |m| 0.5 * m as f64);
+    world.barrier().unwrap();
+}
+
 /// Each origin issues overlapping non-blocking puts to one target and
 /// waits for them together: the later put wins where they overlap.
 fn overlap(world: &SimpleCommunicator, pg: &Pgas) {
@@ -908,6 +952,7 @@ fn run(role: &str) -> Option<()> {
     let f: fn(&SimpleCommunicator, &Pgas) = match role {
         "putget" => putget,
         "atomics" => atomics,
+        "atomic_sizes" => atomic_sizes,
         "overlap" => overlap,
         "alloc" => alloc,
         "bad" => bad,
@@ -940,6 +985,9 @@ fn main() {
             }),
             ("atomics_from_every_unit_at_once", || {
                 each("atomics", &[1, 2, 4])
+            }),
+            ("atomics_of_every_element_size", || {
+                each("atomic_sizes", &[1, 2, 3])
             }),
             ("overlapping_non_blocking_puts_to_one_target", || {
                 each("overlap", &[2, 4])
