@@ -61,6 +61,7 @@ pub use opi;
 pub use opi::{
     fingerprint, fusion, Givable, Give, GiveError, OpiBuf, Policy, Take, TakeSlot, Transferable,
 };
+pub use pgas;
 pub use shmheap;
 pub use shmheap::{attach_from_env, is_shared, owner_of, ShmHeap};
 
