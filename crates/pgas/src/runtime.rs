@@ -93,11 +93,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 fn pool_size() -> Result<u64> {
     match std::env::var("HMPI_PGAS_POOL") {
         Err(_) => Ok(DEFAULT_POOL),
-        Ok(v) => v.trim().parse::<u64>().map_err(|_| {
-            arg(format!(
-                "HMPI_PGAS_POOL={v:?}: expected a number of bytes (a power of two)"
-            ))
-        }),
+        Ok(v) => shmheap::env::parse_size(&v)
+            .map(|n| n as u64)
+            .ok_or_else(|| {
+                arg(format!(
+                    "HMPI_PGAS_POOL={v:?}: expected a size such as 8M (a power of two)"
+                ))
+            }),
     }
 }
 

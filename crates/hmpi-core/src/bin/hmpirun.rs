@@ -86,6 +86,9 @@ Environment (sizes take K, M, G, T suffixes):
   HMPI_OPI_POOL_POLICY=freeing|allocating
                                which rank's pool a freed OpiBuf
                                joins                               [freeing]
+  HMPI_PGAS_POOL=SIZE          global address space: each unit's
+                               pool for non-collective allocations
+                               (a power of two, alike everywhere)  [8M]
   HMPI_MALLOC=system           libhmpi: leave C malloc on glibc    [unset: node heap]
   HMPI_LINK=static             hmpicc: link libhmpi.a              [unset: libhmpi.so]
   HMPI_CC, HMPI_CXX            hmpicc, hmpicxx: the compiler       [cc, c++]
