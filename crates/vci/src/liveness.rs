@@ -17,6 +17,10 @@
 //! `/proc/<pid>/stat` answers: gone, a zombie, or another process (a
 //! different start time) is an ended peer.
 //!
+//! Init's barriers ask too: the first one, before the peers' pids are all
+//! known, about the peers that published theirs ([`ended_in_init`]); the
+//! second one through [`Liveness`].
+//!
 //! What a wait watches ([`Watch`]) is decided by the operation: a receive
 //! from a rank or a send to it watches that rank; a receive from any
 //! source watches every peer (MPI 4's fault-tolerance chapter also fails a
@@ -56,7 +60,10 @@ enum Probe {
     Pidfd(OwnedFd),
     /// Its pid and start time (`/proc/<pid>/stat`, field 22).
     Stat { pid: i32, start: u64 },
-    /// This process, or a peer that could not be identified.
+    /// A peer whose process had ended (and been reaped) already when it
+    /// was looked for.
+    Ended,
+    /// This process, or a peer that published no pid.
     Never,
 }
 
@@ -92,8 +99,10 @@ fn stat_of(pid: i32) -> Option<(u8, u64)> {
 impl Liveness {
     /// Identifies the processes of ranks `0..pids.len()` (`pids[r]` is
     /// rank `r`'s, as it published; `me` is this process's rank). Called
-    /// while every peer is known to be alive (inside init, between two
-    /// barriers).
+    /// inside init, between two barriers: a peer whose process cannot be
+    /// found then has ended already (a pid published in init, reused by
+    /// another process since, is taken for the peer: init's second
+    /// barrier then waits, as it would without the check).
     pub(crate) fn new(seg: Segment, me: u32, pids: &[u32]) -> Liveness {
         // Pidfds take descriptors: at most a quarter of what the process
         // may open, so that the program keeps its own; the other peers are
@@ -148,7 +157,8 @@ impl Liveness {
         }
         match stat_of(pid) {
             Some((_, start)) => Probe::Stat { pid, start },
-            None => Probe::Never,
+            // It published its pid in init, so it existed: it has ended.
+            None => Probe::Ended,
         }
     }
 
@@ -169,6 +179,7 @@ impl Liveness {
                 None => true,
                 Some((state, s)) => s != *start || state == b'Z' || state == b'X',
             },
+            Probe::Ended => true,
             Probe::Never => false,
         }
     }
@@ -208,6 +219,22 @@ impl Liveness {
     }
 }
 
+/// For init's first barrier, before [`Liveness`] exists: a peer that
+/// published its engine (its VCI 0, which holds its pid) and whose process
+/// has ended since (gone, or a zombie). A peer that has not published yet
+/// cannot be told from a late one, and is not named.
+pub(crate) fn ended_in_init(seg: &Segment, me: u32) -> Option<u32> {
+    let slot = crate::slots::vci_slot(0)?;
+    (0..seg.ranks()).filter(|&r| r != me).find(|&r| {
+        let addr = seg.lookup(r, slot);
+        addr != 0
+            && crate::endpoint::vci_at(r, 0, addr).is_ok_and(|peer| {
+                let pid = peer.pid() as i32;
+                pid > 0 && stat_of(pid).is_none_or(|(state, _)| state == b'Z' || state == b'X')
+            })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,5 +271,7 @@ mod tests {
         let me = peer(std::process::id() as i32, 1);
         assert!(!Liveness::ended(&me));
         assert!(!Liveness::ended(&peer(0, 1)));
+        // Reaped before it was looked for: ended.
+        assert!(Liveness::ended(&peer(pid, 1)) && Liveness::ended(&peer(pid, 0)));
     }
 }
