@@ -85,9 +85,11 @@ fn early_exit_rank() {
 }
 
 /// Rank 1 leaves right after init; the others wait for it, and find out
-/// from the library (no launcher watches this job): a receive from it, a
-/// synchronous send to it and a receive from any source are errors that
-/// name it.
+/// from the library (no launcher watches this job): a receive from it and
+/// a synchronous send to it are errors that name it. A receive from any
+/// source fails once every other member of its communicator has failed
+/// (at once in the communicator of ranks 1 and 2; in the world only after
+/// rank 0 has left too), and until then takes what a live one sends.
 fn dead_peer_rank() {
     let universe = hmpi_core::init().expect("init");
     let world = universe.world();
@@ -98,6 +100,10 @@ fn dead_peer_rank() {
         other => println!("{what} ended with {other:?}"),
     };
     let other = permuted(&world);
+    // Ranks 1 and 2 (rank 1 is its rank 0).
+    let pair = world
+        .split_by_color(if world.rank() == 0 { None } else { Some(0) })
+        .expect("split");
     match world.rank() {
         1 => std::process::exit(0), // no finalize
         0 => {
@@ -110,12 +116,26 @@ fn dead_peer_rank() {
                 other.process_at_rank(0).receive_vec::<u64>().map(drop),
                 "receive in another communicator",
             );
+            // Rank 2 is in a receive from any source meanwhile, which
+            // this satisfies: a live member may still send.
+            std::thread::sleep(Duration::from_millis(300));
+            world.process_at_rank(2).send(&[5u64][..]).unwrap();
         }
         _ => {
             failed(
                 world.process_at_rank(1).synchronous_send(&[7u64; 4][..]),
                 "ssend",
             );
+            let pair = pair.expect("a member");
+            failed(
+                pair.any_process().receive_vec::<u64>().map(drop),
+                "any-source receive among ranks 1 and 2",
+            );
+            match world.any_process().receive_vec::<u64>() {
+                Ok((v, st)) => println!("any-source receive got {v:?} from {}", st.source_rank()),
+                Err(e) => println!("any-source receive ended with {e:?}"),
+            }
+            // Rank 0 leaves (without finalizing) after its send.
             failed(
                 world.any_process().receive_vec::<u64>().map(drop),
                 "any-source receive",
@@ -534,7 +554,14 @@ fn a_wait_on_a_dead_peer_is_an_error_without_a_launcher() {
         out[2].contains("ssend failed on rank 1 (world 1)"),
         "{out:?}"
     );
-    // Rank 0 may have left too by then (it does not finalize either).
+    assert!(
+        out[2].contains("any-source receive among ranks 1 and 2 failed on rank 0 (world 1)"),
+        "{out:?}"
+    );
+    assert!(
+        out[2].contains("any-source receive got [5] from 0"),
+        "{out:?}"
+    );
     assert!(
         out[2].contains("any-source receive failed on rank "),
         "{out:?}"

@@ -346,6 +346,14 @@ impl Endpoint {
         u32::try_from(rank).is_ok_and(|r| self.live.failed(r))
     }
 
+    /// Says which ranks may send in `context` (the members of a
+    /// communicator, by rank here): a receive from any source in it fails
+    /// only once all of them have failed (see [`crate::liveness`]). A
+    /// context nobody described counts every rank of the job.
+    pub fn set_senders(&self, context: u32, ranks: &[u32]) {
+        self.live.set_senders(context, ranks);
+    }
+
     /// This rank's doorbell (in its VCI 0).
     pub(crate) fn bell(&self) -> &'static VciShared {
         self.vcis[0].shared()
@@ -856,7 +864,7 @@ impl Endpoint {
         };
         let vci = &self.vcis[v];
         let mut seen = u64::MAX;
-        self.wait_on(v, Watch::source(source), |full| {
+        self.wait_on(v, Watch::source(source, context), |full| {
             if !full && !vci.news(seen) {
                 return None;
             }
@@ -887,7 +895,7 @@ impl Endpoint {
             return Ok(Status::empty());
         };
         let vci = &self.vcis[v];
-        self.wait_on(v, Watch::source(source), |_| {
+        self.wait_on(v, Watch::source(source, context), |_| {
             vci.iprobe(&mut vci.lock(), key)
         })
         .map_err(|rank| Error::ProcFailed { rank })
@@ -919,7 +927,7 @@ impl Endpoint {
         };
         let vci = &self.vcis[v];
         let (a, st): (Arrival, Status) = self
-            .wait_on(v, Watch::source(source), |_| {
+            .wait_on(v, Watch::source(source, context), |_| {
                 vci.take_unexpected(&mut vci.lock(), key)
             })
             .map_err(|rank| Error::ProcFailed { rank })?;

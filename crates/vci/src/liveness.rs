@@ -23,31 +23,44 @@
 //!
 //! What a wait watches ([`Watch`]) is decided by the operation: a receive
 //! from a rank or a send to it watches that rank; a receive from any
-//! source watches every peer (MPI 4's fault-tolerance chapter also fails a
-//! wildcard receive when a possible sender fails). Once found, a failed
-//! rank stays failed.
+//! source fails only when **every** process that could send to it in its
+//! context has failed (the senders the layer above registered for the
+//! context with [`Liveness::set_senders`], every peer for a context it did
+//! not register). ULFM fails a wildcard receive as soon as one possible
+//! sender fails and lets the program acknowledge the failure and receive
+//! on; without that acknowledgement call, failing on the first dead peer
+//! would make a wildcard receive unusable for the rest of the job, so a
+//! receive that a live process may still satisfy keeps waiting (and a
+//! launcher that watches ends the job anyway). Once found, a failed rank
+//! stays failed.
 
 use shmheap::segment::Segment;
+use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// The peers a wait depends on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Watch {
     /// One rank (a receive from it, a send to it).
     Rank(u32),
-    /// Every other rank (a receive from any source).
+    /// Every other rank: any of them failed (init's barrier).
     Any,
+    /// A receive from any source in this context: every process that
+    /// could send in it failed.
+    AnyIn(u32),
     /// None: the wait does not depend on a peer.
     Nothing,
 }
 
 impl Watch {
-    /// What a receive from `source` (a rank or a wildcard) watches.
-    pub(crate) fn source(source: i32) -> Watch {
+    /// What a receive from `source` (a rank or a wildcard) in `context`
+    /// watches (a send: its destination, with any context).
+    pub(crate) fn source(source: i32, context: u32) -> Watch {
         match u32::try_from(source) {
             Ok(r) => Watch::Rank(r),
-            Err(_) if source == crate::ANY_SOURCE => Watch::Any,
+            Err(_) if source == crate::ANY_SOURCE => Watch::AnyIn(context),
             Err(_) => Watch::Nothing,
         }
     }
@@ -78,7 +91,11 @@ struct Peer {
 #[derive(Debug)]
 pub(crate) struct Liveness {
     seg: Segment,
+    me: u32,
     peers: Vec<Peer>,
+    /// The ranks that may send in a context, as the layer above said
+    /// (asked by sleeping wildcard receives only: a lock is fine).
+    senders: Mutex<HashMap<u32, Arc<[u32]>>>,
 }
 
 /// The state character and start time in `/proc/<pid>/stat`, if the
@@ -120,7 +137,12 @@ impl Liveness {
                 failed: AtomicBool::new(false),
             })
             .collect();
-        Liveness { seg, peers }
+        Liveness {
+            seg,
+            me,
+            peers,
+            senders: Mutex::new(HashMap::new()),
+        }
     }
 
     /// How many pidfds this process may take: a quarter of its
@@ -209,14 +231,48 @@ impl Liveness {
         true
     }
 
-    /// A failed rank among those `watch` names, if any.
+    /// Says which ranks may send in `context` (replacing what was said
+    /// for it before: a context of a freed communicator is reused).
+    pub(crate) fn set_senders(&self, context: u32, ranks: &[u32]) {
+        let mut m = self.senders.lock().unwrap_or_else(|p| p.into_inner());
+        m.insert(context, ranks.into());
+    }
+
+    /// A failed rank among those `watch` names, if any (for a wildcard
+    /// receive, one of its senders once all have failed).
     pub(crate) fn check(&self, watch: Watch) -> Option<u32> {
         match watch {
             Watch::Rank(r) => self.failed(r).then_some(r),
             Watch::Any => (0..self.peers.len() as u32).find(|&r| self.failed(r)),
+            Watch::AnyIn(context) => {
+                let listed = self
+                    .senders
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(&context)
+                    .cloned();
+                let all: Vec<u32>;
+                let senders: &[u32] = match &listed {
+                    Some(l) => l,
+                    None => {
+                        all = (0..self.peers.len() as u32).collect();
+                        &all
+                    }
+                };
+                every_other_failed(senders, self.me, |r| self.failed(r))
+            }
             Watch::Nothing => None,
         }
     }
+}
+
+/// The first of `senders` other than `me` if every one of those failed
+/// (asked in order, stopping at the first alive); `None` if one lives or
+/// there is none.
+fn every_other_failed(senders: &[u32], me: u32, failed: impl Fn(u32) -> bool) -> Option<u32> {
+    let mut others = senders.iter().copied().filter(|&r| r != me);
+    let first = others.next()?;
+    (failed(first) && others.all(failed)).then_some(first)
 }
 
 /// For init's first barrier, before [`Liveness`] exists: a peer that
@@ -246,6 +302,17 @@ mod tests {
             probe: Liveness::probe_of(pid, &mut budget),
             failed: AtomicBool::new(false),
         }
+    }
+
+    #[test]
+    fn a_wildcard_fails_only_when_every_other_sender_failed() {
+        let dead = |r: u32| r == 1 || r == 3;
+        assert_eq!(every_other_failed(&[0, 1, 3], 0, dead), Some(1));
+        assert_eq!(every_other_failed(&[0, 1, 2, 3], 0, dead), None);
+        assert_eq!(every_other_failed(&[3, 1], 0, dead), Some(3));
+        // Alone (or nobody): nothing to fail on.
+        assert_eq!(every_other_failed(&[0], 0, dead), None);
+        assert_eq!(every_other_failed(&[], 0, dead), None);
     }
 
     #[test]
