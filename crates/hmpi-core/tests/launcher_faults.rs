@@ -148,7 +148,7 @@ fn dead_peer_rank() {
 
 /// The collectives a job with a dead member tries, one per job (a
 /// communicator whose collective failed is good for nothing else).
-const DEAD_MEMBER_KINDS: [&str; 4] = ["barrier", "bcast", "allreduce", "ibarrier"];
+const DEAD_MEMBER_KINDS: [&str; 5] = ["barrier", "bcast", "allreduce", "ibarrier", "itest"];
 
 /// A communicator of the world's three ranks in the order 1, 0, 2 (so
 /// that world rank 1 is its rank 0); collective over the world.
@@ -189,6 +189,16 @@ fn dead_member_rank() {
         }
         "ibarrier" => hmpi_core::request::scope(|scope| {
             reversed.immediate_barrier(scope).and_then(|req| req.wait())
+        }),
+        // Tested, never waited for.
+        "itest" => hmpi_core::request::scope(|scope| {
+            let mut req = reversed.immediate_barrier(scope)?;
+            loop {
+                if let Some(r) = req.test() {
+                    break r;
+                }
+                std::thread::yield_now();
+            }
         }),
         other => panic!("no collective {other}"),
     };

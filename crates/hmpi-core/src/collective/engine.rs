@@ -33,7 +33,8 @@
 //!
 //! A member that ends without finalizing cannot hang the others: a wait
 //! that has gone to sleep checks now and then whether any member has
-//! failed (never on the fast path), and if one has, the collective ends
+//! failed (never on the fast path; so does a test, every few thousandth
+//! time it finds the collective unfinished), and if one has, the collective ends
 //! with [`Error::ProcFailed`] naming it, as do every collective in flight
 //! and every later one on the communicator (its members' epochs no longer
 //! agree; the communicator is good for freeing only). Buffers of a failed
@@ -308,7 +309,15 @@ pub struct Coll {
     /// The first member found failed (its rank here and in the world):
     /// from then on every collective on the communicator fails with it.
     failed: OnceLock<(i32, i32)>,
+    /// Tests that found a collective unfinished: every
+    /// [`TESTS_PER_CHECK`]th asks whether a member has failed, so that a
+    /// program that only tests cannot poll a dead member's collective
+    /// forever either.
+    unfinished_tests: AtomicU32,
 }
+
+/// Unfinished tests between two liveness checks (see `Coll::test`).
+const TESTS_PER_CHECK: u32 = 4096;
 
 impl std::fmt::Debug for Coll {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -357,6 +366,7 @@ impl Coll {
             staging: Mutex::new([Staging::default(), Staging::default()]),
             world: world.into(),
             failed: OnceLock::new(),
+            unfinished_tests: AtomicU32::new(0),
         }
     }
 
@@ -478,9 +488,16 @@ impl Coll {
         if !op.is_finished() {
             self.progress();
             if !op.is_finished() {
-                // Only a failure a wait found already: a test does not
-                // pay for the liveness check.
-                if let Some(err) = self.failure() {
+                // A failure found already, or now and then a check: a
+                // test does not pay for the liveness check each time.
+                // Relaxed: a counter of this process's own, a hint only.
+                let n = self.unfinished_tests.fetch_add(1, Ordering::Relaxed);
+                let found = match self.failure() {
+                    Some(err) => Some(err),
+                    None if n % TESTS_PER_CHECK == TESTS_PER_CHECK - 1 => self.member_failed(),
+                    None => None,
+                };
+                if let Some(err) = found {
                     self.fail_in_flight(err);
                 }
             }
