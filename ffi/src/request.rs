@@ -281,7 +281,12 @@ fn status_error_from(st: &raw::Status, comm: &CommRef, source: c_int) -> MpiErro
             format!("no memory for a block of {bytes} bytes from rank {source}")
         }
         Some(raw::StatusError::ProcFailed { rank }) => {
-            format!("rank {rank} of the job ended without finalizing; this operation needs it")
+            let world = i32::try_from(rank).unwrap_or(i32::MAX);
+            format!(
+                "rank {} of the communicator (rank {world} of the job) ended without \
+                 finalizing; this operation needs it",
+                comm_source(comm, world)
+            )
         }
         None => "no error".into(),
     };
