@@ -1037,7 +1037,7 @@ mpi_fn! {
     /// Starts a persistent request (of a persistent collective or
     /// point-to-point operation).
     fn MPI_Start / PMPI_Start(request: *mut Request) -> c_int {
-        crate::errors::api("MPI_Start", || {
+        crate::errors::api_active("MPI_Start", || {
             let p = out(request, "request")?;
             // SAFETY: checked non-null; the caller's handle.
             start_one(unsafe { p.read() })
@@ -1046,7 +1046,7 @@ mpi_fn! {
 
     /// Starts every request of the array (in order).
     fn MPI_Startall / PMPI_Startall(count: c_int, array_of_requests: *mut Request) -> c_int {
-        crate::errors::api("MPI_Startall", || {
+        crate::errors::api_active("MPI_Startall", || {
             let n = usize::try_from(count)
                 .map_err(|_| MpiError::new(abi::ERR_COUNT, format!("negative count {count}")))?;
             if n == 0 {

@@ -234,12 +234,17 @@ fn handler_of(h: Errhandler) -> Res<Handler> {
         return Ok(Handler::Predefined(h));
     }
     if h == abi::ERRHANDLER_NULL {
-        return err(abi::ERR_ARG, "MPI_ERRHANDLER_NULL is not an error handler");
+        return err(
+            abi::ERR_ERRHANDLER,
+            "MPI_ERRHANDLER_NULL is not an error handler",
+        );
     }
-    HANDLERS
-        .get(h.0)
-        .map(|u| Handler::User(h, u))
-        .map_err(|_| MpiError::new(abi::ERR_ARG, format!("{:#x} is not an error handler", h.0)))
+    HANDLERS.get(h.0).map(|u| Handler::User(h, u)).map_err(|_| {
+        MpiError::new(
+            abi::ERR_ERRHANDLER,
+            format!("{:#x} is not an error handler", h.0),
+        )
+    })
 }
 
 fn rank_text() -> String {
@@ -465,7 +470,10 @@ mpi_fn! {
             // SAFETY: checked non-null; the caller's handle.
             let h = unsafe { p.read() };
             if !PREDEFINED_HANDLERS.contains(&h) && HANDLERS.remove(h.0).is_err() {
-                return err(abi::ERR_ARG, format!("{:#x} is not an error handler", h.0));
+                return err(
+                    abi::ERR_ERRHANDLER,
+                    format!("{:#x} is not an error handler", h.0),
+                );
             }
             // SAFETY: as above.
             unsafe { p.write(abi::ERRHANDLER_NULL) };

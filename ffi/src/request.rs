@@ -28,7 +28,7 @@ use crate::abi::{self, MpiStatus, Request};
 use crate::coll;
 use crate::comm::CommRef;
 use crate::datatype::TypeRef;
-use crate::errors::{api, err, out, put, MpiError, Res};
+use crate::errors::{api, api_active, err, out, put, MpiError, Res};
 use crate::handles::{reserved, Miss, SlotTable, Vacant, KIND_REQUEST};
 use hmpi_core::raw;
 use std::ffi::c_int;
@@ -281,7 +281,12 @@ fn status_error_from(st: &raw::Status, comm: &CommRef, source: c_int) -> MpiErro
             format!("no memory for a block of {bytes} bytes from rank {source}")
         }
         Some(raw::StatusError::ProcFailed { rank }) => {
-            format!("rank {rank} of the job ended without finalizing; this operation needs it")
+            let world = i32::try_from(rank).unwrap_or(i32::MAX);
+            format!(
+                "rank {} of the communicator (rank {world} of the job) ended without \
+                 finalizing; this operation needs it",
+                comm_source(comm, world)
+            )
         }
         None => "no error".into(),
     };
@@ -828,7 +833,7 @@ unsafe fn finish_some(
 mpi_fn! {
     /// Waits for a request; `*request` becomes `MPI_REQUEST_NULL`.
     fn MPI_Wait / PMPI_Wait(request: *mut Request, status: *mut MpiStatus) -> c_int {
-        api("MPI_Wait", || {
+        api_active("MPI_Wait", || {
             let p = out(request, "request")?;
             // SAFETY: checked non-null; the caller's handle.
             let h = unsafe { p.read() };
@@ -876,7 +881,7 @@ mpi_fn! {
 
     /// Whether a request has finished (then it is freed, as by `MPI_Wait`).
     fn MPI_Test / PMPI_Test(request: *mut Request, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
-        api("MPI_Test", || {
+        api_active("MPI_Test", || {
             let p = out(request, "request")?;
             out(flag, "flag")?;
             // SAFETY: checked non-null; the caller's handle.
@@ -932,7 +937,7 @@ mpi_fn! {
 
     /// Waits for every request of the array.
     fn MPI_Waitall / PMPI_Waitall(count: c_int, requests: *mut Request, statuses: *mut MpiStatus) -> c_int {
-        api("MPI_Waitall", || {
+        api_active("MPI_Waitall", || {
             // SAFETY: `requests` holds `count` handles (MPI's contract).
             let hs = unsafe { handles(count, requests) }?;
             if hs.iter().any(|&h| coll::is_coll(h)) {
@@ -1030,7 +1035,7 @@ mpi_fn! {
     /// Waits for one request of the array; its index (`MPI_UNDEFINED` if
     /// every entry is `MPI_REQUEST_NULL`).
     fn MPI_Waitany / PMPI_Waitany(count: c_int, requests: *mut Request, index: *mut c_int, status: *mut MpiStatus) -> c_int {
-        api("MPI_Waitany", || {
+        api_active("MPI_Waitany", || {
             out(index, "index")?;
             // SAFETY: `requests` holds `count` handles (MPI's contract).
             let hs = unsafe { handles(count, requests) }?;
@@ -1070,7 +1075,7 @@ mpi_fn! {
         indices: *mut c_int,
         statuses: *mut MpiStatus,
     ) -> c_int {
-        api("MPI_Waitsome", || {
+        api_active("MPI_Waitsome", || {
             out(outcount, "outcount")?;
             // SAFETY: `requests` holds `incount` handles (MPI's contract).
             let hs = unsafe { handles(incount, requests) }?;
@@ -1092,7 +1097,7 @@ mpi_fn! {
 
     /// Whether every request finished (then all are freed).
     fn MPI_Testall / PMPI_Testall(count: c_int, requests: *mut Request, flag: *mut c_int, statuses: *mut MpiStatus) -> c_int {
-        api("MPI_Testall", || {
+        api_active("MPI_Testall", || {
             out(flag, "flag")?;
             // SAFETY: `requests` holds `count` handles (MPI's contract).
             let hs = unsafe { handles(count, requests) }?;
@@ -1140,7 +1145,7 @@ mpi_fn! {
         flag: *mut c_int,
         status: *mut MpiStatus,
     ) -> c_int {
-        api("MPI_Testany", || {
+        api_active("MPI_Testany", || {
             out(index, "index")?;
             out(flag, "flag")?;
             // SAFETY: `requests` holds `count` handles (MPI's contract).
@@ -1191,7 +1196,7 @@ mpi_fn! {
         indices: *mut c_int,
         statuses: *mut MpiStatus,
     ) -> c_int {
-        api("MPI_Testsome", || {
+        api_active("MPI_Testsome", || {
             out(outcount, "outcount")?;
             // SAFETY: `requests` holds `incount` handles (MPI's contract).
             let hs = unsafe { handles(incount, requests) }?;
@@ -1213,7 +1218,7 @@ mpi_fn! {
 
     /// Whether a request finished, without freeing it.
     fn MPI_Request_get_status / PMPI_Request_get_status(request: Request, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
-        api("MPI_Request_get_status", || {
+        api_active("MPI_Request_get_status", || {
             out(flag, "flag")?;
             if request == abi::REQUEST_NULL {
                 // SAFETY: the caller's pointers.
@@ -1258,7 +1263,7 @@ mpi_fn! {
     /// Cancels a receive that has not matched yet (a send is not
     /// cancelled); the request must still be completed.
     fn MPI_Cancel / PMPI_Cancel(request: *mut Request) -> c_int {
-        api("MPI_Cancel", || {
+        api_active("MPI_Cancel", || {
             let p = out(request, "request")?;
             // SAFETY: checked non-null; the caller's handle.
             let h = unsafe { p.read() };
@@ -1274,7 +1279,7 @@ mpi_fn! {
 
     /// Frees a request; a pending one completes later on its own.
     fn MPI_Request_free / PMPI_Request_free(request: *mut Request) -> c_int {
-        api("MPI_Request_free", || {
+        api_active("MPI_Request_free", || {
             let p = out(request, "request")?;
             // SAFETY: checked non-null; the caller's handle.
             let h = unsafe { p.read() };

@@ -474,13 +474,21 @@ fn even(n: usize, per: i64, t: Datatype, step: bool) -> Res<Blocks> {
     let per = per.to_count("count")?;
     let dt = dtype(t)?;
     let ext = dt.extent();
+    let too_far = || MpiError::new(abi::ERR_COUNT, "the blocks reach beyond any address");
     Ok(Blocks(
         (0..n)
             .map(|k| {
-                let d = if step { (k * per) as isize * ext } else { 0 };
-                (per, d, dt.clone())
+                let d = if step {
+                    k.checked_mul(per)
+                        .and_then(|e| isize::try_from(e).ok())
+                        .and_then(|e| e.checked_mul(ext))
+                        .ok_or_else(too_far)?
+                } else {
+                    0
+                };
+                Ok((per, d, dt.clone()))
             })
-            .collect(),
+            .collect::<Res<_>>()?,
     ))
 }
 
@@ -556,6 +564,34 @@ fn not_in_place(p: *const c_void, what: &str) -> Res {
     Ok(())
 }
 
+/// The lowest address a program's data can have (below: the null page).
+const LOWEST_ADDRESS: isize = 4096;
+
+/// `MPI_ERR_BUFFER` for a block of `b` on `buf` whose data would start
+/// below [`LOWEST_ADDRESS`]: a null buffer, or `MPI_BOTTOM` with
+/// displacements that are no addresses. Checked before anything is read
+/// or written.
+fn check_blocks(buf: *const c_void, b: &Blocks, what: &str) -> Res {
+    for (count, disp, dt) in &b.0 {
+        if *count == 0 || dt.size() == 0 {
+            continue;
+        }
+        let low = (buf as isize)
+            .checked_add(*disp)
+            .and_then(|a| a.checked_add(dt.true_lower_bound()));
+        if low.is_none_or(|a| a < LOWEST_ADDRESS) {
+            return err(
+                abi::ERR_BUFFER,
+                format!(
+                    "the {what} buffer {buf:p} with displacement {disp} is no address \
+                     for {count} elements"
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Runs (or starts, or keeps) a neighbourhood all-to-all of `s` and `r`.
 fn exchange(
     c: &CommRef,
@@ -567,6 +603,8 @@ fn exchange(
 ) -> Res {
     not_in_place(send, "send")?;
     not_in_place(recv, "receive")?;
+    check_blocks(send, &s, "send")?;
+    check_blocks(recv, &r, "receive")?;
     let (comm, send, recv) = (c.comm.clone(), send as usize, recv as usize);
     run(c, how, move |m: Mode| {
         let (sb, rb) = (s.as_blocks(), r.as_blocks());

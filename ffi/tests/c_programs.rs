@@ -73,6 +73,10 @@ const TESTS: &[(&str, fn())] = &[
         a_call_before_init_is_fatal_by_default,
     ),
     (
+        "every_bad_handle_is_an_error_of_its_class",
+        every_bad_handle_is_an_error_of_its_class,
+    ),
+    (
         "threads_on_separate_communicators",
         threads_on_separate_communicators,
     ),
@@ -725,19 +729,37 @@ fn unsupported_routines_refuse() {
 
 fn a_call_before_init_is_fatal_by_default() {
     let exe = compile("tests/preinit.c", &[], &[]);
-    let report = launch(&exe, 1, &[]);
-    let d = rank_tests::describe(&report);
-    // MPI_ERR_OTHER's class is the exit status.
-    assert_eq!(report.ranks[0].status, RankStatus::Exited(16), "{d}");
-    let out = String::from_utf8_lossy(&report.ranks[0].stdout);
-    assert!(out.contains("allowed routines work"), "{d}");
-    assert!(!out.contains("still running"), "{d}");
-    let err = String::from_utf8_lossy(&report.ranks[0].stderr);
-    assert!(
-        err.contains("MPI_Type_size: MPI_Init has not been called")
-            && err.contains("MPI_ERR_OTHER"),
-        "{d}"
-    );
+    for call in [
+        "MPI_Type_size",
+        "MPI_Wait",
+        "MPI_Test",
+        "MPI_Waitany",
+        "MPI_Request_free",
+        "MPI_Cancel",
+        "MPI_Start",
+    ] {
+        let report = launch(&exe, 1, &[("PREINIT_CALL", call)]);
+        let d = rank_tests::describe(&report);
+        // MPI_ERR_OTHER's class is the exit status.
+        assert_eq!(
+            report.ranks[0].status,
+            RankStatus::Exited(16),
+            "{call}: {d}"
+        );
+        let out = String::from_utf8_lossy(&report.ranks[0].stdout);
+        assert!(out.contains("allowed routines work"), "{d}");
+        assert!(!out.contains("still running"), "{d}");
+        let err = String::from_utf8_lossy(&report.ranks[0].stderr);
+        assert!(
+            err.contains(&format!("{call}: MPI_Init has not been called"))
+                && err.contains("MPI_ERR_OTHER"),
+            "{d}"
+        );
+    }
+}
+
+fn every_bad_handle_is_an_error_of_its_class() {
+    build_and_run("tests/badhandles.c", "badhandles", 2);
 }
 
 fn unsupported_routine_is_fatal_by_default() {

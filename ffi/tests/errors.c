@@ -133,10 +133,10 @@ int main(int argc, char **argv) {
         }
         MPI_Op predefined_op = MPI_SUM;
         FAILS(MPI_ERR_OP, MPI_Op_free(&predefined_op));
-        /* Error handlers: invalid ones are MPI_ERR_ARG. */
+        /* Error handlers: invalid ones are MPI_ERR_ERRHANDLER. */
         MPI_Errhandler bad_eh = (MPI_Errhandler)0x4444;
-        FAILS(MPI_ERR_ARG, MPI_Comm_set_errhandler(MPI_COMM_WORLD, bad_eh));
-        FAILS(MPI_ERR_ARG, MPI_Errhandler_free(&bad_eh));
+        FAILS(MPI_ERR_ERRHANDLER, MPI_Comm_set_errhandler(MPI_COMM_WORLD, bad_eh));
+        FAILS(MPI_ERR_ERRHANDLER, MPI_Errhandler_free(&bad_eh));
     }
 
     /* Requests. */
@@ -242,7 +242,7 @@ int main(int argc, char **argv) {
     /* MPI_COMM_WORLD's handler was not called for that. */
     FAILS(MPI_ERR_RANK, MPI_Send(&x, 1, MPI_INT, 9, 0, MPI_COMM_WORLD));
     CHECK(handler_calls == 2);
-    FAILS(MPI_ERR_ARG, MPI_Comm_set_errhandler(mine, MPI_ERRHANDLER_NULL));
+    FAILS(MPI_ERR_ERRHANDLER, MPI_Comm_set_errhandler(mine, MPI_ERRHANDLER_NULL));
     OK(MPI_Comm_free(&mine));
 
     /* A second MPI_Init. */

@@ -217,6 +217,7 @@ impl SimpleCommunicator {
                 bsend: crate::buffered::Pool::new(),
             }),
         };
+        c.tell_senders(ep);
         // Every member is in this constructor (the world's is set up by
         // `init`, the one call every rank makes).
         if !is_world {
@@ -261,7 +262,7 @@ impl SimpleCommunicator {
             })?;
             *slot = i as i32;
         }
-        Ok(SimpleCommunicator {
+        let c = SimpleCommunicator {
             inner: Arc::new(Inner {
                 id,
                 identity: false,
@@ -275,7 +276,18 @@ impl SimpleCommunicator {
                 attrs: crate::attr::Attributes::new(),
                 bsend: crate::buffered::Pool::new(),
             }),
-        })
+        };
+        c.tell_senders(ep);
+        Ok(c)
+    }
+
+    /// Tells the engine who may send in this communicator's contexts (its
+    /// members; an intercommunicator's remote group), so that a receive
+    /// from any source fails only once all of them have failed.
+    fn tell_senders(&self, ep: &vci::Endpoint) {
+        let senders: Vec<u32> = self.world_ranks().iter().map(|&w| w as u32).collect();
+        ep.set_senders(self.context(), &senders);
+        ep.set_senders(self.internal_context(), &senders);
     }
 
     /// Whether this is an intercommunicator (`MPI_Comm_test_inter`).

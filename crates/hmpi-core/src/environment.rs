@@ -3,7 +3,8 @@
 //!
 //! [`init`] creates this process's engine endpoint ([`vci::Endpoint`]): it
 //! joins the node heap, publishes the rank's VCI and waits for every rank
-//! (collective over the job). It returns the [`Universe`], from which
+//! (collective over the job; a rank that ends before it arrives makes init
+//! fail with [`Error::ProcFailed`] rather than wait forever). It returns the [`Universe`], from which
 //! [`Universe::world`] gives the world communicator. Dropping the universe
 //! finalizes: a barrier over the world (so no rank leaves while a peer still
 //! expects it), then the runtime is marked finished; every later
@@ -117,6 +118,11 @@ pub fn init() -> Result<Universe> {
     if ENDPOINT.set(ep).is_err() {
         return Err(Error::Internal("endpoint set twice".into()));
     }
+    // From here on the peers wait for this rank (the world's collective
+    // state is set up below): a rank that ends now has not finalized, and
+    // their waits on it must say so (the engine left the word at
+    // "attached").
+    mark(shmheap::segment::RankState::Running);
     // Release: publishes the endpoint to threads that load ACTIVE.
     STATE.store(ACTIVE, Ordering::Release);
     if let Some(ep) = ENDPOINT.get() {
@@ -125,8 +131,6 @@ pub fn init() -> Result<Universe> {
     }
     let world = SimpleCommunicator::world()?;
     world.prepare_collectives();
-    // For the launcher: a rank that exits now has not finalized.
-    mark(shmheap::segment::RankState::Running);
     Ok(Universe { world })
 }
 

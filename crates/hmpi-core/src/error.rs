@@ -198,8 +198,12 @@ pub enum Error {
     /// without finalizing (a receive from it, a send to it that needs it,
     /// a receive from any source), so the operation cannot finish.
     ProcFailed {
-        /// The failed process's rank in the job (`MPI_COMM_WORLD`).
+        /// The failed process's rank in the communicator of the operation
+        /// (its world rank where the operation has none, such as init;
+        /// `-1` if it is not a member of that communicator's groups).
         rank: i32,
+        /// The failed process's rank in the job (`MPI_COMM_WORLD`).
+        world: i32,
     },
     /// `MPI_ERR_KEYVAL`: an attribute key that does not exist (freed, never
     /// created, or made for another kind of object).
@@ -296,9 +300,10 @@ impl fmt::Display for Error {
             Error::RmaAttach { reason } => write!(f, "RMA attach: {reason}"),
             Error::RmaFlavor { reason } => write!(f, "RMA flavor: {reason}"),
             Error::NoMemory { bytes } => write!(f, "no memory for {bytes} bytes"),
-            Error::ProcFailed { rank } => write!(
+            Error::ProcFailed { rank, world } => write!(
                 f,
-                "rank {rank} of the job ended without finalizing; this operation depends on it"
+                "rank {rank} of the communicator (rank {world} of the job) ended without \
+                 finalizing; this operation depends on it"
             ),
             Error::Keyval { reason } => write!(f, "invalid attribute key: {reason}"),
             Error::Callback { code } => {
@@ -322,6 +327,21 @@ impl fmt::Debug for Error {
         // error) writes each piece with its own system call, and ranks'
         // messages must not interleave within a line.
         f.write_str(&self.to_string())
+    }
+}
+
+impl Error {
+    /// This error with a failed process named by its rank in a
+    /// communicator: `rank_of(world)` is that rank (`None`: not a member).
+    /// Other errors pass unchanged.
+    pub(crate) fn in_comm(self, rank_of: impl FnOnce(i32) -> Option<i32>) -> Error {
+        match self {
+            Error::ProcFailed { world, .. } => Error::ProcFailed {
+                rank: rank_of(world).unwrap_or(-1),
+                world,
+            },
+            e => e,
+        }
     }
 }
 
@@ -361,9 +381,10 @@ impl From<vci::Error> for Error {
             },
             vci::Error::Heap(e) => Error::Heap(e),
             vci::Error::AlreadyInitialized => Error::AlreadyInitialized,
-            vci::Error::ProcFailed { rank } => Error::ProcFailed {
-                rank: i32::try_from(rank).unwrap_or(i32::MAX),
-            },
+            vci::Error::ProcFailed { rank } => {
+                let world = i32::try_from(rank).unwrap_or(i32::MAX);
+                Error::ProcFailed { rank: world, world }
+            }
             other => Error::Engine(other),
         }
     }

@@ -176,7 +176,10 @@ pub(crate) fn engine_error_in(e: vci::Error, from_world: Option<&[i32]>) -> Erro
             status: Status::from_engine(status, from_world),
             message_len,
         },
-        e => e.into(),
+        e => Error::from(e).in_comm(|world| match from_world {
+            Some(t) => usize::try_from(world).ok().and_then(|w| t.get(w).copied()),
+            None => Some(world),
+        }),
     }
 }
 

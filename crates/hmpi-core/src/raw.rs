@@ -156,6 +156,13 @@ pub fn source_in(comm: &SimpleCommunicator, world: i32) -> i32 {
     comm.rank_of_world(world).unwrap_or(-1)
 }
 
+/// An engine error of an operation on `comm`, a failed process named by
+/// its rank in `comm` (see [`Error::ProcFailed`]).
+#[cold]
+fn failed_in(comm: &SimpleCommunicator, e: vci::Error) -> Error {
+    Error::from(e).in_comm(|world| comm.rank_of_world(world))
+}
+
 /// Names the source of `st` in `comm` (see [`source_in`]).
 #[inline(always)]
 fn to_comm_ranks(comm: &SimpleCommunicator, st: &mut Status) {
@@ -201,7 +208,7 @@ pub fn send_mode(
         false => ep.send(buf, to.engine_rank(), tag, comm.context(), Standard),
         true => ep.send(buf, to.engine_rank(), tag, comm.context(), Synchronous),
     };
-    r.map_err(Into::into)
+    r.map_err(|e| failed_in(comm, e))
 }
 
 /// [`send_mode`] in standard mode (`MPI_Send`).
@@ -223,7 +230,7 @@ pub fn send_on(
     let to = route(comm, dest)?;
     endpoint()?
         .send(buf, to.engine_rank(), tag, traffic.context(comm), Standard)
-        .map_err(Into::into)
+        .map_err(|e| failed_in(comm, e))
 }
 
 /// A blocking receive into `buf` in `comm`'s context for `traffic`; the
@@ -238,7 +245,9 @@ pub fn recv_on(
     let tag = check_recv_tag(tag)?;
     let from = route_source(comm, source)?;
     let mut st = Status::empty();
-    endpoint()?.recv(buf, from.engine_rank(), tag, traffic.context(comm), &mut st)?;
+    endpoint()?
+        .recv(buf, from.engine_rank(), tag, traffic.context(comm), &mut st)
+        .map_err(|e| failed_in(comm, e))?;
     to_comm_ranks(comm, &mut st);
     Ok(st)
 }
@@ -348,7 +357,8 @@ pub fn recv_with_status(
     let tag = check_recv_tag(tag)?;
     let from = route_source(comm, source)?;
     let ep = endpoint()?;
-    ep.recv(buf, from.engine_rank(), tag, comm.context(), status)?;
+    ep.recv(buf, from.engine_rank(), tag, comm.context(), status)
+        .map_err(|e| failed_in(comm, e))?;
     to_comm_ranks(comm, status);
     Ok(())
 }
@@ -453,9 +463,10 @@ pub fn sendrecv(
     // SAFETY: waited for below, or dropped (which waits) on an early
     // return, within this call, while `out` is borrowed.
     let s = unsafe { ep.isend(out, to.engine_rank(), stag, comm.context(), Standard) }?;
-    ep.recv(buf, from.engine_rank(), rtag, comm.context(), status)?;
+    ep.recv(buf, from.engine_rank(), rtag, comm.context(), status)
+        .map_err(|e| failed_in(comm, e))?;
     to_comm_ranks(comm, status);
-    s.wait()?;
+    s.wait().map_err(|e| failed_in(comm, e))?;
     Ok(())
 }
 
@@ -464,7 +475,9 @@ pub fn sendrecv(
 pub fn probe(comm: &SimpleCommunicator, source: i32, tag: i32) -> Result<Status> {
     let tag = check_recv_tag(tag)?;
     let from = route_source(comm, source)?;
-    let mut st = endpoint()?.probe(from.engine_rank(), tag, comm.context())?;
+    let mut st = endpoint()?
+        .probe(from.engine_rank(), tag, comm.context())
+        .map_err(|e| failed_in(comm, e))?;
     to_comm_ranks(comm, &mut st);
     Ok(st)
 }
@@ -490,7 +503,9 @@ pub fn mprobe(
 ) -> Result<(Message<'static>, Status)> {
     let tag = check_recv_tag(tag)?;
     let from = route_source(comm, source)?;
-    let (m, mut st) = endpoint()?.mprobe(from.engine_rank(), tag, comm.context())?;
+    let (m, mut st) = endpoint()?
+        .mprobe(from.engine_rank(), tag, comm.context())
+        .map_err(|e| failed_in(comm, e))?;
     to_comm_ranks(comm, &mut st);
     Ok((m, st))
 }

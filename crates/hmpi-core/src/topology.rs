@@ -525,6 +525,7 @@ fn check_graph(index: &[i32], edges: &[i32]) -> Result<()> {
 /// members of `comm` (`MPI_Cart_map` / `MPI_Graph_map` without
 /// reordering): its rank if below `n`, else `None` (`MPI_UNDEFINED`).
 pub fn map_rank(comm: &SimpleCommunicator, n: i64) -> Result<Option<i32>> {
+    intra(comm)?;
     if n > i64::from(comm.size()) {
         return Err(arg_err(format!(
             "a topology of {n} processes on a communicator of {}",
@@ -544,6 +545,18 @@ pub fn cart_map(comm: &SimpleCommunicator, dims: &[i32], periods: &[bool]) -> Re
 pub fn graph_map(comm: &SimpleCommunicator, index: &[i32], edges: &[i32]) -> Result<Option<i32>> {
     check_graph(index, edges)?;
     map_rank(comm, index.len() as i64)
+}
+
+/// `comm` if it is an intracommunicator: a topology is made over one group
+/// ([`Error::Comm`] for an intercommunicator, as MPI's topology
+/// constructors and mappers say).
+fn intra(comm: &SimpleCommunicator) -> Result<&SimpleCommunicator> {
+    if comm.is_inter() {
+        return Err(Error::Comm {
+            reason: "a topology needs an intracommunicator, not an intercommunicator".into(),
+        });
+    }
+    Ok(comm)
 }
 
 fn check_cart(comm: &SimpleCommunicator, dims: &[i32], periods: &[bool]) -> Result<()> {
@@ -776,7 +789,7 @@ pub trait TopologyCommunicator: Communicator {
         reorder: bool,
     ) -> Result<Option<CartesianCommunicator>> {
         let _ = reorder;
-        let c = self.as_simple();
+        let c = intra(self.as_simple())?;
         check_cart(c, dims, periodic)?;
         let Some(new) = first_members(c, grid_size(dims))? else {
             return Ok(None);
@@ -800,7 +813,7 @@ pub trait TopologyCommunicator: Communicator {
         reorder: bool,
     ) -> Result<Option<SimpleCommunicator>> {
         let _ = reorder;
-        let c = self.as_simple();
+        let c = intra(self.as_simple())?;
         check_graph(index, edges)?;
         if index.len() as i64 > i64::from(c.size()) {
             return Err(arg_err(format!(
@@ -838,7 +851,7 @@ pub trait TopologyCommunicator: Communicator {
         reorder: bool,
     ) -> Result<SimpleCommunicator> {
         let _ = reorder;
-        let c = self.as_simple();
+        let c = intra(self.as_simple())?;
         let size = c.size();
         if sources.len() != degrees.len() {
             return Err(arg_err(format!(
@@ -930,7 +943,7 @@ pub trait TopologyCommunicator: Communicator {
         reorder: bool,
     ) -> Result<SimpleCommunicator> {
         let _ = reorder;
-        let c = self.as_simple();
+        let c = intra(self.as_simple())?;
         let size = c.size();
         check_ranks(sources, size)?;
         check_ranks(destinations, size)?;

@@ -85,27 +85,57 @@ fn early_exit_rank() {
 }
 
 /// Rank 1 leaves right after init; the others wait for it, and find out
-/// from the library (no launcher watches this job): a receive from it, a
-/// synchronous send to it and a receive from any source are errors that
-/// name it.
+/// from the library (no launcher watches this job): a receive from it and
+/// a synchronous send to it are errors that name it. A receive from any
+/// source fails once every other member of its communicator has failed
+/// (at once in the communicator of ranks 1 and 2; in the world only after
+/// rank 0 has left too), and until then takes what a live one sends.
 fn dead_peer_rank() {
     let universe = hmpi_core::init().expect("init");
     let world = universe.world();
     let failed = |r: hmpi_core::Result<()>, what: &str| match r {
-        Err(hmpi_core::Error::ProcFailed { rank }) => println!("{what} failed on rank {rank}"),
+        Err(hmpi_core::Error::ProcFailed { rank, world }) => {
+            println!("{what} failed on rank {rank} (world {world})")
+        }
         other => println!("{what} ended with {other:?}"),
     };
+    let other = permuted(&world);
+    // Ranks 1 and 2 (rank 1 is its rank 0).
+    let pair = world
+        .split_by_color(if world.rank() == 0 { None } else { Some(0) })
+        .expect("split");
     match world.rank() {
         1 => std::process::exit(0), // no finalize
-        0 => failed(
-            world.process_at_rank(1).receive_vec::<u64>().map(drop),
-            "receive",
-        ),
+        0 => {
+            failed(
+                world.process_at_rank(1).receive_vec::<u64>().map(drop),
+                "receive",
+            );
+            // The dead rank is rank 0 of `other`.
+            failed(
+                other.process_at_rank(0).receive_vec::<u64>().map(drop),
+                "receive in another communicator",
+            );
+            // Rank 2 is in a receive from any source meanwhile, which
+            // this satisfies: a live member may still send.
+            std::thread::sleep(Duration::from_millis(300));
+            world.process_at_rank(2).send(&[5u64][..]).unwrap();
+        }
         _ => {
             failed(
                 world.process_at_rank(1).synchronous_send(&[7u64; 4][..]),
                 "ssend",
             );
+            let pair = pair.expect("a member");
+            failed(
+                pair.any_process().receive_vec::<u64>().map(drop),
+                "any-source receive among ranks 1 and 2",
+            );
+            match world.any_process().receive_vec::<u64>() {
+                Ok((v, st)) => println!("any-source receive got {v:?} from {}", st.source_rank()),
+                Err(e) => println!("any-source receive ended with {e:?}"),
+            }
+            // Rank 0 leaves (without finalizing) after its send.
             failed(
                 world.any_process().receive_vec::<u64>().map(drop),
                 "any-source receive",
@@ -114,6 +144,133 @@ fn dead_peer_rank() {
     }
     // Not finalized: the world's final barrier would wait for rank 1.
     std::process::exit(0);
+}
+
+/// The collectives a job with a dead member tries, one per job (a
+/// communicator whose collective failed is good for nothing else).
+const DEAD_MEMBER_KINDS: [&str; 5] = ["barrier", "bcast", "allreduce", "ibarrier", "itest"];
+
+/// A communicator of the world's three ranks in the order 1, 0, 2 (so
+/// that world rank 1 is its rank 0); collective over the world.
+fn permuted(world: &SimpleCommunicator) -> SimpleCommunicator {
+    world
+        .split_by_color_with_key(Some(0), [1, 0, 2][world.rank() as usize])
+        .expect("split")
+        .expect("a member")
+}
+
+/// Rank 1 of three leaves right after init; ranks 0 and 2 then call the
+/// collective the role names (`dead-member-KIND`) on a communicator whose
+/// ranks are not the world's ([`permuted`]: the dead rank is its rank 0),
+/// and report how it ended. No launcher watches the job.
+fn dead_member_rank() {
+    let role = std::env::var(rank_tests::ROLE_VAR).unwrap();
+    let kind = role.strip_prefix("dead-member-").unwrap().to_owned();
+    let universe = hmpi_core::init().expect("init");
+    let world = universe.world();
+    let me = world.rank();
+    // Made while every rank is alive.
+    let reversed = permuted(&world);
+    reversed.barrier().expect("barrier with every member alive");
+    if me == 1 {
+        std::process::exit(0); // no finalize
+    }
+    let t0 = hmpi_core::time();
+    let r = match kind.as_str() {
+        "barrier" => reversed.barrier(),
+        "bcast" => {
+            // Root: the dead rank.
+            let mut v = [0u64; 4];
+            reversed.process_at_rank(0).broadcast_into(&mut v[..])
+        }
+        "allreduce" => {
+            let mut sum = 0u64;
+            reversed.all_reduce_into(&1u64, &mut sum, SystemOperation::sum())
+        }
+        "ibarrier" => hmpi_core::request::scope(|scope| {
+            reversed.immediate_barrier(scope).and_then(|req| req.wait())
+        }),
+        // Tested, never waited for.
+        "itest" => hmpi_core::request::scope(|scope| {
+            let mut req = reversed.immediate_barrier(scope)?;
+            loop {
+                if let Some(r) = req.test() {
+                    break r;
+                }
+                std::thread::yield_now();
+            }
+        }),
+        other => panic!("no collective {other}"),
+    };
+    let took = hmpi_core::time() - t0;
+    match r {
+        Err(hmpi_core::Error::ProcFailed { rank, world }) => {
+            println!("{kind} failed on rank {rank} (world {world}) after {took:.3} s")
+        }
+        other => println!("{kind} ended with {other:?}"),
+    }
+    // A later collective on the communicator fails at once, with the same rank.
+    match reversed.barrier() {
+        Err(hmpi_core::Error::ProcFailed { rank, .. }) => println!("then barrier failed on {rank}"),
+        other => println!("then barrier ended with {other:?}"),
+    }
+    std::process::exit(0);
+}
+
+fn a_collective_with_a_dead_member_is_an_error_without_a_launcher() {
+    for kind in DEAD_MEMBER_KINDS {
+        let out = launch_unwatched(&format!("dead-member-{kind}"), 3, Duration::from_secs(20));
+        for r in [0, 2] {
+            // The dead process is rank 1 of the world, rank 0 of the
+            // communicator.
+            assert!(
+                out[r].contains(&format!("{kind} failed on rank 0 (world 1) after ")),
+                "{kind}: {out:?}"
+            );
+            assert!(
+                out[r].contains("then barrier failed on 0"),
+                "{kind}: {out:?}"
+            );
+        }
+    }
+}
+
+/// Rank 1 of three starts init on a thread and ends (without finalizing)
+/// while that thread waits in init for rank 2, which starts late; rank 0
+/// waits in init meanwhile. No launcher watches the job: init itself
+/// reports the dead rank on the others.
+fn dead_in_init_rank() {
+    let rank: u32 = std::env::var("HMPI_RANK").unwrap().parse().unwrap();
+    match rank {
+        1 => {
+            std::thread::spawn(|| {
+                let _ = hmpi_core::init();
+                std::thread::sleep(Duration::from_secs(30));
+            });
+            std::thread::sleep(Duration::from_millis(300));
+            std::process::exit(0);
+        }
+        2 => std::thread::sleep(Duration::from_secs(1)),
+        _ => {}
+    }
+    match hmpi_core::init() {
+        Err(hmpi_core::Error::ProcFailed { rank, world }) => {
+            println!("init failed on rank {rank} (world {world})")
+        }
+        other => println!("init ended with {:?}", other.map(drop)),
+    }
+    std::process::exit(0);
+}
+
+fn a_rank_that_ends_in_init_fails_init_without_a_launcher() {
+    let out = launch_unwatched("dead-in-init", 3, Duration::from_secs(20));
+    assert!(
+        out[0].contains("init failed on rank 1 (world 1)"),
+        "{out:?}"
+    );
+    // Rank 2 passes the first barrier (rank 0 had arrived) and fails in
+    // the second, on rank 1 (or rank 0, which may have left by then).
+    assert!(out[2].contains("init failed on rank "), "{out:?}");
 }
 
 /// Writes this rank's pid to `$FAULTS_PID_DIR/rank-R` (before init, so
@@ -365,7 +522,7 @@ fn launch_unwatched(role: &str, ranks: u32, limit: Duration) -> Vec<String> {
         .collect();
     drop(file);
     let start = std::time::Instant::now();
-    let outputs = children
+    let outputs: Vec<String> = children
         .into_iter()
         .map(|mut c| {
             loop {
@@ -387,7 +544,7 @@ fn launch_unwatched(role: &str, ranks: u32, limit: Duration) -> Vec<String> {
         .collect();
     assert!(
         start.elapsed() < limit,
-        "the ranks did not end within {limit:?}"
+        "the ranks did not end within {limit:?}: {outputs:?}"
     );
     dir.assert_empty();
     outputs
@@ -395,9 +552,26 @@ fn launch_unwatched(role: &str, ranks: u32, limit: Duration) -> Vec<String> {
 
 fn a_wait_on_a_dead_peer_is_an_error_without_a_launcher() {
     let out = launch_unwatched("dead-peer", 3, Duration::from_secs(20));
-    assert!(out[0].contains("receive failed on rank 1"), "{out:?}");
-    assert!(out[2].contains("ssend failed on rank 1"), "{out:?}");
-    // Rank 0 may have left too by then (it does not finalize either).
+    assert!(
+        out[0].contains("receive failed on rank 1 (world 1)"),
+        "{out:?}"
+    );
+    assert!(
+        out[0].contains("receive in another communicator failed on rank 0 (world 1)"),
+        "{out:?}"
+    );
+    assert!(
+        out[2].contains("ssend failed on rank 1 (world 1)"),
+        "{out:?}"
+    );
+    assert!(
+        out[2].contains("any-source receive among ranks 1 and 2 failed on rank 0 (world 1)"),
+        "{out:?}"
+    );
+    assert!(
+        out[2].contains("any-source receive got [5] from 0"),
+        "{out:?}"
+    );
     assert!(
         out[2].contains("any-source receive failed on rank "),
         "{out:?}"
@@ -506,6 +680,8 @@ fn main() {
                 "finalize-then-linger" => finalize_then_linger_rank,
                 "descriptor-kept" => descriptor_kept_rank,
                 "dead-peer" => dead_peer_rank,
+                "dead-in-init" => dead_in_init_rank,
+                r if r.starts_with("dead-member-") => dead_member_rank,
                 "exit-before-init" => exit_before_init_rank,
                 "claim-twice" => claim_twice_rank,
                 "claim-again" => claim_again_rank,
@@ -535,6 +711,14 @@ fn main() {
             (
                 "a_wait_on_a_dead_peer_is_an_error_without_a_launcher",
                 a_wait_on_a_dead_peer_is_an_error_without_a_launcher,
+            ),
+            (
+                "a_collective_with_a_dead_member_is_an_error_without_a_launcher",
+                a_collective_with_a_dead_member_is_an_error_without_a_launcher,
+            ),
+            (
+                "a_rank_that_ends_in_init_fails_init_without_a_launcher",
+                a_rank_that_ends_in_init_fails_init_without_a_launcher,
             ),
             (
                 "a_rank_is_claimed_once_per_job",

@@ -827,6 +827,13 @@ impl Segment {
         self.header.barrier.wait(self.ranks());
     }
 
+    /// [`Segment::barrier`] for ranks that may end before they reach it:
+    /// `gone` is asked now and then while this rank sleeps (see
+    /// [`NodeBarrier::wait_or`]).
+    pub fn barrier_or<T>(&self, gone: impl FnMut() -> Option<T>) -> Result<(), T> {
+        self.header.barrier.wait_or(self.ranks(), gone)
+    }
+
     /// Ranks attached so far.
     pub fn attached(&self) -> u32 {
         self.header.attached.load(Ordering::Acquire)

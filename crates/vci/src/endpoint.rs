@@ -213,7 +213,10 @@ impl Endpoint {
             let slot = slots::vci_slot(v).expect("config.vcis <= MAX_VCIS");
             seg.publish(slot, p.as_ptr() as u64);
         }
-        seg.barrier();
+        // A peer that ends before it arrives fails init (no launcher may
+        // be watching).
+        seg.barrier_or(|| crate::liveness::ended_in_init(&seg, rank))
+            .map_err(|rank| Error::ProcFailed { rank })?;
         let mut peers = Vec::with_capacity(size as usize * nv);
         for r in 0..size {
             for v in 0..nv {
@@ -253,7 +256,8 @@ impl Endpoint {
         // does not see this rank still initializing.
         seg.set_rank_state(shmheap::segment::RankState::Attached);
         // Every table is filled before anyone sends.
-        seg.barrier();
+        seg.barrier_or(|| live.check(Watch::Any))
+            .map_err(|rank| Error::ProcFailed { rank })?;
         // A given block can be kept as it is if our global allocator is the
         // node heap (it can free the block): see where a fresh box lands.
         let keep_given = shmheap::is_shared(&*Box::new(0u64));
@@ -340,6 +344,14 @@ impl Endpoint {
     /// a message path.
     pub fn peer_failed(&self, rank: i32) -> bool {
         u32::try_from(rank).is_ok_and(|r| self.live.failed(r))
+    }
+
+    /// Says which ranks may send in `context` (the members of a
+    /// communicator, by rank here): a receive from any source in it fails
+    /// only once all of them have failed (see [`crate::liveness`]). A
+    /// context nobody described counts every rank of the job.
+    pub fn set_senders(&self, context: u32, ranks: &[u32]) {
+        self.live.set_senders(context, ranks);
     }
 
     /// This rank's doorbell (in its VCI 0).
@@ -852,7 +864,7 @@ impl Endpoint {
         };
         let vci = &self.vcis[v];
         let mut seen = u64::MAX;
-        self.wait_on(v, Watch::source(source), |full| {
+        self.wait_on(v, Watch::source(source, context), |full| {
             if !full && !vci.news(seen) {
                 return None;
             }
@@ -883,7 +895,7 @@ impl Endpoint {
             return Ok(Status::empty());
         };
         let vci = &self.vcis[v];
-        self.wait_on(v, Watch::source(source), |_| {
+        self.wait_on(v, Watch::source(source, context), |_| {
             vci.iprobe(&mut vci.lock(), key)
         })
         .map_err(|rank| Error::ProcFailed { rank })
@@ -915,7 +927,7 @@ impl Endpoint {
         };
         let vci = &self.vcis[v];
         let (a, st): (Arrival, Status) = self
-            .wait_on(v, Watch::source(source), |_| {
+            .wait_on(v, Watch::source(source, context), |_| {
                 vci.take_unexpected(&mut vci.lock(), key)
             })
             .map_err(|rank| Error::ProcFailed { rank })?;
@@ -952,7 +964,11 @@ fn sent(dest: i32, tag: i32, len: usize) -> Status {
 /// Looks up VCI `v` of rank `r` in the registry and checks it.
 fn lookup_vci(seg: &Segment, r: u32, v: usize) -> Result<&'static VciShared> {
     let slot = slots::vci_slot(v).expect("v < MAX_VCIS");
-    let addr = seg.wait_lookup(r, slot);
+    vci_at(r, v, seg.wait_lookup(r, slot))
+}
+
+/// Rank `r`'s VCI `v`, which it published at `addr`, once checked.
+pub(crate) fn vci_at(r: u32, v: usize, addr: u64) -> Result<&'static VciShared> {
     if shmheap::owner_of(addr as *const u8) != Some(r)
         || addr % std::mem::align_of::<VciShared>() as u64 != 0
     {

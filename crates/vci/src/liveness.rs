@@ -17,33 +17,50 @@
 //! `/proc/<pid>/stat` answers: gone, a zombie, or another process (a
 //! different start time) is an ended peer.
 //!
+//! Init's barriers ask too: the first one, before the peers' pids are all
+//! known, about the peers that published theirs ([`ended_in_init`]); the
+//! second one through [`Liveness`].
+//!
 //! What a wait watches ([`Watch`]) is decided by the operation: a receive
 //! from a rank or a send to it watches that rank; a receive from any
-//! source watches every peer (MPI 4's fault-tolerance chapter also fails a
-//! wildcard receive when a possible sender fails). Once found, a failed
-//! rank stays failed.
+//! source fails only when **every** process that could send to it in its
+//! context has failed (the senders the layer above registered for the
+//! context with [`Liveness::set_senders`], every peer for a context it did
+//! not register). ULFM fails a wildcard receive as soon as one possible
+//! sender fails and lets the program acknowledge the failure and receive
+//! on; without that acknowledgement call, failing on the first dead peer
+//! would make a wildcard receive unusable for the rest of the job, so a
+//! receive that a live process may still satisfy keeps waiting (and a
+//! launcher that watches ends the job anyway). Once found, a failed rank
+//! stays failed.
 
 use shmheap::segment::Segment;
+use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// The peers a wait depends on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Watch {
     /// One rank (a receive from it, a send to it).
     Rank(u32),
-    /// Every other rank (a receive from any source).
+    /// Every other rank: any of them failed (init's barrier).
     Any,
+    /// A receive from any source in this context: every process that
+    /// could send in it failed.
+    AnyIn(u32),
     /// None: the wait does not depend on a peer.
     Nothing,
 }
 
 impl Watch {
-    /// What a receive from `source` (a rank or a wildcard) watches.
-    pub(crate) fn source(source: i32) -> Watch {
+    /// What a receive from `source` (a rank or a wildcard) in `context`
+    /// watches (a send: its destination, with any context).
+    pub(crate) fn source(source: i32, context: u32) -> Watch {
         match u32::try_from(source) {
             Ok(r) => Watch::Rank(r),
-            Err(_) if source == crate::ANY_SOURCE => Watch::Any,
+            Err(_) if source == crate::ANY_SOURCE => Watch::AnyIn(context),
             Err(_) => Watch::Nothing,
         }
     }
@@ -56,7 +73,10 @@ enum Probe {
     Pidfd(OwnedFd),
     /// Its pid and start time (`/proc/<pid>/stat`, field 22).
     Stat { pid: i32, start: u64 },
-    /// This process, or a peer that could not be identified.
+    /// A peer whose process had ended (and been reaped) already when it
+    /// was looked for.
+    Ended,
+    /// This process, or a peer that published no pid.
     Never,
 }
 
@@ -71,7 +91,11 @@ struct Peer {
 #[derive(Debug)]
 pub(crate) struct Liveness {
     seg: Segment,
+    me: u32,
     peers: Vec<Peer>,
+    /// The ranks that may send in a context, as the layer above said
+    /// (asked by sleeping wildcard receives only: a lock is fine).
+    senders: Mutex<HashMap<u32, Arc<[u32]>>>,
 }
 
 /// The state character and start time in `/proc/<pid>/stat`, if the
@@ -92,8 +116,10 @@ fn stat_of(pid: i32) -> Option<(u8, u64)> {
 impl Liveness {
     /// Identifies the processes of ranks `0..pids.len()` (`pids[r]` is
     /// rank `r`'s, as it published; `me` is this process's rank). Called
-    /// while every peer is known to be alive (inside init, between two
-    /// barriers).
+    /// inside init, between two barriers: a peer whose process cannot be
+    /// found then has ended already (a pid published in init, reused by
+    /// another process since, is taken for the peer: init's second
+    /// barrier then waits, as it would without the check).
     pub(crate) fn new(seg: Segment, me: u32, pids: &[u32]) -> Liveness {
         // Pidfds take descriptors: at most a quarter of what the process
         // may open, so that the program keeps its own; the other peers are
@@ -111,7 +137,12 @@ impl Liveness {
                 failed: AtomicBool::new(false),
             })
             .collect();
-        Liveness { seg, peers }
+        Liveness {
+            seg,
+            me,
+            peers,
+            senders: Mutex::new(HashMap::new()),
+        }
     }
 
     /// How many pidfds this process may take: a quarter of its
@@ -148,7 +179,8 @@ impl Liveness {
         }
         match stat_of(pid) {
             Some((_, start)) => Probe::Stat { pid, start },
-            None => Probe::Never,
+            // It published its pid in init, so it existed: it has ended.
+            None => Probe::Ended,
         }
     }
 
@@ -169,6 +201,7 @@ impl Liveness {
                 None => true,
                 Some((state, s)) => s != *start || state == b'Z' || state == b'X',
             },
+            Probe::Ended => true,
             Probe::Never => false,
         }
     }
@@ -198,14 +231,64 @@ impl Liveness {
         true
     }
 
-    /// A failed rank among those `watch` names, if any.
+    /// Says which ranks may send in `context` (replacing what was said
+    /// for it before: a context of a freed communicator is reused).
+    pub(crate) fn set_senders(&self, context: u32, ranks: &[u32]) {
+        let mut m = self.senders.lock().unwrap_or_else(|p| p.into_inner());
+        m.insert(context, ranks.into());
+    }
+
+    /// A failed rank among those `watch` names, if any (for a wildcard
+    /// receive, one of its senders once all have failed).
     pub(crate) fn check(&self, watch: Watch) -> Option<u32> {
         match watch {
             Watch::Rank(r) => self.failed(r).then_some(r),
             Watch::Any => (0..self.peers.len() as u32).find(|&r| self.failed(r)),
+            Watch::AnyIn(context) => {
+                let listed = self
+                    .senders
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(&context)
+                    .cloned();
+                let all: Vec<u32>;
+                let senders: &[u32] = match &listed {
+                    Some(l) => l,
+                    None => {
+                        all = (0..self.peers.len() as u32).collect();
+                        &all
+                    }
+                };
+                every_other_failed(senders, self.me, |r| self.failed(r))
+            }
             Watch::Nothing => None,
         }
     }
+}
+
+/// The first of `senders` other than `me` if every one of those failed
+/// (asked in order, stopping at the first alive); `None` if one lives or
+/// there is none.
+fn every_other_failed(senders: &[u32], me: u32, failed: impl Fn(u32) -> bool) -> Option<u32> {
+    let mut others = senders.iter().copied().filter(|&r| r != me);
+    let first = others.next()?;
+    (failed(first) && others.all(failed)).then_some(first)
+}
+
+/// For init's first barrier, before [`Liveness`] exists: a peer that
+/// published its engine (its VCI 0, which holds its pid) and whose process
+/// has ended since (gone, or a zombie). A peer that has not published yet
+/// cannot be told from a late one, and is not named.
+pub(crate) fn ended_in_init(seg: &Segment, me: u32) -> Option<u32> {
+    let slot = crate::slots::vci_slot(0)?;
+    (0..seg.ranks()).filter(|&r| r != me).find(|&r| {
+        let addr = seg.lookup(r, slot);
+        addr != 0
+            && crate::endpoint::vci_at(r, 0, addr).is_ok_and(|peer| {
+                let pid = peer.pid() as i32;
+                pid > 0 && stat_of(pid).is_none_or(|(state, _)| state == b'Z' || state == b'X')
+            })
+    })
 }
 
 #[cfg(test)]
@@ -219,6 +302,17 @@ mod tests {
             probe: Liveness::probe_of(pid, &mut budget),
             failed: AtomicBool::new(false),
         }
+    }
+
+    #[test]
+    fn a_wildcard_fails_only_when_every_other_sender_failed() {
+        let dead = |r: u32| r == 1 || r == 3;
+        assert_eq!(every_other_failed(&[0, 1, 3], 0, dead), Some(1));
+        assert_eq!(every_other_failed(&[0, 1, 2, 3], 0, dead), None);
+        assert_eq!(every_other_failed(&[3, 1], 0, dead), Some(3));
+        // Alone (or nobody): nothing to fail on.
+        assert_eq!(every_other_failed(&[0], 0, dead), None);
+        assert_eq!(every_other_failed(&[], 0, dead), None);
     }
 
     #[test]
@@ -244,5 +338,7 @@ mod tests {
         let me = peer(std::process::id() as i32, 1);
         assert!(!Liveness::ended(&me));
         assert!(!Liveness::ended(&peer(0, 1)));
+        // Reaped before it was looked for: ended.
+        assert!(Liveness::ended(&peer(pid, 1)) && Liveness::ended(&peer(pid, 0)));
     }
 }

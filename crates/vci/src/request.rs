@@ -162,16 +162,17 @@ enum Depends {
 }
 
 impl Depends {
-    /// The peers to watch: the destination, the receive's source (every
-    /// peer for a wildcard), none once the receive matched.
+    /// The peers to watch: the destination, the receive's source (the
+    /// senders of its context for a wildcard), none once the receive
+    /// matched.
     fn watch(self, ep: &Endpoint, v: usize) -> Watch {
         match self {
-            Depends::Peer(rank) => Watch::source(rank),
+            Depends::Peer(rank) => u32::try_from(rank).map_or(Watch::Nothing, Watch::Rank),
             Depends::Recv(id) => {
                 let vci = ep.vci_at(v);
                 let p = vci.lock();
                 match p.posted.iter().find(|&&(_, x)| x == id) {
-                    Some((key, _)) => Watch::source(key.source),
+                    Some((key, _)) => Watch::source(key.source, key.context),
                     // Matched: it finishes without its peer.
                     None => Watch::Nothing,
                 }

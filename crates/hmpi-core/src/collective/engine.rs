@@ -31,6 +31,15 @@
 //! collectives keep the order in which they were started, whatever order
 //! they are completed in.
 //!
+//! A member that ends without finalizing cannot hang the others: a wait
+//! that has gone to sleep checks now and then whether any member has
+//! failed (never on the fast path; so does a test, every few thousandth
+//! time it finds the collective unfinished), and if one has, the collective ends
+//! with [`Error::ProcFailed`] naming it, as do every collective in flight
+//! and every later one on the communicator (its members' epochs no longer
+//! agree; the communicator is good for freeing only). Buffers of a failed
+//! collective are undefined, as MPI leaves them.
+//!
 //! Callers (the typed API, the C library) check arguments first; these
 //! functions trust them.
 
@@ -41,7 +50,7 @@ use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 
 /// How a reduction combines elements.
@@ -113,19 +122,28 @@ fn reached(v: u32, e: u32) -> bool {
     v.wrapping_sub(e) & EPOCHS < 1 << 30
 }
 
-/// Runs a collective to its end: polls it, and while it waits, waits on
-/// the word it stopped at (spin, yield, then sleep).
-pub fn block_on<F: Future>(f: F) -> F::Output {
+/// Runs a collective of `coll` to its end: polls it, and while it waits,
+/// waits on the word it stopped at (spin, yield, then sleep). Ends with
+/// [`Error::ProcFailed`] if a member of the communicator ended without
+/// finalizing meanwhile (see [`Coll::member_failed`]).
+pub fn block_on<T>(coll: &Coll, f: impl Future<Output = Result<T>>) -> Result<T> {
     let mut f = std::pin::pin!(f);
     let mut cx = Context::from_waker(Waker::noop());
     loop {
         if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
             return v;
         }
-        if let Some((w, e)) = PARKED.with(Cell::take) {
+        match PARKED.with(Cell::take) {
             // SAFETY: the word belongs to a block the pending future holds
             // (through its collective state), so it is live here.
-            unsafe { &*w }.wait(e);
+            Some((w, e)) => unsafe { &*w }.wait(e, || coll.member_failed())?,
+            // Waiting on this member's own earlier epochs, which only a
+            // failed collective leaves unfinished.
+            None => {
+                if let Some(err) = coll.failure() {
+                    return Err(err);
+                }
+            }
         }
     }
 }
@@ -285,7 +303,21 @@ pub struct Coll {
     finished: AtomicU32,
     /// Staging buffers kept between calls.
     staging: Mutex<[Staging; 2]>,
+    /// The world rank of each member, by rank (whose liveness a sleeping
+    /// wait checks).
+    world: Box<[i32]>,
+    /// The first member found failed (its rank here and in the world):
+    /// from then on every collective on the communicator fails with it.
+    failed: OnceLock<(i32, i32)>,
+    /// Tests that found a collective unfinished: every
+    /// [`TESTS_PER_CHECK`]th asks whether a member has failed, so that a
+    /// program that only tests cannot poll a dead member's collective
+    /// forever either.
+    unfinished_tests: AtomicU32,
 }
+
+/// Unfinished tests between two liveness checks (see `Coll::test`).
+const TESTS_PER_CHECK: u32 = 4096;
 
 impl std::fmt::Debug for Coll {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -316,8 +348,9 @@ fn at(a: usize) -> *mut u8 {
 }
 
 impl Coll {
-    /// The state of member `rank` over `block`.
-    pub(crate) fn new(block: Block, rank: u32, size: u32) -> Coll {
+    /// The state of member `rank` over `block`; `world[r]` is member
+    /// `r`'s world rank.
+    pub(crate) fn new(block: Block, rank: u32, size: u32, world: &[i32]) -> Coll {
         Coll {
             pending: Mutex::new(Vec::new()),
             npending: AtomicUsize::new(0),
@@ -331,7 +364,60 @@ impl Coll {
             seen_done: (0..size).map(|_| AtomicU32::new(0)).collect(),
             finished: AtomicU32::new(0),
             staging: Mutex::new([Staging::default(), Staging::default()]),
+            world: world.into(),
+            failed: OnceLock::new(),
+            unfinished_tests: AtomicU32::new(0),
         }
+    }
+
+    /// The error of the member found failed, if one was.
+    fn failure(&self) -> Option<Error> {
+        self.failed
+            .get()
+            .map(|&(rank, world)| Error::ProcFailed { rank, world })
+    }
+
+    /// Whether a member has ended without finalizing (asked by sleeping
+    /// waits only: a system call per member). Any member, not only the
+    /// one whose word the wait is on: a member waiting for a dead one
+    /// never publishes either, and the waits of a collective chain. Once
+    /// one is found, the communicator's collectives fail from then on (its
+    /// members' epochs no longer agree).
+    pub(crate) fn member_failed(&self) -> Option<Error> {
+        if self.failed.get().is_none() {
+            let ep = crate::environment::endpoint().ok()?;
+            let (r, &w) = self
+                .world
+                .iter()
+                .enumerate()
+                .find(|&(r, &w)| r as u32 != self.rank && ep.peer_failed(w))?;
+            let _ = self.failed.set((r as i32, w));
+        }
+        self.failure()
+    }
+
+    /// For a wait that polls instead of sleeping on a word (it must move
+    /// other communicators' collectives on too): whether a member has
+    /// failed; if so every collective in flight ends with the error, which
+    /// is returned. A system call per member: call it now and then only.
+    pub(crate) fn check_failed(&self) -> Option<Error> {
+        let err = self.member_failed()?;
+        Some(self.fail_in_flight(err))
+    }
+
+    /// Ends every collective in flight with the failure found (their
+    /// requests report it); `err` is returned to the caller.
+    fn fail_in_flight(&self, err: Error) -> Error {
+        let mut list = self.pending_list();
+        for op in list.drain(..) {
+            let mut st = op.lock();
+            if let OpState::Running(_) = &*st {
+                *st = OpState::Finished(self.failure().map(Err));
+            }
+        }
+        // Relaxed: as in `start`.
+        self.npending.store(0, Ordering::Relaxed);
+        err
     }
 
     /// Starts `f` as a nonblocking collective: polls it once (so that it
@@ -401,12 +487,27 @@ impl Coll {
     pub fn test(&self, op: &Op) -> Option<Result<()>> {
         if !op.is_finished() {
             self.progress();
+            if !op.is_finished() {
+                // A failure found already, or now and then a check: a
+                // test does not pay for the liveness check each time.
+                // Relaxed: a counter of this process's own, a hint only.
+                let n = self.unfinished_tests.fetch_add(1, Ordering::Relaxed);
+                let found = match self.failure() {
+                    Some(err) => Some(err),
+                    None if n % TESTS_PER_CHECK == TESTS_PER_CHECK - 1 => self.member_failed(),
+                    None => None,
+                };
+                if let Some(err) = found {
+                    self.fail_in_flight(err);
+                }
+            }
         }
         op.take_result()
     }
 
     /// Waits until `op` has finished, moving every collective in flight
-    /// on meanwhile.
+    /// on meanwhile. If a member ends without finalizing meanwhile, every
+    /// collective in flight ends with [`Error::ProcFailed`].
     pub fn wait(&self, op: &Op) -> Result<()> {
         loop {
             let park = if op.is_finished() {
@@ -417,11 +518,17 @@ impl Coll {
             if let Some(r) = op.take_result() {
                 return r;
             }
-            if let Some((w, e)) = park {
+            let failed = match park {
                 // SAFETY: the word is in this state's block, alive here.
                 // Everything started before the op that waits on it has
                 // published, so only other members can move it.
-                unsafe { &*w }.wait(e);
+                Some((w, e)) => unsafe { &*w }.wait(e, || self.member_failed()).err(),
+                None => self.failure(),
+            };
+            if let Some(err) = failed {
+                let err = self.fail_in_flight(err);
+                // `op` was among them unless it finished meanwhile.
+                return op.take_result().unwrap_or(Err(err));
             }
         }
     }
@@ -431,7 +538,7 @@ impl Coll {
     pub(crate) fn run<'a>(&'a self, f: impl Future<Output = Result<()>> + Send + 'a) -> Result<()> {
         // Relaxed: as in `start`.
         if self.npending.load(Ordering::Relaxed) == 0 {
-            return block_on(f);
+            return block_on(self, f);
         }
         // SAFETY: `f` borrows only what this call's caller keeps until it
         // returns, and `wait` returns only when `f` has finished.
@@ -453,7 +560,7 @@ impl Coll {
     /// [`Coll::begin`] on the direct path: the same waits, on the words
     /// themselves (this member's own earlier epochs are finished).
     #[inline]
-    fn begin_now(&self, e: u32) {
+    fn begin_now(&self, e: u32) -> Result<()> {
         let prev = e.wrapping_sub(PHASES) & EPOCHS;
         for r in self.others() {
             let seen = &self.seen_done[r as usize];
@@ -461,25 +568,29 @@ impl Coll {
             if reached(seen.load(Ordering::Relaxed), prev) {
                 continue;
             }
-            self.arrived_now(r, e.wrapping_sub(1) & EPOCHS);
+            self.arrived_now(r, e.wrapping_sub(1) & EPOCHS)?;
             // Relaxed: as above.
             if !reached(seen.load(Ordering::Relaxed), prev) {
                 let done = &self.block.slot(r).progress.done;
-                done.wait(prev);
+                done.wait(prev, || self.member_failed())?;
                 seen.store(done.epoch(), Ordering::Relaxed);
             }
         }
+        Ok(())
     }
 
     /// [`Coll::arrived`] on the direct path.
     #[inline]
-    fn arrived_now(&self, r: u32, e: u32) {
+    fn arrived_now(&self, r: u32, e: u32) -> Result<()> {
         // Relaxed: a local cache of an epoch already acquired.
         if reached(self.seen_in(r, e).load(Ordering::Relaxed), e) {
-            return;
+            return Ok(());
         }
-        self.block.slot(r).phase[phase_of(e)].arrive.wait(e);
+        self.block.slot(r).phase[phase_of(e)]
+            .arrive
+            .wait(e, || self.member_failed())?;
         self.note_arrival(r, e);
+        Ok(())
     }
 
     /// [`Coll::finish_quietly`] on the direct path (nothing in flight: the
@@ -825,11 +936,11 @@ impl Coll {
     pub fn barrier(&self) -> Result<()> {
         if self.direct() {
             let e = self.next_epoch();
-            self.begin_now(e);
+            self.begin_now(e)?;
             // SAFETY: no inline data.
             unsafe { self.publish(e, None, 0, 0, 0) };
             for r in self.others() {
-                self.arrived_now(r, e);
+                self.arrived_now(r, e)?;
             }
             self.finished_now(e);
             return Ok(());
@@ -872,7 +983,7 @@ impl Coll {
     /// As [`Coll::bcast`]; `len <= INLINE` and [`Coll::direct`] holds.
     unsafe fn bcast_now(&self, buf: usize, len: usize, root: u32) -> Result<()> {
         let e = self.next_epoch();
-        self.begin_now(e);
+        self.begin_now(e)?;
         if self.rank == root {
             // SAFETY: `buf` holds `len <= INLINE` readable bytes (caller).
             unsafe { self.publish(e, Some((buf, len)), 0, 0, len) };
@@ -881,7 +992,7 @@ impl Coll {
         }
         // SAFETY: no inline data.
         unsafe { self.publish(e, None, 0, 0, 0) };
-        self.arrived_now(root, e);
+        self.arrived_now(root, e)?;
         let mut bad = None;
         let n = self.expect(root, e, len, &mut bad);
         // SAFETY: the root published `n` bytes (inline, or a buffer it
@@ -1332,14 +1443,14 @@ impl Coll {
         root: Option<u32>,
     ) -> Result<()> {
         let e = self.next_epoch();
-        self.begin_now(e);
+        self.begin_now(e)?;
         let len = count * op.element_size();
         // SAFETY: `send` holds `len <= INLINE` bytes (caller).
         unsafe { self.publish(e, Some((send, len)), 0, 0, len) };
         let mut bad = None;
         if root.is_none_or(|r| r == self.rank) {
             for r in self.others() {
-                self.arrived_now(r, e);
+                self.arrived_now(r, e)?;
             }
             bad = self.same_lengths(e, len, self.size);
             if bad.is_none() {

@@ -105,5 +105,5 @@ pub(crate) fn setup(comm: &SimpleCommunicator, tag: i32) -> Result<Coll> {
             addr => unsafe { shared::Block::attach(addr, size)? },
         }
     };
-    Ok(Coll::new(block, rank, size))
+    Ok(Coll::new(block, rank, size, comm.local_world_ranks()))
 }

@@ -68,12 +68,23 @@ impl CollRequest {
                 // finish it (MPI's progress rule): no parking then.
                 Some(c) if super::others_in_flight(&self.comm) => {
                     let mut backoff = shmheap::sync::futex::Backoff::new();
+                    let mut naps = 0u32;
                     loop {
                         if let Some(r) = c.test(op) {
                             break r;
                         }
                         super::progress_in_flight();
                         backoff.snooze();
+                        // Once sleeping, now and then: has a member failed
+                        // (then `op` ends with that error)?
+                        if backoff.is_sleeping() {
+                            naps = naps.wrapping_add(1);
+                            if naps % 256 == 0 && c.check_failed().is_some() {
+                                if let Some(r) = c.test(op) {
+                                    break r;
+                                }
+                            }
+                        }
                     }
                 }
                 Some(c) => c.wait(op),

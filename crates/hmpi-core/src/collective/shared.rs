@@ -40,7 +40,11 @@
 //! Readers spin, then yield, then sleep on the word's futex after setting
 //! its top bit (a sleeper mark); the owner's publication swaps the word and
 //! wakes the sleepers only when the mark was there, so an uncontended
-//! publication is one atomic swap.
+//! publication is one atomic swap. A sleeping reader asks now and then
+//! whether a member has ended without finalizing (the engine's liveness
+//! check, `vci::Endpoint::peer_failed`), so that a collective with a dead
+//! member is an error instead of a wait forever; a reader that finds the
+//! word published never asks.
 //!
 //! The block is allocated by the communicator's rank 0 in its own arena
 //! and freed by the last member to let go of it (a reference count in the
@@ -72,6 +76,11 @@ const EPOCH: u32 = !SLEEPER;
 /// How long a sleeping reader stays in the kernel before it looks again
 /// (bounds the cost of a publication that raced with the sleeper mark).
 const NAP: Duration = Duration::from_millis(2);
+
+/// Naps between two checks for failed members (see [`SeqWord::wait`]): a
+/// member that ended is noticed within a few tens of milliseconds, at the
+/// cost of a system call per member and check, in sleeping waits only.
+const NAPS_PER_CHECK: u32 = 8;
 
 /// A word with one writer that readers wait on (see the module docs).
 #[repr(C)]
@@ -125,26 +134,43 @@ impl SeqWord {
     }
 
     /// Waits until epoch `e` (or a later one) has been published: spin,
-    /// yield, then sleep on the word.
+    /// yield, then sleep on the word. While sleeping, every
+    /// [`NAPS_PER_CHECK`]th nap asks `failed` whether a member the wait
+    /// depends on has ended without finalizing; when it says so (and the
+    /// word is still short of `e`), the wait ends with its error. The fast
+    /// path (the word already at `e`) and the spinning never call it.
     #[inline]
-    pub(crate) fn wait(&self, e: u32) {
-        if !self.is_at(e) {
-            self.wait_slow(e);
+    pub(crate) fn wait<E>(&self, e: u32, failed: impl FnMut() -> Option<E>) -> Result<(), E> {
+        if self.is_at(e) {
+            return Ok(());
         }
+        self.wait_slow(e, failed)
     }
 
     #[cold]
-    fn wait_slow(&self, e: u32) {
+    fn wait_slow<E>(&self, e: u32, mut failed: impl FnMut() -> Option<E>) -> Result<(), E> {
         let mut backoff = Backoff::new();
+        let mut naps = 0u32;
         loop {
             // SYNC POINT: pairs with `publish`'s Release swap.
             let v = self.0.load(Ordering::Acquire);
             if reached(v, e) {
-                return;
+                return Ok(());
             }
             if !backoff.is_sleeping() {
                 backoff.snooze();
                 continue;
+            }
+            naps = naps.wrapping_add(1);
+            if naps % NAPS_PER_CHECK == 0 {
+                if let Some(err) = failed() {
+                    // What the member published before it ended counts:
+                    // one last look.
+                    if self.is_at(e) {
+                        return Ok(());
+                    }
+                    return Err(err);
+                }
             }
             // Relaxed: the mark only asks the writer to wake us; the data
             // is acquired by the load at the top of the loop. A failed
@@ -330,12 +356,27 @@ mod tests {
         let w = std::sync::Arc::new(SeqWord(AtomicU32::new(0)));
         let t = {
             let w = w.clone();
-            std::thread::spawn(move || w.wait(3))
+            std::thread::spawn(move || w.wait(3, || None::<()>))
         };
         std::thread::sleep(Duration::from_millis(20));
         w.publish(1);
         w.publish(3);
-        t.join().unwrap();
+        t.join().unwrap().unwrap();
         assert!(w.is_at(3) && !w.is_at(4));
+    }
+
+    #[test]
+    fn a_sleeping_waiter_gives_up_when_told_a_member_failed() {
+        let w = SeqWord(AtomicU32::new(0));
+        let mut asked = 0;
+        let r = w.wait(1, || {
+            asked += 1;
+            (asked == 3).then_some("gone")
+        });
+        assert_eq!(r, Err("gone"));
+        assert_eq!(asked, 3);
+        // Published: no question asked.
+        w.publish(1);
+        assert_eq!(w.wait(1, || -> Option<()> { panic!("asked") }), Ok(()));
     }
 }
