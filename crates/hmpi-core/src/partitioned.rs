@@ -26,7 +26,10 @@
 //! size ([`RecvCore::parrived`] reads one counter), and a round of the
 //! receive completes when all of them have. Partitions marked ready before
 //! the receiver started the round are copied by the next call on the send
-//! (another `pready`, a test or the wait).
+//! (another `pready`, a test or the wait) or by any partitioned test, wait
+//! or unsuccessful `parrived` of this process, which sweeps its sends in
+//! flight: a rank that waits for its own partitioned receive first still
+//! sends.
 //!
 //! # Orderings
 //! * the receiver's start stores its round number with Release; a sender
@@ -93,7 +96,7 @@ use std::collections::{HashMap, VecDeque};
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 /// The internal-context tag of the message that introduces a receive's
 /// channel to its sender (the collectives' internal tags are small).
@@ -294,6 +297,28 @@ fn take_hello(ctx: u32, peer: i32, tag: i32) -> Result<Option<[u64; HELLO_WORDS]
     Ok(t.get_mut(&(ctx, peer, tag)).and_then(|q| q.pop_front()))
 }
 
+/// The sends of this process with a round in flight, which every
+/// partitioned wait or test moves on: partitions marked ready before their
+/// receiver started are copied even while the program waits for something
+/// else (a partitioned receive of its own, say).
+fn sweep_list() -> &'static Mutex<Vec<Weak<SendCore>>> {
+    static L: Mutex<Vec<Weak<SendCore>>> = Mutex::new(Vec::new());
+    &L
+}
+
+/// Copies what the sends in flight of this process can copy now.
+fn sweep() {
+    let live: Vec<Arc<SendCore>> = {
+        let mut l = sweep_list().lock().unwrap_or_else(|p| p.into_inner());
+        l.retain(|w| w.upgrade().is_some_and(|s| s.is_active()));
+        l.iter().filter_map(Weak::upgrade).collect()
+    };
+    for s in live {
+        // Its own wait or test reports its errors.
+        let _ = s.progress();
+    }
+}
+
 /// Checks a partition count and elements-per-partition against a buffer
 /// of `len` bytes; bytes of one partition.
 fn check_parts(partitions: usize, part_bytes: usize) -> Result<usize> {
@@ -364,6 +389,9 @@ pub struct SendCore {
     claimed: Box<[AtomicU64]>,
     /// Partitions of the current round not yet copied.
     left: AtomicUsize,
+    /// Whether the buffer may still be read (see [`SendCore::close`]):
+    /// every copy holds the read side.
+    open: RwLock<bool>,
 }
 
 impl std::fmt::Debug for SendCore {
@@ -395,11 +423,11 @@ impl SendCore {
         part_bytes: usize,
         dest: i32,
         tag: i32,
-    ) -> Result<SendCore> {
+    ) -> Result<Arc<SendCore>> {
         raw::check_send_tag(tag)?;
         let peer = raw::route(comm, dest)?;
         let part_bytes = check_parts(partitions, part_bytes)?;
-        Ok(SendCore {
+        Ok(Arc::new(SendCore {
             comm: comm.clone(),
             peer,
             dest,
@@ -414,7 +442,14 @@ impl SendCore {
             ready: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
             claimed: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
             left: AtomicUsize::new(0),
-        })
+            open: RwLock::new(true),
+        }))
+    }
+
+    /// Stops every further read of the buffer (its owner lets go of it),
+    /// waiting for a copy in progress on another thread.
+    pub fn close(&self) {
+        *self.open.write().unwrap_or_else(|p| p.into_inner()) = false;
     }
 
     /// Partitions.
@@ -430,9 +465,14 @@ impl SendCore {
     }
 
     /// Starts a round (`MPI_Start`).
-    pub fn start(&self) -> Result<()> {
+    pub fn start(self: &Arc<Self>) -> Result<()> {
         if self.is_active() {
             return Err(active("start"));
+        }
+        if let Route::Local(_) = self.peer {
+            let mut l = sweep_list().lock().unwrap_or_else(|p| p.into_inner());
+            l.retain(|w| w.upgrade().is_some_and(|s| s.is_active()));
+            l.push(Arc::downgrade(self));
         }
         self.left.store(self.parts, Ordering::Relaxed);
         // Relaxed: only the starting thread changes `round`; threads that
@@ -500,6 +540,10 @@ impl SendCore {
     /// Matches the receive once, and copies every ready partition the
     /// receiver can take now.
     fn progress(&self) -> Result<()> {
+        let open = self.open.read().unwrap_or_else(|p| p.into_inner());
+        if !*open {
+            return Ok(());
+        }
         let Route::Local(peer) = self.peer else {
             // PROC_NULL: nothing to copy; a ready partition is done.
             self.settle_null();
@@ -624,6 +668,7 @@ impl SendCore {
         // copy is done before the program reuses the buffer.
         if self.left.load(Ordering::Acquire) != 0 {
             peer_check(self.peer)?;
+            sweep();
             return Ok(None);
         }
         self.active.store(false, Ordering::Relaxed);
@@ -799,7 +844,11 @@ impl RecvCore {
         if !self.is_active() {
             return Ok(true);
         }
-        self.arrived(i)
+        let got = self.arrived(i)?;
+        if !got {
+            sweep();
+        }
+        Ok(got)
     }
 
     fn arrived(&self, i: usize) -> Result<bool> {
@@ -866,6 +915,7 @@ impl RecvCore {
         for i in 0..self.parts {
             if !self.arrived(i)? {
                 peer_check(self.peer)?;
+                sweep();
                 return Ok(None);
             }
         }
@@ -898,7 +948,7 @@ impl RecvCore {
 /// A partitioned send of a buffer it borrows mutably: threads fill
 /// partitions through [`PartitionedSend::partitions_mut`].
 pub struct PartitionedSend<'b> {
-    core: SendCore,
+    core: Arc<SendCore>,
     _buf: PhantomData<&'b mut [u8]>,
 }
 
@@ -960,7 +1010,7 @@ impl<'b> PartitionedSend<'b> {
             return Err(inactive("taking partitions"));
         }
         let r = self.core.round.load(Ordering::Relaxed);
-        let core = &self.core;
+        let core: &SendCore = &self.core;
         Ok((0..core.parts)
             // Relaxed: our own marks (this thread, or handles that were
             // dropped before `&mut self` was available again).
@@ -1090,23 +1140,22 @@ impl Drop for Partition<'_> {
 
 impl Drop for PartitionedSend<'_> {
     fn drop(&mut self) {
-        if !self.is_active() {
-            return;
-        }
         let r = self.core.round.load(Ordering::Relaxed);
         // Relaxed: every handle is gone (they borrow `self`), and their
         // marks were made before that.
-        if self
-            .core
-            .ready
-            .iter()
-            .all(|f| f.load(Ordering::Relaxed) == r)
+        if self.is_active()
+            && self
+                .core
+                .ready
+                .iter()
+                .all(|f| f.load(Ordering::Relaxed) == r)
         {
             // The buffer's borrow ends with us: send it all first.
             let _ = self.core.wait();
         }
         // Otherwise a partition was never marked ready and the round
-        // cannot complete; nothing reads the buffer after this.
+        // cannot complete. Either way nothing reads the buffer after this.
+        self.core.close();
     }
 }
 

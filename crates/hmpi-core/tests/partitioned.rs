@@ -23,6 +23,7 @@ const ROLES: &[(&str, Body)] = &[
     ("threads", threads_rank),
     ("stack", stack_rank),
     ("order", order_rank),
+    ("ring", ring_rank),
     ("errors", errors_rank),
 ];
 
@@ -38,6 +39,10 @@ const TESTS: &[(&str, fn())] = &[
     (
         "pairs_match_in_the_order_of_their_first_starts",
         pairs_match_in_the_order_of_their_first_starts,
+    ),
+    (
+        "waiting_for_a_receive_moves_own_sends_on",
+        waiting_for_a_receive_moves_own_sends_on,
     ),
     (
         "bad_arguments_and_mismatched_sizes",
@@ -71,6 +76,10 @@ fn private_receive_buffers_go_through_staging() {
 
 fn pairs_match_in_the_order_of_their_first_starts() {
     run_ok("order", 2);
+}
+
+fn waiting_for_a_receive_moves_own_sends_on() {
+    run_ok("ring", 3);
 }
 
 fn bad_arguments_and_mismatched_sizes() {
@@ -285,6 +294,32 @@ fn order_rank(u: Universe) {
         assert!(second.iter().all(|&x| x == 1));
         assert!(other.iter().all(|&x| x == 3));
     }
+}
+
+/// A ring: every rank marks all of its send ready before its neighbour
+/// has started the receive, then waits for its own receive first; only the
+/// sweep of sends in flight (inside that wait) copies its partitions.
+fn ring_rank(u: Universe) {
+    let world = u.world();
+    let (me, n) = (world.rank(), world.size());
+    let mut out = vec![0u8; 4096];
+    let mut inbox = vec![0u8; 4096];
+    hmpi_core::request::scope(|scope| {
+        let mut send = PartitionedSend::new(&world, &mut out[..], 8, (me + 1) % n, 1).unwrap();
+        let mut recv =
+            PartitionedRecv::new(scope, &world, &mut inbox[..], 2, (me + n - 1) % n, 1).unwrap();
+        for round in 0..ROUNDS {
+            send.start().unwrap();
+            for mut p in send.partitions_mut().unwrap() {
+                p.fill((me as u64 * 7 + round) as u8);
+            }
+            recv.start().unwrap();
+            recv.wait().unwrap();
+            send.wait().unwrap();
+            let want = (((me + n - 1) % n) as u64 * 7 + round) as u8;
+            assert!(recv.buffer().unwrap().iter().all(|&b| b == want));
+        }
+    });
 }
 
 fn errors_rank(u: Universe) {
