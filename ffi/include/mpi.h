@@ -993,6 +993,16 @@ HMPI_DECLARE(int, Win_delete_attr, (MPI_Win win, int win_keyval));
 HMPI_DECLARE(int, Win_free_keyval, (int *win_keyval));
 HMPI_DECLARE(int, Win_set_attr, (MPI_Win win, int win_keyval, void *attribute_val));
 
+/* Partitioned communication (MPI 4.0; started with MPI_Start, MPI_Startall). */
+HMPI_DECLARE(int, Parrived, (MPI_Request request, int partition, int *flag));
+HMPI_DECLARE(int, Pready, (int partition, MPI_Request request));
+HMPI_DECLARE(int, Pready_list, (int length, const int array_of_partitions[], MPI_Request request));
+HMPI_DECLARE(int, Pready_range, (int partition_low, int partition_high, MPI_Request request));
+HMPI_DECLARE(int, Precv_init, (void *buf, int partitions, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Info info, MPI_Request *request));
+HMPI_DECLARE(int, Precv_init_c, (void *buf, int partitions, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Info info, MPI_Request *request));
+HMPI_DECLARE(int, Psend_init, (const void *buf, int partitions, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Info info, MPI_Request *request));
+HMPI_DECLARE(int, Psend_init_c, (const void *buf, int partitions, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Info info, MPI_Request *request));
+
 /* Per-communicator buffers for buffered sends (MPI 4.1). */
 HMPI_DECLARE(int, Comm_attach_buffer, (MPI_Comm comm, void *buffer, int size));
 HMPI_DECLARE(int, Comm_attach_buffer_c, (MPI_Comm comm, void *buffer, MPI_Count size));
@@ -1138,14 +1148,6 @@ HMPI_DECLARE(int, Pack_external, (const char *datarep, const void *inbuf, int in
 HMPI_DECLARE(int, Pack_external_c, (const char *datarep, const void *inbuf, MPI_Count incount, MPI_Datatype datatype, void *outbuf, MPI_Count outsize, MPI_Count *position));
 HMPI_DECLARE(int, Pack_external_size, (const char *datarep, int incount, MPI_Datatype datatype, MPI_Aint *size));
 HMPI_DECLARE(int, Pack_external_size_c, (const char *datarep, MPI_Count incount, MPI_Datatype datatype, MPI_Count *size));
-HMPI_DECLARE(int, Parrived, (MPI_Request request, int partition, int *flag));
-HMPI_DECLARE(int, Pready, (int partition, MPI_Request request));
-HMPI_DECLARE(int, Pready_list, (int length, const int array_of_partitions[], MPI_Request request));
-HMPI_DECLARE(int, Pready_range, (int partition_low, int partition_high, MPI_Request request));
-HMPI_DECLARE(int, Precv_init, (void *buf, int partitions, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Info info, MPI_Request *request));
-HMPI_DECLARE(int, Precv_init_c, (void *buf, int partitions, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Info info, MPI_Request *request));
-HMPI_DECLARE(int, Psend_init, (const void *buf, int partitions, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Info info, MPI_Request *request));
-HMPI_DECLARE(int, Psend_init_c, (const void *buf, int partitions, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Info info, MPI_Request *request));
 HMPI_DECLARE(int, Publish_name, (const char *service_name, MPI_Info info, const char *port_name));
 HMPI_DECLARE(int, Recv_c, (void *buf, MPI_Count count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Status *status));
 HMPI_DECLARE(int, Register_datarep, (const char *datarep, MPI_Datarep_conversion_function *read_conversion_fn, MPI_Datarep_conversion_function *write_conversion_fn, MPI_Datarep_extent_function *dtype_file_extent_fn, void *extra_state));

@@ -19,6 +19,8 @@
 //! communicator's attributes are deleted then, as `MPI_Comm_free` does).
 //!
 //! Ready mode (`MPI_Rsend_init`) is the standard send, as for `MPI_Rsend`.
+//! Partitioned requests ([`crate::partitioned`]) are stored as these are,
+//! and their starts and completions go to the partitioned operation.
 //!
 //! In C:
 //! ```c
@@ -68,17 +70,45 @@ pub(crate) struct P2p {
     comm: Comm,
     /// The nonblocking request of the current start.
     inner: Request,
+    /// A partitioned operation instead (see [`crate::partitioned`]).
+    part: Option<crate::partitioned::Part>,
 }
 
 impl P2p {
+    /// A partitioned operation (holding `datatype` and `comm`, handles of
+    /// its own) stored with the persistent ones.
+    pub(crate) fn partitioned(
+        part: crate::partitioned::Part,
+        datatype: Datatype,
+        comm: Comm,
+    ) -> P2p {
+        P2p {
+            op: Op::Send,
+            buf: 0,
+            count: 0,
+            datatype,
+            peer: abi::PROC_NULL,
+            tag: 0,
+            comm,
+            inner: abi::REQUEST_NULL,
+            part: Some(part),
+        }
+    }
+
     /// Whether a start is in flight (not yet completed).
     pub(crate) fn is_active(&self) -> bool {
+        if let Some(p) = &self.part {
+            return p.is_active();
+        }
         self.inner != abi::REQUEST_NULL
     }
 
     /// Starts the operation again (`MPI_Start`); the caller checked it is
     /// inactive.
     pub(crate) fn start(&mut self) -> Res {
+        if let Some(p) = &mut self.part {
+            return p.start();
+        }
         let mut r = abi::REQUEST_NULL;
         let (b, n, t, p, tag, c) = (
             self.buf as *mut c_void,
@@ -114,6 +144,10 @@ impl P2p {
     /// # Safety
     /// `status` is a status or `MPI_STATUS_IGNORE`.
     pub(crate) unsafe fn complete(&mut self, status: *mut MpiStatus, wait: bool) -> Res<bool> {
+        if let Some(p) = &mut self.part {
+            // SAFETY: the caller's status pointer.
+            return unsafe { p.complete(status, wait) };
+        }
         if !self.is_active() {
             // SAFETY: the caller's status pointer.
             unsafe { crate::request::store_status(status, crate::request::null_status()) };
@@ -139,6 +173,9 @@ impl P2p {
 
     /// Whether the start in flight has finished, without completing it.
     pub(crate) fn is_done(&self) -> Res<bool> {
+        if let Some(p) = &self.part {
+            return p.is_done();
+        }
         if !self.is_active() {
             return Ok(true);
         }
@@ -156,6 +193,9 @@ impl P2p {
     /// `MPI_Request_free`: a start in flight is left to complete on its
     /// own (as a freed nonblocking request).
     pub(crate) fn release(&mut self) -> Res {
+        if let Some(p) = &mut self.part {
+            return p.release();
+        }
         if !self.is_active() {
             return Ok(());
         }
@@ -170,6 +210,9 @@ impl P2p {
 
     /// `MPI_Cancel` on an active persistent receive.
     pub(crate) fn cancel(&mut self) -> Res {
+        if let Some(p) = &mut self.part {
+            return p.cancel();
+        }
         if !self.is_active() {
             return err(
                 abi::ERR_REQUEST,
@@ -242,6 +285,7 @@ unsafe fn init(
             tag,
             comm,
             inner: abi::REQUEST_NULL,
+            part: None,
         };
         let h = crate::coll::store_persistent(c, e)?;
         // SAFETY: checked non-null above.

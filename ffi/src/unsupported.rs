@@ -359,24 +359,6 @@ refused! {
         datatype: Datatype, size: *mut Aint) => world;
     MPI_Pack_external_size_c / PMPI_Pack_external_size_c(datarep: *const c_char, incount: Count,
         datatype: Datatype, size: *mut Count) => world;
-    MPI_Parrived / PMPI_Parrived(request: Request, partition: c_int, flag: *mut c_int) => world;
-    MPI_Pready / PMPI_Pready(partition: c_int, request: Request) => world;
-    MPI_Pready_list / PMPI_Pready_list(length: c_int, array_of_partitions: *const c_int,
-        request: Request) => world;
-    MPI_Pready_range / PMPI_Pready_range(partition_low: c_int, partition_high: c_int,
-        request: Request) => world;
-    MPI_Precv_init / PMPI_Precv_init(buf: *mut c_void, partitions: c_int, count: c_int,
-        datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, info: Info, request: *mut Request
-    ) => comm;
-    MPI_Precv_init_c / PMPI_Precv_init_c(buf: *mut c_void, partitions: c_int, count: Count,
-        datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, info: Info, request: *mut Request
-    ) => comm;
-    MPI_Psend_init / PMPI_Psend_init(buf: *const c_void, partitions: c_int, count: c_int,
-        datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, info: Info, request: *mut Request
-    ) => comm;
-    MPI_Psend_init_c / PMPI_Psend_init_c(buf: *const c_void, partitions: c_int, count: Count,
-        datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, info: Info, request: *mut Request
-    ) => comm;
     MPI_Publish_name / PMPI_Publish_name(service_name: *const c_char, info: Info,
         port_name: *const c_char) => world;
     MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, count: Count, datatype: Datatype, source: c_int,

@@ -96,6 +96,10 @@ const TESTS: &[(&str, fn())] = &[
         persistent_point_to_point_restarted,
     ),
     (
+        "partitioned_ring_with_threads",
+        partitioned_ring_with_threads,
+    ),
+    (
         "attribute_callbacks_and_predefined_attributes",
         attribute_callbacks_and_predefined_attributes,
     ),
@@ -700,6 +704,13 @@ fn persistent_point_to_point_restarted() {
     // than cores.
     for ranks in [1, 2, 4, 5] {
         build_and_run("tests/persistent.c", "persistent", ranks);
+    }
+}
+
+fn partitioned_ring_with_threads() {
+    // 1 rank: a process sending to itself; 3: more ranks than cores.
+    for ranks in [1, 2, 3] {
+        build_and_run("tests/partitioned.c", "partitioned", ranks);
     }
 }
 

@@ -657,6 +657,18 @@ impl SendCore {
         Ok(())
     }
 
+    /// Whether every partition of the round in flight has been copied
+    /// (copying what it can first), without completing the round
+    /// (`MPI_Request_get_status`); true when inactive.
+    pub fn is_done(&self) -> bool {
+        if !self.is_active() {
+            return true;
+        }
+        let _ = self.progress();
+        // SYNC POINT: Acquire pairs with the Release decrements.
+        self.left.load(Ordering::Acquire) == 0
+    }
+
     /// Whether the round in flight has finished (`MPI_Test`): its status
     /// once, and the request is inactive; `None` while partitions remain.
     pub fn test(&self) -> Result<Option<Status>> {
@@ -905,6 +917,16 @@ impl RecvCore {
         // SYNC POINT: Release publishes the copy out (Acquire above).
         self.out_done[i].store(r, Ordering::Release);
         Ok(true)
+    }
+
+    /// Whether every partition of the round in flight has arrived, without
+    /// completing the round (`MPI_Request_get_status`); true when inactive.
+    pub fn is_done(&self) -> bool {
+        let done = !self.is_active() || (0..self.parts).all(|i| self.arrived(i).unwrap_or(true));
+        if !done {
+            sweep();
+        }
+        done
     }
 
     /// Whether the round in flight has finished (`MPI_Test`).
