@@ -725,6 +725,9 @@ pub struct RecvCore {
     parts: usize,
     part_bytes: usize,
     chan: OnceLock<Chan>,
+    /// Whether the sender writes straight into the buffer (it is in the
+    /// node heap and holds plain bytes); otherwise into a staging area.
+    direct: bool,
     /// Rounds started.
     round: AtomicU64,
     active: AtomicBool,
@@ -768,6 +771,11 @@ impl RecvCore {
         raw::check_send_tag(tag)?;
         let peer = raw::route(comm, source)?;
         let part_bytes = check_parts(partitions, part_bytes)?;
+        let total = partitions * part_bytes;
+        let direct = matches!(layout, PartLayout::Bytes)
+            && total > 0
+            && shmheap::is_shared(base)
+            && shmheap::is_shared(base.wrapping_add(total - 1));
         Ok(RecvCore {
             comm: comm.clone(),
             peer,
@@ -778,6 +786,7 @@ impl RecvCore {
             parts: partitions,
             part_bytes,
             chan: OnceLock::new(),
+            direct,
             round: AtomicU64::new(0),
             active: AtomicBool::new(false),
             out_claimed: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
@@ -796,15 +805,6 @@ impl RecvCore {
         self.active.load(Ordering::Relaxed)
     }
 
-    /// Whether the sender writes straight into the buffer.
-    fn direct(&self) -> bool {
-        let total = self.parts * self.part_bytes;
-        matches!(self.layout, PartLayout::Bytes)
-            && total > 0
-            && shmheap::is_shared(self.base as *const u8)
-            && shmheap::is_shared((self.base + total - 1) as *const u8)
-    }
-
     /// Starts a round (`MPI_Start`); the first one introduces the channel
     /// to the sender.
     pub fn start(&self) -> Result<()> {
@@ -817,7 +817,7 @@ impl RecvCore {
                 Some(c) => c,
                 None => {
                     let total = self.parts * self.part_bytes;
-                    let direct = self.direct().then_some(self.base as *mut u8);
+                    let direct = self.direct.then_some(self.base as *mut u8);
                     let c = Chan::create(total, self.parts, direct)?;
                     let hello: Vec<u8> = [self.tag as u64, c.addr(), total as u64]
                         .iter()
@@ -883,7 +883,7 @@ impl RecvCore {
         if chan.counter(i).load(Ordering::Acquire) < r * self.part_bytes as u64 {
             return Ok(false);
         }
-        if self.direct() {
+        if self.direct {
             return Ok(true);
         }
         // SYNC POINT: Acquire pairs with the Release below: the copy out
