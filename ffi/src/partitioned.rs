@@ -3,7 +3,8 @@
 //! `MPI_Pready`, `MPI_Pready_range`, `MPI_Pready_list`, `MPI_Parrived`.
 //!
 //! The semantics are `hmpi_core::partitioned`'s ([`SendCore`],
-//! [`RecvCore`]): matching at the first start, a partition copied into the
+//! [`RecvCore`]): matching at the first start, in the order of the `_init`
+//! calls, a partition copied into the
 //! receiver's buffer as soon as it is ready and the receiver has started,
 //! `MPI_Parrived` reading one arrival counter. Here the arguments are
 //! checked and turned into the core's terms: `partitions × count` elements

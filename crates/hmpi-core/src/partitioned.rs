@@ -10,12 +10,14 @@
 //! receive buffer itself is not in the node heap (or the datatype is not
 //! one run of bytes), a staging area. It sends the channel's address once
 //! to the sender, in the communicator's internal context (never matched by
-//! point-to-point receives), with the tag and its byte total. The sender's
-//! first start picks the earliest such message for its destination and tag
-//! (so partitioned sends and receives of one pair of ranks, communicator
-//! and tag match one-to-one in the order of their first starts) and checks
-//! that both sides move the same number of bytes; the partition counts may
-//! differ.
+//! point-to-point receives), with the tag, its byte total and its place
+//! among the partitioned receives this process made for that sender,
+//! communicator and tag. The sender's first start takes the message of the
+//! same place (the `k`th partitioned send to a rank, communicator and tag
+//! matches the `k`th partitioned receive made there for it: the order of
+//! the initialization calls, as MPI specifies, however the starts are
+//! ordered) and checks that both sides move the same number of bytes; the
+//! partition counts may differ.
 //!
 //! From then on no message travels: when a send partition is ready
 //! ([`SendCore::pready`], from any thread) and the receiver has started the
@@ -92,7 +94,7 @@ use crate::raw::{self, Route, Traffic};
 use crate::request::Scope;
 use shmheap::sync::futex::Backoff;
 use std::alloc::{GlobalAlloc, Layout};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -102,8 +104,8 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 /// channel to its sender (the collectives' internal tags are small).
 const HELLO_TAG: i32 = vci::TAG_UB;
 
-/// Words of the introduction: tag, channel address, byte total.
-const HELLO_WORDS: usize = 3;
+/// Words of the introduction: tag, channel address, byte total, place.
+const HELLO_WORDS: usize = 4;
 
 /// The start of a channel in the node heap; `parts` arrival counters
 /// follow it, then the staging area (if any).
@@ -270,18 +272,36 @@ impl PartLayout {
     }
 }
 
-/// The introductions received and not yet claimed, by (internal context,
-/// sender's world rank, tag), in order of arrival.
-type Hellos = HashMap<(u32, i32, i32), VecDeque<[u64; HELLO_WORDS]>>;
+/// Which partitioned operation of one side a message belongs to:
+/// (internal context, the peer's world rank, tag, place).
+type Key = (u32, i32, i32, u64);
+
+/// The introductions received and not yet claimed.
+type Hellos = HashMap<Key, [u64; HELLO_WORDS]>;
 
 fn hellos() -> &'static Mutex<Hellos> {
     static H: OnceLock<Mutex<Hellos>> = OnceLock::new();
     H.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// Takes the earliest introduction from `peer` with `tag` in `ctx`,
-/// receiving what has arrived meanwhile (of any tag) into the table.
-fn take_hello(ctx: u32, peer: i32, tag: i32) -> Result<Option<[u64; HELLO_WORDS]>> {
+/// The place of a new partitioned send (`send`) or receive for `peer`,
+/// `tag` in `ctx`: how many were made before it.
+fn place(ctx: u32, peer: i32, tag: i32, send: bool) -> u64 {
+    type Made = HashMap<(u32, i32, i32, bool), u64>;
+    static M: OnceLock<Mutex<Made>> = OnceLock::new();
+    let mut m = M
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let n = m.entry((ctx, peer, tag, send)).or_insert(0);
+    *n += 1;
+    *n - 1
+}
+
+/// Takes the introduction of the receive at `place` for `peer`, `tag` in
+/// `ctx`, receiving what has arrived meanwhile (of any tag and place)
+/// into the table.
+fn take_hello(ctx: u32, peer: i32, tag: i32, place: u64) -> Result<Option<[u64; HELLO_WORDS]>> {
     let mut t = hellos().lock().unwrap_or_else(|p| p.into_inner());
     let ep = endpoint()?;
     while ep.iprobe(peer, HELLO_TAG, ctx)?.is_some() {
@@ -292,9 +312,9 @@ fn take_hello(ctx: u32, peer: i32, tag: i32) -> Result<Option<[u64; HELLO_WORDS]
         for (x, c) in w.iter_mut().zip(b.chunks_exact(8)) {
             *x = u64::from_ne_bytes(c.try_into().unwrap_or_default());
         }
-        t.entry((ctx, peer, w[0] as i32)).or_default().push_back(w);
+        t.insert((ctx, peer, w[0] as i32, w[3]), w);
     }
-    Ok(t.get_mut(&(ctx, peer, tag)).and_then(|q| q.pop_front()))
+    Ok(t.remove(&(ctx, peer, tag, place)))
 }
 
 /// The sends of this process with a round in flight, which every
@@ -377,6 +397,8 @@ pub struct SendCore {
     layout: PartLayout,
     parts: usize,
     part_bytes: usize,
+    /// Its place among this process's partitioned sends to `dest`, `tag`.
+    place: u64,
     /// The channel once matched.
     chan: OnceLock<Chan>,
     /// Rounds started (0: never).
@@ -427,7 +449,12 @@ impl SendCore {
         raw::check_send_tag(tag)?;
         let peer = raw::route(comm, dest)?;
         let part_bytes = check_parts(partitions, part_bytes)?;
+        let place = match peer {
+            Route::Local(w) => place(comm.internal_context(), w, tag, true),
+            _ => 0,
+        };
         Ok(Arc::new(SendCore {
+            place,
             comm: comm.clone(),
             peer,
             dest,
@@ -552,7 +579,8 @@ impl SendCore {
         let chan = match self.chan.get() {
             Some(c) => c,
             None => {
-                let Some(w) = take_hello(self.comm.internal_context(), peer, self.tag)? else {
+                let Some(w) = take_hello(self.comm.internal_context(), peer, self.tag, self.place)?
+                else {
                     return Ok(());
                 };
                 // SAFETY: the receive that sent this introduction counted
@@ -724,6 +752,9 @@ pub struct RecvCore {
     layout: PartLayout,
     parts: usize,
     part_bytes: usize,
+    /// Its place among this process's partitioned receives from
+    /// `source`, `tag`.
+    place: u64,
     chan: OnceLock<Chan>,
     /// Whether the sender writes straight into the buffer (it is in the
     /// node heap and holds plain bytes); otherwise into a staging area.
@@ -776,7 +807,12 @@ impl RecvCore {
             && total > 0
             && shmheap::is_shared(base)
             && shmheap::is_shared(base.wrapping_add(total - 1));
+        let place = match peer {
+            Route::Local(w) => place(comm.internal_context(), w, tag, false),
+            _ => 0,
+        };
         Ok(RecvCore {
+            place,
             comm: comm.clone(),
             peer,
             source,
@@ -819,7 +855,7 @@ impl RecvCore {
                     let total = self.parts * self.part_bytes;
                     let direct = self.direct.then_some(self.base as *mut u8);
                     let c = Chan::create(total, self.parts, direct)?;
-                    let hello: Vec<u8> = [self.tag as u64, c.addr(), total as u64]
+                    let hello: Vec<u8> = [self.tag as u64, c.addr(), total as u64, self.place]
                         .iter()
                         .flat_map(|w| w.to_ne_bytes())
                         .collect();

@@ -37,8 +37,8 @@ const TESTS: &[(&str, fn())] = &[
         private_receive_buffers_go_through_staging,
     ),
     (
-        "pairs_match_in_the_order_of_their_first_starts",
-        pairs_match_in_the_order_of_their_first_starts,
+        "pairs_match_in_the_order_they_were_made",
+        pairs_match_in_the_order_they_were_made,
     ),
     (
         "waiting_for_a_receive_moves_own_sends_on",
@@ -74,7 +74,7 @@ fn private_receive_buffers_go_through_staging() {
     run_ok("stack", 2);
 }
 
-fn pairs_match_in_the_order_of_their_first_starts() {
+fn pairs_match_in_the_order_they_were_made() {
     run_ok("order", 2);
 }
 
@@ -247,10 +247,9 @@ fn stack_rank(u: Universe) {
     }
 }
 
-/// Two pairs with the same tag match in the order of their first starts
-/// (the receiver starts them in the order it made them, the sender in the
-/// reverse order, so the sender's second is the receiver's first); a pair
-/// with another tag in between is not disturbed.
+/// Two pairs with the same tag match in the order of their
+/// initialization calls, not of their starts (the sender starts its second
+/// first); a pair with another tag in between is not disturbed.
 fn order_rank(u: Universe) {
     let world = u.world();
     let me = world.rank();
@@ -289,9 +288,9 @@ fn order_rank(u: Universe) {
             r2.wait().unwrap();
             r3.wait().unwrap();
         });
-        // The sender's first start with tag 4 was `sb` (2s).
-        assert!(first.iter().all(|&x| x == 2));
-        assert!(second.iter().all(|&x| x == 1));
+        // The sender made `sa` (1s) first, `sb` (2s) second.
+        assert!(first.iter().all(|&x| x == 1));
+        assert!(second.iter().all(|&x| x == 2));
         assert!(other.iter().all(|&x| x == 3));
     }
 }
