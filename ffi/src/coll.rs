@@ -210,7 +210,15 @@ pub unsafe fn complete(p: *mut Request, status: *mut MpiStatus, wait: bool) -> R
     let mut g = lock(&e);
     if let Some(op) = g.p2p.as_mut() {
         // SAFETY: the caller's status pointer.
-        return unsafe { op.complete(status, wait) };
+        let done = unsafe { op.complete(status, wait) };
+        if op.is_oneshot() && !matches!(done, Ok(false)) {
+            // An MPI_Isendrecv: freed with its completion.
+            drop(g);
+            let _ = COLLS.remove(h.0);
+            // SAFETY: the caller's pointer.
+            unsafe { p.write(abi::REQUEST_NULL) };
+        }
+        return done;
     }
     let comm = g.comm.clone();
     let r = match g.active.as_mut() {

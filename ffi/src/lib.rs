@@ -87,6 +87,7 @@ pub mod op;
 pub mod opi;
 pub mod p2p;
 pub mod pack;
+pub mod partitioned;
 pub mod persistent;
 pub mod request;
 pub mod topo;

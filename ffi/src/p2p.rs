@@ -1,6 +1,9 @@
 //! Point-to-point routines of the C interface: blocking, nonblocking,
-//! synchronous and ready sends, receives, send-receive, probes and
-//! matched probes, `MPI_Get_count`.
+//! synchronous and ready sends, receives, send-receive (also nonblocking:
+//! `MPI_Isendrecv`, one request over a send and a receive), probes and
+//! matched probes, `MPI_Get_count`, and the large-count `_c` form of each
+//! (one generic body per routine over the count type, `int` or
+//! `MPI_Count`: a count that does not fit is `MPI_ERR_COUNT`).
 //!
 //! Each call checks what is C's alone (count, datatype, buffer: each a
 //! clear error with its MPI class), turns MPI's wildcards into the
@@ -24,8 +27,9 @@
 //! ```
 
 use crate::abi::{self, Comm, Count, Datatype, Message, MpiStatus, Request};
+use crate::coll_large::Int;
 use crate::comm::{source_arg, tag_arg, CommEntry, CommRef};
-use crate::datatype::{count_arg, type_any, type_ref, TypeInfo, TypeRef};
+use crate::datatype::{type_any, type_ref, TypeInfo, TypeRef};
 use crate::errors::{api, api_comm, err, out, put, MpiError, Res};
 use crate::handles::{Table, KIND_MESSAGE};
 use crate::request::{
@@ -39,8 +43,8 @@ use std::ffi::{c_int, c_void};
 /// Whether a call moves no data to or from `MPI_PROC_NULL` with
 /// `MPI_DATATYPE_NULL`: a datatype that is never used, which MPI accepts.
 #[inline]
-fn null_transfer(count: c_int, dt: Datatype, peer: c_int) -> bool {
-    count == 0 && peer == abi::PROC_NULL && dt == abi::DATATYPE_NULL
+fn null_transfer<I: Int>(count: I, dt: Datatype, peer: c_int) -> bool {
+    count.wide() == 0 && peer == abi::PROC_NULL && dt == abi::DATATYPE_NULL
 }
 
 /// What a send reads.
@@ -81,8 +85,13 @@ impl Outgoing {
 /// # Safety
 /// `buf` holds `count` elements of `ty` and stays valid and unchanged
 /// until the send completes (MPI's contract).
-unsafe fn outgoing(buf: *const c_void, count: c_int, ty: &TypeInfo, copy: bool) -> Res<Outgoing> {
-    let n = count_arg(count)?;
+unsafe fn outgoing<I: Int>(
+    buf: *const c_void,
+    count: I,
+    ty: &TypeInfo,
+    copy: bool,
+) -> Res<Outgoing> {
+    let n = count.to_count("count")?;
     ty.check_buffer(buf, n)?;
     let bytes = ty.bytes(n)?;
     if bytes == 0 {
@@ -158,8 +167,8 @@ impl Incoming {
 /// # Safety
 /// `buf` holds `count` elements of `ty` and stays valid until the receive
 /// completes (MPI's contract).
-unsafe fn incoming(buf: *mut c_void, count: c_int, ty: &TypeRef) -> Res<Incoming> {
-    let n = count_arg(count)?;
+unsafe fn incoming<I: Int>(buf: *mut c_void, count: I, ty: &TypeRef) -> Res<Incoming> {
+    let n = count.to_count("count")?;
     ty.check_buffer(buf, n)?;
     let bytes = ty.bytes(n)?;
     if bytes == 0 {
@@ -199,10 +208,10 @@ fn zeroed_bytes(n: usize) -> Res<Vec<u8>> {
 ///
 /// # Safety
 /// As for [`outgoing`].
-unsafe fn outgoing_of(
+unsafe fn outgoing_of<I: Int>(
     comm: &SimpleCommunicator,
     buf: *const c_void,
-    count: c_int,
+    count: I,
     dt: Datatype,
     dest: c_int,
     tag: c_int,
@@ -222,10 +231,10 @@ unsafe fn outgoing_of(
 ///
 /// # Safety
 /// As for [`incoming`].
-unsafe fn incoming_of(
+unsafe fn incoming_of<I: Int>(
     comm: &SimpleCommunicator,
     buf: *mut c_void,
-    count: c_int,
+    count: I,
     dt: Datatype,
     source: c_int,
     tag: c_int,
@@ -478,20 +487,9 @@ unsafe fn recv_full(
     comm: Comm,
     status: *mut MpiStatus,
 ) -> c_int {
-    api_comm("MPI_Recv", comm, |c| {
-        // SAFETY: MPI's contract for the buffer.
-        let mut inc = unsafe { incoming_of(&c.comm, buf, count, dt, source, tag) }?;
-        let mut st = raw::Status::empty();
-        raw::recv_with_status(
-            &c.comm,
-            inc.target(),
-            source_arg(source),
-            tag_arg(tag),
-            &mut st,
-        )?;
-        inc.finish(st.count);
-        // SAFETY: the caller's status pointer.
-        unsafe { finish_status(&st, c, status) }
+    // SAFETY: the caller's guarantees.
+    api_comm("MPI_Recv", comm, |c| unsafe {
+        recv(c, buf, count, dt, source, tag, status)
     })
 }
 
@@ -518,10 +516,10 @@ enum Mode {
 ///
 /// # Safety
 /// MPI's contract for the buffer.
-unsafe fn send(
+unsafe fn send<I: Int>(
     c: &CommEntry,
     buf: *const c_void,
-    count: c_int,
+    count: I,
     dt: Datatype,
     dest: c_int,
     tag: c_int,
@@ -539,10 +537,10 @@ unsafe fn send(
 /// # Safety
 /// MPI's contract for the buffer (valid and unchanged until completion).
 #[allow(clippy::too_many_arguments)]
-unsafe fn isend(
+unsafe fn isend<I: Int>(
     c: &CommRef,
     buf: *const c_void,
-    count: c_int,
+    count: I,
     dt: Datatype,
     dest: c_int,
     tag: c_int,
@@ -561,6 +559,122 @@ unsafe fn isend(
     let r = unsafe { raw::isend(&c.comm, bytes, dest, tag, sync) }?;
     let h = match finished_send(&r) {
         // The engine is done with the data (and its packed copy).
+        true => SENT,
+        false => insert(ReqEntry {
+            req: EngineReq(r),
+            rest: Rest::with(c.clone(), packed.map(Extra::Packed)),
+        })?,
+    };
+    // SAFETY: checked non-null above.
+    unsafe { request.write(h) };
+    Ok(())
+}
+
+/// `MPI_Isendrecv` (or, with `replace`, `MPI_Isendrecv_replace`, whose
+/// send reads a packed copy of the buffer taken now): a nonblocking send
+/// and receive under one request, complete when both are. Both peers and
+/// tags are checked before anything starts.
+///
+/// # Safety
+/// MPI's contract for both buffers (valid until completion) and the
+/// request pointer.
+#[allow(clippy::too_many_arguments)]
+unsafe fn isendrecv<I: Int>(
+    c: &CommRef,
+    sendbuf: *const c_void,
+    sendcount: I,
+    sendtype: Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: I,
+    recvtype: Datatype,
+    source: c_int,
+    recvtag: c_int,
+    replace: bool,
+    request: *mut Request,
+) -> Res {
+    let p = out(request, "request")?;
+    raw::send_target(&c.comm, dest, sendtag)?;
+    raw::recv_target(&c.comm, source_arg(source), tag_arg(recvtag))?;
+    let held = crate::comm::hold_comm(c)?;
+    let (mut send, mut recv) = (abi::REQUEST_NULL, abi::REQUEST_NULL);
+    // The receive first (its message may be there already), except for
+    // the replacing form, whose copy must be taken before the receive can
+    // write into the buffer.
+    let mut steps = [false, true];
+    if replace {
+        steps.reverse();
+    }
+    for is_send in steps {
+        let started = match (is_send, replace) {
+            // SAFETY: the caller's guarantees; the copy is packed now.
+            (true, true) => unsafe {
+                isend_copy(c, sendbuf, sendcount, sendtype, dest, sendtag, &mut send)
+            },
+            // SAFETY: the caller's guarantees for the send buffer.
+            (true, false) => unsafe {
+                isend(
+                    c,
+                    sendbuf,
+                    sendcount,
+                    sendtype,
+                    dest,
+                    sendtag,
+                    Mode::Standard,
+                    &mut send,
+                )
+            },
+            // SAFETY: the caller's guarantees for the receive buffer.
+            (false, _) => unsafe {
+                irecv(c, recvbuf, recvcount, recvtype, source, recvtag, &mut recv)
+            },
+        };
+        if let Err(e) = started {
+            for r in [&mut send, &mut recv] {
+                if *r != abi::REQUEST_NULL {
+                    // SAFETY: our live request; it completes on its own.
+                    let _ = unsafe { crate::request::PMPI_Request_free(r) };
+                }
+            }
+            crate::comm::release_held_comm(held);
+            return Err(e);
+        }
+    }
+    let h = crate::coll::store_persistent(c, crate::persistent::P2p::pair(send, recv, held))?;
+    // SAFETY: checked non-null above.
+    unsafe { p.write(h) };
+    Ok(())
+}
+
+/// A nonblocking standard send of a packed copy of the data (kept with
+/// the request), so that the buffer may change at once.
+///
+/// # Safety
+/// MPI's contract for the buffer (read now) and the request pointer.
+unsafe fn isend_copy<I: Int>(
+    c: &CommRef,
+    buf: *const c_void,
+    count: I,
+    dt: Datatype,
+    dest: c_int,
+    tag: c_int,
+    request: *mut Request,
+) -> Res {
+    out(request, "request")?;
+    raw::send_target(&c.comm, dest, tag)?;
+    let data = if null_transfer(count, dt, dest) {
+        Outgoing::Direct(&[])
+    } else {
+        let ty = type_ref(dt)?;
+        // SAFETY: the caller's guarantee.
+        unsafe { outgoing(buf, count, &ty, true) }?
+    };
+    let (bytes, packed) = data.for_request();
+    // SAFETY: as in `isend`: the request is stored and completed by the
+    // request routines, never leaked; the packed copy is kept beside it.
+    let r = unsafe { raw::isend(&c.comm, bytes, dest, tag, false) }?;
+    let h = match finished_send(&r) {
         true => SENT,
         false => insert(ReqEntry {
             req: EngineReq(r),
@@ -639,24 +753,208 @@ unsafe fn irecv_full(
     comm: Comm,
     request: *mut Request,
 ) -> c_int {
-    api_comm("MPI_Irecv", comm, |c| {
-        out(request, "request")?;
-        // SAFETY: MPI's contract for the buffer.
-        let mut inc = unsafe { incoming_of(&c.comm, buf, count, datatype, source, tag) }?;
-        let (at, len) = inc.raw_target();
-        // SAFETY: the request is stored and completed by the request
-        // routines (or at MPI_Finalize), never leaked; the target stays
-        // valid until then (the program's buffer by MPI's contract, or
-        // the staging buffer kept beside the request).
-        let r = unsafe { raw::irecv_raw(&c.comm, at, len, source_arg(source), tag_arg(tag)) }?;
-        let h = insert(ReqEntry {
-            req: EngineReq(r),
-            rest: Rest::with(c.clone(), inc.staged().map(Extra::Staged)),
-        })?;
-        // SAFETY: checked non-null above.
-        unsafe { request.write(h) };
-        Ok(())
+    // SAFETY: MPI's contract for the buffer and the request pointer.
+    api_comm("MPI_Irecv", comm, |c| unsafe {
+        irecv(c, buf, count, datatype, source, tag, request)
     })
+}
+
+/// A nonblocking receive, any count type.
+///
+/// # Safety
+/// MPI's contract for the buffer and the request pointer.
+unsafe fn irecv<I: Int>(
+    c: &CommRef,
+    buf: *mut c_void,
+    count: I,
+    datatype: Datatype,
+    source: c_int,
+    tag: c_int,
+    request: *mut Request,
+) -> Res {
+    out(request, "request")?;
+    // SAFETY: MPI's contract for the buffer.
+    let mut inc = unsafe { incoming_of(&c.comm, buf, count, datatype, source, tag) }?;
+    let (at, len) = inc.raw_target();
+    // SAFETY: the request is stored and completed by the request
+    // routines (or at MPI_Finalize), never leaked; the target stays
+    // valid until then (the program's buffer by MPI's contract, or
+    // the staging buffer kept beside the request).
+    let r = unsafe { raw::irecv_raw(&c.comm, at, len, source_arg(source), tag_arg(tag)) }?;
+    let h = insert(ReqEntry {
+        req: EngineReq(r),
+        rest: Rest::with(c.clone(), inc.staged().map(Extra::Staged)),
+    })?;
+    // SAFETY: checked non-null above.
+    unsafe { request.write(h) };
+    Ok(())
+}
+
+/// A blocking receive, any count type.
+///
+/// # Safety
+/// MPI's contract for the buffer; `status`, if not null, is valid for a
+/// write of a status.
+unsafe fn recv<I: Int>(
+    c: &CommRef,
+    buf: *mut c_void,
+    count: I,
+    dt: Datatype,
+    source: c_int,
+    tag: c_int,
+    status: *mut MpiStatus,
+) -> Res {
+    // SAFETY: MPI's contract for the buffer.
+    let mut inc = unsafe { incoming_of(&c.comm, buf, count, dt, source, tag) }?;
+    let mut st = raw::Status::empty();
+    raw::recv_with_status(
+        &c.comm,
+        inc.target(),
+        source_arg(source),
+        tag_arg(tag),
+        &mut st,
+    )?;
+    inc.finish(st.count);
+    // SAFETY: the caller's status pointer.
+    unsafe { finish_status(&st, c, status) }
+}
+
+/// `MPI_Sendrecv`, any count type.
+///
+/// # Safety
+/// MPI's contract for both buffers and the status pointer.
+#[allow(clippy::too_many_arguments)]
+unsafe fn sendrecv<I: Int>(
+    c: &CommRef,
+    sendbuf: *const c_void,
+    sendcount: I,
+    sendtype: Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: I,
+    recvtype: Datatype,
+    source: c_int,
+    recvtag: c_int,
+    status: *mut MpiStatus,
+) -> Res {
+    // SAFETY: MPI's contract for both buffers.
+    let (data, mut inc) = unsafe {
+        (
+            outgoing_of(&c.comm, sendbuf, sendcount, sendtype, dest, sendtag)?,
+            incoming_of(&c.comm, recvbuf, recvcount, recvtype, source, recvtag)?,
+        )
+    };
+    let mut st = raw::Status::empty();
+    raw::sendrecv(
+        &c.comm,
+        data.bytes(),
+        dest,
+        sendtag,
+        inc.target(),
+        source_arg(source),
+        tag_arg(recvtag),
+        &mut st,
+    )?;
+    inc.finish(st.count);
+    // SAFETY: the caller's status pointer.
+    unsafe { finish_status(&st, c, status) }
+}
+
+/// `MPI_Sendrecv_replace`, any count type.
+///
+/// # Safety
+/// MPI's contract for the buffer and the status pointer.
+#[allow(clippy::too_many_arguments)]
+unsafe fn sendrecv_replace<I: Int>(
+    c: &CommRef,
+    buf: *mut c_void,
+    count: I,
+    datatype: Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    source: c_int,
+    recvtag: c_int,
+    status: *mut MpiStatus,
+) -> Res {
+    let ty = type_ref(datatype)?;
+    // SAFETY: MPI's contract for the buffer; the outgoing data is a copy,
+    // so receiving into the buffer cannot disturb it.
+    let (data, mut inc) = unsafe { (outgoing(buf, count, &ty, true)?, incoming(buf, count, &ty)?) };
+    let mut st = raw::Status::empty();
+    raw::sendrecv(
+        &c.comm,
+        data.bytes(),
+        dest,
+        sendtag,
+        inc.target(),
+        source_arg(source),
+        tag_arg(recvtag),
+        &mut st,
+    )?;
+    inc.finish(st.count);
+    // SAFETY: the caller's status pointer.
+    unsafe { finish_status(&st, c, status) }
+}
+
+/// `MPI_Mrecv`, any count type.
+///
+/// # Safety
+/// MPI's contract for the buffer, the message and the status pointer.
+unsafe fn mrecv<I: Int>(
+    buf: *mut c_void,
+    count: I,
+    datatype: Datatype,
+    message: *mut Message,
+    status: *mut MpiStatus,
+) -> Res {
+    let ty = type_ref(datatype)?;
+    // SAFETY: MPI's contract for the buffer.
+    let mut inc = unsafe { incoming(buf, count, &ty) }?;
+    // SAFETY: the caller's handle pointer.
+    let Some(m) = unsafe { take_message(message) }? else {
+        // SAFETY: the caller's status pointer.
+        unsafe { store_status(status, empty_status()) };
+        return Ok(());
+    };
+    let comm = m.comm.clone();
+    let st = raw::mrecv(&comm.comm, m.msg, inc.target())?;
+    inc.finish(st.count);
+    // SAFETY: the caller's status pointer.
+    unsafe { finish_status(&st, &comm, status) }
+}
+
+/// `MPI_Imrecv`, any count type.
+///
+/// # Safety
+/// MPI's contract for the buffer, the message and the request pointer.
+unsafe fn imrecv<I: Int>(
+    buf: *mut c_void,
+    count: I,
+    datatype: Datatype,
+    message: *mut Message,
+    request: *mut Request,
+) -> Res {
+    out(request, "request")?;
+    let ty = type_ref(datatype)?;
+    // SAFETY: MPI's contract for the buffer.
+    let mut inc = unsafe { incoming(buf, count, &ty) }?;
+    // SAFETY: the caller's handle pointer.
+    let (r, comm) = match unsafe { take_message(message) }? {
+        Some(m) => (m.msg.imrecv(inc.target())?, m.comm),
+        // A receive from MPI_PROC_NULL: complete at once.
+        None => (
+            raw::finished_request(raw::Status::empty())?,
+            crate::comm::comm_ref(abi::COMM_SELF)?,
+        ),
+    };
+    let h = insert(ReqEntry {
+        req: EngineReq(r),
+        rest: Rest::with(comm, inc.staged().map(Extra::Staged)),
+    })?;
+    // SAFETY: checked non-null above.
+    unsafe { request.write(h) };
+    Ok(())
 }
 
 mpi_fn! {
@@ -814,14 +1112,9 @@ mpi_fn! {
         comm: Comm,
         status: *mut MpiStatus,
     ) -> c_int {
-        api_comm("MPI_Sendrecv", comm, |c| {
-            // SAFETY: MPI's contract for both buffers.
-            let (data, mut inc) = unsafe { (outgoing_of(&c.comm, sendbuf, sendcount, sendtype, dest, sendtag)?, incoming_of(&c.comm, recvbuf, recvcount, recvtype, source, recvtag)?) };
-            let mut st = raw::Status::empty();
-            raw::sendrecv(&c.comm, data.bytes(), dest, sendtag, inc.target(), source_arg(source), tag_arg(recvtag), &mut st)?;
-            inc.finish(st.count);
-            // SAFETY: the caller's status pointer.
-            unsafe { finish_status(&st, c, status) }
+        // SAFETY: MPI's contract for both buffers and the status pointer.
+        api_comm("MPI_Sendrecv", comm, |c| unsafe {
+            sendrecv(c, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, status)
         })
     }
 
@@ -837,16 +1130,9 @@ mpi_fn! {
         comm: Comm,
         status: *mut MpiStatus,
     ) -> c_int {
-        api_comm("MPI_Sendrecv_replace", comm, |c| {
-            let ty = type_ref(datatype)?;
-            // SAFETY: MPI's contract for the buffer; the outgoing data is a
-            // copy, so receiving into the buffer cannot disturb it.
-            let (data, mut inc) = unsafe { (outgoing(buf, count, &ty, true)?, incoming(buf, count, &ty)?) };
-            let mut st = raw::Status::empty();
-            raw::sendrecv(&c.comm, data.bytes(), dest, sendtag, inc.target(), source_arg(source), tag_arg(recvtag), &mut st)?;
-            inc.finish(st.count);
-            // SAFETY: the caller's status pointer.
-            unsafe { finish_status(&st, c, status) }
+        // SAFETY: MPI's contract for the buffer and the status pointer.
+        api_comm("MPI_Sendrecv_replace", comm, |c| unsafe {
+            sendrecv_replace(c, buf, count, datatype, dest, sendtag, source, recvtag, status)
         })
     }
 
@@ -923,22 +1209,8 @@ mpi_fn! {
         message: *mut Message,
         status: *mut MpiStatus,
     ) -> c_int {
-        api("MPI_Mrecv", || {
-            let ty = type_ref(datatype)?;
-            // SAFETY: MPI's contract for the buffer.
-            let mut inc = unsafe { incoming(buf, count, &ty) }?;
-            // SAFETY: the caller's handle pointer.
-            let Some(m) = unsafe { take_message(message) }? else {
-                // SAFETY: the caller's status pointer.
-                unsafe { store_status(status, empty_status()) };
-                return Ok(());
-            };
-            let comm = m.comm.clone();
-            let st = raw::mrecv(&comm.comm, m.msg, inc.target())?;
-            inc.finish(st.count);
-            // SAFETY: the caller's status pointer.
-            unsafe { finish_status(&st, &comm, status) }
-        })
+        // SAFETY: MPI's contract for the buffer, message and status.
+        api("MPI_Mrecv", || unsafe { mrecv(buf, count, datatype, message, status) })
     }
 
     /// Receives a matched message as a request (complete at once).
@@ -949,28 +1221,186 @@ mpi_fn! {
         message: *mut Message,
         request: *mut Request,
     ) -> c_int {
-        api("MPI_Imrecv", || {
-            out(request, "request")?;
-            let ty = type_ref(datatype)?;
-            // SAFETY: MPI's contract for the buffer.
-            let mut inc = unsafe { incoming(buf, count, &ty) }?;
-            // SAFETY: the caller's handle pointer.
-            let (r, comm) = match unsafe { take_message(message) }? {
-                Some(m) => (m.msg.imrecv(inc.target())?, m.comm),
-                // A receive from MPI_PROC_NULL: complete at once.
-                None => (
-                    raw::finished_request(raw::Status::empty())?,
-                    crate::comm::comm_ref(abi::COMM_SELF)?,
-                ),
-            };
-            let h = insert(ReqEntry {
-                req: EngineReq(r),
-                rest: Rest::with(comm, inc.staged().map(Extra::Staged)),
-            })?;
-            // SAFETY: checked non-null above.
-            unsafe { request.write(h) };
-            Ok(())
+        // SAFETY: MPI's contract for the buffer, message and request.
+        api("MPI_Imrecv", || unsafe { imrecv(buf, count, datatype, message, request) })
+    }
+
+    /// Starts a send and a receive under one request (complete when both
+    /// are).
+    fn MPI_Isendrecv / PMPI_Isendrecv(
+        sendbuf: *const c_void,
+        sendcount: c_int,
+        sendtype: Datatype,
+        dest: c_int,
+        sendtag: c_int,
+        recvbuf: *mut c_void,
+        recvcount: c_int,
+        recvtype: Datatype,
+        source: c_int,
+        recvtag: c_int,
+        comm: Comm,
+        request: *mut Request,
+    ) -> c_int {
+        // SAFETY: MPI's contract for both buffers and the request pointer.
+        api_comm("MPI_Isendrecv", comm, |c| unsafe {
+            isendrecv(c, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, false, request)
         })
+    }
+
+    /// [`MPI_Isendrecv`] with large counts.
+    fn MPI_Isendrecv_c / PMPI_Isendrecv_c(
+        sendbuf: *const c_void,
+        sendcount: Count,
+        sendtype: Datatype,
+        dest: c_int,
+        sendtag: c_int,
+        recvbuf: *mut c_void,
+        recvcount: Count,
+        recvtype: Datatype,
+        source: c_int,
+        recvtag: c_int,
+        comm: Comm,
+        request: *mut Request,
+    ) -> c_int {
+        // SAFETY: as above.
+        api_comm("MPI_Isendrecv_c", comm, |c| unsafe {
+            isendrecv(c, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, false, request)
+        })
+    }
+
+    /// Starts sending the buffer's contents and receiving into it.
+    fn MPI_Isendrecv_replace / PMPI_Isendrecv_replace(
+        buf: *mut c_void,
+        count: c_int,
+        datatype: Datatype,
+        dest: c_int,
+        sendtag: c_int,
+        source: c_int,
+        recvtag: c_int,
+        comm: Comm,
+        request: *mut Request,
+    ) -> c_int {
+        // SAFETY: as above (the send reads a copy taken now).
+        api_comm("MPI_Isendrecv_replace", comm, |c| unsafe {
+            isendrecv(c, buf, count, datatype, dest, sendtag, buf, count, datatype, source, recvtag, true, request)
+        })
+    }
+
+    /// [`MPI_Isendrecv_replace`] with a large count.
+    fn MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c(
+        buf: *mut c_void,
+        count: Count,
+        datatype: Datatype,
+        dest: c_int,
+        sendtag: c_int,
+        source: c_int,
+        recvtag: c_int,
+        comm: Comm,
+        request: *mut Request,
+    ) -> c_int {
+        // SAFETY: as above.
+        api_comm("MPI_Isendrecv_replace_c", comm, |c| unsafe {
+            isendrecv(c, buf, count, datatype, dest, sendtag, buf, count, datatype, source, recvtag, true, request)
+        })
+    }
+
+    /// [`MPI_Send`] with a large count.
+    fn MPI_Send_c / PMPI_Send_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) -> c_int {
+        // SAFETY: MPI's contract for the buffer.
+        api_comm("MPI_Send_c", comm, |c| unsafe { send(c, buf, count, datatype, dest, tag, Mode::Standard) })
+    }
+
+    /// [`MPI_Ssend`] with a large count.
+    fn MPI_Ssend_c / PMPI_Ssend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) -> c_int {
+        // SAFETY: MPI's contract for the buffer.
+        api_comm("MPI_Ssend_c", comm, |c| unsafe { send(c, buf, count, datatype, dest, tag, Mode::Synchronous) })
+    }
+
+    /// [`MPI_Rsend`] with a large count.
+    fn MPI_Rsend_c / PMPI_Rsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) -> c_int {
+        // SAFETY: MPI's contract for the buffer.
+        api_comm("MPI_Rsend_c", comm, |c| unsafe { send(c, buf, count, datatype, dest, tag, Mode::Standard) })
+    }
+
+    /// [`MPI_Recv`] with a large count.
+    fn MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, count: Count, datatype: Datatype, source: c_int, tag: c_int, comm: Comm, status: *mut MpiStatus) -> c_int {
+        // SAFETY: MPI's contract for the buffer and the status pointer.
+        api_comm("MPI_Recv_c", comm, |c| unsafe { recv(c, buf, count, datatype, source, tag, status) })
+    }
+
+    /// [`MPI_Isend`] with a large count.
+    fn MPI_Isend_c / PMPI_Isend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) -> c_int {
+        // SAFETY: MPI's contract for the buffer and the request pointer.
+        api_comm("MPI_Isend_c", comm, |c| unsafe { isend(c, buf, count, datatype, dest, tag, Mode::Standard, request) })
+    }
+
+    /// [`MPI_Issend`] with a large count.
+    fn MPI_Issend_c / PMPI_Issend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) -> c_int {
+        // SAFETY: as above.
+        api_comm("MPI_Issend_c", comm, |c| unsafe { isend(c, buf, count, datatype, dest, tag, Mode::Synchronous, request) })
+    }
+
+    /// [`MPI_Irsend`] with a large count.
+    fn MPI_Irsend_c / PMPI_Irsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) -> c_int {
+        // SAFETY: as above.
+        api_comm("MPI_Irsend_c", comm, |c| unsafe { isend(c, buf, count, datatype, dest, tag, Mode::Standard, request) })
+    }
+
+    /// [`MPI_Irecv`] with a large count.
+    fn MPI_Irecv_c / PMPI_Irecv_c(buf: *mut c_void, count: Count, datatype: Datatype, source: c_int, tag: c_int, comm: Comm, request: *mut Request) -> c_int {
+        // SAFETY: as above.
+        api_comm("MPI_Irecv_c", comm, |c| unsafe { irecv(c, buf, count, datatype, source, tag, request) })
+    }
+
+    /// [`MPI_Sendrecv`] with large counts.
+    fn MPI_Sendrecv_c / PMPI_Sendrecv_c(
+        sendbuf: *const c_void,
+        sendcount: Count,
+        sendtype: Datatype,
+        dest: c_int,
+        sendtag: c_int,
+        recvbuf: *mut c_void,
+        recvcount: Count,
+        recvtype: Datatype,
+        source: c_int,
+        recvtag: c_int,
+        comm: Comm,
+        status: *mut MpiStatus,
+    ) -> c_int {
+        // SAFETY: MPI's contract for both buffers and the status pointer.
+        api_comm("MPI_Sendrecv_c", comm, |c| unsafe {
+            sendrecv(c, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, status)
+        })
+    }
+
+    /// [`MPI_Sendrecv_replace`] with a large count.
+    fn MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c(
+        buf: *mut c_void,
+        count: Count,
+        datatype: Datatype,
+        dest: c_int,
+        sendtag: c_int,
+        source: c_int,
+        recvtag: c_int,
+        comm: Comm,
+        status: *mut MpiStatus,
+    ) -> c_int {
+        // SAFETY: MPI's contract for the buffer and the status pointer.
+        api_comm("MPI_Sendrecv_replace_c", comm, |c| unsafe {
+            sendrecv_replace(c, buf, count, datatype, dest, sendtag, source, recvtag, status)
+        })
+    }
+
+    /// [`MPI_Mrecv`] with a large count.
+    fn MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: Count, datatype: Datatype, message: *mut Message, status: *mut MpiStatus) -> c_int {
+        // SAFETY: MPI's contract for the buffer, message and status.
+        api("MPI_Mrecv_c", || unsafe { mrecv(buf, count, datatype, message, status) })
+    }
+
+    /// [`MPI_Imrecv`] with a large count.
+    fn MPI_Imrecv_c / PMPI_Imrecv_c(buf: *mut c_void, count: Count, datatype: Datatype, message: *mut Message, request: *mut Request) -> c_int {
+        // SAFETY: MPI's contract for the buffer, message and request.
+        api("MPI_Imrecv_c", || unsafe { imrecv(buf, count, datatype, message, request) })
     }
 
     /// Elements of `datatype` in a status's message (`MPI_UNDEFINED` if

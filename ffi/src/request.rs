@@ -24,7 +24,7 @@
 //! MPI_Waitall(2, r, MPI_STATUSES_IGNORE);   // r[0] == r[1] == MPI_REQUEST_NULL
 //! ```
 
-use crate::abi::{self, MpiStatus, Request};
+use crate::abi::{self, Count, Datatype, MpiStatus, Request};
 use crate::coll;
 use crate::comm::CommRef;
 use crate::datatype::TypeRef;
@@ -1384,6 +1384,141 @@ mpi_fn! {
             Ok(())
         })
     }
+
+    /// Basic elements of `datatype` in a status's message
+    /// (`MPI_UNDEFINED` if they are not whole, or do not fit an `int`).
+    fn MPI_Get_elements / PMPI_Get_elements(status: *const MpiStatus, datatype: Datatype, count: *mut c_int) -> c_int {
+        // SAFETY: the caller's pointers.
+        api("MPI_Get_elements", || unsafe { get_elements(status, datatype, count) })
+    }
+
+    /// [`MPI_Get_elements`] as an `MPI_Count`.
+    fn MPI_Get_elements_c / PMPI_Get_elements_c(status: *const MpiStatus, datatype: Datatype, count: *mut Count) -> c_int {
+        // SAFETY: the caller's pointers.
+        api("MPI_Get_elements_c", || unsafe { get_elements(status, datatype, count) })
+    }
+
+    /// [`MPI_Get_elements_c`] by its MPI 3 name.
+    fn MPI_Get_elements_x / PMPI_Get_elements_x(status: *const MpiStatus, datatype: Datatype, count: *mut Count) -> c_int {
+        // SAFETY: the caller's pointers.
+        api("MPI_Get_elements_x", || unsafe { get_elements(status, datatype, count) })
+    }
+
+    /// Sets a status's length to `count` basic elements of `datatype`
+    /// (what `MPI_Get_elements` and `MPI_Get_count` then read).
+    fn MPI_Status_set_elements / PMPI_Status_set_elements(status: *mut MpiStatus, datatype: Datatype, count: c_int) -> c_int {
+        // SAFETY: the caller's status pointer.
+        api("MPI_Status_set_elements", || unsafe { set_elements(status, datatype, count) })
+    }
+
+    /// [`MPI_Status_set_elements`] with a large count.
+    fn MPI_Status_set_elements_c / PMPI_Status_set_elements_c(status: *mut MpiStatus, datatype: Datatype, count: Count) -> c_int {
+        // SAFETY: the caller's status pointer.
+        api("MPI_Status_set_elements_c", || unsafe { set_elements(status, datatype, count) })
+    }
+
+    /// [`MPI_Status_set_elements_c`] by its MPI 3 name.
+    fn MPI_Status_set_elements_x / PMPI_Status_set_elements_x(status: *mut MpiStatus, datatype: Datatype, count: Count) -> c_int {
+        // SAFETY: the caller's status pointer.
+        api("MPI_Status_set_elements_x", || unsafe { set_elements(status, datatype, count) })
+    }
+}
+
+/// Bytes of one basic element of `datatype`: `None` for a type without
+/// data; `MPI_ERR_TYPE` for one that mixes basic types (a struct of an
+/// `int` and a `double`), whose elements this library does not count.
+fn basic_size(datatype: Datatype) -> Res<Option<usize>> {
+    let ty = crate::datatype::type_any(datatype)?;
+    if ty.size == 0 {
+        return Ok(None);
+    }
+    match ty.ty.basic_type() {
+        Some(b) => Ok(Some(hmpi_core::datatype::Datatype::basic(b).size())),
+        None => err(
+            abi::ERR_TYPE,
+            "the datatype mixes basic types: its basic elements are not counted",
+        ),
+    }
+}
+
+/// The byte length a status holds.
+fn status_bytes(st: &MpiStatus) -> u64 {
+    u64::from(st.internal[0] as u32) | u64::from(st.internal[1] as u32) << 32
+}
+
+/// An output count of type `I` (`int` or `MPI_Count`): `MPI_UNDEFINED`
+/// when the value is undefined or does not fit.
+trait OutCount: Sized {
+    fn from_elements(n: Option<u64>) -> Self;
+}
+
+impl OutCount for c_int {
+    fn from_elements(n: Option<u64>) -> Self {
+        n.and_then(|n| c_int::try_from(n).ok())
+            .unwrap_or(abi::UNDEFINED)
+    }
+}
+
+impl OutCount for Count {
+    fn from_elements(n: Option<u64>) -> Self {
+        n.and_then(|n| Count::try_from(n).ok())
+            .unwrap_or(Count::from(abi::UNDEFINED))
+    }
+}
+
+/// `MPI_Get_elements` for any output count type.
+///
+/// # Safety
+/// `status` points to a status or is null (an error); `count` is valid for
+/// a write or null (an error).
+unsafe fn get_elements<O: OutCount>(
+    status: *const MpiStatus,
+    datatype: Datatype,
+    count: *mut O,
+) -> Res {
+    if status.is_null() {
+        return err(
+            abi::ERR_ARG,
+            "status is a null pointer (MPI_STATUS_IGNORE?)",
+        );
+    }
+    let size = basic_size(datatype)?;
+    // SAFETY: checked non-null; the caller's status.
+    let bytes = status_bytes(unsafe { &*status });
+    let n = match size {
+        None => Some(0),
+        Some(b) => (bytes % b as u64 == 0).then_some(bytes / b as u64),
+    };
+    // SAFETY: the caller's pointer (checked by `put`).
+    unsafe { put(count, "count", O::from_elements(n)) }
+}
+
+/// `MPI_Status_set_elements` for any count type.
+///
+/// # Safety
+/// `status` is valid for a write or null (an error).
+unsafe fn set_elements<I: crate::coll_large::Int>(
+    status: *mut MpiStatus,
+    datatype: Datatype,
+    count: I,
+) -> Res {
+    let p = out(status, "status")?;
+    let n = count.to_count("count")?;
+    let bytes = match basic_size(datatype)? {
+        None => 0,
+        Some(b) => n.checked_mul(b).ok_or_else(|| {
+            MpiError::new(
+                abi::ERR_COUNT,
+                format!("{n} elements of {b} bytes overflow a status"),
+            )
+        })? as u64,
+    };
+    // SAFETY: checked non-null; the caller's status.
+    unsafe {
+        (*p).internal[0] = bytes as u32 as c_int;
+        (*p).internal[1] = (bytes >> 32) as u32 as c_int;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -32,8 +32,8 @@
 //! ```
 
 use crate::abi::{
-    self, Aint, Comm, Count, Datatype, Errhandler, File, Group, Info, Message, MpiStatus, Offset,
-    Request, Session,
+    self, Aint, Comm, Count, Datatype, Errhandler, File, Group, Info, MpiStatus, Offset, Request,
+    Session,
 };
 use crate::comm::comm_ref;
 use crate::errors::{api, MpiError};
@@ -307,47 +307,17 @@ refused! {
         datatype: Datatype, status: *mut MpiStatus) => world;
     MPI_File_write_shared_c / PMPI_File_write_shared_c(fh: File, buf: *const c_void, count: Count,
         datatype: Datatype, status: *mut MpiStatus) => world;
-    MPI_Get_elements / PMPI_Get_elements(status: *const MpiStatus, datatype: Datatype,
-        count: *mut c_int) => world;
-    MPI_Get_elements_c / PMPI_Get_elements_c(status: *const MpiStatus, datatype: Datatype,
-        count: *mut Count) => world;
-    MPI_Get_elements_x / PMPI_Get_elements_x(status: *const MpiStatus, datatype: Datatype,
-        count: *mut Count) => world;
     MPI_Get_hw_resource_info / PMPI_Get_hw_resource_info(hw_info: *mut Info) => world;
     MPI_Grequest_complete / PMPI_Grequest_complete(request: Request) => world;
     MPI_Grequest_start / PMPI_Grequest_start(query_fn: Callback, free_fn: Callback,
         cancel_fn: Callback, extra_state: *mut c_void, request: *mut Request) => world;
     MPI_Group_from_session_pset / PMPI_Group_from_session_pset(session: Session,
         pset_name: *const c_char, newgroup: *mut Group) => world;
-    MPI_Imrecv_c / PMPI_Imrecv_c(buf: *mut c_void, count: Count, datatype: Datatype,
-        message: *mut Message, request: *mut Request) => world;
     MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local_group: Group,
         local_leader: c_int, remote_group: Group, remote_leader: c_int, stringtag: *const c_char,
         info: Info, errhandler: Errhandler, newintercomm: *mut Comm) => world;
-    MPI_Irecv_c / PMPI_Irecv_c(buf: *mut c_void, count: Count, datatype: Datatype, source: c_int,
-        tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Irsend_c / PMPI_Irsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
-        tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Isend_c / PMPI_Isend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
-        tag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Isendrecv / PMPI_Isendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: Datatype,
-        dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: Datatype,
-        source: c_int, recvtag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Isendrecv_c / PMPI_Isendrecv_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
-        dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype,
-        source: c_int, recvtag: c_int, comm: Comm, request: *mut Request) => comm;
-    MPI_Isendrecv_replace / PMPI_Isendrecv_replace(buf: *mut c_void, count: c_int,
-        datatype: Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Comm,
-        request: *mut Request) => comm;
-    MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c(buf: *mut c_void, count: Count,
-        datatype: Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Comm,
-        request: *mut Request) => comm;
-    MPI_Issend_c / PMPI_Issend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
-        tag: c_int, comm: Comm, request: *mut Request) => comm;
     MPI_Lookup_name / PMPI_Lookup_name(service_name: *const c_char, info: Info,
         port_name: *mut c_char) => world;
-    MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: Count, datatype: Datatype,
-        message: *mut Message, status: *mut MpiStatus) => world;
     MPI_Open_port / PMPI_Open_port(info: Info, port_name: *mut c_char) => world;
     MPI_Pack_external / PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void,
         incount: c_int, datatype: Datatype, outbuf: *mut c_void, outsize: Aint, position: *mut Aint
@@ -359,28 +329,8 @@ refused! {
         datatype: Datatype, size: *mut Aint) => world;
     MPI_Pack_external_size_c / PMPI_Pack_external_size_c(datarep: *const c_char, incount: Count,
         datatype: Datatype, size: *mut Count) => world;
-    MPI_Parrived / PMPI_Parrived(request: Request, partition: c_int, flag: *mut c_int) => world;
-    MPI_Pready / PMPI_Pready(partition: c_int, request: Request) => world;
-    MPI_Pready_list / PMPI_Pready_list(length: c_int, array_of_partitions: *const c_int,
-        request: Request) => world;
-    MPI_Pready_range / PMPI_Pready_range(partition_low: c_int, partition_high: c_int,
-        request: Request) => world;
-    MPI_Precv_init / PMPI_Precv_init(buf: *mut c_void, partitions: c_int, count: c_int,
-        datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, info: Info, request: *mut Request
-    ) => comm;
-    MPI_Precv_init_c / PMPI_Precv_init_c(buf: *mut c_void, partitions: c_int, count: Count,
-        datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, info: Info, request: *mut Request
-    ) => comm;
-    MPI_Psend_init / PMPI_Psend_init(buf: *const c_void, partitions: c_int, count: c_int,
-        datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, info: Info, request: *mut Request
-    ) => comm;
-    MPI_Psend_init_c / PMPI_Psend_init_c(buf: *const c_void, partitions: c_int, count: Count,
-        datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, info: Info, request: *mut Request
-    ) => comm;
     MPI_Publish_name / PMPI_Publish_name(service_name: *const c_char, info: Info,
         port_name: *const c_char) => world;
-    MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, count: Count, datatype: Datatype, source: c_int,
-        tag: c_int, comm: Comm, status: *mut MpiStatus) => comm;
     MPI_Register_datarep / PMPI_Register_datarep(datarep: *const c_char,
         read_conversion_fn: Callback, write_conversion_fn: Callback, dtype_file_extent_fn: Callback,
         extra_state: *mut c_void) => world;
@@ -399,16 +349,6 @@ refused! {
     MPI_Request_get_status_some / PMPI_Request_get_status_some(incount: c_int,
         array_of_requests: *const Request, outcount: *mut c_int, array_of_indices: *mut c_int,
         array_of_statuses: *mut MpiStatus) => world;
-    MPI_Rsend_c / PMPI_Rsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
-        tag: c_int, comm: Comm) => comm;
-    MPI_Send_c / PMPI_Send_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
-        tag: c_int, comm: Comm) => comm;
-    MPI_Sendrecv_c / PMPI_Sendrecv_c(sendbuf: *const c_void, sendcount: Count, sendtype: Datatype,
-        dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: Count, recvtype: Datatype,
-        source: c_int, recvtag: c_int, comm: Comm, status: *mut MpiStatus) => comm;
-    MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c(buf: *mut c_void, count: Count,
-        datatype: Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Comm,
-        status: *mut MpiStatus) => comm;
     MPI_Session_attach_buffer / PMPI_Session_attach_buffer(session: Session, buffer: *mut c_void,
         size: c_int) => world;
     MPI_Session_attach_buffer_c / PMPI_Session_attach_buffer_c(session: Session,
@@ -438,14 +378,6 @@ refused! {
     ) => world;
     MPI_Session_set_errhandler / PMPI_Session_set_errhandler(session: Session,
         errhandler: Errhandler) => world;
-    MPI_Ssend_c / PMPI_Ssend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int,
-        tag: c_int, comm: Comm) => comm;
-    MPI_Status_set_elements / PMPI_Status_set_elements(status: *mut MpiStatus, datatype: Datatype,
-        count: c_int) => world;
-    MPI_Status_set_elements_c / PMPI_Status_set_elements_c(status: *mut MpiStatus,
-        datatype: Datatype, count: Count) => world;
-    MPI_Status_set_elements_x / PMPI_Status_set_elements_x(status: *mut MpiStatus,
-        datatype: Datatype, count: Count) => world;
     MPI_Type_contiguous_c / PMPI_Type_contiguous_c(count: Count, oldtype: Datatype,
         newtype: *mut Datatype) => world;
     MPI_Type_create_darray / PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int,

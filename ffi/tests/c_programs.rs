@@ -100,6 +100,14 @@ const TESTS: &[(&str, fn())] = &[
         persistent_point_to_point_restarted,
     ),
     (
+        "partitioned_ring_with_threads",
+        partitioned_ring_with_threads,
+    ),
+    (
+        "large_count_point_to_point_and_isendrecv",
+        large_count_point_to_point_and_isendrecv,
+    ),
+    (
         "attribute_callbacks_and_predefined_attributes",
         attribute_callbacks_and_predefined_attributes,
     ),
@@ -704,6 +712,25 @@ fn persistent_point_to_point_restarted() {
     // than cores.
     for ranks in [1, 2, 4, 5] {
         build_and_run("tests/persistent.c", "persistent", ranks);
+    }
+}
+
+fn partitioned_ring_with_threads() {
+    // 1 rank: a process sending to itself; 3: more ranks than cores.
+    for ranks in [1, 2, 3] {
+        build_and_run("tests/partitioned.c", "partitioned", ranks);
+    }
+}
+
+fn large_count_point_to_point_and_isendrecv() {
+    // 2 ranks: one message of 2^31 + 8 bytes; 1 and 3: the rest (3 is more
+    // ranks than cores).
+    for ranks in [1, 3, 2] {
+        let report = run_passes(&compile("tests/p2p_c.c", &[], &[]), "p2p_c", ranks, &[]);
+        if ranks == 2 {
+            let out = String::from_utf8_lossy(&report.ranks[1].stdout);
+            assert!(out.contains("received") || out.contains("skipped"), "{out}");
+        }
     }
 }
 

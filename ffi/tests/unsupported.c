@@ -86,9 +86,13 @@ int main(int argc, char **argv) {
     CHECK(child == MPI_COMM_NULL);
     CHECK(handled_code == 0);
 
-    /* Large-count variants. A refused send sends nothing. */
-    REFUSED(MPI_Send_c(&x, 1, MPI_INT, rank, 0, MPI_COMM_WORLD));
-    REFUSED(MPI_Ssend_c(&x, 1, MPI_INT, rank, 0, dup));
+    /* A large-count variant, and a refused routine on a communicator
+     * with a handler of its own; neither sends anything. */
+    char packed[16];
+    MPI_Count position = 0;
+    REFUSED(MPI_Pack_external_c("external32", &x, 1, MPI_INT, packed, sizeof packed, &position));
+    CHECK(handled_code == 0);
+    REFUSED(MPI_Comm_spawn("true", MPI_ARGV_NULL, 1, MPI_INFO_NULL, 0, dup, &child, MPI_ERRCODES_IGNORE));
     CHECK(handled_code == MPI_ERR_UNSUPPORTED_OPERATION);
     OK(MPI_Iprobe(rank, 0, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE));
     CHECK(flag == 0);
@@ -99,7 +103,7 @@ int main(int argc, char **argv) {
     handled_code = 0;
     REFUSED(MPI_Close_port("no port"));
     CHECK(handled_code == 0);
-    REFUSED(MPI_Psend_init(&x, 1, 1, MPI_INT, rank, 0, dup, MPI_INFO_NULL, &preq));
+    REFUSED(MPI_Comm_accept("no port", MPI_INFO_NULL, 0, dup, &port_comm));
     CHECK(handled_code == MPI_ERR_UNSUPPORTED_OPERATION);
     handled_code = 0;
     MPI_File fh = MPI_FILE_NULL;
@@ -109,7 +113,8 @@ int main(int argc, char **argv) {
     REFUSED(MPI_Open_port(MPI_INFO_NULL, port));
     CHECK(port[0] == 0);
     REFUSED(MPI_Buffer_iflush(&preq));
-    REFUSED(MPI_Get_elements_c(MPI_STATUS_IGNORE, MPI_INT, NULL));
+    MPI_Datatype f90 = MPI_DATATYPE_NULL;
+    REFUSED(MPI_Type_create_f90_integer(9, &f90));
     CHECK(handled_code == 0);
 
     /* The code is its own class, with a string that says so. */

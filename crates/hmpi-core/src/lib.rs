@@ -15,6 +15,8 @@
 //!   [`Process`](point_to_point::Process) and
 //!   [`AnyProcess`](point_to_point::AnyProcess), [`Status`];
 //! * [`request`]: nonblocking operations in a [`request::scope`];
+//! * [`partitioned`]: partitioned sends and receives (MPI 4.0), partitions
+//!   filled by threads as disjoint `&mut` slices;
 //! * [`topology`]: Cartesian, graph and distributed graph topologies
 //!   (neighbourhood collectives in [`collective::neighbor`]);
 //! * [`raw`]: the same semantics on byte buffers and raw memory (argument
@@ -78,6 +80,7 @@ pub mod info;
 pub mod intercomm;
 pub mod launch;
 pub mod op;
+pub mod partitioned;
 pub mod persistent;
 pub mod point_to_point;
 pub mod raw;

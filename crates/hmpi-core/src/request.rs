@@ -158,6 +158,10 @@ pub struct Scope<'s, 'env: 's> {
     /// Nonblocking collectives started in the scope (see
     /// [`CollectiveRequest`]).
     colls: CollSlots,
+    /// Partitioned receives made in the scope (see
+    /// [`crate::partitioned::PartitionedRecv`]): a round in flight is
+    /// waited for at the scope's end.
+    parts: RefCell<Vec<Arc<crate::partitioned::RecvCore>>>,
     /// Invariance in `'s` and `'env` (see the module docs).
     _scope: PhantomData<&'s mut &'s ()>,
     _env: PhantomData<&'env mut &'env ()>,
@@ -184,6 +188,7 @@ where
     let scope = Scope {
         table: RefCell::new(ManuallyDrop::new(Table::default())),
         colls: RefCell::new(Vec::new()),
+        parts: RefCell::new(Vec::new()),
         _scope: PhantomData,
         _env: PhantomData,
     };
@@ -219,6 +224,12 @@ impl<'s> Scope<'s, '_> {
         let colls = std::mem::take(&mut *self.colls.borrow_mut());
         for c in colls.into_iter().flatten() {
             let _ = c.wait();
+        }
+        // Partitioned receives: their senders write into the scope's
+        // buffers until the round completes.
+        let parts = std::mem::take(&mut *self.parts.borrow_mut());
+        for p in parts {
+            let _ = p.wait();
         }
         let t = std::mem::take(&mut **self.table.borrow_mut());
         for mut r in t.slots.into_iter().flatten() {
@@ -314,6 +325,17 @@ impl<'s> Scope<'s, '_> {
         // ends, however the program treats the returned handle.
         let r = unsafe { raw::irecv(comm, buf, source, tag) }?;
         Ok(self.insert(r, comm.status_table()))
+    }
+}
+
+impl<'s> Scope<'s, '_> {
+    /// Keeps a partitioned receive whose buffer is borrowed for `'s`, so
+    /// that the scope's end waits for a round of it in flight.
+    pub(crate) fn keep_partitioned(&'s self, r: Arc<crate::partitioned::RecvCore>) {
+        let mut v = self.parts.borrow_mut();
+        // Forget the ones only the scope holds and that are inactive.
+        v.retain(|p| Arc::strong_count(p) > 1 || p.is_active());
+        v.push(r);
     }
 }
 
