@@ -377,10 +377,12 @@ fn mismatch(send: u64, recv: u64) -> Error {
     }
 }
 
-fn peer_check(peer: Route) -> Result<()> {
+/// `ProcFailed` if the peer (`rank` in the operation's communicator) has
+/// ended without finalizing.
+fn peer_check(peer: Route, rank: i32) -> Result<()> {
     if let Route::Local(w) = peer {
         if endpoint()?.peer_failed(w) {
-            return Err(Error::ProcFailed { rank: w });
+            return Err(Error::ProcFailed { rank, world: w });
         }
     }
     Ok(())
@@ -707,7 +709,7 @@ impl SendCore {
         // SYNC POINT: Acquire pairs with the Release decrements: every
         // copy is done before the program reuses the buffer.
         if self.left.load(Ordering::Acquire) != 0 {
-            peer_check(self.peer)?;
+            peer_check(self.peer, self.dest)?;
             sweep();
             return Ok(None);
         }
@@ -972,7 +974,7 @@ impl RecvCore {
         }
         for i in 0..self.parts {
             if !self.arrived(i)? {
-                peer_check(self.peer)?;
+                peer_check(self.peer, self.source)?;
                 sweep();
                 return Ok(None);
             }
