@@ -106,6 +106,14 @@ pub fn init() -> Result<Universe> {
             Error::AlreadyInitialized
         });
     }
+    // Multi-node hook (feature `mpi`): under mpirun / mpiexec, join MPI
+    // and attach this node's heap segment before the endpoint is made on it.
+    #[cfg(feature = "mpi")]
+    if let Err(e) = crate::multinode::start() {
+        // Release: nothing was published; a retry starts afresh.
+        STATE.store(UNINIT, Ordering::Release);
+        return Err(e);
+    }
     let ep = match vci::Endpoint::new() {
         Ok(ep) => ep,
         Err(e) => {
@@ -185,6 +193,10 @@ fn mark(state: shmheap::segment::RankState) {
 
 fn finish() {
     mark(shmheap::segment::RankState::Finalized);
+    // Multi-node hook (feature `mpi`): end MPI (or the whole job, when
+    // this rank panics).
+    #[cfg(feature = "mpi")]
+    crate::multinode::stop();
     // Release: as below; `endpoint` answers from STATE from now on.
     ACTIVE_ENDPOINT.store(std::ptr::null_mut(), Ordering::Release);
     // Release: orders this thread's earlier operations before the state

@@ -77,6 +77,8 @@ pub mod group;
 pub mod info;
 pub mod intercomm;
 pub mod launch;
+#[cfg(feature = "mpi")]
+pub mod multinode;
 pub mod op;
 pub mod persistent;
 pub mod point_to_point;
