@@ -192,11 +192,11 @@ fn mark(state: shmheap::segment::RankState) {
 }
 
 fn finish() {
-    mark(shmheap::segment::RankState::Finalized);
-    // Multi-node hook (feature `mpi`): end MPI (or the whole job, when
-    // this rank panics).
+    // Multi-node hook (feature `mpi`): end MPI, or the whole job when this
+    // rank panics (before its node's peers can see it finalized).
     #[cfg(feature = "mpi")]
     crate::multinode::stop();
+    mark(shmheap::segment::RankState::Finalized);
     // Release: as below; `endpoint` answers from STATE from now on.
     ACTIVE_ENDPOINT.store(std::ptr::null_mut(), Ordering::Release);
     // Release: orders this thread's earlier operations before the state

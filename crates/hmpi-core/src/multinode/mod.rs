@@ -274,6 +274,11 @@ pub(crate) fn stop() {
             "hmpi: rank {} (node {} of {}) failed; ending the job",
             s.layout.world_rank, s.layout.node, s.layout.nodes
         );
+        // The launcher forwards output asynchronously and may drop what
+        // is still in flight when the abort kills the job: give it a moment.
+        use std::io::Write;
+        let _ = std::io::stderr().flush();
+        std::thread::sleep(std::time::Duration::from_millis(250));
         if let Ok(w) = RawComm::world() {
             w.abort(1);
         }
