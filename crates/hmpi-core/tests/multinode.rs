@@ -492,9 +492,14 @@ fn collectives(world: &SpanningCommunicator) {
         assert_eq!(mine, piece(rank + root, 3), "scatterv from {root}");
         // reduce: sum, and the non-commutative "first" and "last"
         let r = world.reduce(&[rank as i64, 1], |a, b| a + b, root).unwrap();
+        let first = world.reduce(&[rank], |a, _| a, root).unwrap();
+        let last = world.reduce(&[rank], |_, b| b, root).unwrap();
         if rank == root {
             let n = i64::from(size);
             assert_eq!(r.unwrap(), vec![n * (n - 1) / 2, n]);
+            assert_eq!((first.unwrap(), last.unwrap()), (vec![0], vec![size - 1]));
+        } else {
+            assert!(r.is_none() && first.is_none() && last.is_none());
         }
         // typed gather and scatter
         let g = world.gather(&[rank as u32, 7], root).unwrap();
@@ -526,6 +531,19 @@ fn collectives(world: &SpanningCommunicator) {
         }
     }
     assert_eq!(sum, want);
+    // Decimal concatenation (associative, not commutative) in rank order,
+    // across nodes of several consecutive ranks each.
+    let concat = |a: u64, b: u64| a * 10u64.pow(b.to_string().len() as u32) + b;
+    let want: String = (1..=size).map(|r| r.to_string()).collect();
+    let c = world.allreduce(&[rank as u64 + 1], concat).unwrap();
+    assert_eq!(c, vec![want.parse::<u64>().unwrap()]);
+    for root in 0..size {
+        let c = world.reduce(&[rank as u64 + 1], concat, root).unwrap();
+        assert_eq!(c.is_some(), rank == root);
+        if let Some(c) = c {
+            assert_eq!(c, vec![want.parse::<u64>().unwrap()]);
+        }
+    }
     let first = world.allreduce(&[rank], |a, _| a).unwrap();
     let last = world.allreduce(&[rank], |_, b| b).unwrap();
     assert_eq!(
@@ -583,6 +601,37 @@ fn split_and_dup(world: &SpanningCommunicator) {
     req.wait().unwrap();
     let s = half.allreduce(&[rank as i64], |a, b| a + b).unwrap();
     assert_eq!(s[0], members.iter().map(|&r| i64::from(r)).sum::<i64>());
+    // Even ranks first, then odd ones: a node's members are not
+    // consecutive ranks, and reductions still go in rank order.
+    let mixed = world
+        .split(Some(0), (rank % 2) * size + rank)
+        .unwrap()
+        .unwrap();
+    let order: Vec<i32> = (0..size)
+        .filter(|r| r % 2 == 0)
+        .chain((0..size).filter(|r| r % 2 == 1))
+        .collect();
+    assert_eq!(order[mixed.rank() as usize], rank);
+    let firsts = mixed.allreduce(&[rank, rank * 2], |a, _| a).unwrap();
+    assert_eq!(firsts, vec![order[0], order[0] * 2]);
+    let lasts = mixed.allreduce(&[rank], |_, b| b).unwrap();
+    assert_eq!(lasts, vec![order[order.len() - 1]]);
+    // Decimal concatenation: associative, not commutative.
+    let concat = |a: u64, b: u64| a * 10u64.pow(b.to_string().len() as u32) + b;
+    for root in [0, mixed.size() - 1] {
+        let r = mixed.reduce(&[rank as u64 + 1], concat, root).unwrap();
+        if mixed.rank() == root {
+            let want: String = order.iter().map(|r| (r + 1).to_string()).collect();
+            assert_eq!(r.unwrap(), vec![want.parse::<u64>().unwrap()]);
+        }
+        let all = mixed.allreduce(&[rank as u64 + 1], concat).unwrap();
+        let want: String = order.iter().map(|r| (r + 1).to_string()).collect();
+        assert_eq!(all, vec![want.parse::<u64>().unwrap()]);
+        let g = mixed.gather(&[rank], root).unwrap();
+        if mixed.rank() == root {
+            assert_eq!(g.unwrap(), order);
+        }
+    }
     // MPI_UNDEFINED: no communicator.
     let none = world.split((rank != 0).then_some(1), 0).unwrap();
     assert_eq!(none.is_none(), rank == 0);

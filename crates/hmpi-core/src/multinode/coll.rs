@@ -10,10 +10,8 @@
 //! combines each node's contributions on its leader first; otherwise every
 //! contribution travels to every rank and each combines them in rank order.
 //!
-//! `reduce` is `allreduce` with the result kept at the root, and
 //! `scatterv`'s and `alltoallv`'s last node-local step is point-to-point
-//! on the heap (the simple compositions the rest of MPI's collectives may
-//! be built from).
+//! on the heap from the leader to each member.
 
 use super::comm::{Inner, SpanningCommunicator};
 use crate::collective::{PartitionMut, Root};
@@ -56,6 +54,25 @@ fn from_bytes<T: Plain>(b: &[u8]) -> Result<Vec<T>> {
         // valid `T` (`Plain`); read unaligned.
         .map(|c| unsafe { std::ptr::read_unaligned(c.as_ptr().cast::<T>()) })
         .collect())
+}
+
+/// The pieces (each the bytes of a `[T]`) combined element by element
+/// with `op`, in order; all pieces must hold the same number of elements.
+fn fold<T: Plain>(parts: Vec<Vec<u8>>, op: &impl Fn(T, T) -> T) -> Result<Vec<T>> {
+    let mut acc: Option<Vec<T>> = None;
+    for p in parts {
+        let v = from_bytes::<T>(&p)?;
+        acc = Some(match acc {
+            None => v,
+            Some(a) if a.len() == v.len() => a.into_iter().zip(v).map(|(x, y)| op(x, y)).collect(),
+            Some(a) => {
+                return Err(Error::Arg {
+                    reason: format!("reduce: members give {} and {} elements", a.len(), v.len()),
+                })
+            }
+        });
+    }
+    Ok(acc.unwrap_or_default())
 }
 
 /// Pieces as one buffer: their count, their lengths, their bytes.
@@ -386,44 +403,25 @@ impl SpanningCommunicator {
     /// gives the same number of elements.
     pub fn allreduce<T: Plain>(&self, send: &[T], op: impl Fn(T, T) -> T) -> Result<Vec<T>> {
         let i = &self.inner;
-        let fold = |parts: Vec<Vec<u8>>| -> Result<Vec<T>> {
-            let mut acc: Option<Vec<T>> = None;
-            for p in parts {
-                let v = from_bytes::<T>(&p)?;
-                acc = Some(match acc {
-                    None => v,
-                    Some(a) if a.len() == v.len() => {
-                        a.into_iter().zip(v).map(|(x, y)| op(x, y)).collect()
-                    }
-                    Some(a) => {
-                        return Err(Error::Arg {
-                            reason: format!(
-                                "reduce: members give {} and {} elements",
-                                a.len(),
-                                v.len()
-                            ),
-                        })
-                    }
-                });
-            }
-            Ok(acc.unwrap_or_default())
-        };
         if !i.contiguous {
-            return fold(self.allgatherv_bytes(as_bytes(send))?);
+            return fold(self.allgatherv_bytes(as_bytes(send))?, &op);
         }
         let node = i.local_gather(as_bytes(send))?;
         let mut data = Vec::new();
         if let Some(node) = node {
-            let partial = fold(node)?;
+            let partial = fold(node, &op)?;
             let partials = i.leaders()?.allgatherv(as_bytes(&partial))?;
-            data = as_bytes(&fold(partials)?).to_vec();
+            data = as_bytes(&fold(partials, &op)?).to_vec();
         }
         i.local_bcast(&mut data)?;
         from_bytes(&data)
     }
 
-    /// [`SpanningCommunicator::allreduce`] with the result at `root` only
-    /// (`MPI_Reduce`).
+    /// `send` combined element by element over every member with `op`,
+    /// in rank order, at `root` (`MPI_Reduce`; `None` elsewhere). Each
+    /// leader combines its node's contributions, the root's leader
+    /// combines the leaders' partials (`MPI_Gatherv`) and hands the result
+    /// to the root.
     pub fn reduce<T: Plain>(
         &self,
         send: &[T],
@@ -431,8 +429,33 @@ impl SpanningCommunicator {
         root: i32,
     ) -> Result<Option<Vec<T>>> {
         self.check_root(root)?;
-        let r = self.allreduce(send, op)?;
-        Ok((self.inner.rank == root).then_some(r))
+        let i = &self.inner;
+        if !i.contiguous {
+            return match self.gatherv_bytes(as_bytes(send), root)? {
+                Some(all) => fold(all, &op).map(Some),
+                None => Ok(None),
+            };
+        }
+        let root_node = i.node_of[root as usize] as usize;
+        let root_leader = i.node_members[root_node][0];
+        let mut result = None;
+        if let Some(node) = i.local_gather(as_bytes(send))? {
+            let partial = fold(node, &op)?;
+            if let Some(partials) = i.leaders()?.gatherv(as_bytes(&partial), root_node as i32)? {
+                result = Some(fold(partials, &op)?);
+            }
+        }
+        if root != root_leader {
+            if i.rank == root_leader {
+                let r = result
+                    .take()
+                    .ok_or_else(|| Error::Internal("reduce: no result at the leader".into()))?;
+                i.local_send(as_bytes(&r), root)?;
+            } else if i.rank == root {
+                result = Some(from_bytes(&i.local_recv(root_leader)?)?);
+            }
+        }
+        Ok(result)
     }
 
     /// Every member's `mine` concatenated in rank order, on every member
