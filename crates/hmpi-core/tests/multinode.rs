@@ -219,6 +219,7 @@ fn suite(universe: &hmpi_core::Universe, world: &SpanningCommunicator) {
     sizes(world);
     nonblocking(world);
     cancel(world);
+    ownership(world);
     collectives(world);
     split_and_dup(world);
     errors(world);
@@ -461,6 +462,35 @@ fn cancel(world: &SpanningCommunicator) {
         let st = r.wait().unwrap();
         assert!(st.cancelled, "receive from {src} not cancelled");
     }
+    world.barrier().unwrap();
+}
+
+/// Give and take across nodes: local peers get the block, remote ones its
+/// bytes in a fresh block; contents checked element by element.
+fn ownership(world: &SpanningCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    for d in 1..size.max(2) {
+        let to = (rank + d) % size;
+        let from = (rank + size - d) % size;
+        for n in [0usize, 10, 1 << 18] {
+            let v: Vec<u64> = (0..n as u64).map(|i| i * 1000 + rank as u64).collect();
+            // SAFETY: a vector's block of the global allocator, given up.
+            unsafe { world.give(hmpi_core::raw::OwnedBlock::from_vec(v), to, 50) }.unwrap();
+            let (block, st) = world.take(8, from, 50).unwrap();
+            assert_eq!((st.source, st.count), (from, 8 * n as u64));
+            // SAFETY: the block is ours, of u64s written by the sender.
+            let got: Vec<u64> = unsafe { block.into_vec() }.expect("a block of u64s");
+            assert_eq!(got.len(), n);
+            for (i, &x) in got.iter().enumerate() {
+                assert_eq!(x, i as u64 * 1000 + from as u64, "element {i} from {from}");
+            }
+        }
+    }
+    assert!(matches!(
+        world.take(8, ANY_SOURCE, 0),
+        Err(hmpi_core::Error::Rank { .. })
+    ));
+    assert!(world.take(3, 0, 0).is_err());
     world.barrier().unwrap();
 }
 

@@ -399,6 +399,138 @@ impl SpanningCommunicator {
         Ok(req)
     }
 
+    /// Gives `block` to `dest` with `tag` (ownership passing): a peer on
+    /// this node receives the block itself (its address travels, nothing
+    /// is copied); a peer on another node receives its bytes through MPI
+    /// and the block is freed here (send + free). Its `meta` words travel
+    /// only on the node. On error the block is still the caller's.
+    ///
+    /// # Safety
+    /// `block` is a block of the global allocator with its layout (or of
+    /// size 0), owned by the caller and given up on success.
+    pub unsafe fn give(&self, block: raw::OwnedBlock, dest: i32, tag: i32) -> Result<()> {
+        let tag = self.check_tag(tag, false)?;
+        let to = match self.route(dest, false)? {
+            Route::Local(l) => l,
+            Route::Remote(r) => {
+                // SAFETY: `block.ptr` holds `block.len` initialised bytes
+                // (the caller owns the block; its length is within its
+                // layout), and the block stays allocated until the send
+                // completes (`finish_gives` frees it then).
+                let bytes = unsafe { std::slice::from_raw_parts(block.ptr.as_ptr(), block.len) };
+                // SAFETY: as above: `bytes` outlives the request.
+                let req = unsafe { self.inner.remote.isend(bytes, r, tag, false) }?;
+                gives().push((req, block));
+                finish_gives(false)?;
+                return Ok(());
+            }
+            _ => PROC_NULL,
+        };
+        // SAFETY: the caller's contract is `raw::give`'s.
+        unsafe {
+            raw::give(
+                &self.inner.local,
+                raw::Traffic::PointToPoint,
+                block,
+                to,
+                tag,
+            )
+        }
+    }
+
+    /// Takes the next message from `source` with `tag` (or `ANY_TAG`) as a
+    /// block aligned to `align` (ownership passing): from this node, the
+    /// sender's block itself when it gave one; from another node, a fresh
+    /// block of the message's length that the message is received into
+    /// (allocate + receive). A receive from `ANY_SOURCE` or `PROC_NULL` is
+    /// [`Error::Rank`]. Receives posted earlier that could match the same
+    /// messages are served first.
+    pub fn take(&self, align: usize, source: i32, tag: i32) -> Result<(raw::OwnedBlock, Status)> {
+        let tag = self.check_tag(tag, true)?;
+        let route = self.route(source, false)?;
+        if !align.is_power_of_two() {
+            return Err(Error::Arg {
+                reason: format!("take: alignment {align} is not a power of two"),
+            });
+        }
+        // Wait until no earlier receive could take this message.
+        loop {
+            finish_gives(false)?;
+            self.inner.progress_queue()?;
+            let q = self.queue();
+            let busy = q.iter().any(|w| {
+                let w = w.lock().unwrap_or_else(|p| p.into_inner());
+                matches!(w.state, WaitState::Waiting) && overlaps(w.route, w.tag, route, tag)
+            });
+            drop(q);
+            if !busy {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        match route {
+            Route::Local(l) => {
+                let mut out = None;
+                let mut st = Status::empty();
+                raw::recv_owned_into(
+                    &self.inner.local,
+                    raw::Traffic::PointToPoint,
+                    &mut out,
+                    align,
+                    l,
+                    tag,
+                    &mut st,
+                )?;
+                st.source = source;
+                let block =
+                    out.ok_or_else(|| Error::Internal("take: the engine gave no block".into()))?;
+                Ok((block, st))
+            }
+            Route::Remote(r) => {
+                let (msg, st) = loop {
+                    if let Some(found) = self.inner.remote.improbe(r, tag)? {
+                        break found;
+                    }
+                    finish_gives(false)?;
+                    std::thread::yield_now();
+                };
+                let layout =
+                    std::alloc::Layout::from_size_align(st.len, align).map_err(|_| Error::Arg {
+                        reason: format!("take: {} bytes aligned to {align}", st.len),
+                    })?;
+                let ptr = if st.len == 0 {
+                    std::ptr::NonNull::new(std::ptr::without_provenance_mut::<u8>(align))
+                } else {
+                    // SAFETY: `layout` has a non-zero size.
+                    std::ptr::NonNull::new(unsafe { std::alloc::alloc(layout) })
+                }
+                .ok_or(Error::NoMemory { bytes: st.len })?;
+                // SAFETY: `ptr` is a fresh allocation of `st.len` bytes (or
+                // dangling for 0), written only here.
+                let buf = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), st.len) };
+                if let Err(e) = msg.recv(buf, st.len) {
+                    if st.len > 0 {
+                        // SAFETY: allocated above with `layout`, not shared.
+                        unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) };
+                    }
+                    return Err(e);
+                }
+                let block = raw::OwnedBlock {
+                    ptr,
+                    layout,
+                    len: st.len,
+                    meta: [0; 4],
+                    given: false,
+                };
+                Ok((block, remote_status(&st)))
+            }
+            _ => Err(Error::Rank {
+                rank: source,
+                size: self.inner.size,
+            }),
+        }
+    }
+
     fn queue(&self) -> MutexGuard<'_, VecDeque<Arc<Mutex<Waiting>>>> {
         self.inner.queue()
     }
@@ -499,6 +631,41 @@ impl Inner {
             return Ok(Some(out));
         }
         Ok(None)
+    }
+}
+
+/// Gives to other nodes whose sends are still in flight, with the blocks
+/// they send from (freed when the send completes): a give completes at
+/// once, as on the node.
+static GIVES: Mutex<Vec<(RawRequest, raw::OwnedBlock)>> = Mutex::new(Vec::new());
+
+fn gives() -> MutexGuard<'static, Vec<(RawRequest, raw::OwnedBlock)>> {
+    // A panic while holding the lock leaves the list consistent (one push
+    // or removal at a time).
+    GIVES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Frees the blocks of the gives whose sends have completed; with `all`,
+/// waits for every one (before MPI is finalized).
+pub(super) fn finish_gives(all: bool) -> Result<()> {
+    loop {
+        let mut g = gives();
+        let mut i = 0;
+        while i < g.len() {
+            if g[i].0.test()?.is_some() {
+                let (_, block) = g.swap_remove(i);
+                // SAFETY: the block was given up by its owner and its send
+                // has completed: nothing uses it any more.
+                unsafe { block.free() };
+            } else {
+                i += 1;
+            }
+        }
+        if !all || g.is_empty() {
+            return Ok(());
+        }
+        drop(g);
+        std::thread::yield_now();
     }
 }
 

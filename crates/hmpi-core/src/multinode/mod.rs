@@ -284,6 +284,14 @@ pub(crate) fn stop() {
         }
         return;
     }
+    // Gives to other nodes still in flight complete first (their
+    // receivers take them before they finalize).
+    if let Err(e) = comm::finish_gives(true) {
+        eprintln!(
+            "hmpi: rank {}: a give to another node failed: {e}",
+            s.layout.world_rank
+        );
+    }
     // A barrier over every node first: a rank leaves only when every
     // rank has finalized (MPI_Finalize alone need not wait).
     if let Ok(w) = RawComm::world() {
