@@ -5,7 +5,7 @@
 //! `hmpirun`, traffic to another node through MPI.
 //!
 //! # Start-up
-//! [`crate::init`] calls [`start`] first. When the process runs under an
+//! [`crate::init`] calls `start` first. When the process runs under an
 //! MPI launcher ([`launcher`]: Open MPI's `OMPI_COMM_WORLD_SIZE`, a PMIx
 //! server's `PMIX_RANK`, MPICH Hydra's `PMI_RANK` / `PMI_SIZE`) and not
 //! under `hmpirun` (no `HMPI_SHM_NAME`), it
@@ -25,7 +25,7 @@
 //! [`crate::Universe::world`] is the **node's** world (every rank of this
 //! node) and [`world`] the communicator that spans every node: its rank
 //! `r` is MPI's world rank `r`. Finalize ends MPI after the node's final
-//! barrier ([`stop`]); a rank that panics ends the whole job with
+//! barrier (`stop`); a rank that panics ends the whole job with
 //! `MPI_Abort` and says so on standard error.
 //!
 //! # Routing
