@@ -220,6 +220,7 @@ fn suite(universe: &hmpi_core::Universe, world: &SpanningCommunicator) {
     nonblocking(world);
     cancel(world);
     ownership(world);
+    stencil(world);
     collectives(world);
     split_and_dup(world);
     errors(world);
@@ -491,6 +492,94 @@ fn ownership(world: &SpanningCommunicator) {
         Err(hmpi_core::Error::Rank { .. })
     ));
     assert!(world.take(3, 0, 0).is_err());
+    world.barrier().unwrap();
+}
+
+/// A 1-D heat stencil over blocks of a global grid, halos exchanged with
+/// the neighbours (local or remote, `PROC_NULL` at the ends): gathered at
+/// rank 0, the result is bit for bit the serial computation's.
+fn stencil(world: &SpanningCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    const N: usize = 1000;
+    const STEPS: usize = 60;
+    let init = |i: usize| ((i * 7919) % 1000) as f64 / 10.0;
+    let step = |l: f64, c: f64, r: f64| c + 0.25 * (l - 2.0 * c + r);
+    // Block of rank r: [lo, hi).
+    let bounds = |r: i32| {
+        (
+            N * r as usize / size as usize,
+            N * (r as usize + 1) / size as usize,
+        )
+    };
+    let (lo, hi) = bounds(rank);
+    // With halos: u[0] is lo-1, u[hi-lo+1] is hi.
+    let mut u: Vec<f64> = (0..hi - lo + 2)
+        .map(|k| {
+            let g = (lo + k) as i64 - 1;
+            if (0..N as i64).contains(&g) {
+                init(g as usize)
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let left = if rank == 0 { PROC_NULL } else { rank - 1 };
+    let right = if rank == size - 1 {
+        PROC_NULL
+    } else {
+        rank + 1
+    };
+    let n = hi - lo;
+    for _ in 0..STEPS {
+        let (first, last) = (u[1].to_le_bytes(), u[n].to_le_bytes());
+        let (mut from_left, mut from_right) = ([0u8; 8], [0u8; 8]);
+        {
+            // SAFETY: every request is waited for in this block.
+            let rl = unsafe { world.irecv(&mut from_left, left, 60) }.unwrap();
+            // SAFETY: as above.
+            let rr = unsafe { world.irecv(&mut from_right, right, 61) }.unwrap();
+            // SAFETY: as above.
+            let sl = unsafe { world.isend(&first, left, 61, false) }.unwrap();
+            // SAFETY: as above.
+            let sr = unsafe { world.isend(&last, right, 60, false) }.unwrap();
+            for r in [rl, rr, sl, sr] {
+                r.wait().unwrap();
+            }
+        }
+        if left != PROC_NULL {
+            u[0] = f64::from_le_bytes(from_left);
+        }
+        if right != PROC_NULL {
+            u[n + 1] = f64::from_le_bytes(from_right);
+        }
+        let next: Vec<f64> = (1..=n)
+            .map(|k| {
+                let g = lo + k - 1;
+                if g == 0 || g == N - 1 {
+                    u[k] // fixed boundary
+                } else {
+                    step(u[k - 1], u[k], u[k + 1])
+                }
+            })
+            .collect();
+        u[1..=n].copy_from_slice(&next);
+    }
+    let all = world.gather(&u[1..=n], 0).unwrap();
+    if rank == 0 {
+        let mut s: Vec<f64> = (0..N).map(init).collect();
+        for _ in 0..STEPS {
+            let mut t = s.clone();
+            for i in 1..N - 1 {
+                t[i] = step(s[i - 1], s[i], s[i + 1]);
+            }
+            s = t;
+        }
+        let all = all.unwrap();
+        assert_eq!(all.len(), N);
+        for i in 0..N {
+            assert_eq!(all[i].to_bits(), s[i].to_bits(), "stencil point {i}");
+        }
+    }
     world.barrier().unwrap();
 }
 
