@@ -220,6 +220,7 @@ fn suite(universe: &hmpi_core::Universe, world: &SpanningCommunicator) {
     nonblocking(world);
     cancel(world);
     ownership(world);
+    threads(world);
     stencil(world);
     collectives(world);
     split_and_dup(world);
@@ -492,6 +493,36 @@ fn ownership(world: &SpanningCommunicator) {
         Err(hmpi_core::Error::Rank { .. })
     ));
     assert!(world.take(3, 0, 0).is_err());
+    world.barrier().unwrap();
+}
+
+/// Two threads of every rank at once, each on its own duplicate: a ring
+/// with wildcard receives, checked in order.
+fn threads(world: &SpanningCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    let comms = [world.duplicate().unwrap(), world.duplicate().unwrap()];
+    std::thread::scope(|sc| {
+        for (t, c) in comms.iter().enumerate() {
+            sc.spawn(move || {
+                let to = (rank + 1 + t as i32) % size;
+                let from = (rank + size - 1 - t as i32 % size + size) % size;
+                for k in 0..50u32 {
+                    let msg = (k * 10 + t as u32).to_le_bytes();
+                    // SAFETY: waited for below.
+                    let req = unsafe { c.isend(&msg, to, 2, false) }.unwrap();
+                    let mut b = [0u8; 4];
+                    let st = c.recv(&mut b, ANY_SOURCE, 2).unwrap();
+                    assert_eq!(st.source, from, "thread {t}");
+                    assert_eq!(
+                        u32::from_le_bytes(b),
+                        k * 10 + t as u32,
+                        "thread {t} message {k}"
+                    );
+                    req.wait().unwrap();
+                }
+            });
+        }
+    });
     world.barrier().unwrap();
 }
 
