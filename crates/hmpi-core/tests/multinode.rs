@@ -182,6 +182,19 @@ fn rank_main(role: &str) {
         _ => panic!("unknown role {role}"),
     }
     drop(universe);
+    // After finalize: errors, and MPI is not called.
+    let fin = |r: hmpi_core::Result<()>| matches!(r, Err(hmpi_core::Error::Finalized));
+    let far = world.size() - 1 - world.rank();
+    assert!(fin(world.send(b"x", far, 0)));
+    assert!(fin(world.barrier()));
+    assert!(fin(world.bcast_bytes(&mut vec![1], 0)));
+    assert!(fin(world.allgatherv_bytes(b"x").map(|_| ())));
+    assert!(fin(world.allreduce(&[1u8], |a, b| a + b).map(|_| ())));
+    assert!(fin(world.iprobe(far, 0).map(|_| ())));
+    assert!(matches!(
+        multinode::world(),
+        Err(hmpi_core::Error::Finalized)
+    ));
 }
 
 /// The byte `i` of the message of `size` bytes from `src` with `salt`.

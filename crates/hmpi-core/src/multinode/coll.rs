@@ -202,6 +202,7 @@ impl Inner {
 
 impl SpanningCommunicator {
     fn check_root(&self, root: i32) -> Result<()> {
+        self.active()?;
         if (0..self.inner.size).contains(&root) {
             Ok(())
         } else {
@@ -214,6 +215,7 @@ impl SpanningCommunicator {
 
     /// Returns once every member has called it (`MPI_Barrier`).
     pub fn barrier(&self) -> Result<()> {
+        self.active()?;
         let i = &self.inner;
         i.coll_local.barrier()?;
         if i.is_leader() {
@@ -244,6 +246,7 @@ impl SpanningCommunicator {
 
     /// Every member's bytes, by rank (`MPI_Allgatherv`).
     pub fn allgatherv_bytes(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
+        self.active()?;
         let i = &self.inner;
         let node = i.local_gather(mine)?;
         let mut data = Vec::new();
@@ -346,6 +349,7 @@ impl SpanningCommunicator {
     /// Piece `d` of `pieces` to member `d`; the piece every member sent
     /// here, by rank (`MPI_Alltoallv`).
     pub fn alltoallv_bytes(&self, pieces: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
+        self.active()?;
         let i = &self.inner;
         if pieces.len() != i.size as usize {
             return Err(Error::Arg {
@@ -402,6 +406,7 @@ impl SpanningCommunicator {
     /// in rank order, on every member (`MPI_Allreduce`). Every member
     /// gives the same number of elements.
     pub fn allreduce<T: Plain>(&self, send: &[T], op: impl Fn(T, T) -> T) -> Result<Vec<T>> {
+        self.active()?;
         let i = &self.inner;
         if !i.contiguous {
             return fold(self.allgatherv_bytes(as_bytes(send))?, &op);

@@ -238,7 +238,14 @@ impl SpanningCommunicator {
         }
     }
 
+    /// [`Error::Finalized`] (or [`Error::NotInitialized`]) when the
+    /// runtime is not active: MPI must not be called after finalize.
+    pub(super) fn active(&self) -> Result<()> {
+        crate::environment::endpoint().map(|_| ())
+    }
+
     fn route(&self, rank: i32, wildcard: bool) -> Result<Route> {
+        self.active()?;
         if rank == PROC_NULL {
             return Ok(Route::Null);
         }
