@@ -107,6 +107,14 @@ pub fn init() -> Result<Universe> {
             Error::AlreadyInitialized
         });
     }
+    // Multi-node hook (feature `mpi`): under mpirun / mpiexec, join MPI
+    // and attach this node's heap segment before the endpoint is made on it.
+    #[cfg(feature = "mpi")]
+    if let Err(e) = crate::multinode::start() {
+        // Release: nothing was published; a retry starts afresh.
+        STATE.store(UNINIT, Ordering::Release);
+        return Err(e);
+    }
     let ep = match vci::Endpoint::new() {
         Ok(ep) => ep,
         Err(e) => {
@@ -188,6 +196,10 @@ fn mark(state: shmheap::segment::RankState) {
 }
 
 fn finish() {
+    // Multi-node hook (feature `mpi`): end MPI, or the whole job when this
+    // rank panics (before its node's peers can see it finalized).
+    #[cfg(feature = "mpi")]
+    crate::multinode::stop();
     mark(shmheap::segment::RankState::Finalized);
     // Release: as below; `endpoint` answers from STATE from now on.
     ACTIVE_ENDPOINT.store(std::ptr::null_mut(), Ordering::Release);

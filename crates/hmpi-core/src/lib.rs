@@ -79,6 +79,8 @@ pub mod group;
 pub mod info;
 pub mod intercomm;
 pub mod launch;
+#[cfg(feature = "mpi")]
+pub mod multinode;
 pub mod op;
 pub mod partitioned;
 pub mod persistent;

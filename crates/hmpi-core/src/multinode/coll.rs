@@ -1,0 +1,527 @@
+//! Collectives of a [`SpanningCommunicator`], hierarchical: a node-local
+//! phase on the shared heap (hmpi's own collectives and point-to-point on
+//! the communicator's node-local part), an inter-node phase among one
+//! leader per node (each node's lowest rank) through MPI's collectives,
+//! then a node-local phase again.
+//!
+//! Results equal the flat definition: pieces are placed by rank, and
+//! reductions combine contributions in rank order (`op` need only be
+//! associative). When every node holds consecutive ranks, a reduction
+//! combines each node's contributions on its leader first; otherwise every
+//! contribution travels to every rank and each combines them in rank order.
+//!
+//! `scatterv`'s and `alltoallv`'s last node-local step is point-to-point
+//! on the heap from the leader to each member.
+
+use super::comm::{Inner, SpanningCommunicator};
+use crate::collective::{PartitionMut, Root};
+use crate::comm::{Communicator, SimpleCommunicator};
+use crate::error::{Error, Result};
+use crate::raw;
+
+/// Element types the typed collectives take: plain numbers, every byte
+/// pattern of their size a value and no padding.
+///
+/// # Safety
+/// Implementors have no padding and no invalid bit patterns.
+pub unsafe trait Plain: Copy + 'static {}
+
+macro_rules! plain {
+    ($($t:ty),*) => { $(
+        // SAFETY: a primitive number: no padding, every bit pattern valid.
+        unsafe impl Plain for $t {}
+    )* };
+}
+plain!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64);
+
+fn as_bytes<T: Plain>(v: &[T]) -> &[u8] {
+    // SAFETY: `Plain` types have no padding, so every byte is initialised;
+    // the length is the slice's size in bytes.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), std::mem::size_of_val(v)) }
+}
+
+fn from_bytes<T: Plain>(b: &[u8]) -> Result<Vec<T>> {
+    let sz = std::mem::size_of::<T>().max(1);
+    if b.len() % sz != 0 {
+        return Err(Error::Count {
+            bytes: b.len() as u64,
+            element_size: sz,
+            expected: None,
+        });
+    }
+    Ok(b.chunks_exact(sz)
+        // SAFETY: `c` holds size_of::<T>() bytes and every pattern is a
+        // valid `T` (`Plain`); read unaligned.
+        .map(|c| unsafe { std::ptr::read_unaligned(c.as_ptr().cast::<T>()) })
+        .collect())
+}
+
+/// The pieces (each the bytes of a `[T]`) combined element by element
+/// with `op`, in order; all pieces must hold the same number of elements.
+fn fold<T: Plain>(parts: Vec<Vec<u8>>, op: &impl Fn(T, T) -> T) -> Result<Vec<T>> {
+    let mut acc: Option<Vec<T>> = None;
+    for p in parts {
+        let v = from_bytes::<T>(&p)?;
+        acc = Some(match acc {
+            None => v,
+            Some(a) if a.len() == v.len() => a.into_iter().zip(v).map(|(x, y)| op(x, y)).collect(),
+            Some(a) => {
+                return Err(Error::Arg {
+                    reason: format!("reduce: members give {} and {} elements", a.len(), v.len()),
+                })
+            }
+        });
+    }
+    Ok(acc.unwrap_or_default())
+}
+
+/// Pieces as one buffer: their count, their lengths, their bytes.
+fn encode<P: AsRef<[u8]>>(pieces: &[P]) -> Vec<u8> {
+    let total: usize = pieces.iter().map(|p| p.as_ref().len()).sum();
+    let mut out = Vec::with_capacity(8 + 8 * pieces.len() + total);
+    out.extend_from_slice(&(pieces.len() as u64).to_le_bytes());
+    for p in pieces {
+        out.extend_from_slice(&(p.as_ref().len() as u64).to_le_bytes());
+    }
+    for p in pieces {
+        out.extend_from_slice(p.as_ref());
+    }
+    out
+}
+
+/// The pieces of an [`encode`]d buffer.
+fn decode(b: &[u8]) -> Result<Vec<Vec<u8>>> {
+    let bad = || Error::Internal("a collective's pieces arrived damaged".into());
+    let word = |i: usize| -> Result<usize> {
+        let s = b.get(8 * i..8 * i + 8).ok_or_else(bad)?;
+        let v = u64::from_le_bytes(s.try_into().map_err(|_| bad())?);
+        usize::try_from(v).map_err(|_| bad())
+    };
+    let n = word(0)?;
+    let mut at = 8usize
+        .checked_mul(n.checked_add(1).ok_or_else(bad)?)
+        .ok_or_else(bad)?;
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let len = word(i + 1)?;
+        let end = at.checked_add(len).ok_or_else(bad)?;
+        out.push(b.get(at..end).ok_or_else(bad)?.to_vec());
+        at = end;
+    }
+    Ok(out)
+}
+
+/// The tag of the node-local messages of the collectives (their own
+/// communicator, so no user message can match them).
+const TAG_LOCAL: i32 = 1;
+
+impl Inner {
+    fn is_leader(&self) -> bool {
+        self.node_members[self.my_node][0] == self.rank
+    }
+
+    fn leaders(&self) -> Result<&super::mpi::RawComm> {
+        self.leaders.as_ref().ok_or_else(|| {
+            Error::Internal("a node leader without the leaders' communicator".into())
+        })
+    }
+
+    /// Every node member's bytes at the node's leader, in rank order.
+    fn local_gather(&self, mine: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
+        let c: &SimpleCommunicator = &self.coll_local;
+        let root = c.process_at_rank(0);
+        let len = mine.len() as u64;
+        if c.rank() != 0 {
+            root.gather_into(&len)?;
+            root.gather_varcount_into(mine)?;
+            return Ok(None);
+        }
+        let mut lens = vec![0u64; c.size() as usize];
+        root.gather_into_root(&len, &mut lens[..])?;
+        let mut counts = Vec::with_capacity(lens.len());
+        let mut displs = Vec::with_capacity(lens.len());
+        let mut at = 0usize;
+        for &l in &lens {
+            let l = usize::try_from(l).map_err(|_| Error::Internal("length".into()))?;
+            counts.push(super::mpi::count(l)?);
+            displs.push(super::mpi::count(at)?);
+            at += l;
+        }
+        let mut all = vec![0u8; at];
+        {
+            let mut part = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
+            root.gather_varcount_into_root(mine, &mut part)?;
+        }
+        Ok(Some(
+            counts
+                .iter()
+                .zip(&displs)
+                .map(|(&n, &d)| all[d as usize..(d + n) as usize].to_vec())
+                .collect(),
+        ))
+    }
+
+    /// The leader's bytes on every member of the node.
+    fn local_bcast(&self, data: &mut Vec<u8>) -> Result<()> {
+        let root = self.coll_local.process_at_rank(0);
+        let mut len = data.len() as u64;
+        root.broadcast_into(&mut len)?;
+        let len = usize::try_from(len).map_err(|_| Error::Internal("length".into()))?;
+        data.resize(len, 0);
+        root.broadcast_into(&mut data[..])
+    }
+
+    /// Sends `data` to member `to` of this node (a rank here).
+    fn local_send(&self, data: &[u8], to: i32) -> Result<()> {
+        raw::send(
+            &self.coll_local,
+            data,
+            self.local_of[to as usize],
+            TAG_LOCAL,
+        )
+    }
+
+    /// Receives bytes from member `from` of this node (a rank here).
+    fn local_recv(&self, from: i32) -> Result<Vec<u8>> {
+        let l = self.local_of[from as usize];
+        let st = raw::probe(&self.coll_local, l, TAG_LOCAL)?;
+        let mut buf = vec![0u8; st.count as usize];
+        let mut st = raw::Status::empty();
+        raw::recv_with_status(&self.coll_local, &mut buf, l, TAG_LOCAL, &mut st)?;
+        Ok(buf)
+    }
+
+    /// Per node, its members' pieces in rank order, from `all` by rank.
+    fn by_node<'p>(&self, all: &'p [Vec<u8>]) -> Vec<Vec<&'p [u8]>> {
+        self.node_members
+            .iter()
+            .map(|m| m.iter().map(|&r| &all[r as usize][..]).collect())
+            .collect()
+    }
+}
+
+impl SpanningCommunicator {
+    fn check_root(&self, root: i32) -> Result<()> {
+        self.active()?;
+        if (0..self.inner.size).contains(&root) {
+            Ok(())
+        } else {
+            Err(Error::Root {
+                root,
+                size: self.inner.size,
+            })
+        }
+    }
+
+    /// Returns once every member has called it (`MPI_Barrier`).
+    pub fn barrier(&self) -> Result<()> {
+        self.active()?;
+        let i = &self.inner;
+        i.coll_local.barrier()?;
+        if i.is_leader() {
+            i.leaders()?.barrier()?;
+        }
+        i.coll_local.barrier()
+    }
+
+    /// The root's `data` on every member (`MPI_Bcast`; the other members'
+    /// `data` is replaced, whatever its length).
+    pub fn bcast_bytes(&self, data: &mut Vec<u8>, root: i32) -> Result<()> {
+        self.check_root(root)?;
+        let i = &self.inner;
+        let root_node = i.node_of[root as usize] as usize;
+        let root_leader = i.node_members[root_node][0];
+        if root != root_leader {
+            if i.rank == root {
+                i.local_send(data, root_leader)?;
+            } else if i.rank == root_leader {
+                *data = i.local_recv(root)?;
+            }
+        }
+        if i.is_leader() {
+            i.leaders()?.bcast(data, root_node as i32)?;
+        }
+        i.local_bcast(data)
+    }
+
+    /// Every member's bytes, by rank (`MPI_Allgatherv`).
+    pub fn allgatherv_bytes(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
+        self.active()?;
+        let i = &self.inner;
+        let node = i.local_gather(mine)?;
+        let mut data = Vec::new();
+        if let Some(node) = node {
+            let blobs = i.leaders()?.allgatherv(&encode(&node))?;
+            let mut full = vec![Vec::new(); i.size as usize];
+            for (n, b) in blobs.iter().enumerate() {
+                for (k, p) in decode(b)?.into_iter().enumerate() {
+                    full[i.node_members[n][k] as usize] = p;
+                }
+            }
+            data = encode(&full);
+        }
+        i.local_bcast(&mut data)?;
+        decode(&data)
+    }
+
+    /// Every member's bytes at `root`, by rank (`MPI_Gatherv`); `None`
+    /// elsewhere.
+    pub fn gatherv_bytes(&self, mine: &[u8], root: i32) -> Result<Option<Vec<Vec<u8>>>> {
+        self.check_root(root)?;
+        let i = &self.inner;
+        let root_node = i.node_of[root as usize] as usize;
+        let root_leader = i.node_members[root_node][0];
+        let node = i.local_gather(mine)?;
+        let mut full = None;
+        if let Some(node) = node {
+            if let Some(blobs) = i.leaders()?.gatherv(&encode(&node), root_node as i32)? {
+                let mut all = vec![Vec::new(); i.size as usize];
+                for (n, b) in blobs.iter().enumerate() {
+                    for (k, p) in decode(b)?.into_iter().enumerate() {
+                        all[i.node_members[n][k] as usize] = p;
+                    }
+                }
+                full = Some(all);
+            }
+        }
+        if root != root_leader {
+            if i.rank == root_leader {
+                let all = full
+                    .take()
+                    .ok_or_else(|| Error::Internal("gather".into()))?;
+                i.local_send(&encode(&all), root)?;
+            } else if i.rank == root {
+                full = Some(decode(&i.local_recv(root_leader)?)?);
+            }
+        }
+        Ok(full)
+    }
+
+    /// Piece `r` of the root's `pieces` to member `r` (`MPI_Scatterv`;
+    /// `pieces` is read at the root only and must hold one piece per
+    /// member there).
+    pub fn scatterv_bytes(&self, pieces: Option<&[Vec<u8>]>, root: i32) -> Result<Vec<u8>> {
+        self.check_root(root)?;
+        let i = &self.inner;
+        let root_node = i.node_of[root as usize] as usize;
+        let root_leader = i.node_members[root_node][0];
+        let mut all: Option<Vec<Vec<u8>>> = None;
+        if i.rank == root {
+            let p = pieces.ok_or_else(|| Error::Arg {
+                reason: "scatter: the root gives no pieces".into(),
+            })?;
+            if p.len() != i.size as usize {
+                return Err(Error::Arg {
+                    reason: format!("scatter: {} pieces for {} members", p.len(), i.size),
+                });
+            }
+            if root == root_leader {
+                all = Some(p.to_vec());
+            } else {
+                i.local_send(&encode(p), root_leader)?;
+            }
+        } else if i.rank == root_leader {
+            all = Some(decode(&i.local_recv(root)?)?);
+        }
+        if i.is_leader() {
+            let blobs: Option<Vec<Vec<u8>>> = all
+                .as_ref()
+                .map(|a| i.by_node(a).iter().map(|n| encode(n)).collect());
+            let mine = i.leaders()?.scatterv(blobs.as_deref(), root_node as i32)?;
+            let pieces = decode(&mine)?;
+            let members = &i.node_members[i.my_node];
+            if pieces.len() != members.len() {
+                return Err(Error::Internal("scatter: pieces for the wrong node".into()));
+            }
+            let mut own = Vec::new();
+            for (&r, p) in members.iter().zip(pieces) {
+                if r == i.rank {
+                    own = p;
+                } else {
+                    i.local_send(&p, r)?;
+                }
+            }
+            return Ok(own);
+        }
+        i.local_recv(i.node_members[i.my_node][0])
+    }
+
+    /// Piece `d` of `pieces` to member `d`; the piece every member sent
+    /// here, by rank (`MPI_Alltoallv`).
+    pub fn alltoallv_bytes(&self, pieces: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
+        self.active()?;
+        let i = &self.inner;
+        if pieces.len() != i.size as usize {
+            return Err(Error::Arg {
+                reason: format!("alltoall: {} pieces for {} members", pieces.len(), i.size),
+            });
+        }
+        let node = i.local_gather(&encode(pieces))?;
+        let members = &i.node_members[i.my_node];
+        if let Some(node) = node {
+            // outgoing[k][d]: member k of this node to rank d.
+            let outgoing: Vec<Vec<Vec<u8>>> =
+                node.iter().map(|b| decode(b)).collect::<Result<_>>()?;
+            // To node m: for each member k here, for each member j there.
+            let blobs: Vec<Vec<u8>> = i
+                .node_members
+                .iter()
+                .map(|m| {
+                    let flat: Vec<&[u8]> = outgoing
+                        .iter()
+                        .flat_map(|o| m.iter().map(move |&d| &o[d as usize][..]))
+                        .collect();
+                    encode(&flat)
+                })
+                .collect();
+            let got = i.leaders()?.alltoallv(&blobs)?;
+            // incoming[j][s]: from rank s to member j of this node.
+            let mut incoming = vec![vec![Vec::new(); i.size as usize]; members.len()];
+            for (n, b) in got.iter().enumerate() {
+                let flat = decode(b)?;
+                let src = &i.node_members[n];
+                if flat.len() != src.len() * members.len() {
+                    return Err(Error::Internal(
+                        "alltoall: pieces for the wrong node".into(),
+                    ));
+                }
+                for (x, p) in flat.into_iter().enumerate() {
+                    incoming[x % members.len()][src[x / members.len()] as usize] = p;
+                }
+            }
+            let mut own = Vec::new();
+            for (&r, inc) in members.iter().zip(incoming) {
+                if r == i.rank {
+                    own = inc;
+                } else {
+                    i.local_send(&encode(&inc), r)?;
+                }
+            }
+            return Ok(own);
+        }
+        decode(&i.local_recv(members[0])?)
+    }
+
+    /// `send` combined element by element over every member with `op`,
+    /// in rank order, on every member (`MPI_Allreduce`). Every member
+    /// gives the same number of elements.
+    pub fn allreduce<T: Plain>(&self, send: &[T], op: impl Fn(T, T) -> T) -> Result<Vec<T>> {
+        self.active()?;
+        let i = &self.inner;
+        if !i.contiguous {
+            return fold(self.allgatherv_bytes(as_bytes(send))?, &op);
+        }
+        let node = i.local_gather(as_bytes(send))?;
+        let mut data = Vec::new();
+        if let Some(node) = node {
+            let partial = fold(node, &op)?;
+            let partials = i.leaders()?.allgatherv(as_bytes(&partial))?;
+            data = as_bytes(&fold(partials, &op)?).to_vec();
+        }
+        i.local_bcast(&mut data)?;
+        from_bytes(&data)
+    }
+
+    /// `send` combined element by element over every member with `op`,
+    /// in rank order, at `root` (`MPI_Reduce`; `None` elsewhere). Each
+    /// leader combines its node's contributions, the root's leader
+    /// combines the leaders' partials (`MPI_Gatherv`) and hands the result
+    /// to the root.
+    pub fn reduce<T: Plain>(
+        &self,
+        send: &[T],
+        op: impl Fn(T, T) -> T,
+        root: i32,
+    ) -> Result<Option<Vec<T>>> {
+        self.check_root(root)?;
+        let i = &self.inner;
+        if !i.contiguous {
+            return match self.gatherv_bytes(as_bytes(send), root)? {
+                Some(all) => fold(all, &op).map(Some),
+                None => Ok(None),
+            };
+        }
+        let root_node = i.node_of[root as usize] as usize;
+        let root_leader = i.node_members[root_node][0];
+        let mut result = None;
+        if let Some(node) = i.local_gather(as_bytes(send))? {
+            let partial = fold(node, &op)?;
+            if let Some(partials) = i.leaders()?.gatherv(as_bytes(&partial), root_node as i32)? {
+                result = Some(fold(partials, &op)?);
+            }
+        }
+        if root != root_leader {
+            if i.rank == root_leader {
+                let r = result
+                    .take()
+                    .ok_or_else(|| Error::Internal("reduce: no result at the leader".into()))?;
+                i.local_send(as_bytes(&r), root)?;
+            } else if i.rank == root {
+                result = Some(from_bytes(&i.local_recv(root_leader)?)?);
+            }
+        }
+        Ok(result)
+    }
+
+    /// Every member's `mine` concatenated in rank order, on every member
+    /// (`MPI_Allgather`).
+    pub fn all_gather<T: Plain>(&self, mine: &[T]) -> Result<Vec<T>> {
+        let parts = self.allgatherv_bytes(as_bytes(mine))?;
+        from_bytes(&parts.concat())
+    }
+
+    /// Every member's `mine` concatenated in rank order, at `root`
+    /// (`MPI_Gather`).
+    pub fn gather<T: Plain>(&self, mine: &[T], root: i32) -> Result<Option<Vec<T>>> {
+        match self.gatherv_bytes(as_bytes(mine), root)? {
+            Some(parts) => from_bytes(&parts.concat()).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Block `r` of `count` elements of the root's `send` to member `r`
+    /// (`MPI_Scatter`; `send` is read at the root only).
+    pub fn scatter<T: Plain>(&self, send: Option<&[T]>, count: usize, root: i32) -> Result<Vec<T>> {
+        let pieces = match (self.inner.rank == root, send) {
+            (true, Some(s)) => {
+                if s.len() != count * self.inner.size as usize {
+                    return Err(Error::Arg {
+                        reason: format!(
+                            "scatter: {} elements for {} members of {count}",
+                            s.len(),
+                            self.inner.size
+                        ),
+                    });
+                }
+                let chunk = count.max(1);
+                Some(
+                    s.chunks(chunk)
+                        .map(|c| as_bytes(&c[..count.min(c.len())]).to_vec())
+                        .chain(std::iter::repeat_with(Vec::new))
+                        .take(self.inner.size as usize)
+                        .collect::<Vec<_>>(),
+                )
+            }
+            _ => None,
+        };
+        from_bytes(&self.scatterv_bytes(pieces.as_deref(), root)?)
+    }
+
+    /// Block `d` of `count` elements of `send` to member `d`; the blocks
+    /// received, in rank order (`MPI_Alltoall`).
+    pub fn all_to_all<T: Plain>(&self, send: &[T], count: usize) -> Result<Vec<T>> {
+        if send.len() != count * self.inner.size as usize {
+            return Err(Error::Arg {
+                reason: format!(
+                    "alltoall: {} elements for {} members of {count}",
+                    send.len(),
+                    self.inner.size
+                ),
+            });
+        }
+        let pieces: Vec<Vec<u8>> = (0..self.inner.size as usize)
+            .map(|d| as_bytes(&send[d * count..(d + 1) * count]).to_vec())
+            .collect();
+        from_bytes(&self.alltoallv_bytes(&pieces)?.concat())
+    }
+}

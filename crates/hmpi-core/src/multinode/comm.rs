@@ -1,0 +1,883 @@
+//! [`SpanningCommunicator`]: a communicator whose members may sit on
+//! different nodes, and its point-to-point operations — the routing point
+//! between the shared heap and MPI.
+//!
+//! Each spanning communicator holds two communicators over the same
+//! members in the same rank order: a node-local hmpi
+//! [`SimpleCommunicator`] with the members on this node (ordered by their
+//! spanning rank) and an MPI communicator with every member. A send to a
+//! member of this node goes through the heap, one to another node through
+//! MPI; each pair of processes uses one of the two, never both, so MPI's
+//! non-overtaking rule per pair holds because each path keeps it.
+//!
+//! # Receives from `ANY_SOURCE`
+//! A wildcard receive cannot be posted in two engines at once (both could
+//! match). It is kept in the communicator's queue of waiting receives
+//! instead, and each test alternates a matched probe on the node
+//! (`improbe` on the heap) and MPI's `MPI_Improbe`, receiving whatever
+//! matched. A receive posted while an earlier waiting receive could
+//! match the same messages (same or wildcard source, same or wildcard tag)
+//! waits behind it in the queue, so receives still match in the order they
+//! were posted; one that cannot conflict is posted at once.
+
+use super::mpi::{MpiStatus, RawComm, RawRequest};
+use crate::comm::{Communicator, SimpleCommunicator};
+use crate::error::{Error, Result};
+use crate::raw::{self, Status, ANY_SOURCE, ANY_TAG, PROC_NULL};
+use std::collections::VecDeque;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A communicator spanning nodes (see the module docs). Cloning shares it.
+#[derive(Clone)]
+pub struct SpanningCommunicator {
+    pub(super) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for SpanningCommunicator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpanningCommunicator")
+            .field("rank", &self.inner.rank)
+            .field("size", &self.inner.size)
+            .field("nodes", &self.inner.node_members.len())
+            .finish()
+    }
+}
+
+pub(super) struct Inner {
+    pub rank: i32,
+    pub size: i32,
+    /// Per member: its node, numbered within this communicator in the
+    /// order of the nodes' lowest ranks.
+    pub node_of: Vec<u32>,
+    /// Per member: its rank in `local`, or -1 on another node.
+    pub local_of: Vec<i32>,
+    /// Per rank of `local`: the member's rank here.
+    pub local_members: Vec<i32>,
+    /// Per node: its members, ascending (the first is its leader).
+    pub node_members: Vec<Vec<i32>>,
+    /// This process's node.
+    pub my_node: usize,
+    /// Whether every node's members are consecutive ranks.
+    pub contiguous: bool,
+    /// The largest tag both paths accept.
+    pub tag_ub: i32,
+    /// Point-to-point among this node's members.
+    pub local: SimpleCommunicator,
+    /// The node-local phases of the collectives.
+    pub coll_local: SimpleCommunicator,
+    /// Point-to-point with every member, through MPI.
+    pub remote: RawComm,
+    /// The leaders of the nodes, in node order (on leaders only).
+    pub leaders: Option<RawComm>,
+    /// Receives waiting for their turn (see the module docs).
+    queue: Mutex<VecDeque<Arc<Mutex<Waiting>>>>,
+}
+
+/// Where a peer is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    /// On this node: its rank in `local`.
+    Local(i32),
+    /// On another node: its rank in `remote` (= its rank here).
+    Remote(i32),
+    /// Any member (a receive from `ANY_SOURCE`).
+    Any,
+    /// `PROC_NULL`.
+    Null,
+}
+
+impl SpanningCommunicator {
+    /// The communicator of every process of the job (MPI's world order).
+    pub(super) fn world() -> Result<SpanningCommunicator> {
+        let local = SimpleCommunicator::world()?.duplicate()?;
+        let remote = RawComm::world()?.dup()?;
+        Self::assemble(local, remote)
+    }
+
+    /// Builds the tables from the two communicators (collective over
+    /// every member).
+    fn assemble(local: SimpleCommunicator, remote: RawComm) -> Result<SpanningCommunicator> {
+        let layout = super::layout().ok_or(Error::NotInitialized)?;
+        let (rank, size) = (remote.rank()?, remote.size()?);
+        let me = (i64::from(layout.node) << 32) | i64::from(local.rank());
+        let all = remote.allgather_i64(me)?;
+        let mut node_ids: Vec<u32> = Vec::new();
+        let mut node_of = Vec::with_capacity(all.len());
+        let mut node_members: Vec<Vec<i32>> = Vec::new();
+        let mut local_of = vec![-1; all.len()];
+        let mut local_members = vec![-1; local.size() as usize];
+        for (r, &v) in all.iter().enumerate() {
+            let (global_node, lrank) = ((v >> 32) as u32, (v & 0xffff_ffff) as i32);
+            let n = match node_ids.iter().position(|&g| g == global_node) {
+                Some(n) => n,
+                None => {
+                    node_ids.push(global_node);
+                    node_members.push(Vec::new());
+                    node_ids.len() - 1
+                }
+            };
+            node_of.push(n as u32);
+            node_members[n].push(r as i32);
+            if global_node == layout.node {
+                let slot = usize::try_from(lrank)
+                    .ok()
+                    .and_then(|l| local_members.get_mut(l))
+                    .ok_or_else(|| Error::Internal("node-local rank out of range".into()))?;
+                *slot = r as i32;
+                local_of[r] = lrank;
+            }
+        }
+        if local_members.contains(&-1) {
+            return Err(Error::Internal(
+                "the node-local communicator and MPI's disagree on this node's members".into(),
+            ));
+        }
+        let my_node = node_of[rank as usize] as usize;
+        let contiguous = node_members
+            .iter()
+            .all(|m| m.windows(2).all(|w| w[1] == w[0] + 1));
+        let leader = node_members[my_node][0] == rank;
+        let leaders = remote.split(leader.then_some(0), rank)?;
+        let coll_local = local.duplicate()?;
+        let tag_ub = raw::TAG_UB.min(remote.tag_ub()?);
+        Ok(SpanningCommunicator {
+            inner: Arc::new(Inner {
+                rank,
+                size,
+                node_of,
+                local_of,
+                local_members,
+                node_members,
+                my_node,
+                contiguous,
+                tag_ub,
+                local,
+                coll_local,
+                remote,
+                leaders,
+                queue: Mutex::new(VecDeque::new()),
+            }),
+        })
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> i32 {
+        self.inner.rank
+    }
+
+    /// The number of members.
+    pub fn size(&self) -> i32 {
+        self.inner.size
+    }
+
+    /// The number of nodes the members sit on.
+    pub fn nodes(&self) -> usize {
+        self.inner.node_members.len()
+    }
+
+    /// The node of member `rank` (numbered within this communicator).
+    pub fn node_of(&self, rank: i32) -> Result<u32> {
+        self.check_rank(rank)?;
+        Ok(self.inner.node_of[rank as usize])
+    }
+
+    /// Whether member `rank` shares this process's node heap.
+    pub fn is_local(&self, rank: i32) -> Result<bool> {
+        self.check_rank(rank)?;
+        Ok(self.inner.local_of[rank as usize] >= 0)
+    }
+
+    /// The node-local hmpi communicator of this node's members (ordered
+    /// by their rank here).
+    pub fn node_comm(&self) -> &SimpleCommunicator {
+        &self.inner.local
+    }
+
+    /// The largest tag this communicator accepts (hmpi's and MPI's bound).
+    pub fn tag_ub(&self) -> i32 {
+        self.inner.tag_ub
+    }
+
+    /// A copy with its own message space (`MPI_Comm_dup`; collective).
+    pub fn duplicate(&self) -> Result<SpanningCommunicator> {
+        let local = self.inner.local.duplicate()?;
+        let remote = self.inner.remote.dup()?;
+        Self::assemble(local, remote)
+    }
+
+    /// The members of the same `color`, ordered by `key` then rank
+    /// (`MPI_Comm_split`; `None`: `MPI_UNDEFINED`, no communicator).
+    /// Collective over every member.
+    pub fn split(&self, color: Option<u32>, key: i32) -> Result<Option<SpanningCommunicator>> {
+        let mpi_color = match color {
+            None => None,
+            Some(c) => Some(i32::try_from(c).map_err(|_| Error::Arg {
+                reason: format!("split color {c} is larger than MPI allows ({})", i32::MAX),
+            })?),
+        };
+        let local = self.inner.local.split(color, key)?;
+        let remote = self.inner.remote.split(mpi_color, key)?;
+        match (local, remote) {
+            (Some(l), Some(r)) => Self::assemble(l, r).map(Some),
+            (None, None) => Ok(None),
+            _ => Err(Error::Internal(
+                "the node-local and MPI splits disagree".into(),
+            )),
+        }
+    }
+
+    fn check_rank(&self, rank: i32) -> Result<()> {
+        if (0..self.inner.size).contains(&rank) {
+            Ok(())
+        } else {
+            Err(Error::Rank {
+                rank,
+                size: self.inner.size,
+            })
+        }
+    }
+
+    /// [`Error::Finalized`] (or [`Error::NotInitialized`]) when the
+    /// runtime is not active: MPI must not be called after finalize.
+    pub(super) fn active(&self) -> Result<()> {
+        crate::environment::endpoint().map(|_| ())
+    }
+
+    fn route(&self, rank: i32, wildcard: bool) -> Result<Route> {
+        self.active()?;
+        if rank == PROC_NULL {
+            return Ok(Route::Null);
+        }
+        if wildcard && rank == ANY_SOURCE {
+            return Ok(Route::Any);
+        }
+        self.check_rank(rank)?;
+        Ok(match self.inner.local_of[rank as usize] {
+            l if l >= 0 => Route::Local(l),
+            _ => Route::Remote(rank),
+        })
+    }
+
+    fn check_tag(&self, tag: i32, wildcard: bool) -> Result<i32> {
+        if (0..=self.inner.tag_ub).contains(&tag) || (wildcard && tag == ANY_TAG) {
+            Ok(tag)
+        } else {
+            Err(Error::Tag { tag })
+        }
+    }
+
+    /// Sends `buf` to `dest` with `tag` (`MPI_Send`).
+    pub fn send(&self, buf: &[u8], dest: i32, tag: i32) -> Result<()> {
+        self.send_mode(buf, dest, tag, false)
+    }
+
+    /// Sends `buf` and returns once `dest` has matched it (`MPI_Ssend`).
+    pub fn ssend(&self, buf: &[u8], dest: i32, tag: i32) -> Result<()> {
+        self.send_mode(buf, dest, tag, true)
+    }
+
+    fn send_mode(&self, buf: &[u8], dest: i32, tag: i32, sync: bool) -> Result<()> {
+        let tag = self.check_tag(tag, false)?;
+        match self.route(dest, false)? {
+            Route::Local(l) => raw::send_mode(&self.inner.local, buf, l, tag, sync),
+            Route::Remote(r) => {
+                // SAFETY: the request is completed before `buf`'s borrow
+                // ends (waited for below; an error of the wait leaves
+                // nothing pending, as MPI_Test completes it).
+                let mut req = unsafe { self.inner.remote.isend(buf, r, tag, sync) }?;
+                loop {
+                    if req.test()?.is_some() {
+                        return Ok(());
+                    }
+                    std::thread::yield_now();
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Receives into `buf` from `source` (or `ANY_SOURCE`) with `tag` (or
+    /// `ANY_TAG`); the status names the source by its rank here. A message
+    /// longer than `buf` leaves its head in `buf` and the truncation in
+    /// the status (from another node through a nonblocking receive, MPI
+    /// reports it as [`Error::Comm`]).
+    pub fn recv(&self, buf: &mut [u8], source: i32, tag: i32) -> Result<Status> {
+        // SAFETY: the request is waited for before `buf`'s borrow ends.
+        let req = unsafe { self.irecv(buf, source, tag) }?;
+        req.wait()
+    }
+
+    /// The status of a matching message once there is one (`MPI_Probe`).
+    pub fn probe(&self, source: i32, tag: i32) -> Result<Status> {
+        loop {
+            if let Some(st) = self.iprobe(source, tag)? {
+                return Ok(st);
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// The status of a matching message if there is one (`MPI_Iprobe`).
+    pub fn iprobe(&self, source: i32, tag: i32) -> Result<Option<Status>> {
+        let tag = self.check_tag(tag, true)?;
+        let route = self.route(source, true)?;
+        if route == Route::Null {
+            return Ok(Some(Status::empty()));
+        }
+        if matches!(route, Route::Local(_) | Route::Any) {
+            let l = match route {
+                Route::Local(l) => l,
+                _ => ANY_SOURCE,
+            };
+            if let Some(mut st) = raw::iprobe(&self.inner.local, l, tag)? {
+                st.source = self.inner.local_members[st.source as usize];
+                return Ok(Some(st));
+            }
+        }
+        if matches!(route, Route::Remote(_) | Route::Any) {
+            let r = match route {
+                Route::Remote(r) => r,
+                _ => ANY_SOURCE,
+            };
+            if let Some(st) = self.inner.remote.iprobe(r, tag)? {
+                return Ok(Some(remote_status(&st)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Starts sending `buf` to `dest` (`MPI_Isend`; `sync`: `MPI_Issend`).
+    ///
+    /// # Safety
+    /// The request must be completed or dropped (which waits), never
+    /// leaked: the engines read `buf` until then.
+    pub unsafe fn isend<'a>(
+        &self,
+        buf: &'a [u8],
+        dest: i32,
+        tag: i32,
+        sync: bool,
+    ) -> Result<SpanRequest<'a>> {
+        let tag = self.check_tag(tag, false)?;
+        let state = match self.route(dest, false)? {
+            Route::Local(l) => {
+                // SAFETY: the caller completes or drops the request.
+                let r = unsafe { raw::isend(&self.inner.local, buf, l, tag, sync) }?;
+                State::Local(r)
+            }
+            Route::Remote(r) => {
+                // SAFETY: as above.
+                let r = unsafe { self.inner.remote.isend(buf, r, tag, sync) }?;
+                State::Remote(r)
+            }
+            _ => State::Done(null_status()),
+        };
+        Ok(self.request(state))
+    }
+
+    /// Starts receiving into `buf` (`MPI_Irecv`).
+    ///
+    /// # Safety
+    /// As for [`SpanningCommunicator::isend`]: the engines write into `buf`
+    /// until the request completes.
+    pub unsafe fn irecv<'a>(
+        &self,
+        buf: &'a mut [u8],
+        source: i32,
+        tag: i32,
+    ) -> Result<SpanRequest<'a>> {
+        let tag = self.check_tag(tag, true)?;
+        let route = self.route(source, true)?;
+        if route == Route::Null {
+            return Ok(self.request(State::Done(null_status())));
+        }
+        let w = Arc::new(Mutex::new(Waiting {
+            buf: buf.as_mut_ptr(),
+            len: buf.len(),
+            route,
+            tag,
+            state: WaitState::Waiting,
+        }));
+        self.queue().push_back(Arc::clone(&w));
+        let mut req = self.request(State::Queued(w));
+        self.inner.progress_queue()?;
+        req.take_posted();
+        Ok(req)
+    }
+
+    /// Gives `block` to `dest` with `tag` (ownership passing): a peer on
+    /// this node receives the block itself (its address travels, nothing
+    /// is copied); a peer on another node receives its bytes through MPI
+    /// and the block is freed here (send + free). Its `meta` words travel
+    /// only on the node. On error the block is still the caller's.
+    ///
+    /// # Safety
+    /// `block` is a block of the global allocator with its layout (or of
+    /// size 0), owned by the caller and given up on success.
+    pub unsafe fn give(&self, block: raw::OwnedBlock, dest: i32, tag: i32) -> Result<()> {
+        let tag = self.check_tag(tag, false)?;
+        let to = match self.route(dest, false)? {
+            Route::Local(l) => l,
+            Route::Remote(r) => {
+                // SAFETY: `block.ptr` holds `block.len` initialised bytes
+                // (the caller owns the block; its length is within its
+                // layout), and the block stays allocated until the send
+                // completes (`finish_gives` frees it then).
+                let bytes = unsafe { std::slice::from_raw_parts(block.ptr.as_ptr(), block.len) };
+                // SAFETY: as above: `bytes` outlives the request.
+                let req = unsafe { self.inner.remote.isend(bytes, r, tag, false) }?;
+                gives().push((req, block));
+                finish_gives(false)?;
+                return Ok(());
+            }
+            _ => PROC_NULL,
+        };
+        // SAFETY: the caller's contract is `raw::give`'s.
+        unsafe {
+            raw::give(
+                &self.inner.local,
+                raw::Traffic::PointToPoint,
+                block,
+                to,
+                tag,
+            )
+        }
+    }
+
+    /// Takes the next message from `source` with `tag` (or `ANY_TAG`) as a
+    /// block aligned to `align` (ownership passing): from this node, the
+    /// sender's block itself when it gave one; from another node, a fresh
+    /// block of the message's length that the message is received into
+    /// (allocate + receive). A receive from `ANY_SOURCE` or `PROC_NULL` is
+    /// [`Error::Rank`]. Receives posted earlier that could match the same
+    /// messages are served first.
+    pub fn take(&self, align: usize, source: i32, tag: i32) -> Result<(raw::OwnedBlock, Status)> {
+        let tag = self.check_tag(tag, true)?;
+        let route = self.route(source, false)?;
+        if !align.is_power_of_two() {
+            return Err(Error::Arg {
+                reason: format!("take: alignment {align} is not a power of two"),
+            });
+        }
+        // Wait until no earlier receive could take this message.
+        loop {
+            finish_gives(false)?;
+            self.inner.progress_queue()?;
+            let q = self.queue();
+            let busy = q.iter().any(|w| {
+                let w = w.lock().unwrap_or_else(|p| p.into_inner());
+                matches!(w.state, WaitState::Waiting) && overlaps(w.route, w.tag, route, tag)
+            });
+            drop(q);
+            if !busy {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        match route {
+            Route::Local(l) => {
+                let mut out = None;
+                let mut st = Status::empty();
+                raw::recv_owned_into(
+                    &self.inner.local,
+                    raw::Traffic::PointToPoint,
+                    &mut out,
+                    align,
+                    l,
+                    tag,
+                    &mut st,
+                )?;
+                st.source = source;
+                let block =
+                    out.ok_or_else(|| Error::Internal("take: the engine gave no block".into()))?;
+                Ok((block, st))
+            }
+            Route::Remote(r) => {
+                let (msg, st) = loop {
+                    if let Some(found) = self.inner.remote.improbe(r, tag)? {
+                        break found;
+                    }
+                    finish_gives(false)?;
+                    std::thread::yield_now();
+                };
+                let layout =
+                    std::alloc::Layout::from_size_align(st.len, align).map_err(|_| Error::Arg {
+                        reason: format!("take: {} bytes aligned to {align}", st.len),
+                    })?;
+                let ptr = if st.len == 0 {
+                    std::ptr::NonNull::new(std::ptr::without_provenance_mut::<u8>(align))
+                } else {
+                    // SAFETY: `layout` has a non-zero size.
+                    std::ptr::NonNull::new(unsafe { std::alloc::alloc(layout) })
+                }
+                .ok_or(Error::NoMemory { bytes: st.len })?;
+                // SAFETY: `ptr` is a fresh allocation of `st.len` bytes (or
+                // dangling for 0), written only here.
+                let buf = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), st.len) };
+                if let Err(e) = msg.recv(buf, st.len) {
+                    if st.len > 0 {
+                        // SAFETY: allocated above with `layout`, not shared.
+                        unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) };
+                    }
+                    return Err(e);
+                }
+                let block = raw::OwnedBlock {
+                    ptr,
+                    layout,
+                    len: st.len,
+                    meta: [0; 4],
+                    given: false,
+                };
+                Ok((block, remote_status(&st)))
+            }
+            _ => Err(Error::Rank {
+                rank: source,
+                size: self.inner.size,
+            }),
+        }
+    }
+
+    fn queue(&self) -> MutexGuard<'_, VecDeque<Arc<Mutex<Waiting>>>> {
+        self.inner.queue()
+    }
+
+    fn request<'a>(&self, state: State<'a>) -> SpanRequest<'a> {
+        SpanRequest {
+            comm: Arc::clone(&self.inner),
+            state,
+            _buf: PhantomData,
+        }
+    }
+}
+
+impl Inner {
+    fn queue(&self) -> MutexGuard<'_, VecDeque<Arc<Mutex<Waiting>>>> {
+        // A panic while holding the lock leaves the queue consistent (one
+        // push or pop at a time).
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Moves the queue of waiting receives on (see the module docs): in
+    /// posting order, each receive that no earlier waiting one could
+    /// conflict with is posted (one peer) or tried (`ANY_SOURCE`).
+    fn progress_queue(&self) -> Result<()> {
+        let mut q = self.queue();
+        let mut blocked: Vec<(Route, i32)> = Vec::new();
+        let mut i = 0;
+        while i < q.len() {
+            let entry = Arc::clone(&q[i]);
+            let mut w = entry.lock().unwrap_or_else(|p| p.into_inner());
+            if !matches!(w.state, WaitState::Waiting) {
+                q.remove(i);
+                continue;
+            }
+            if blocked.iter().any(|&(r, t)| overlaps(r, t, w.route, w.tag)) {
+                blocked.push((w.route, w.tag));
+                i += 1;
+                continue;
+            }
+            let (route, tag) = (w.route, w.tag);
+            let done = match w.route {
+                Route::Local(l) => {
+                    // SAFETY: the buffer stays valid until the request
+                    // that owns this entry completes (irecv's contract);
+                    // the posted request moves into that request.
+                    let r = unsafe { raw::irecv_raw(&self.local, w.buf, w.len, l, w.tag) }?;
+                    w.state = WaitState::Posted(Posted::Local(r));
+                    true
+                }
+                Route::Remote(r) => {
+                    // SAFETY: as above.
+                    let r = unsafe { self.remote.irecv(w.buf, w.len, r, w.tag) }?;
+                    w.state = WaitState::Posted(Posted::Remote(r));
+                    true
+                }
+                Route::Any => match self.try_wildcard(&w)? {
+                    Some(st) => {
+                        w.state = WaitState::Done(st);
+                        true
+                    }
+                    None => false,
+                },
+                Route::Null => true,
+            };
+            drop(w);
+            if done {
+                q.remove(i);
+            } else {
+                blocked.push((route, tag));
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// One attempt at a wildcard receive: a matched probe on the node,
+    /// then MPI's; the message that matched is received into the entry's
+    /// buffer.
+    fn try_wildcard(&self, w: &Waiting) -> Result<Option<Status>> {
+        // SAFETY: the entry's buffer is valid for `len` bytes of writes
+        // while the entry waits (irecv's contract), and nothing else
+        // touches it meanwhile.
+        let buf = unsafe { std::slice::from_raw_parts_mut(w.buf, w.len) };
+        if let Some((m, _)) = raw::improbe(&self.local, ANY_SOURCE, w.tag)? {
+            let mut st = raw::mrecv(&self.local, m, buf)?;
+            st.source = self.local_members[st.source as usize];
+            return Ok(Some(st));
+        }
+        if let Some((m, st)) = self.remote.improbe(ANY_SOURCE, w.tag)? {
+            m.recv(buf, st.len)?;
+            let mut out = remote_status(&st);
+            if st.len > buf.len() {
+                out.count = buf.len() as u64;
+                out.error = Some(raw::StatusError::Truncate {
+                    message_len: st.len as u64,
+                });
+            }
+            return Ok(Some(out));
+        }
+        Ok(None)
+    }
+}
+
+/// Gives to other nodes whose sends are still in flight, with the blocks
+/// they send from (freed when the send completes): a give completes at
+/// once, as on the node.
+static GIVES: Mutex<Vec<(RawRequest, raw::OwnedBlock)>> = Mutex::new(Vec::new());
+
+fn gives() -> MutexGuard<'static, Vec<(RawRequest, raw::OwnedBlock)>> {
+    // A panic while holding the lock leaves the list consistent (one push
+    // or removal at a time).
+    GIVES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Frees the blocks of the gives whose sends have completed; with `all`,
+/// waits for every one (before MPI is finalized).
+pub(super) fn finish_gives(all: bool) -> Result<()> {
+    loop {
+        let mut g = gives();
+        let mut i = 0;
+        while i < g.len() {
+            if g[i].0.test()?.is_some() {
+                let (_, block) = g.swap_remove(i);
+                // SAFETY: the block was given up by its owner and its send
+                // has completed: nothing uses it any more.
+                unsafe { block.free() };
+            } else {
+                i += 1;
+            }
+        }
+        if !all || g.is_empty() {
+            return Ok(());
+        }
+        drop(g);
+        std::thread::yield_now();
+    }
+}
+
+/// Whether two receives could match the same message.
+fn overlaps(r1: Route, t1: i32, r2: Route, t2: i32) -> bool {
+    let src = r1 == Route::Any || r2 == Route::Any || r1 == r2;
+    let tag = t1 == ANY_TAG || t2 == ANY_TAG || t1 == t2;
+    src && tag
+}
+
+fn null_status() -> Status {
+    Status::empty()
+}
+
+fn remote_status(st: &MpiStatus) -> Status {
+    let mut out = Status::empty();
+    out.source = st.source;
+    out.tag = st.tag;
+    out.count = st.len as u64;
+    out.cancelled = st.cancelled;
+    out
+}
+
+/// A receive in the queue.
+struct Waiting {
+    buf: *mut u8,
+    len: usize,
+    route: Route,
+    tag: i32,
+    state: WaitState,
+}
+
+// SAFETY: the buffer pointer is only used by the thread that holds the
+// entry's lock, under irecv's contract that it stays valid and untouched
+// until the request completes.
+unsafe impl Send for Waiting {}
+
+enum WaitState {
+    Waiting,
+    Posted(Posted),
+    Done(Status),
+    Cancelled,
+}
+
+enum Posted {
+    Local(raw::Request<'static>),
+    Remote(RawRequest),
+}
+
+enum State<'a> {
+    Local(raw::Request<'a>),
+    Remote(RawRequest),
+    Queued(Arc<Mutex<Waiting>>),
+    Done(Status),
+    Taken,
+}
+
+/// A nonblocking operation of a [`SpanningCommunicator`]; completed by
+/// [`SpanRequest::test`] / [`SpanRequest::wait`] (dropping it waits).
+pub struct SpanRequest<'a> {
+    comm: Arc<Inner>,
+    state: State<'a>,
+    _buf: PhantomData<&'a mut [u8]>,
+}
+
+impl std::fmt::Debug for SpanRequest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = match self.state {
+            State::Local(_) => "node",
+            State::Remote(_) => "mpi",
+            State::Queued(_) => "queued",
+            State::Done(_) => "done",
+            State::Taken => "taken",
+        };
+        f.debug_struct("SpanRequest").field("state", &s).finish()
+    }
+}
+
+impl SpanRequest<'_> {
+    /// Moves a queued receive that has been posted or finished into this
+    /// request's own state.
+    fn take_posted(&mut self) {
+        let State::Queued(w) = &self.state else {
+            return;
+        };
+        let mut g = w.lock().unwrap_or_else(|p| p.into_inner());
+        let next = match std::mem::replace(&mut g.state, WaitState::Cancelled) {
+            WaitState::Posted(Posted::Local(r)) => State::Local(r),
+            WaitState::Posted(Posted::Remote(r)) => State::Remote(r),
+            WaitState::Done(st) => State::Done(st),
+            WaitState::Cancelled => {
+                let mut st = Status::empty();
+                st.cancelled = true;
+                State::Done(st)
+            }
+            WaitState::Waiting => {
+                g.state = WaitState::Waiting;
+                return;
+            }
+        };
+        drop(g);
+        self.state = next;
+    }
+
+    /// The status once the operation has finished (its source as a rank
+    /// of the communicator), else `None`.
+    pub fn test(&mut self) -> Result<Option<Status>> {
+        if let State::Queued(_) = self.state {
+            self.comm.progress_queue()?;
+            self.take_posted();
+        }
+        let st = match &mut self.state {
+            State::Local(r) => match r.test() {
+                Ok(Some(st)) => Some(st),
+                Ok(None) => None,
+                Err(
+                    vci::Error::Truncate { status, .. }
+                    | vci::Error::Transfer { status, .. }
+                    | vci::Error::Alloc { status, .. },
+                ) => Some(status),
+                Err(e) => {
+                    self.state = State::Taken;
+                    return Err(e.into());
+                }
+            }
+            .map(|mut st| {
+                if st.source >= 0 {
+                    let l = raw::source_in(&self.comm.local, st.source);
+                    st.source = usize::try_from(l)
+                        .ok()
+                        .and_then(|l| self.comm.local_members.get(l).copied())
+                        .unwrap_or(-1);
+                }
+                st
+            }),
+            State::Remote(r) => match r.test() {
+                Ok(x) => x.map(|s| remote_status(&s)),
+                Err(e) => {
+                    self.state = State::Taken;
+                    return Err(e);
+                }
+            },
+            State::Done(st) => Some(*st),
+            State::Queued(_) => None,
+            State::Taken => {
+                return Err(Error::Internal("request completed already".into()));
+            }
+        };
+        if let Some(st) = st {
+            self.state = State::Done(st);
+        }
+        Ok(st)
+    }
+
+    /// Waits for the operation to finish; its status.
+    pub fn wait(mut self) -> Result<Status> {
+        self.wait_mut()
+    }
+
+    fn wait_mut(&mut self) -> Result<Status> {
+        loop {
+            if let Some(st) = self.test()? {
+                self.state = State::Taken;
+                return Ok(st);
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Cancels a receive that has not matched yet (`MPI_Cancel`); it then
+    /// completes with `cancelled` in its status. Returns whether a cancel
+    /// was requested (sends are not cancelled).
+    pub fn cancel(&mut self) -> Result<bool> {
+        match &mut self.state {
+            State::Local(r) => Ok(r.cancel()),
+            State::Remote(r) => {
+                r.cancel()?;
+                Ok(true)
+            }
+            State::Queued(w) => {
+                let mut g = w.lock().unwrap_or_else(|p| p.into_inner());
+                if matches!(g.state, WaitState::Waiting) {
+                    g.state = WaitState::Cancelled;
+                    drop(g);
+                    self.take_posted();
+                    return Ok(true);
+                }
+                drop(g);
+                self.take_posted();
+                self.cancel()
+            }
+            _ => Ok(false),
+        }
+    }
+}
+
+impl Drop for SpanRequest<'_> {
+    fn drop(&mut self) {
+        if matches!(self.state, State::Taken | State::Done(_)) {
+            return;
+        }
+        if std::thread::panicking() {
+            // Withdraw what can be withdrawn; the job is ending.
+            let _ = self.cancel();
+        }
+        let _ = self.wait_mut();
+    }
+}

@@ -1,0 +1,748 @@
+//! The system MPI as the spanning layer uses it: checked wrappers around
+//! rsmpi's raw bindings (`mpi::ffi`), on bytes only (`MPI_UINT8_T`).
+//!
+//! Every call returns a [`Result`]: the communicators made here use
+//! `MPI_ERRORS_RETURN`, and a failed call becomes [`Error::Comm`] with
+//! MPI's own error string. When MPI could not give `MPI_THREAD_MULTIPLE`,
+//! one process-wide lock serialises the calls ([`call`]); the waits of the
+//! layer above are loops of nonblocking tests, so a thread never holds the
+//! lock while it waits for a peer.
+
+use crate::error::{Error, Result};
+use mpi::ffi;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+/// Whether MPI calls must be serialised (MPI gave less than
+/// `MPI_THREAD_MULTIPLE`).
+static SERIALISE: AtomicBool = AtomicBool::new(true);
+/// The lock that serialises them.
+static LOCK: Mutex<()> = Mutex::new(());
+
+/// Records the thread level MPI provided.
+pub(crate) fn set_thread_multiple(multiple: bool) {
+    // Relaxed: written once during start-up, before any other thread of
+    // this runtime can call MPI (init returns after it).
+    SERIALISE.store(!multiple, Ordering::Relaxed);
+}
+
+/// Runs `f` (MPI calls) under the serialising lock when one is needed.
+pub(crate) fn call<R>(f: impl FnOnce() -> R) -> R {
+    // Relaxed: see `set_thread_multiple`.
+    if SERIALISE.load(Ordering::Relaxed) {
+        let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+        f()
+    } else {
+        f()
+    }
+}
+
+/// An MPI return code as a result.
+fn check(rc: c_int, what: &str) -> Result<()> {
+    if rc == 0 {
+        return Ok(());
+    }
+    let mut buf = vec![0 as std::ffi::c_char; 1024];
+    let mut len: c_int = 0;
+    // SAFETY: `buf` holds MPI_MAX_ERROR_STRING (at most 1024 in both MPIs)
+    // characters; MPI writes at most that many and their length.
+    let ok = unsafe { ffi::MPI_Error_string(rc, buf.as_mut_ptr(), &mut len) } == 0;
+    let msg = if ok {
+        let bytes: Vec<u8> = buf[..len.clamp(0, 1024) as usize]
+            .iter()
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    } else {
+        format!("error code {rc}")
+    };
+    Err(Error::Comm {
+        reason: format!("MPI {what}: {msg}"),
+    })
+}
+
+/// A length as MPI's `int` count.
+pub(crate) fn count(len: usize) -> Result<c_int> {
+    c_int::try_from(len).map_err(|_| Error::TooLarge {
+        count: len as u64,
+        element_size: 1,
+    })
+}
+
+/// A source as MPI spells it (hmpi's `ANY_SOURCE` is not MPI's value).
+fn mpi_source(source: i32) -> c_int {
+    if source == crate::raw::ANY_SOURCE {
+        // SAFETY: a constant rsmpi's shim initialises at load time.
+        unsafe { ffi::RSMPI_ANY_SOURCE }
+    } else {
+        source
+    }
+}
+
+/// A tag as MPI spells it (hmpi's `ANY_TAG` is not MPI's value).
+fn mpi_tag(tag: i32) -> c_int {
+    if tag == crate::raw::ANY_TAG {
+        // SAFETY: as above.
+        unsafe { ffi::RSMPI_ANY_TAG }
+    } else {
+        tag
+    }
+}
+
+/// `MPI_UINT8_T`.
+fn bytes() -> ffi::MPI_Datatype {
+    // SAFETY: a constant handle rsmpi's shim initialises at load time.
+    unsafe { ffi::RSMPI_UINT8_T }
+}
+
+/// Whether MPI was finalized (then no handle may be freed).
+pub(crate) fn finalized() -> bool {
+    let mut flag: c_int = 0;
+    // SAFETY: MPI_Finalized may be called at any time; `flag` is writable.
+    unsafe { ffi::MPI_Finalized(&mut flag) };
+    flag != 0
+}
+
+/// An MPI communicator this layer made (freed when dropped) or the world
+/// (never freed).
+#[derive(Debug)]
+pub(crate) struct RawComm {
+    handle: ffi::MPI_Comm,
+    owned: bool,
+}
+
+// SAFETY: an MPI communicator handle may be used from any thread (calls
+// are serialised by `call` unless MPI is thread-multiple).
+unsafe impl Send for RawComm {}
+// SAFETY: as above; the handle is never changed after creation.
+unsafe impl Sync for RawComm {}
+
+impl Drop for RawComm {
+    fn drop(&mut self) {
+        if self.owned && !finalized() {
+            // SAFETY: a communicator this layer created and nothing else
+            // frees; pending operations on it finish before MPI releases it.
+            call(|| unsafe { ffi::MPI_Comm_free(&mut self.handle) });
+        }
+    }
+}
+
+/// Sets `MPI_ERRORS_RETURN` on `c`.
+fn errors_return(c: ffi::MPI_Comm) -> Result<()> {
+    check(
+        // SAFETY: `c` is a valid communicator; the handler is a constant.
+        call(|| unsafe { ffi::MPI_Comm_set_errhandler(c, ffi::RSMPI_ERRORS_RETURN) }),
+        "Comm_set_errhandler",
+    )
+}
+
+impl RawComm {
+    /// `MPI_COMM_WORLD`, its errors returned.
+    pub(crate) fn world() -> Result<RawComm> {
+        // SAFETY: a constant handle.
+        let handle = unsafe { ffi::RSMPI_COMM_WORLD };
+        errors_return(handle)?;
+        Ok(RawComm {
+            handle,
+            owned: false,
+        })
+    }
+
+    fn made(handle: ffi::MPI_Comm) -> Result<Option<RawComm>> {
+        // SAFETY: comparing with a constant handle.
+        if handle == unsafe { ffi::RSMPI_COMM_NULL } {
+            return Ok(None);
+        }
+        let c = RawComm {
+            handle,
+            owned: true,
+        };
+        errors_return(c.handle)?;
+        Ok(Some(c))
+    }
+
+    /// This process's rank.
+    pub(crate) fn rank(&self) -> Result<i32> {
+        let mut r: c_int = 0;
+        check(
+            // SAFETY: a valid communicator; `r` is writable.
+            call(|| unsafe { ffi::MPI_Comm_rank(self.handle, &mut r) }),
+            "Comm_rank",
+        )?;
+        Ok(r)
+    }
+
+    /// The number of processes.
+    pub(crate) fn size(&self) -> Result<i32> {
+        let mut r: c_int = 0;
+        check(
+            // SAFETY: as in `rank`.
+            call(|| unsafe { ffi::MPI_Comm_size(self.handle, &mut r) }),
+            "Comm_size",
+        )?;
+        Ok(r)
+    }
+
+    /// `MPI_Comm_dup`.
+    pub(crate) fn dup(&self) -> Result<RawComm> {
+        // SAFETY: any handle value; MPI overwrites it.
+        let mut out = unsafe { ffi::RSMPI_COMM_NULL };
+        check(
+            // SAFETY: a valid communicator; `out` is writable.
+            call(|| unsafe { ffi::MPI_Comm_dup(self.handle, &mut out) }),
+            "Comm_dup",
+        )?;
+        Self::made(out)?.ok_or_else(|| Error::Internal("MPI_Comm_dup gave no communicator".into()))
+    }
+
+    /// `MPI_Comm_split` (`None` color: `MPI_UNDEFINED`).
+    pub(crate) fn split(&self, color: Option<i32>, key: i32) -> Result<Option<RawComm>> {
+        // SAFETY: a constant.
+        let color = color.unwrap_or(unsafe { ffi::RSMPI_UNDEFINED });
+        // SAFETY: as in `dup`.
+        let mut out = unsafe { ffi::RSMPI_COMM_NULL };
+        check(
+            // SAFETY: a valid communicator; `out` is writable.
+            call(|| unsafe { ffi::MPI_Comm_split(self.handle, color, key, &mut out) }),
+            "Comm_split",
+        )?;
+        Self::made(out)
+    }
+
+    /// `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`: the processes that can
+    /// share memory with this one.
+    pub(crate) fn split_shared(&self, key: i32) -> Result<RawComm> {
+        // SAFETY: as in `dup`.
+        let mut out = unsafe { ffi::RSMPI_COMM_NULL };
+        check(
+            // SAFETY: a valid communicator, constants, `out` writable.
+            call(|| unsafe {
+                ffi::MPI_Comm_split_type(
+                    self.handle,
+                    ffi::RSMPI_COMM_TYPE_SHARED,
+                    key,
+                    ffi::RSMPI_INFO_NULL,
+                    &mut out,
+                )
+            }),
+            "Comm_split_type",
+        )?;
+        Self::made(out)?
+            .ok_or_else(|| Error::Internal("MPI_Comm_split_type gave no communicator".into()))
+    }
+
+    /// The largest tag MPI accepts on this communicator (`MPI_TAG_UB`).
+    pub(crate) fn tag_ub(&self) -> Result<i32> {
+        let mut val: *mut c_int = std::ptr::null_mut();
+        let mut flag: c_int = 0;
+        check(
+            // SAFETY: MPI writes a pointer to the attribute's int into `val`.
+            call(|| unsafe {
+                ffi::MPI_Comm_get_attr(
+                    self.handle,
+                    ffi::MPI_TAG_UB as c_int,
+                    (&mut val as *mut *mut c_int).cast::<c_void>(),
+                    &mut flag,
+                )
+            }),
+            "Comm_get_attr(MPI_TAG_UB)",
+        )?;
+        if flag == 0 || val.is_null() {
+            // The standard's guaranteed minimum.
+            return Ok(32767);
+        }
+        // SAFETY: MPI gave a pointer to its attribute value, valid while
+        // MPI is initialized.
+        Ok(unsafe { *val })
+    }
+
+    /// `MPI_Barrier`.
+    pub(crate) fn barrier(&self) -> Result<()> {
+        // SAFETY: a valid communicator.
+        check(call(|| unsafe { ffi::MPI_Barrier(self.handle) }), "Barrier")
+    }
+
+    /// `MPI_Allreduce` of one `int` with `MPI_MIN`.
+    pub(crate) fn allreduce_min(&self, v: i32) -> Result<i32> {
+        let mut out: c_int = 0;
+        check(
+            // SAFETY: one int in, one int out; constant handles.
+            call(|| unsafe {
+                ffi::MPI_Allreduce(
+                    (&v as *const c_int).cast(),
+                    (&mut out as *mut c_int).cast(),
+                    1,
+                    ffi::RSMPI_INT32_T,
+                    ffi::RSMPI_MIN,
+                    self.handle,
+                )
+            }),
+            "Allreduce",
+        )?;
+        Ok(out)
+    }
+
+    /// Every process's `v`, by rank (`MPI_Allgather` of an `i64`).
+    pub(crate) fn allgather_i64(&self, v: i64) -> Result<Vec<i64>> {
+        let n = self.size()? as usize;
+        let mut out = vec![0i64; n];
+        check(
+            // SAFETY: one i64 in, `n` out, as MPI_INT64_T.
+            call(|| unsafe {
+                ffi::MPI_Allgather(
+                    (&v as *const i64).cast(),
+                    1,
+                    ffi::RSMPI_INT64_T,
+                    out.as_mut_ptr().cast(),
+                    1,
+                    ffi::RSMPI_INT64_T,
+                    self.handle,
+                )
+            }),
+            "Allgather",
+        )?;
+        Ok(out)
+    }
+
+    /// Every process's bytes, by rank (`MPI_Allgatherv`, lengths first).
+    pub(crate) fn allgatherv(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let lens = self.allgather_i64(mine.len() as i64)?;
+        let (counts, displs, total) = layout(&lens)?;
+        let mut all = vec![0u8; total];
+        let n = count(mine.len())?;
+        check(
+            // SAFETY: `mine` holds `n` bytes; `all` holds the sum of `counts`
+            // at `displs`, which agree on every process (gathered above).
+            call(|| unsafe {
+                ffi::MPI_Allgatherv(
+                    mine.as_ptr().cast(),
+                    n,
+                    bytes(),
+                    all.as_mut_ptr().cast(),
+                    counts.as_ptr(),
+                    displs.as_ptr(),
+                    bytes(),
+                    self.handle,
+                )
+            }),
+            "Allgatherv",
+        )?;
+        Ok(split_at(&all, &counts, &displs))
+    }
+
+    /// The root's bytes on every process (`MPI_Bcast`, length first).
+    pub(crate) fn bcast(&self, data: &mut Vec<u8>, root: i32) -> Result<()> {
+        let mut len = data.len() as u64;
+        check(
+            // SAFETY: one u64 on every process.
+            call(|| unsafe {
+                ffi::MPI_Bcast(
+                    (&mut len as *mut u64).cast(),
+                    1,
+                    ffi::RSMPI_UINT64_T,
+                    root,
+                    self.handle,
+                )
+            }),
+            "Bcast",
+        )?;
+        let len = usize::try_from(len).map_err(|_| Error::Internal("bcast length".into()))?;
+        data.resize(len, 0);
+        let n = count(len)?;
+        check(
+            // SAFETY: `data` holds `n` bytes on every process.
+            call(|| unsafe {
+                ffi::MPI_Bcast(data.as_mut_ptr().cast(), n, bytes(), root, self.handle)
+            }),
+            "Bcast",
+        )
+    }
+
+    /// Every process's bytes at `root`, by rank (`MPI_Gatherv`).
+    pub(crate) fn gatherv(&self, mine: &[u8], root: i32) -> Result<Option<Vec<Vec<u8>>>> {
+        // The root needs every length; the others only send theirs.
+        let lens = self.allgather_i64(mine.len() as i64)?;
+        let (counts, displs, total) = layout(&lens)?;
+        let at_root = self.rank()? == root;
+        let mut all = vec![0u8; if at_root { total } else { 0 }];
+        let n = count(mine.len())?;
+        check(
+            // SAFETY: as in `allgatherv`; only the root's receive arguments
+            // are read.
+            call(|| unsafe {
+                ffi::MPI_Gatherv(
+                    mine.as_ptr().cast(),
+                    n,
+                    bytes(),
+                    all.as_mut_ptr().cast(),
+                    counts.as_ptr(),
+                    displs.as_ptr(),
+                    bytes(),
+                    root,
+                    self.handle,
+                )
+            }),
+            "Gatherv",
+        )?;
+        Ok(at_root.then(|| split_at(&all, &counts, &displs)))
+    }
+
+    /// Piece `r` of the root's `pieces` to rank `r` (`MPI_Scatterv`).
+    pub(crate) fn scatterv(&self, pieces: Option<&[Vec<u8>]>, root: i32) -> Result<Vec<u8>> {
+        let at_root = self.rank()? == root;
+        let mut flat = Vec::new();
+        let mut lens = Vec::new();
+        if at_root {
+            let p = pieces.ok_or_else(|| Error::Internal("scatter root without data".into()))?;
+            for piece in p {
+                lens.push(piece.len() as u64);
+                flat.extend_from_slice(piece);
+            }
+        }
+        // Each process learns its own length from the root.
+        let mut mine_len: u64 = 0;
+        check(
+            // SAFETY: one u64 per process, from `lens` at the root.
+            call(|| unsafe {
+                ffi::MPI_Scatter(
+                    lens.as_ptr().cast(),
+                    1,
+                    ffi::RSMPI_UINT64_T,
+                    (&mut mine_len as *mut u64).cast(),
+                    1,
+                    ffi::RSMPI_UINT64_T,
+                    root,
+                    self.handle,
+                )
+            }),
+            "Scatter",
+        )?;
+        let lens_i: Vec<i64> = lens.iter().map(|&l| l as i64).collect();
+        let (counts, displs, _) = layout(&lens_i)?;
+        let mut out = vec![0u8; mine_len as usize];
+        let n = count(out.len())?;
+        check(
+            // SAFETY: the root's `flat` holds `counts` at `displs`; `out`
+            // holds this process's count.
+            call(|| unsafe {
+                ffi::MPI_Scatterv(
+                    flat.as_ptr().cast(),
+                    counts.as_ptr(),
+                    displs.as_ptr(),
+                    bytes(),
+                    out.as_mut_ptr().cast(),
+                    n,
+                    bytes(),
+                    root,
+                    self.handle,
+                )
+            }),
+            "Scatterv",
+        )?;
+        Ok(out)
+    }
+
+    /// Piece `d` of `pieces` to rank `d`; returns the piece from every
+    /// rank (`MPI_Alltoallv`, lengths first with `MPI_Alltoall`).
+    pub(crate) fn alltoallv(&self, pieces: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
+        let slens: Vec<i64> = pieces.iter().map(|p| p.len() as i64).collect();
+        let mut rlens = vec![0i64; pieces.len()];
+        check(
+            // SAFETY: one i64 per process each way.
+            call(|| unsafe {
+                ffi::MPI_Alltoall(
+                    slens.as_ptr().cast(),
+                    1,
+                    ffi::RSMPI_INT64_T,
+                    rlens.as_mut_ptr().cast(),
+                    1,
+                    ffi::RSMPI_INT64_T,
+                    self.handle,
+                )
+            }),
+            "Alltoall",
+        )?;
+        let (sc, sd, _) = layout(&slens)?;
+        let (rc, rd, rtotal) = layout(&rlens)?;
+        let flat: Vec<u8> = pieces.concat();
+        let mut all = vec![0u8; rtotal];
+        check(
+            // SAFETY: `flat` holds `sc` at `sd`, `all` holds `rc` at `rd`;
+            // every pair agrees on its counts (exchanged above).
+            call(|| unsafe {
+                ffi::MPI_Alltoallv(
+                    flat.as_ptr().cast(),
+                    sc.as_ptr(),
+                    sd.as_ptr(),
+                    bytes(),
+                    all.as_mut_ptr().cast(),
+                    rc.as_ptr(),
+                    rd.as_ptr(),
+                    bytes(),
+                    self.handle,
+                )
+            }),
+            "Alltoallv",
+        )?;
+        Ok(split_at(&all, &rc, &rd))
+    }
+
+    /// `MPI_Abort` on this communicator.
+    pub(crate) fn abort(&self, code: i32) {
+        // SAFETY: a valid communicator; MPI ends the job.
+        unsafe { ffi::MPI_Abort(self.handle, code) };
+    }
+
+    /// Starts sending `buf` (`MPI_Isend`, or `MPI_Issend` when `sync`).
+    ///
+    /// # Safety
+    /// `buf` stays valid and unchanged until the request completes.
+    pub(crate) unsafe fn isend(
+        &self,
+        buf: &[u8],
+        dest: i32,
+        tag: i32,
+        sync: bool,
+    ) -> Result<RawRequest> {
+        let n = count(buf.len())?;
+        // SAFETY: as in `dup`.
+        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: `buf` holds `n` bytes, valid until completion (caller).
+        let rc = call(|| unsafe {
+            if sync {
+                ffi::MPI_Issend(
+                    buf.as_ptr().cast(),
+                    n,
+                    bytes(),
+                    dest,
+                    tag,
+                    self.handle,
+                    &mut req,
+                )
+            } else {
+                ffi::MPI_Isend(
+                    buf.as_ptr().cast(),
+                    n,
+                    bytes(),
+                    dest,
+                    tag,
+                    self.handle,
+                    &mut req,
+                )
+            }
+        });
+        check(rc, "Isend")?;
+        Ok(RawRequest(req))
+    }
+
+    /// Starts receiving into the `len` bytes at `buf` (`MPI_Irecv`).
+    ///
+    /// # Safety
+    /// `buf` is valid for `len` bytes of writes until the request
+    /// completes.
+    pub(crate) unsafe fn irecv(
+        &self,
+        buf: *mut u8,
+        len: usize,
+        source: i32,
+        tag: i32,
+    ) -> Result<RawRequest> {
+        let n = count(len)?;
+        // SAFETY: as in `dup`.
+        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+        check(
+            // SAFETY: `buf` is writable for `n` bytes until completion.
+            call(|| unsafe {
+                ffi::MPI_Irecv(
+                    buf.cast(),
+                    n,
+                    bytes(),
+                    mpi_source(source),
+                    mpi_tag(tag),
+                    self.handle,
+                    &mut req,
+                )
+            }),
+            "Irecv",
+        )?;
+        Ok(RawRequest(req))
+    }
+
+    /// Takes a matching message if there is one (`MPI_Improbe`).
+    pub(crate) fn improbe(&self, source: i32, tag: i32) -> Result<Option<(RawMessage, MpiStatus)>> {
+        let mut flag: c_int = 0;
+        // SAFETY: as in `dup`.
+        let mut msg = unsafe { ffi::RSMPI_MESSAGE_NULL };
+        // SAFETY: a zeroed status is a valid value for MPI to overwrite.
+        let mut st: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        check(
+            // SAFETY: valid communicator; all outputs writable.
+            call(|| unsafe {
+                ffi::MPI_Improbe(
+                    mpi_source(source),
+                    mpi_tag(tag),
+                    self.handle,
+                    &mut flag,
+                    &mut msg,
+                    &mut st,
+                )
+            }),
+            "Improbe",
+        )?;
+        if flag == 0 {
+            return Ok(None);
+        }
+        Ok(Some((RawMessage(msg), MpiStatus::from(&st, false)?)))
+    }
+
+    /// The status of a matching message if there is one (`MPI_Iprobe`).
+    pub(crate) fn iprobe(&self, source: i32, tag: i32) -> Result<Option<MpiStatus>> {
+        let mut flag: c_int = 0;
+        // SAFETY: as in `improbe`.
+        let mut st: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        check(
+            // SAFETY: valid communicator; outputs writable.
+            call(|| unsafe {
+                ffi::MPI_Iprobe(
+                    mpi_source(source),
+                    mpi_tag(tag),
+                    self.handle,
+                    &mut flag,
+                    &mut st,
+                )
+            }),
+            "Iprobe",
+        )?;
+        if flag == 0 {
+            return Ok(None);
+        }
+        Ok(Some(MpiStatus::from(&st, false)?))
+    }
+}
+
+/// A matched message of [`RawComm::improbe`], to receive with
+/// [`RawMessage::recv`].
+#[derive(Debug)]
+pub(crate) struct RawMessage(ffi::MPI_Message);
+
+impl RawMessage {
+    /// Receives the message into `buf`, at most `buf.len()` bytes
+    /// (`MPI_Mrecv`); `len` is the message's length (from its probe).
+    pub(crate) fn recv(mut self, buf: &mut [u8], len: usize) -> Result<()> {
+        if len > buf.len() {
+            // Take the whole message into a scratch buffer and keep its
+            // head: MPI would report the truncation as an error without
+            // delivering the bytes the status promises.
+            let mut tmp = vec![0u8; len];
+            self.recv_exact(&mut tmp)?;
+            let n = buf.len();
+            buf.copy_from_slice(&tmp[..n]);
+            return Ok(());
+        }
+        self.recv_exact(&mut buf[..len])
+    }
+
+    fn recv_exact(&mut self, buf: &mut [u8]) -> Result<()> {
+        let n = count(buf.len())?;
+        check(
+            // SAFETY: `buf` holds `n` bytes, the message's length.
+            call(|| unsafe {
+                ffi::MPI_Mrecv(
+                    buf.as_mut_ptr().cast(),
+                    n,
+                    bytes(),
+                    &mut self.0,
+                    ffi::RSMPI_STATUS_IGNORE,
+                )
+            }),
+            "Mrecv",
+        )
+    }
+}
+
+/// A pending MPI request.
+#[derive(Debug)]
+pub(crate) struct RawRequest(ffi::MPI_Request);
+
+// SAFETY: a request handle may be tested from any thread (serialised by
+// `call` unless MPI is thread-multiple).
+unsafe impl Send for RawRequest {}
+
+impl RawRequest {
+    /// Its status once complete (`MPI_Test`); the request is then gone.
+    pub(crate) fn test(&mut self) -> Result<Option<MpiStatus>> {
+        let mut flag: c_int = 0;
+        // SAFETY: as in `RawComm::improbe`.
+        let mut st: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        check(
+            // SAFETY: a request MPI gave; outputs writable.
+            call(|| unsafe { ffi::MPI_Test(&mut self.0, &mut flag, &mut st) }),
+            "Test",
+        )?;
+        if flag == 0 {
+            return Ok(None);
+        }
+        let mut cancelled: c_int = 0;
+        // SAFETY: a status MPI just wrote.
+        unsafe { ffi::MPI_Test_cancelled(&st, &mut cancelled) };
+        Ok(Some(MpiStatus::from(&st, cancelled != 0)?))
+    }
+
+    /// Asks MPI to cancel the request (`MPI_Cancel`); complete it with
+    /// [`RawRequest::test`] as usual.
+    pub(crate) fn cancel(&mut self) -> Result<()> {
+        // SAFETY: a request MPI gave.
+        check(call(|| unsafe { ffi::MPI_Cancel(&mut self.0) }), "Cancel")
+    }
+}
+
+/// What this layer keeps of an `MPI_Status`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MpiStatus {
+    pub source: i32,
+    pub tag: i32,
+    pub len: usize,
+    pub cancelled: bool,
+}
+
+impl MpiStatus {
+    fn from(st: &ffi::MPI_Status, cancelled: bool) -> Result<MpiStatus> {
+        let mut n: c_int = 0;
+        check(
+            // SAFETY: a status MPI wrote; counted in bytes.
+            unsafe { ffi::MPI_Get_count(st, bytes(), &mut n) },
+            "Get_count",
+        )?;
+        Ok(MpiStatus {
+            source: st.MPI_SOURCE,
+            tag: st.MPI_TAG,
+            len: usize::try_from(n).unwrap_or(0),
+            cancelled,
+        })
+    }
+}
+
+/// Counts and displacements for pieces of `lens` bytes, and their sum.
+fn layout(lens: &[i64]) -> Result<(Vec<c_int>, Vec<c_int>, usize)> {
+    let mut counts = Vec::with_capacity(lens.len());
+    let mut displs = Vec::with_capacity(lens.len());
+    let mut at: usize = 0;
+    for &l in lens {
+        let l = usize::try_from(l).map_err(|_| Error::Internal("negative length".into()))?;
+        counts.push(count(l)?);
+        displs.push(count(at)?);
+        at += l;
+    }
+    count(at)?;
+    Ok((counts, displs, at))
+}
+
+/// `all` cut into its pieces.
+fn split_at(all: &[u8], counts: &[c_int], displs: &[c_int]) -> Vec<Vec<u8>> {
+    counts
+        .iter()
+        .zip(displs)
+        .map(|(&c, &d)| all[d as usize..(d + c) as usize].to_vec())
+        .collect()
+}

@@ -1,0 +1,854 @@
+//! Across nodes (feature `mpi`): the spanning communicator's
+//! point-to-point and collectives under a real `mpirun`, with the ranks of
+//! one machine split into virtual nodes (`HMPI_NODES`).
+//!
+//! Run plainly (`cargo test -p hmpi-core --features mpi --test
+//! multinode`), this binary is the driver: it asks the MPI library it was
+//! built against which one it is, and runs itself under that MPI's
+//! launcher (`mpirun.openmpi` or `mpiexec.mpich`; `HMPI_TEST_MPIRUN`
+//! overrides) with 2 and 3 virtual nodes of 1 to 3 ranks, then checks that
+//! a rank dying on one virtual node ends the whole job with a message.
+//! Under the launcher (`HMPI_MULTINODE_ROLE` set by the driver) it is a
+//! rank and runs the role named there; every check compares with a serial
+//! computation and panics on a difference, which ends the job.
+
+use hmpi_core::multinode::{self, SpanningCommunicator};
+use hmpi_core::traits::*;
+use hmpi_core::{ANY_SOURCE, ANY_TAG, PROC_NULL};
+use shmheap::ShmHeap;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[global_allocator]
+static ALLOC: ShmHeap = ShmHeap::new();
+
+const ROLE_VAR: &str = "HMPI_MULTINODE_ROLE";
+
+fn main() {
+    match std::env::var(ROLE_VAR) {
+        Ok(role) => rank_main(&role),
+        Err(_) => driver(),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The driver.
+
+/// The launcher of the MPI this binary links, and its arguments.
+fn launcher() -> Vec<String> {
+    if let Ok(cmd) = std::env::var("HMPI_TEST_MPIRUN") {
+        return cmd.split_whitespace().map(str::to_owned).collect();
+    }
+    let version = multinode::library_version().unwrap_or_default();
+    let mut cmd: Vec<String> = if version.contains("Open MPI") {
+        let mut c = vec!["mpirun.openmpi".to_owned(), "--oversubscribe".to_owned()];
+        // SAFETY: getuid has no preconditions.
+        if unsafe { libc::getuid() } == 0 {
+            c.push("--allow-run-as-root".to_owned());
+        }
+        c
+    } else if version.contains("MPICH") {
+        vec!["mpiexec.mpich".to_owned()]
+    } else {
+        panic!("unknown MPI library ({version:?}); set HMPI_TEST_MPIRUN");
+    };
+    cmd.push("-n".to_owned());
+    cmd
+}
+
+/// Runs `ranks` ranks of this binary in `role` on `nodes` virtual nodes;
+/// the exit status and the combined output. A job still running after
+/// `limit` is killed and reported as such.
+fn run(role: &str, ranks: u32, nodes: Option<u32>, limit: Duration) -> (Option<i32>, String) {
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut cmd = launcher();
+    cmd.push(ranks.to_string());
+    let out = std::env::temp_dir().join(format!(
+        "hmpi-multinode-{}-{role}-{ranks}-{nodes:?}.log",
+        std::process::id()
+    ));
+    let file = std::fs::File::create(&out).expect("log file");
+    let mut command = Command::new(&cmd[0]);
+    command.args(&cmd[1..]).arg(&exe).env(ROLE_VAR, role);
+    match nodes {
+        Some(k) => command.env(multinode::NODES_VAR, k.to_string()),
+        None => command.env_remove(multinode::NODES_VAR),
+    };
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().expect("log file"))
+        .stderr(file)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", cmd[0]));
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break Some(st.code().unwrap_or(-1));
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let log = std::fs::read_to_string(&out).unwrap_or_default();
+    let _ = std::fs::remove_file(&out);
+    (status, log)
+}
+
+fn driver() {
+    let mut failed = 0;
+    // 2 and 3 virtual nodes of 1 to 3 ranks (blocks of r·k/n).
+    // And once without HMPI_NODES: the machine is the one node.
+    for (ranks, nodes) in [(2, 2), (5, 2), (3, 3), (7, 3), (3, 1)] {
+        let t0 = Instant::now();
+        let k = (nodes > 1).then_some(nodes);
+        let (st, log) = run("suite", ranks, k, Duration::from_secs(600));
+        let want = format!("multinode suite: {ranks} ranks on {nodes} nodes: ok");
+        if st == Some(0) && log.contains(&want) {
+            println!(
+                "test suite {ranks} ranks / {nodes} nodes ... ok ({:.1} s)",
+                t0.elapsed().as_secs_f64()
+            );
+        } else {
+            failed += 1;
+            println!("test suite {ranks} ranks / {nodes} nodes ... FAILED (status {st:?})\n{log}");
+        }
+    }
+    // A rank that panics on node 1 ends the job, saying so.
+    let (st, log) = run("die-panic", 4, Some(2), Duration::from_secs(120));
+    let msg = "hmpi: rank 3 (node 1 of 2) failed; ending the job";
+    if st.is_some_and(|c| c != 0) && log.contains(msg) {
+        println!("test a panicking rank ends the job ... ok");
+    } else {
+        failed += 1;
+        println!("test a panicking rank ends the job ... FAILED (status {st:?})\n{log}");
+    }
+    // A rank that exits without finalizing ends the job too (the
+    // launcher's own message).
+    let (st, log) = run("die-exit", 4, Some(2), Duration::from_secs(120));
+    if st.is_some_and(|c| c != 0) {
+        println!("test a rank exiting early ends the job ... ok");
+    } else {
+        failed += 1;
+        println!("test a rank exiting early ends the job ... FAILED (status {st:?})\n{log}");
+    }
+    // A bad node count is a clear error on every rank.
+    let (st, log) = run("bad-nodes", 2, Some(2), Duration::from_secs(120));
+    if st.is_some_and(|c| c != 0) && log.contains("HMPI_NODES=5") {
+        println!("test a bad HMPI_NODES is an error ... ok");
+    } else {
+        failed += 1;
+        println!("test a bad HMPI_NODES is an error ... FAILED (status {st:?})\n{log}");
+    }
+    if failed > 0 {
+        eprintln!("{failed} multinode test(s) failed");
+        std::process::exit(1);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The ranks.
+
+fn rank_main(role: &str) {
+    if role == "bad-nodes" {
+        std::env::set_var(multinode::NODES_VAR, "5");
+        match hmpi_core::init() {
+            Ok(_) => panic!("HMPI_NODES=5 with 2 ranks was accepted"),
+            Err(e) => {
+                eprintln!("init refused: {e}");
+                std::process::exit(2);
+            }
+        }
+    }
+    let universe = hmpi_core::init().expect("init");
+    let world = multinode::world().expect("the spanning world");
+    match role {
+        "suite" => suite(&universe, &world),
+        "die-panic" | "die-exit" => {
+            if world.rank() == 3 {
+                if role == "die-panic" {
+                    panic!("rank 3 fails on purpose");
+                }
+                std::process::exit(3);
+            }
+            // The others wait for a message that never comes.
+            let mut b = [0u8; 1];
+            match world.recv(&mut b, 3, 1) {
+                Ok(_) => panic!("a message from a dead rank arrived"),
+                Err(e) => {
+                    eprintln!("rank {}: receive from the dead rank: {e}", world.rank());
+                    std::process::exit(4);
+                }
+            }
+        }
+        _ => panic!("unknown role {role}"),
+    }
+    drop(universe);
+    // After finalize: errors, and MPI is not called.
+    let fin = |r: hmpi_core::Result<()>| matches!(r, Err(hmpi_core::Error::Finalized));
+    let far = world.size() - 1 - world.rank();
+    assert!(fin(world.send(b"x", far, 0)));
+    assert!(fin(world.barrier()));
+    assert!(fin(world.bcast_bytes(&mut vec![1], 0)));
+    assert!(fin(world.allgatherv_bytes(b"x").map(|_| ())));
+    assert!(fin(world.allreduce(&[1u8], |a, b| a + b).map(|_| ())));
+    assert!(fin(world.iprobe(far, 0).map(|_| ())));
+    assert!(matches!(
+        multinode::world(),
+        Err(hmpi_core::Error::Finalized)
+    ));
+}
+
+/// The byte `i` of the message of `size` bytes from `src` with `salt`.
+fn pattern(src: i32, size: usize, salt: u32, i: usize) -> u8 {
+    let x = (i as u64)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .wrapping_add((src as u64) << 40)
+        .wrapping_add((size as u64) << 8)
+        .wrapping_add(u64::from(salt));
+    (x ^ (x >> 29) ^ (x >> 47)) as u8
+}
+
+fn filled(src: i32, size: usize, salt: u32) -> Vec<u8> {
+    (0..size).map(|i| pattern(src, size, salt, i)).collect()
+}
+
+fn check_filled(buf: &[u8], src: i32, salt: u32, what: &str) {
+    for (i, &b) in buf.iter().enumerate() {
+        let want = pattern(src, buf.len(), salt, i);
+        assert_eq!(b, want, "{what}: byte {i} of {} from {src}", buf.len());
+    }
+}
+
+fn suite(universe: &hmpi_core::Universe, world: &SpanningCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    // Without HMPI_NODES the nodes are the machines: one here.
+    let nodes: u32 = std::env::var(multinode::NODES_VAR).map_or(1, |v| v.parse().unwrap());
+    layout(universe, world, nodes);
+    ordering(world);
+    wildcards(world);
+    probes(world);
+    synchronous(world);
+    sizes(world);
+    nonblocking(world);
+    cancel(world);
+    ownership(world);
+    threads(world);
+    stencil(world);
+    collectives(world);
+    split_and_dup(world);
+    errors(world);
+    world.barrier().unwrap();
+    if rank == 0 {
+        println!("multinode suite: {size} ranks on {nodes} nodes: ok");
+    }
+}
+
+/// World rank = MPI's, nodes as HMPI_NODES says, the node world is the
+/// node's block.
+fn layout(universe: &hmpi_core::Universe, world: &SpanningCommunicator, nodes: u32) {
+    let (rank, size) = (world.rank(), world.size());
+    for var in ["OMPI_COMM_WORLD_RANK", "PMI_RANK"] {
+        if let Ok(v) = std::env::var(var) {
+            assert_eq!(v.parse::<i32>().unwrap(), rank, "{var}");
+        }
+    }
+    assert_eq!(multinode::nodes(), nodes);
+    assert_eq!(world.nodes(), nodes as usize);
+    let node_of = |r: i32| (i64::from(r) * i64::from(nodes) / i64::from(size)) as u32;
+    assert_eq!(multinode::node(), node_of(rank));
+    let block: Vec<i32> = (0..size).filter(|&r| node_of(r) == node_of(rank)).collect();
+    let node_world = universe.world();
+    assert_eq!(node_world.size() as usize, block.len());
+    assert_eq!(block[node_world.rank() as usize], rank);
+    for r in 0..size {
+        assert_eq!(world.node_of(r).unwrap(), node_of(r));
+        assert_eq!(world.is_local(r).unwrap(), node_of(r) == node_of(rank));
+    }
+}
+
+/// Messages of each pair arrive in the order sent, local and remote.
+fn ordering(world: &SpanningCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    const K: u32 = 40;
+    let msgs: Vec<Vec<u8>> = (0..K).map(|k| k.to_le_bytes().to_vec()).collect();
+    let mut reqs = Vec::new();
+    for d in 0..size {
+        for m in &msgs {
+            // SAFETY: every request is waited for below, before `msgs` goes.
+            reqs.push(unsafe { world.isend(m, d, 7, false) }.unwrap());
+        }
+    }
+    for s in 0..size {
+        for k in 0..K {
+            let mut b = [0u8; 4];
+            let st = world.recv(&mut b, s, 7).unwrap();
+            assert_eq!((st.source, st.tag, st.count), (s, 7, 4));
+            assert_eq!(u32::from_le_bytes(b), k, "message {k} from {s} overtaken");
+        }
+    }
+    for r in reqs {
+        r.wait().unwrap();
+    }
+    world.barrier().unwrap();
+    let _ = rank;
+}
+
+/// ANY_SOURCE receives take local and remote senders, each in order;
+/// ANY_TAG with one source keeps the order too.
+fn wildcards(world: &SpanningCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    const K: u32 = 30;
+    if rank == 0 {
+        let mut next = vec![0u32; size as usize];
+        let mut from_remote = false;
+        let mut from_local = false;
+        for _ in 0..K * (size as u32 - 1) {
+            let mut b = [0u8; 8];
+            let st = world.recv(&mut b, ANY_SOURCE, 9).unwrap();
+            let src = i32::from_le_bytes(b[..4].try_into().unwrap());
+            let k = u32::from_le_bytes(b[4..].try_into().unwrap());
+            assert_eq!(st.source, src, "status names the sender");
+            assert_eq!(k, next[src as usize], "order from {src}");
+            next[src as usize] += 1;
+            from_remote |= !world.is_local(src).unwrap();
+            from_local |= src != 0 && world.is_local(src).unwrap();
+        }
+        assert_eq!(
+            from_remote,
+            world.nodes() > 1,
+            "remote senders matched ANY_SOURCE"
+        );
+        let local_peers = (1..size).any(|r| world.is_local(r).unwrap());
+        assert_eq!(from_local, local_peers);
+    } else {
+        for k in 0..K {
+            let mut b = rank.to_le_bytes().to_vec();
+            b.extend_from_slice(&k.to_le_bytes());
+            world.send(&b, 0, 9).unwrap();
+        }
+    }
+    // ANY_TAG from one source: tags vary, order holds.
+    let peer = (rank + 1) % size;
+    let from = (rank + size - 1) % size;
+    for k in 0..10i32 {
+        world.send(&k.to_le_bytes(), peer, 100 + k).unwrap();
+    }
+    for k in 0..10i32 {
+        let mut b = [0u8; 4];
+        let st = world.recv(&mut b, from, ANY_TAG).unwrap();
+        assert_eq!((st.tag, i32::from_le_bytes(b)), (100 + k, k));
+    }
+    world.barrier().unwrap();
+}
+
+/// probe and iprobe report source, tag and length without receiving.
+fn probes(world: &SpanningCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    let peer = (rank + 1) % size;
+    let from = (rank + size - 1) % size;
+    assert!(world.iprobe(ANY_SOURCE, 77).unwrap().is_none());
+    world.barrier().unwrap();
+    let msg = filled(rank, 100 + rank as usize, 3);
+    world.send(&msg, peer, 11).unwrap();
+    let st = world.probe(ANY_SOURCE, 11).unwrap();
+    assert_eq!((st.source, st.tag, st.count), (from, 11, 100 + from as u64));
+    let st2 = world
+        .iprobe(from, ANY_TAG)
+        .unwrap()
+        .expect("iprobe after probe");
+    assert_eq!((st2.source, st2.count), (from, st.count));
+    let mut buf = vec![0u8; st.count as usize];
+    world.recv(&mut buf, from, 11).unwrap();
+    check_filled(&buf, from, 3, "probe");
+    // PROC_NULL: an empty status at once.
+    let st = world.probe(PROC_NULL, 0).unwrap();
+    assert_eq!(st.source, PROC_NULL);
+    world.send(b"x", PROC_NULL, 0).unwrap();
+    world.barrier().unwrap();
+}
+
+/// A synchronous send completes only after its receive has started.
+fn synchronous(world: &SpanningCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    for target in [1, size - 1] {
+        if rank == 0 {
+            world.ssend(b"sync", target, 5).unwrap();
+            let done = hmpi_core::time();
+            world.send(&done.to_le_bytes(), target, 6).unwrap();
+        } else if rank == target {
+            std::thread::sleep(Duration::from_millis(200));
+            let posted = hmpi_core::time();
+            let mut b = [0u8; 4];
+            world.recv(&mut b, 0, 5).unwrap();
+            let mut t = [0u8; 8];
+            world.recv(&mut t, 0, 6).unwrap();
+            let done = f64::from_le_bytes(t);
+            assert!(
+                done >= posted,
+                "ssend to {target} completed before its receive was posted"
+            );
+        }
+        world.barrier().unwrap();
+    }
+}
+
+/// 0 B to 16 MiB, every distance, checked byte by byte.
+fn sizes(world: &SpanningCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    let sizes = [0usize, 1, 7, 64, 4096, 65_539, 1 << 20, 16 << 20];
+    for (salt, &n) in sizes.iter().enumerate() {
+        let dists: Vec<i32> = if n > (1 << 20) {
+            vec![1, size / 2 + 1]
+        } else {
+            (1..size.max(2)).collect()
+        };
+        for &d in &dists {
+            let d = d % size;
+            let to = (rank + d) % size;
+            let from = (rank + size - d) % size;
+            let out = filled(rank, n, salt as u32);
+            // SAFETY: waited for before `out` goes.
+            let req = unsafe { world.isend(&out, to, 20, false) }.unwrap();
+            let mut buf = vec![0u8; n];
+            let st = world.recv(&mut buf, from, 20).unwrap();
+            assert_eq!((st.source, st.count), (from, n as u64));
+            check_filled(&buf, from, salt as u32, "sizes");
+            req.wait().unwrap();
+        }
+    }
+    world.barrier().unwrap();
+}
+
+/// Nonblocking receives, wildcard ones included, match in posting order.
+fn nonblocking(world: &SpanningCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    let last = size - 1; // on another node than 0
+    if rank == 0 {
+        let (mut a, mut b, mut c) = ([0u8; 1], [0u8; 1], [0u8; 1]);
+        // SAFETY: each request is waited for below.
+        let ra = unsafe { world.irecv(&mut a, ANY_SOURCE, ANY_TAG) }.unwrap();
+        // SAFETY: as above.
+        let rb = unsafe { world.irecv(&mut b, last, 30) }.unwrap();
+        // SAFETY: as above.
+        let rc = unsafe { world.irecv(&mut c, ANY_SOURCE, 31) }.unwrap();
+        world.send(b"g", last, 29).unwrap(); // go
+        let sb = rb.wait().unwrap();
+        let sa = ra.wait().unwrap();
+        let sc = rc.wait().unwrap();
+        assert_eq!((sa.source, sa.tag, a[0]), (last, 30, b'1'));
+        assert_eq!((sb.source, sb.tag, b[0]), (last, 30, b'2'));
+        assert_eq!((sc.source, sc.tag, c[0]), (last, 31, b'3'));
+    } else if rank == last {
+        let mut g = [0u8; 1];
+        world.recv(&mut g, 0, 29).unwrap();
+        world.send(b"1", 0, 30).unwrap();
+        world.send(b"2", 0, 30).unwrap();
+        world.send(b"3", 0, 31).unwrap();
+    }
+    world.barrier().unwrap();
+    // Synchronous nonblocking sends to every peer, received in reverse.
+    let msgs: Vec<[u8; 4]> = (0..size).map(|d| (rank * 1000 + d).to_le_bytes()).collect();
+    let mut reqs = Vec::new();
+    for d in 0..size {
+        // SAFETY: waited for below.
+        reqs.push(unsafe { world.isend(&msgs[d as usize], d, 40, true) }.unwrap());
+    }
+    for s in (0..size).rev() {
+        let mut b = [0u8; 4];
+        world.recv(&mut b, s, 40).unwrap();
+        assert_eq!(i32::from_le_bytes(b), s * 1000 + rank);
+    }
+    for mut r in reqs {
+        loop {
+            if r.test().unwrap().is_some() {
+                break;
+            }
+        }
+    }
+    world.barrier().unwrap();
+}
+
+/// Receives that never match are cancelled, from a local peer, a remote
+/// one and any source.
+fn cancel(world: &SpanningCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    for src in [rank, (rank + size - 1) % size, ANY_SOURCE] {
+        let mut b = [0u8; 8];
+        // SAFETY: waited for below.
+        let mut r = unsafe { world.irecv(&mut b, src, 999) }.unwrap();
+        assert!(r.cancel().unwrap());
+        let st = r.wait().unwrap();
+        assert!(st.cancelled, "receive from {src} not cancelled");
+    }
+    world.barrier().unwrap();
+}
+
+/// Give and take across nodes: local peers get the block, remote ones its
+/// bytes in a fresh block; contents checked element by element.
+fn ownership(world: &SpanningCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    for d in 1..size.max(2) {
+        let to = (rank + d) % size;
+        let from = (rank + size - d) % size;
+        for n in [0usize, 10, 1 << 18] {
+            let v: Vec<u64> = (0..n as u64).map(|i| i * 1000 + rank as u64).collect();
+            // SAFETY: a vector's block of the global allocator, given up.
+            unsafe { world.give(hmpi_core::raw::OwnedBlock::from_vec(v), to, 50) }.unwrap();
+            let (block, st) = world.take(8, from, 50).unwrap();
+            assert_eq!((st.source, st.count), (from, 8 * n as u64));
+            // SAFETY: the block is ours, of u64s written by the sender.
+            let got: Vec<u64> = unsafe { block.into_vec() }.expect("a block of u64s");
+            assert_eq!(got.len(), n);
+            for (i, &x) in got.iter().enumerate() {
+                assert_eq!(x, i as u64 * 1000 + from as u64, "element {i} from {from}");
+            }
+        }
+    }
+    assert!(matches!(
+        world.take(8, ANY_SOURCE, 0),
+        Err(hmpi_core::Error::Rank { .. })
+    ));
+    assert!(world.take(3, 0, 0).is_err());
+    world.barrier().unwrap();
+}
+
+/// Two threads of every rank at once, each on its own duplicate: a ring
+/// with wildcard receives, checked in order.
+fn threads(world: &SpanningCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    let comms = [world.duplicate().unwrap(), world.duplicate().unwrap()];
+    std::thread::scope(|sc| {
+        for (t, c) in comms.iter().enumerate() {
+            sc.spawn(move || {
+                let to = (rank + 1 + t as i32) % size;
+                let from = (rank + size - 1 - t as i32 % size + size) % size;
+                for k in 0..50u32 {
+                    let msg = (k * 10 + t as u32).to_le_bytes();
+                    // SAFETY: waited for below.
+                    let req = unsafe { c.isend(&msg, to, 2, false) }.unwrap();
+                    let mut b = [0u8; 4];
+                    let st = c.recv(&mut b, ANY_SOURCE, 2).unwrap();
+                    assert_eq!(st.source, from, "thread {t}");
+                    assert_eq!(
+                        u32::from_le_bytes(b),
+                        k * 10 + t as u32,
+                        "thread {t} message {k}"
+                    );
+                    req.wait().unwrap();
+                }
+            });
+        }
+    });
+    world.barrier().unwrap();
+}
+
+/// A 1-D heat stencil over blocks of a global grid, halos exchanged with
+/// the neighbours (local or remote, `PROC_NULL` at the ends): gathered at
+/// rank 0, the result is bit for bit the serial computation's.
+fn stencil(world: &SpanningCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    const N: usize = 1000;
+    const STEPS: usize = 60;
+    let init = |i: usize| ((i * 7919) % 1000) as f64 / 10.0;
+    let step = |l: f64, c: f64, r: f64| c + 0.25 * (l - 2.0 * c + r);
+    // Block of rank r: [lo, hi).
+    let bounds = |r: i32| {
+        (
+            N * r as usize / size as usize,
+            N * (r as usize + 1) / size as usize,
+        )
+    };
+    let (lo, hi) = bounds(rank);
+    // With halos: u[0] is lo-1, u[hi-lo+1] is hi.
+    let mut u: Vec<f64> = (0..hi - lo + 2)
+        .map(|k| {
+            let g = (lo + k) as i64 - 1;
+            if (0..N as i64).contains(&g) {
+                init(g as usize)
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let left = if rank == 0 { PROC_NULL } else { rank - 1 };
+    let right = if rank == size - 1 {
+        PROC_NULL
+    } else {
+        rank + 1
+    };
+    let n = hi - lo;
+    for _ in 0..STEPS {
+        let (first, last) = (u[1].to_le_bytes(), u[n].to_le_bytes());
+        let (mut from_left, mut from_right) = ([0u8; 8], [0u8; 8]);
+        {
+            // SAFETY: every request is waited for in this block.
+            let rl = unsafe { world.irecv(&mut from_left, left, 60) }.unwrap();
+            // SAFETY: as above.
+            let rr = unsafe { world.irecv(&mut from_right, right, 61) }.unwrap();
+            // SAFETY: as above.
+            let sl = unsafe { world.isend(&first, left, 61, false) }.unwrap();
+            // SAFETY: as above.
+            let sr = unsafe { world.isend(&last, right, 60, false) }.unwrap();
+            for r in [rl, rr, sl, sr] {
+                r.wait().unwrap();
+            }
+        }
+        if left != PROC_NULL {
+            u[0] = f64::from_le_bytes(from_left);
+        }
+        if right != PROC_NULL {
+            u[n + 1] = f64::from_le_bytes(from_right);
+        }
+        let next: Vec<f64> = (1..=n)
+            .map(|k| {
+                let g = lo + k - 1;
+                if g == 0 || g == N - 1 {
+                    u[k] // fixed boundary
+                } else {
+                    step(u[k - 1], u[k], u[k + 1])
+                }
+            })
+            .collect();
+        u[1..=n].copy_from_slice(&next);
+    }
+    let all = world.gather(&u[1..=n], 0).unwrap();
+    if rank == 0 {
+        let mut s: Vec<f64> = (0..N).map(init).collect();
+        for _ in 0..STEPS {
+            let mut t = s.clone();
+            for i in 1..N - 1 {
+                t[i] = step(s[i - 1], s[i], s[i + 1]);
+            }
+            s = t;
+        }
+        let all = all.unwrap();
+        assert_eq!(all.len(), N);
+        for i in 0..N {
+            assert_eq!(all[i].to_bits(), s[i].to_bits(), "stencil point {i}");
+        }
+    }
+    world.barrier().unwrap();
+}
+
+fn collectives(world: &SpanningCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    let piece = |r: i32, salt: u32| filled(r, (r as usize * 37 + salt as usize) % 300, salt);
+    for root in 0..size {
+        // bcast
+        let mut data = if rank == root {
+            piece(root, 1)
+        } else {
+            vec![9; 3]
+        };
+        world.bcast_bytes(&mut data, root).unwrap();
+        assert_eq!(data, piece(root, 1), "bcast from {root}");
+        // gatherv
+        let got = world.gatherv_bytes(&piece(rank, 2), root).unwrap();
+        if rank == root {
+            let want: Vec<Vec<u8>> = (0..size).map(|r| piece(r, 2)).collect();
+            assert_eq!(got.unwrap(), want, "gatherv to {root}");
+        } else {
+            assert!(got.is_none());
+        }
+        // scatterv
+        let all: Vec<Vec<u8>> = (0..size).map(|r| piece(r + root, 3)).collect();
+        let mine = world
+            .scatterv_bytes((rank == root).then_some(&all[..]), root)
+            .unwrap();
+        assert_eq!(mine, piece(rank + root, 3), "scatterv from {root}");
+        // reduce: sum, and the non-commutative "first" and "last"
+        let r = world.reduce(&[rank as i64, 1], |a, b| a + b, root).unwrap();
+        let first = world.reduce(&[rank], |a, _| a, root).unwrap();
+        let last = world.reduce(&[rank], |_, b| b, root).unwrap();
+        if rank == root {
+            let n = i64::from(size);
+            assert_eq!(r.unwrap(), vec![n * (n - 1) / 2, n]);
+            assert_eq!((first.unwrap(), last.unwrap()), (vec![0], vec![size - 1]));
+        } else {
+            assert!(r.is_none() && first.is_none() && last.is_none());
+        }
+        // typed gather and scatter
+        let g = world.gather(&[rank as u32, 7], root).unwrap();
+        if rank == root {
+            let want: Vec<u32> = (0..size as u32).flat_map(|r| [r, 7]).collect();
+            assert_eq!(g.unwrap(), want);
+        }
+        let src: Vec<u64> = (0..size as u64 * 2).map(|x| x * 3 + root as u64).collect();
+        let s = world
+            .scatter((rank == root).then_some(&src[..]), 2, root)
+            .unwrap();
+        assert_eq!(s, src[rank as usize * 2..rank as usize * 2 + 2]);
+    }
+    world.barrier().unwrap();
+    // allgatherv
+    let all = world.allgatherv_bytes(&piece(rank, 4)).unwrap();
+    let want: Vec<Vec<u8>> = (0..size).map(|r| piece(r, 4)).collect();
+    assert_eq!(all, want);
+    let ag = world.all_gather(&[rank as i16, -(rank as i16)]).unwrap();
+    let want: Vec<i16> = (0..size as i16).flat_map(|r| [r, -r]).collect();
+    assert_eq!(ag, want);
+    // allreduce against a serial fold in rank order
+    let contrib = |r: i32| -> Vec<f64> { (0..5).map(|i| f64::from(r * 10 + i) * 0.5).collect() };
+    let sum = world.allreduce(&contrib(rank), |a, b| a + b).unwrap();
+    let mut want = contrib(0);
+    for r in 1..size {
+        for (w, x) in want.iter_mut().zip(contrib(r)) {
+            *w += x;
+        }
+    }
+    assert_eq!(sum, want);
+    // Decimal concatenation (associative, not commutative) in rank order,
+    // across nodes of several consecutive ranks each.
+    let concat = |a: u64, b: u64| a * 10u64.pow(b.to_string().len() as u32) + b;
+    let want: String = (1..=size).map(|r| r.to_string()).collect();
+    let c = world.allreduce(&[rank as u64 + 1], concat).unwrap();
+    assert_eq!(c, vec![want.parse::<u64>().unwrap()]);
+    for root in 0..size {
+        let c = world.reduce(&[rank as u64 + 1], concat, root).unwrap();
+        assert_eq!(c.is_some(), rank == root);
+        if let Some(c) = c {
+            assert_eq!(c, vec![want.parse::<u64>().unwrap()]);
+        }
+    }
+    let first = world.allreduce(&[rank], |a, _| a).unwrap();
+    let last = world.allreduce(&[rank], |_, b| b).unwrap();
+    assert_eq!(
+        (first[0], last[0]),
+        (0, size - 1),
+        "rank order of the reduction"
+    );
+    let mx = world.allreduce(&[rank as u64 * 7 % 5], u64::max).unwrap();
+    assert_eq!(mx[0], (0..size as u64).map(|r| r * 7 % 5).max().unwrap());
+    // alltoallv
+    let out: Vec<Vec<u8>> = (0..size)
+        .map(|d| filled(rank, (rank * 3 + d) as usize, 5))
+        .collect();
+    let got = world.alltoallv_bytes(&out).unwrap();
+    for (s, p) in got.iter().enumerate() {
+        assert_eq!(
+            p,
+            &filled(s as i32, (s as i32 * 3 + rank) as usize, 5),
+            "alltoallv from {s}"
+        );
+    }
+    let a2a: Vec<i32> = (0..size).flat_map(|d| [rank, d]).collect();
+    let got = world.all_to_all(&a2a, 2).unwrap();
+    let want: Vec<i32> = (0..size).flat_map(|s| [s, rank]).collect();
+    assert_eq!(got, want);
+    world.barrier().unwrap();
+}
+
+/// Communicators split across nodes and duplicates: ranks, isolation,
+/// point-to-point and collectives inside.
+fn split_and_dup(world: &SpanningCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    // Odd and even ranks, reversed by key.
+    let half = world.split(Some(rank as u32 % 2), -rank).unwrap().unwrap();
+    let members: Vec<i32> = (0..size).filter(|r| r % 2 == rank % 2).rev().collect();
+    assert_eq!(half.size() as usize, members.len());
+    assert_eq!(members[half.rank() as usize], rank);
+    for (hr, &wr) in members.iter().enumerate() {
+        assert_eq!(
+            half.is_local(hr as i32).unwrap(),
+            world.is_local(wr).unwrap()
+        );
+    }
+    let hs = half.size();
+    let hrank = half.rank();
+    let to = (hrank + 1) % hs;
+    let from = (hrank + hs - 1) % hs;
+    let msg = filled(rank, 1000, 6);
+    // SAFETY: waited for below.
+    let req = unsafe { half.isend(&msg, to, 1, false) }.unwrap();
+    let mut buf = vec![0u8; 1000];
+    let st = half.recv(&mut buf, ANY_SOURCE, 1).unwrap();
+    assert_eq!(st.source, from);
+    check_filled(&buf, members[from as usize], 6, "split ring");
+    req.wait().unwrap();
+    let s = half.allreduce(&[rank as i64], |a, b| a + b).unwrap();
+    assert_eq!(s[0], members.iter().map(|&r| i64::from(r)).sum::<i64>());
+    // Even ranks first, then odd ones: a node's members are not
+    // consecutive ranks, and reductions still go in rank order.
+    let mixed = world
+        .split(Some(0), (rank % 2) * size + rank)
+        .unwrap()
+        .unwrap();
+    let order: Vec<i32> = (0..size)
+        .filter(|r| r % 2 == 0)
+        .chain((0..size).filter(|r| r % 2 == 1))
+        .collect();
+    assert_eq!(order[mixed.rank() as usize], rank);
+    let firsts = mixed.allreduce(&[rank, rank * 2], |a, _| a).unwrap();
+    assert_eq!(firsts, vec![order[0], order[0] * 2]);
+    let lasts = mixed.allreduce(&[rank], |_, b| b).unwrap();
+    assert_eq!(lasts, vec![order[order.len() - 1]]);
+    // Decimal concatenation: associative, not commutative.
+    let concat = |a: u64, b: u64| a * 10u64.pow(b.to_string().len() as u32) + b;
+    for root in [0, mixed.size() - 1] {
+        let r = mixed.reduce(&[rank as u64 + 1], concat, root).unwrap();
+        if mixed.rank() == root {
+            let want: String = order.iter().map(|r| (r + 1).to_string()).collect();
+            assert_eq!(r.unwrap(), vec![want.parse::<u64>().unwrap()]);
+        }
+        let all = mixed.allreduce(&[rank as u64 + 1], concat).unwrap();
+        let want: String = order.iter().map(|r| (r + 1).to_string()).collect();
+        assert_eq!(all, vec![want.parse::<u64>().unwrap()]);
+        let g = mixed.gather(&[rank], root).unwrap();
+        if mixed.rank() == root {
+            assert_eq!(g.unwrap(), order);
+        }
+    }
+    // MPI_UNDEFINED: no communicator.
+    let none = world.split((rank != 0).then_some(1), 0).unwrap();
+    assert_eq!(none.is_none(), rank == 0);
+    if let Some(c) = none {
+        assert_eq!(c.size(), size - 1);
+        c.barrier().unwrap();
+    }
+    // A duplicate's messages are not the original's.
+    let dup = world.duplicate().unwrap();
+    let peer = (rank + 1) % size;
+    dup.send(b"d", peer, 3).unwrap();
+    world.barrier().unwrap();
+    assert!(world.iprobe(ANY_SOURCE, 3).unwrap().is_none());
+    let mut b = [0u8; 1];
+    let st = dup.recv(&mut b, ANY_SOURCE, 3).unwrap();
+    assert_eq!((st.source, b[0]), ((rank + size - 1) % size, b'd'));
+    world.barrier().unwrap();
+}
+
+/// Bad arguments are errors, not crashes.
+fn errors(world: &SpanningCommunicator) {
+    let size = world.size();
+    assert!(matches!(
+        world.send(b"x", size, 0),
+        Err(hmpi_core::Error::Rank { .. })
+    ));
+    assert!(matches!(
+        world.send(b"x", ANY_SOURCE, 0),
+        Err(hmpi_core::Error::Rank { .. })
+    ));
+    assert!(matches!(
+        world.send(b"x", 0, -5),
+        Err(hmpi_core::Error::Tag { .. })
+    ));
+    assert!(matches!(
+        world.send(b"x", 0, ANY_TAG),
+        Err(hmpi_core::Error::Tag { .. })
+    ));
+    assert!(matches!(
+        world.send(b"x", 0, world.tag_ub() + 1),
+        Err(hmpi_core::Error::Tag { .. })
+    ));
+    let mut b = [0u8; 1];
+    assert!(world.recv(&mut b, -7, 0).is_err());
+    assert!(matches!(
+        world.bcast_bytes(&mut vec![], size),
+        Err(hmpi_core::Error::Root { .. })
+    ));
+    assert!(world.split(Some(u32::MAX), 0).is_err());
+    assert!(world.alltoallv_bytes(&[]).is_err());
+}
