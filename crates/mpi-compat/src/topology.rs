@@ -210,6 +210,20 @@ pub trait Communicator {
         self.core().abort(errorcode)
     }
 
+    /// Names the communicator (`MPI_Comm_set_name`): at most
+    /// `MPI_MAX_OBJECT_NAME - 1` (127) bytes are kept. A name with a NUL
+    /// byte aborts (rsmpi panics on it).
+    fn set_name(&self, name: &str) {
+        crate::check(self.core().set_name(name))
+    }
+
+    /// The communicator's name (`MPI_Comm_get_name`): what `set_name`
+    /// gave it, else `MPI_COMM_WORLD` / `MPI_COMM_SELF` for those and the
+    /// empty string for others.
+    fn get_name(&self) -> String {
+        self.core().name()
+    }
+
     /// Whether this is an intercommunicator.
     fn test_inter(&self) -> bool {
         self.core().is_inter()

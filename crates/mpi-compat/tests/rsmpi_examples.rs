@@ -33,7 +33,6 @@ const RANKS: &[(&str, &[u32])] = &[("cartesian", &[4]), ("cartesian_map", &[4, 8
 /// Examples this crate cannot build or run yet, and why.
 const UNSUPPORTED: &[(&str, &str)] = &[
     ("all_gather_bool", "hmpi's Equivalence is for types valid for every byte pattern: not bool"),
-    ("comm_name", "communicator names (set_name/get_name): hmpi-core's communicators have none (libhmpi keeps MPI_Comm_set_name's in its C handles)"),
     ("complex_datatype", "Equivalence::Out and UncommittedUserDatatype: hmpi's Equivalence gives a Datatype value and requires Copy"),
     ("complex_numbers", "the `complex` feature (num-complex types) is not provided"),
     ("datatype_dup", "DynBufferMut / DatatypeRef (untyped buffers) are not provided"),
