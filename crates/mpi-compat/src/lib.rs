@@ -59,8 +59,8 @@ pub mod traits {
     pub use crate::datatype::traits::*;
     pub use crate::point_to_point::traits::*;
     pub use crate::topology::traits::*;
-    /// `#[derive(Equivalence)]`: `#[repr(C)]` structs without padding (see
-    /// `hmpi-derive`).
+    /// `#[derive(Equivalence)]`: structs whose fields are `Equivalence`,
+    /// arrays or tuples of them (see `hmpi-derive`).
     pub use hmpi_derive::MpiEquivalence as Equivalence;
 }
 
@@ -68,7 +68,7 @@ pub mod traits {
 /// `::mpi::__derive`); not part of the API.
 #[doc(hidden)]
 pub mod __derive {
-    pub use hmpi_core::datatype;
+    pub use crate::datatype::{array, derived, of, structure, DatatypeRef, Equivalence};
 }
 
 /// Unwraps an hmpi-core result the way MPI's default error handler does:
