@@ -3,6 +3,7 @@
 //! reduction operations.
 
 use std::borrow::Borrow;
+use std::ffi::{c_int, c_void};
 
 use hmpi_core::traits::{
     CommunicatorCollectives as _, ImmediateCollectives as _, ImmediateRoot as CoreImmediateRoot,
@@ -94,6 +95,84 @@ impl Operation for UserOperation<'_> {
     }
 }
 
+/// A reduction function in C's shape (rsmpi's `UnsafeUserFunction`,
+/// MPI's `MPI_User_function`): `inoutvec[i] = invec[i] op inoutvec[i]` for
+/// the `*len` elements of datatype `*datatype`.
+pub type UnsafeUserFunction = unsafe extern "C" fn(
+    invec: *mut c_void,
+    inoutvec: *mut c_void,
+    len: *mut c_int,
+    datatype: *mut crate::ffi::MPI_Datatype,
+);
+
+/// A user reduction operation defined by a C-style function (rsmpi's
+/// `UnsafeUserOperation`), run as hmpi-core's `UserOperation` on the packed
+/// data: the function sees 16-byte aligned copies of whole elements, the
+/// element count and the datatype's handle ([`crate::ffi::MPI_Datatype`]).
+#[derive(Clone, Debug)]
+pub struct UnsafeUserOperation {
+    op: hmpi_core::op::UserOperation,
+}
+
+impl UnsafeUserOperation {
+    /// An associative (not necessarily commutative) operation.
+    ///
+    /// # Safety
+    /// `function` must be safe to call on the data of every reduction this
+    /// operation is used in (as in rsmpi).
+    pub unsafe fn associative(function: UnsafeUserFunction) -> Self {
+        // SAFETY: the caller's promise is passed on.
+        unsafe { Self::new(false, function) }
+    }
+
+    /// A commutative operation.
+    ///
+    /// # Safety
+    /// As [`UnsafeUserOperation::associative`].
+    pub unsafe fn commutative(function: UnsafeUserFunction) -> Self {
+        // SAFETY: the caller's promise is passed on.
+        unsafe { Self::new(true, function) }
+    }
+
+    /// An operation, commutative if `commute` (`MPI_Op_create`).
+    ///
+    /// # Safety
+    /// As [`UnsafeUserOperation::associative`].
+    pub unsafe fn new(commute: bool, function: UnsafeUserFunction) -> Self {
+        let call = move |a: &[u8], o: &mut [u8], t: &hmpi_core::datatype::Datatype| {
+            with_aligned(a, o, |a, o| {
+                let mut len = c_int::try_from(o.len() / t.size().max(1)).unwrap_or(c_int::MAX);
+                let mut handle = crate::ffi::handle_of(t);
+                // SAFETY: the constructor's caller promised that `function`
+                // is safe on this reduction's data: `len` whole elements of
+                // the datatype behind `handle` in each aligned copy (which
+                // live for the call and are this call's own).
+                unsafe {
+                    function(
+                        a.as_mut_ptr().cast(),
+                        o.as_mut_ptr().cast(),
+                        &mut len,
+                        &mut handle,
+                    )
+                };
+            })
+        };
+        UnsafeUserOperation {
+            op: if commute {
+                hmpi_core::op::UserOperation::commutative(call)
+            } else {
+                hmpi_core::op::UserOperation::non_commutative(call)
+            },
+        }
+    }
+}
+
+impl Operation for UnsafeUserOperation {
+    fn core_op(&self) -> hmpi_core::op::Operation {
+        self.op.clone().into()
+    }
+}
+
 /// Storage aligned for every type up to 16-byte alignment.
 fn aligned_copy(bytes: &[u8]) -> Vec<u128> {
     let mut v = vec![0u128; bytes.len().div_ceil(16)];
@@ -105,30 +184,38 @@ fn aligned_copy(bytes: &[u8]) -> Vec<u128> {
     v
 }
 
-/// Runs `f` on 16-byte aligned copies of the packed data (so that its
-/// downcasts to element slices are aligned), then copies `inout` back.
-fn call_aligned<F>(f: &F, input: &[u8], inout: &mut [u8], datatype: &hmpi_core::datatype::Datatype)
-where
-    F: Fn(DynBuffer<'_>, DynBufferMut<'_>),
-{
-    let a = aligned_copy(input);
+/// Runs `f` on 16-byte aligned copies of `input` and `inout` (so that
+/// its views of elements are aligned; a C function may write to either),
+/// then copies `inout` back.
+fn with_aligned(input: &[u8], inout: &mut [u8], f: impl FnOnce(&mut [u8], &mut [u8])) {
+    let mut a = aligned_copy(input);
     let mut o = aligned_copy(inout);
     {
         // SAFETY: the vectors hold at least as many bytes as the slices
         // they were copied from, and live until the end of this block.
         let (ab, ob) = unsafe {
             (
-                std::slice::from_raw_parts(a.as_ptr().cast::<u8>(), input.len()),
+                std::slice::from_raw_parts_mut(a.as_mut_ptr().cast::<u8>(), input.len()),
                 std::slice::from_raw_parts_mut(o.as_mut_ptr().cast::<u8>(), inout.len()),
             )
         };
-        let (a, o) = dyn_pair(ab, ob, datatype);
-        f(a, o);
+        f(ab, ob);
     }
     // SAFETY: `o` holds at least `inout.len()` bytes; distinct allocations.
     unsafe {
         std::ptr::copy_nonoverlapping(o.as_ptr().cast::<u8>(), inout.as_mut_ptr(), inout.len());
     }
+}
+
+/// Runs a user operation's closure on aligned copies of the packed data.
+fn call_aligned<F>(f: &F, input: &[u8], inout: &mut [u8], datatype: &hmpi_core::datatype::Datatype)
+where
+    F: Fn(DynBuffer<'_>, DynBufferMut<'_>),
+{
+    with_aligned(input, inout, |ab, ob| {
+        let (a, o) = dyn_pair(ab, ob, datatype);
+        f(a, o);
+    })
 }
 
 /// A buffer of pieces of different lengths at given displacements, in

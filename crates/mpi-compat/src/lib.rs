@@ -28,6 +28,7 @@ pub mod attribute;
 pub mod collective;
 pub mod datatype;
 pub mod environment;
+pub mod ffi;
 pub mod point_to_point;
 pub mod request;
 pub mod topology;

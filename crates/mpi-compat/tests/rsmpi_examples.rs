@@ -33,11 +33,6 @@ const RANKS: &[(&str, &[u32])] = &[("cartesian", &[4]), ("cartesian_map", &[4, 8
 /// Examples this crate cannot build or run yet, and why.
 const UNSUPPORTED: &[(&str, &str)] = &[
     (
-        "immediate_reduce",
-        "mpi::ffi and UnsafeUserOperation (C callbacks)",
-    ),
-    ("reduce", "mpi::ffi and UnsafeUserOperation (C callbacks)"),
-    (
         "spawn",
         "dynamic process creation is refused (with its error)",
     ),
