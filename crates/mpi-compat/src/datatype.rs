@@ -309,6 +309,12 @@ pub unsafe trait Equivalence {
     type Out: Datatype;
     /// The datatype of one value.
     fn equivalent_datatype() -> Self::Out;
+    /// Whether the datatype is known, without looking at it, to be one run
+    /// of `size_of::<Self>()` bytes from the value's address: set by this
+    /// crate for the predefined types, so that their buffers skip the
+    /// layout check (not part of rsmpi's API).
+    #[doc(hidden)]
+    const IS_PLAIN: bool = false;
 }
 
 macro_rules! equivalent_system_datatype {
@@ -319,6 +325,7 @@ macro_rules! equivalent_system_datatype {
             // value of it received from another process is valid.
             unsafe impl Equivalence for $t {
                 type Out = SystemDatatype;
+                const IS_PLAIN: bool = true;
                 fn equivalent_datatype() -> SystemDatatype {
                     static T: OnceLock<CoreType> = OnceLock::new();
                     DatatypeRef(T.get_or_init(|| CoreType::basic(BasicType::$b)))
@@ -385,6 +392,13 @@ pub unsafe trait AsDatatype {
     type Out: Datatype;
     /// The datatype of one element.
     fn as_datatype(&self) -> Self::Out;
+    /// The bytes of the buffer's data when they are known, without looking
+    /// at the datatype, to be one run from its pointer (buffers of the
+    /// predefined types); `None` otherwise (not part of rsmpi's API).
+    #[doc(hidden)]
+    fn plain_len(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Something to send from: a pointer, a count and a datatype (rsmpi's
@@ -434,6 +448,9 @@ unsafe impl<T: Equivalence> AsDatatype for T {
     fn as_datatype(&self) -> T::Out {
         T::equivalent_datatype()
     }
+    fn plain_len(&self) -> Option<usize> {
+        T::IS_PLAIN.then_some(std::mem::size_of::<T>())
+    }
 }
 // SAFETY: as the parts above.
 unsafe impl<T: Equivalence> Buffer for T {}
@@ -470,6 +487,9 @@ macro_rules! sequence_buffer {
                 fn as_datatype(&self) -> T::Out {
                     T::equivalent_datatype()
                 }
+                fn plain_len(&self) -> Option<usize> {
+                    T::IS_PLAIN.then(|| std::mem::size_of_val(&self[..]))
+                }
             }
             // SAFETY: as the parts above.
             unsafe impl<$($g)*> Buffer for $t {}
@@ -495,6 +515,12 @@ fn dense_len(dt: &CoreType, count: Count) -> Option<usize> {
     (dt.dense_offset() == Some(0)).then(|| n.saturating_mul(dt.size()))
 }
 
+/// The bytes of `b`'s data if they are one run from its pointer.
+fn run_len<B: ?Sized + AsDatatype + Collection>(b: &B) -> Option<usize> {
+    b.plain_len()
+        .or_else(|| dense_len(b.as_datatype().core_datatype(), b.count()))
+}
+
 /// A buffer whose datatype is one run of bytes from its pointer, as
 /// hmpi-core's typed operations take it (the same memory, seen through
 /// hmpi-core's buffer traits).
@@ -515,7 +541,7 @@ impl<B: ?Sized + Buffer> Dense<B> {
     /// `b` as hmpi-core's buffer; aborts if its datatype is not one run of
     /// bytes from its pointer.
     pub(crate) fn of(b: &B) -> &Dense<B> {
-        if dense_len(b.as_datatype().core_datatype(), b.count()).is_none() {
+        if run_len(b).is_none() {
             not_dense()
         }
         // SAFETY: `Dense` is a transparent wrapper of `B`.
@@ -527,7 +553,7 @@ impl<B: ?Sized + BufferMut> Dense<B> {
     /// `b` as hmpi-core's buffer for writing; aborts if its datatype is not
     /// one run of bytes from its pointer.
     pub(crate) fn of_mut(b: &mut B) -> &mut Dense<B> {
-        if dense_len(b.as_datatype().core_datatype(), b.count()).is_none() {
+        if run_len(b).is_none() {
             not_dense()
         }
         // SAFETY: `Dense` is a transparent wrapper of `B`; the exclusive
@@ -538,8 +564,7 @@ impl<B: ?Sized + BufferMut> Dense<B> {
 
 impl<B: ?Sized + Buffer> hmpi_core::datatype::Buffer for Dense<B> {
     fn as_bytes(&self) -> &[u8] {
-        let dt = self.0.as_datatype();
-        let n = dense_len(dt.core_datatype(), self.0.count()).unwrap_or(0);
+        let n = run_len(&self.0).unwrap_or(0);
         if n == 0 {
             return &[];
         }
@@ -559,10 +584,7 @@ impl<B: ?Sized + Buffer> hmpi_core::datatype::Buffer for Dense<B> {
 
 impl<B: ?Sized + BufferMut> hmpi_core::datatype::BufferMut for Dense<B> {
     fn as_bytes_mut(&mut self) -> &mut [u8] {
-        let n = {
-            let dt = self.0.as_datatype();
-            dense_len(dt.core_datatype(), self.0.count()).unwrap_or(0)
-        };
+        let n = run_len(&self.0).unwrap_or(0);
         if n == 0 {
             return &mut [];
         }
@@ -630,10 +652,10 @@ pub(crate) enum SendBuf<'a, B: ?Sized> {
 
 /// `b` for a blocking send.
 pub(crate) fn send_buf<B: ?Sized + Buffer>(b: &B) -> SendBuf<'_, B> {
-    let dt = b.as_datatype();
-    if dense_len(dt.core_datatype(), b.count()).is_some() {
+    if run_len(b).is_some() {
         return SendBuf::Dense(Dense::of(b));
     }
+    let dt = b.as_datatype();
     // SAFETY: `Buffer`: the pointer leads to `count` readable elements.
     SendBuf::Packed(unsafe { pack_at(b.pointer(), b.count(), dt.core_datatype()) })
 }
@@ -669,14 +691,13 @@ pub(crate) enum RecvBuf<'a, B: ?Sized> {
 
 /// `b` for a blocking receive.
 pub(crate) fn recv_buf<B: ?Sized + BufferMut>(b: &mut B) -> RecvBuf<'_, B> {
-    let n = {
-        let dt = b.as_datatype();
-        match dense_len(dt.core_datatype(), b.count()) {
-            Some(_) => None,
-            None => Some(check(
-                dt.core_datatype().packed_size(len(b.count(), "count")),
-            )),
-        }
+    let n = match run_len(b) {
+        Some(_) => None,
+        None => Some(check(
+            b.as_datatype()
+                .core_datatype()
+                .packed_size(len(b.count(), "count")),
+        )),
     };
     match n {
         None => RecvBuf::Dense(Dense::of_mut(b)),
