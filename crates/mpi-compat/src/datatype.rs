@@ -1242,3 +1242,61 @@ pub fn derived<T: ?Sized + 'static>(
     }
     DatatypeRef(stored::<T>(make))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn predefined_buffers_are_plain_and_views_pack() {
+        let v = [1i32, 2, 3, 4, 5, 6];
+        assert_eq!(run_len(&v[..]), Some(24));
+        assert_eq!(run_len(&7u16), Some(2));
+        assert!(matches!(send_buf(&v[..]), SendBuf::Dense(_)));
+
+        // Every other element: packed into half the bytes, unpacked back
+        // into the gaps' places only.
+        let t = UserDatatype::vector(3, 1, 2, &i32::equivalent_datatype());
+        // SAFETY: one vector element reaches i32s 0..5 of the 6 in `v`.
+        let view = unsafe { View::with_count_and_datatype(&v[..], 1, &t) };
+        assert_eq!(run_len(&view), None);
+        let SendBuf::Packed(p) = send_buf(&view) else {
+            panic!("a strided view is packed");
+        };
+        assert_eq!(p.len(), 12);
+        let mut back = [0i32; 6];
+        {
+            // SAFETY: as above, in `back`.
+            let mut mv = unsafe { MutView::with_count_and_datatype(&mut back[..], 1, &t) };
+            assert_eq!(unpack_buf(&p, &mut mv), 12);
+        }
+        assert_eq!(back, [1, 0, 3, 0, 5, 0]);
+    }
+
+    #[test]
+    fn values_come_from_packed_data_of_their_size() {
+        let data = 5u64.to_ne_bytes();
+        assert_eq!(value_from::<u64>(&data), 5);
+        let two = [true, false];
+        let mut out = vec![0u8; 2];
+        assert_eq!(pack_buf(&two[..], &mut out), 2);
+        assert_eq!(vec_from::<bool>(&out), vec![true, false]);
+        assert_eq!(packed_size_of::<f64>(3), 24);
+    }
+
+    #[test]
+    fn user_datatypes_need_no_commit() {
+        let u = UncommittedUserDatatype::contiguous(4, &u8::equivalent_datatype());
+        let s = UserDatatype::structured(
+            &[1, 1],
+            &[0, 4],
+            &[
+                u.as_ref(),
+                UncommittedDatatypeRef::from(u32::equivalent_datatype()),
+            ],
+        );
+        assert_eq!(s.as_ref().core_datatype().size(), 8);
+        let c = u.commit();
+        assert_eq!(c.dup().core_datatype().size(), 4);
+    }
+}
