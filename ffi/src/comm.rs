@@ -2,8 +2,8 @@
 //! [`SimpleCommunicator`] and [`Group`].
 //!
 //! A communicator handle leads to a [`CommEntry`]: the runtime's
-//! communicator (ranks, size, context, rank translation) plus what only
-//! the C interface keeps beside it (its handle, error handler and name).
+//! communicator (ranks, size, context, rank translation, name) plus what
+//! only the C interface keeps beside it (its handle and error handler).
 //! `MPI_COMM_WORLD` and `MPI_COMM_SELF` live in statics set by
 //! `MPI_Init`, so the common case needs no table lookup.
 //!
@@ -37,16 +37,14 @@ pub struct CommEntry {
     /// Its handle (passed to user error handlers).
     pub handle: Comm,
     errhandler: Mutex<Handler>,
-    name: Mutex<String>,
 }
 
 impl CommEntry {
-    fn new(comm: SimpleCommunicator, handle: Comm, errhandler: Handler, name: &str) -> Self {
+    fn new(comm: SimpleCommunicator, handle: Comm, errhandler: Handler) -> Self {
         CommEntry {
             handle,
             comm,
             errhandler: Mutex::new(errhandler),
-            name: Mutex::new(name.to_owned()),
         }
     }
 
@@ -59,10 +57,6 @@ impl CommEntry {
 
     pub fn set_errhandler(&self, h: Handler) {
         *self.errhandler.lock().unwrap_or_else(|p| p.into_inner()) = h;
-    }
-
-    fn name(&self) -> String {
-        self.name.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
@@ -111,6 +105,9 @@ impl Deref for CommRef {
 static WORLD: OnceLock<CommEntry> = OnceLock::new();
 static SELF: OnceLock<CommEntry> = OnceLock::new();
 static COMMS: Table<Arc<CommEntry>> = Table::new(KIND_COMM);
+
+// C's name buffers are hmpi-core's limit.
+const _: () = assert!(abi::MAX_OBJECT_NAME == hmpi_core::comm::MAX_OBJECT_NAME);
 static GROUPS: Table<Arc<Group>> = Table::new(KIND_GROUP);
 
 /// Sets up `MPI_COMM_WORLD` and `MPI_COMM_SELF` (from `MPI_Init`).
@@ -120,14 +117,8 @@ pub fn init_predefined(universe: &hmpi_core::Universe) {
         universe.world(),
         abi::COMM_WORLD,
         fatal.clone(),
-        "MPI_COMM_WORLD",
     ));
-    let _ = SELF.set(CommEntry::new(
-        universe.self_comm(),
-        abi::COMM_SELF,
-        fatal,
-        "MPI_COMM_SELF",
-    ));
+    let _ = SELF.set(CommEntry::new(universe.self_comm(), abi::COMM_SELF, fatal));
 }
 
 fn not_initialized() -> MpiError {
@@ -212,7 +203,7 @@ pub(crate) unsafe fn store_comm(
     };
     let errhandler = parent.errhandler();
     let h = COMMS
-        .insert_with(|h| Arc::new(CommEntry::new(comm, Comm(h), errhandler, "")))
+        .insert_with(|h| Arc::new(CommEntry::new(comm, Comm(h), errhandler)))
         .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many communicators"))?;
     // SAFETY: as above.
     unsafe { newcomm.write(Comm(h)) };
@@ -480,11 +471,12 @@ mpi_fn! {
         }
         api_comm("MPI_Comm_get_name", comm, |c| {
             // SAFETY: MPI requires MPI_MAX_OBJECT_NAME bytes at `name`.
-            unsafe { put_string(name, abi::MAX_OBJECT_NAME, len, &c.name()) }
+            unsafe { put_string(name, abi::MAX_OBJECT_NAME, len, &c.comm.name()) }
         })
     }
 
-    /// Names a communicator (at most `MPI_MAX_OBJECT_NAME - 1` bytes kept).
+    /// Names a communicator (hmpi-core keeps at most
+    /// `MPI_MAX_OBJECT_NAME - 1` bytes).
     fn MPI_Comm_set_name / PMPI_Comm_set_name(comm: Comm, name: *const c_char) -> c_int {
         api_comm("MPI_Comm_set_name", comm, |c| {
             if name.is_null() {
@@ -492,12 +484,7 @@ mpi_fn! {
             }
             // SAFETY: a NUL-terminated string from the caller.
             let s = unsafe { CStr::from_ptr(name) }.to_string_lossy();
-            let mut end = s.len().min(abi::MAX_OBJECT_NAME - 1);
-            while !s.is_char_boundary(end) {
-                end -= 1;
-            }
-            *c.name.lock().unwrap_or_else(|p| p.into_inner()) = s[..end].to_owned();
-            Ok(())
+            Ok(c.comm.set_name(&s)?)
         })
     }
 
@@ -828,14 +815,7 @@ unsafe fn idup(
     // A slot for the new communicator, busy until it is made (the
     // parent's communicator stands in, never seen).
     let h = COMMS
-        .insert_with(|h| {
-            Arc::new(CommEntry::new(
-                c.comm.clone(),
-                Comm(h),
-                errhandler.clone(),
-                "",
-            ))
-        })
+        .insert_with(|h| Arc::new(CommEntry::new(c.comm.clone(), Comm(h), errhandler.clone())))
         .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many communicators"))?;
     let _ = COMMS.checkout(h);
     let (src, src_handle) = (c.comm.clone(), c.handle);
@@ -844,7 +824,7 @@ unsafe fn idup(
         // copy callback leaves it without the values it refused).
         Ok(d) => {
             let _ = crate::attr::copy_comm(&src, src_handle, &d);
-            COMMS.checkin(h, Arc::new(CommEntry::new(d, Comm(h), errhandler, "")))
+            COMMS.checkin(h, Arc::new(CommEntry::new(d, Comm(h), errhandler)))
         }
         // The handle becomes invalid; later use reports MPI_ERR_COMM.
         Err(_) => COMMS.release(h),

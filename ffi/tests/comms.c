@@ -57,6 +57,15 @@ int main(int argc, char **argv) {
     OK(MPI_Comm_set_name(dup, "my duplicate"));
     OK(MPI_Comm_get_name(dup, name, &len));
     CHECK(strcmp(name, "my duplicate") == 0 && len == 12);
+    OK(MPI_Comm_get_name(MPI_COMM_SELF, name, &len));
+    CHECK(strcmp(name, "MPI_COMM_SELF") == 0 && len == 13);
+    /* A name too long is cut to MPI_MAX_OBJECT_NAME - 1 bytes. */
+    char long_name[2 * MPI_MAX_OBJECT_NAME];
+    memset(long_name, 'x', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = 0;
+    OK(MPI_Comm_set_name(dup, long_name));
+    OK(MPI_Comm_get_name(dup, name, &len));
+    CHECK(len == MPI_MAX_OBJECT_NAME - 1 && strlen(name) == MPI_MAX_OBJECT_NAME - 1);
 
     /* Split by parity, reversed order by key. */
     MPI_Comm half;

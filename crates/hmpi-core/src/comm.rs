@@ -62,6 +62,10 @@ use crate::raw::{self, Traffic};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, OnceLock};
 
+/// `MPI_MAX_OBJECT_NAME`: a communicator's name has fewer bytes
+/// ([`SimpleCommunicator::set_name`]).
+pub const MAX_OBJECT_NAME: usize = 128;
+
 /// The world's context id.
 const WORLD_ID: u32 = 0;
 /// The self communicator's context id.
@@ -168,6 +172,9 @@ struct Inner {
     attrs: crate::attr::Attributes,
     /// Its own buffer for buffered sends, if attached ([`crate::buffered`]).
     bsend: crate::buffered::Pool,
+    /// The name [`SimpleCommunicator::set_name`] gave it (`None`: the
+    /// predefined name, or none).
+    name: Mutex<Option<String>>,
 }
 
 /// Whether every member's communicator rank is its world rank.
@@ -215,6 +222,7 @@ impl SimpleCommunicator {
                 inter: None,
                 attrs: crate::attr::Attributes::new(),
                 bsend: crate::buffered::Pool::new(),
+                name: Mutex::new(None),
             }),
         };
         c.tell_senders(ep);
@@ -275,6 +283,7 @@ impl SimpleCommunicator {
                 inter: Some(Arc::new(part)),
                 attrs: crate::attr::Attributes::new(),
                 bsend: crate::buffered::Pool::new(),
+                name: Mutex::new(None),
             }),
         };
         c.tell_senders(ep);
@@ -307,6 +316,59 @@ impl SimpleCommunicator {
     /// [`crate::attr::Attributes::copy_into`] copies them).
     pub fn attributes(&self) -> &crate::attr::Attributes {
         &self.inner.attrs
+    }
+
+    /// The communicator's name (`MPI_Comm_get_name`): what
+    /// [`SimpleCommunicator::set_name`] gave this communicator (its
+    /// clones share it), else `MPI_COMM_WORLD` for the world,
+    /// `MPI_COMM_SELF` for the self communicator and the empty string for
+    /// any other (a duplicate does not inherit its parent's name). At most
+    /// [`MAX_OBJECT_NAME`]` - 1` bytes.
+    ///
+    /// ```
+    /// use hmpi_core::traits::*;
+    ///
+    /// let universe = hmpi_core::init().unwrap();
+    /// let world = universe.world();
+    /// assert_eq!(world.name(), "MPI_COMM_WORLD");
+    /// assert_eq!(universe.self_comm().name(), "MPI_COMM_SELF");
+    /// let dup = world.duplicate().unwrap();
+    /// assert_eq!(dup.name(), "");
+    /// dup.set_name("halo").unwrap();
+    /// assert_eq!((dup.clone().name(), world.name()), ("halo".into(), "MPI_COMM_WORLD".into()));
+    /// let long = "é".repeat(100); // 200 bytes, two per character
+    /// world.set_name(&long).unwrap();
+    /// assert_eq!(world.name(), "é".repeat(63)); // 126 bytes: < MAX_OBJECT_NAME
+    /// assert!(world.set_name("a\0b").is_err());
+    /// ```
+    pub fn name(&self) -> String {
+        let set = self.inner.name.lock().unwrap_or_else(|p| p.into_inner());
+        match (&*set, self.inner.id.0) {
+            (Some(n), _) => n.clone(),
+            (None, WORLD_ID) if !self.is_inter() => "MPI_COMM_WORLD".to_owned(),
+            (None, SELF_ID) if !self.is_inter() => "MPI_COMM_SELF".to_owned(),
+            (None, _) => String::new(),
+        }
+    }
+
+    /// Names the communicator (`MPI_Comm_set_name`), locally: other
+    /// processes and other communicators keep theirs. A name of
+    /// [`MAX_OBJECT_NAME`] bytes or more is cut to the longest prefix of
+    /// at most `MAX_OBJECT_NAME - 1` bytes that ends on a character
+    /// boundary (MPI truncates). [`Error::Arg`] for a name with a NUL
+    /// byte, which C could not read back.
+    pub fn set_name(&self, name: &str) -> Result<()> {
+        if name.contains('\0') {
+            return Err(Error::Arg {
+                reason: format!("a communicator name may not hold a NUL byte: {name:?}"),
+            });
+        }
+        let mut end = name.len().min(MAX_OBJECT_NAME - 1);
+        while !name.is_char_boundary(end) {
+            end -= 1;
+        }
+        *self.inner.name.lock().unwrap_or_else(|p| p.into_inner()) = Some(name[..end].to_owned());
+        Ok(())
     }
 
     /// Its own buffer for buffered sends ([`crate::buffered::attach_to`]).
@@ -376,6 +438,7 @@ impl SimpleCommunicator {
                 inter: None,
                 attrs: crate::attr::Attributes::new(),
                 bsend: crate::buffered::Pool::new(),
+                name: Mutex::new(None),
             }),
         }
     }

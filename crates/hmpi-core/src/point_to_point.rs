@@ -214,6 +214,12 @@ impl<'a> Process<'a> {
     pub fn comm(&self) -> &'a SimpleCommunicator {
         self.comm
     }
+
+    /// Whether it is the calling process (rsmpi's `Process::is_self`);
+    /// never for an intercommunicator, whose ranks name the other group.
+    pub fn is_self(&self) -> bool {
+        !self.comm.is_inter() && self.rank == crate::comm::Communicator::rank(self.comm)
+    }
 }
 
 /// Every process of a communicator, as the source of a receive

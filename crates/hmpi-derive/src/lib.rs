@@ -37,25 +37,105 @@ use syn::{parse_macro_input, Data, DeriveInput, Fields, Index, LitStr, Member};
 #[proc_macro_derive(Equivalence, attributes(equivalence))]
 pub fn derive_equivalence(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    match expand(input, syn::parse_quote!(::hmpi), true) {
+    match expand(input, syn::parse_quote!(::hmpi)) {
         Ok(ts) => ts.into(),
         Err(e) => e.to_compile_error().into(),
     }
 }
 
-/// The same derive with paths starting at `::mpi::__derive`: what the
-/// rsmpi-compatible crate (`hmpi-mpi`, imported as `mpi`) re-exports as
-/// `mpi::traits::Equivalence`, so that a program depending only on it
-/// derives as it did with rsmpi. Like rsmpi's derive it also takes a struct
-/// without `#[repr(C)]`: the datatype is built from the offsets the
-/// compiler chose (`offset_of!`), and the no-padding check still applies.
+/// rsmpi's derive for the rsmpi-compatible crate (`hmpi-mpi`, imported as
+/// `mpi`), re-exported as `mpi::traits::Equivalence`, so that a program
+/// depending only on it derives as it did with rsmpi: a struct (named,
+/// tuple or unit; `#[repr(C)]` or not, padding allowed) whose fields are
+/// `Equivalence`, arrays or tuples of such. Its datatype is a struct type
+/// of the fields at the offsets the compiler chose (`offset_of!`), made
+/// the first time it is asked for and kept (paths under
+/// `::mpi::__derive`).
 #[proc_macro_derive(MpiEquivalence, attributes(equivalence))]
 pub fn derive_mpi_equivalence(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    match expand(input, syn::parse_quote!(::mpi::__derive), false) {
+    match expand_mpi(input) {
         Ok(ts) => ts.into(),
         Err(e) => e.to_compile_error().into(),
     }
+}
+
+/// The datatype expression of a field of type `ty` for `MpiEquivalence`:
+/// arrays and tuples are described here (as rsmpi's derive does), any
+/// other type through its `Equivalence`.
+fn mpi_field_datatype(ty: &syn::Type) -> TokenStream2 {
+    let d = quote!(::mpi::__derive);
+    match ty {
+        syn::Type::Array(a) => {
+            let elem = mpi_field_datatype(&a.elem);
+            let n = &a.len;
+            quote!(#d::array(#n, &#elem))
+        }
+        syn::Type::Tuple(t) => {
+            let offsets = (0..t.elems.len()).map(|i| {
+                let i = Index::from(i);
+                quote!(::core::mem::offset_of!(#t, #i) as isize)
+            });
+            let types = t.elems.iter().map(mpi_field_datatype);
+            quote!(#d::structure(::core::mem::size_of::<#t>(), &[#(#offsets),*], &[#(#types),*]))
+        }
+        syn::Type::Paren(p) => mpi_field_datatype(&p.elem),
+        syn::Type::Group(g) => mpi_field_datatype(&g.elem),
+        _ => quote!(#d::of::<#ty>()),
+    }
+}
+
+/// `MpiEquivalence`: rsmpi's `Equivalence` with `type Out = DatatypeRef`.
+fn expand_mpi(input: DeriveInput) -> syn::Result<TokenStream2> {
+    let name = &input.ident;
+    if !input.generics.params.is_empty() {
+        return Err(syn::Error::new_spanned(
+            &input.generics,
+            "#[derive(Equivalence)] does not support generic parameters: implement \
+             Equivalence by hand",
+        ));
+    }
+    let Data::Struct(data) = &input.data else {
+        return Err(syn::Error::new_spanned(
+            name,
+            "#[derive(Equivalence)] is for structs: an enum's bytes are not all valid values",
+        ));
+    };
+    let (members, types): (Vec<Member>, Vec<&syn::Type>) = match &data.fields {
+        Fields::Named(f) => f
+            .named
+            .iter()
+            .map(|f| (Member::Named(f.ident.clone().expect("named field")), &f.ty))
+            .unzip(),
+        Fields::Unnamed(f) => f
+            .unnamed
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (Member::Unnamed(Index::from(i)), &f.ty))
+            .unzip(),
+        Fields::Unit => (Vec::new(), Vec::new()),
+    };
+    let fields = types.iter().map(|t| mpi_field_datatype(t));
+    let d = quote!(::mpi::__derive);
+    Ok(quote! {
+        // SAFETY: the datatype lists every field, each described by its
+        // own `Equivalence` (or, for arrays and tuples, by their elements'),
+        // at the offset the compiler gave it, inside the struct's size:
+        // it describes the struct's data, and data of such fields make a
+        // valid struct.
+        unsafe impl #d::Equivalence for #name {
+            type Out = #d::DatatypeRef<'static>;
+            fn equivalent_datatype() -> Self::Out {
+                #d::derived::<Self>(::core::any::type_name::<Self>(), || {
+                    #d::structure(
+                        ::core::mem::size_of::<Self>(),
+                        &[#(::core::mem::offset_of!(Self, #members) as isize),*],
+                        &[#(#fields),*],
+                    )
+                })
+            }
+        }
+    })
 }
 
 /// The crate path of `#[equivalence(crate = "...")]`, `default` without it.
@@ -100,8 +180,8 @@ fn is_repr_c(input: &DeriveInput) -> syn::Result<bool> {
     Ok(c)
 }
 
-/// The derive; `need_repr_c`: refuse a struct without `#[repr(C)]`.
-fn expand(input: DeriveInput, default: syn::Path, need_repr_c: bool) -> syn::Result<TokenStream2> {
+/// The derive of hmpi's `Equivalence`.
+fn expand(input: DeriveInput, default: syn::Path) -> syn::Result<TokenStream2> {
     let name = &input.ident;
     let krate = crate_path(&input, default)?;
     if !input.generics.params.is_empty() {
@@ -117,7 +197,7 @@ fn expand(input: DeriveInput, default: syn::Path, need_repr_c: bool) -> syn::Res
             "#[derive(Equivalence)] is for structs: an enum's bytes are not all valid values",
         ));
     };
-    if need_repr_c && !is_repr_c(&input)? {
+    if !is_repr_c(&input)? {
         return Err(syn::Error::new_spanned(
             name,
             "#[derive(Equivalence)] needs #[repr(C)]: the layout of a Rust struct is not fixed",

@@ -3,6 +3,7 @@
 //! reduction operations.
 
 use std::borrow::Borrow;
+use std::ffi::{c_int, c_void};
 
 use hmpi_core::traits::{
     CommunicatorCollectives as _, ImmediateCollectives as _, ImmediateRoot as CoreImmediateRoot,
@@ -10,10 +11,13 @@ use hmpi_core::traits::{
 };
 
 use crate::check;
-use crate::datatype::{Buffer, BufferMut, Partition, PartitionMut};
+use crate::datatype::{
+    dyn_pair, inout_buf, recv_buf, send_buf, Buffer, BufferMut, Dense, DynBuffer, DynBufferMut,
+};
 use crate::request::{Op, Request, Scope};
 use crate::topology::{Communicator, Process, Rank};
 
+use hmpi_core::collective::{Partition as CorePartition, PartitionMut as CorePartitionMut};
 pub use hmpi_core::op::SystemOperation;
 
 /// The traits of this module (in `mpi::traits`).
@@ -91,6 +95,84 @@ impl Operation for UserOperation<'_> {
     }
 }
 
+/// A reduction function in C's shape (rsmpi's `UnsafeUserFunction`,
+/// MPI's `MPI_User_function`): `inoutvec[i] = invec[i] op inoutvec[i]` for
+/// the `*len` elements of datatype `*datatype`.
+pub type UnsafeUserFunction = unsafe extern "C" fn(
+    invec: *mut c_void,
+    inoutvec: *mut c_void,
+    len: *mut c_int,
+    datatype: *mut crate::ffi::MPI_Datatype,
+);
+
+/// A user reduction operation defined by a C-style function (rsmpi's
+/// `UnsafeUserOperation`), run as hmpi-core's `UserOperation` on the packed
+/// data: the function sees 16-byte aligned copies of whole elements, the
+/// element count and the datatype's handle ([`crate::ffi::MPI_Datatype`]).
+#[derive(Clone, Debug)]
+pub struct UnsafeUserOperation {
+    op: hmpi_core::op::UserOperation,
+}
+
+impl UnsafeUserOperation {
+    /// An associative (not necessarily commutative) operation.
+    ///
+    /// # Safety
+    /// `function` must be safe to call on the data of every reduction this
+    /// operation is used in (as in rsmpi).
+    pub unsafe fn associative(function: UnsafeUserFunction) -> Self {
+        // SAFETY: the caller's promise is passed on.
+        unsafe { Self::new(false, function) }
+    }
+
+    /// A commutative operation.
+    ///
+    /// # Safety
+    /// As [`UnsafeUserOperation::associative`].
+    pub unsafe fn commutative(function: UnsafeUserFunction) -> Self {
+        // SAFETY: the caller's promise is passed on.
+        unsafe { Self::new(true, function) }
+    }
+
+    /// An operation, commutative if `commute` (`MPI_Op_create`).
+    ///
+    /// # Safety
+    /// As [`UnsafeUserOperation::associative`].
+    pub unsafe fn new(commute: bool, function: UnsafeUserFunction) -> Self {
+        let call = move |a: &[u8], o: &mut [u8], t: &hmpi_core::datatype::Datatype| {
+            with_aligned(a, o, |a, o| {
+                let mut len = c_int::try_from(o.len() / t.size().max(1)).unwrap_or(c_int::MAX);
+                let mut handle = crate::ffi::handle_of(t);
+                // SAFETY: the constructor's caller promised that `function`
+                // is safe on this reduction's data: `len` whole elements of
+                // the datatype behind `handle` in each aligned copy (which
+                // live for the call and are this call's own).
+                unsafe {
+                    function(
+                        a.as_mut_ptr().cast(),
+                        o.as_mut_ptr().cast(),
+                        &mut len,
+                        &mut handle,
+                    )
+                };
+            })
+        };
+        UnsafeUserOperation {
+            op: if commute {
+                hmpi_core::op::UserOperation::commutative(call)
+            } else {
+                hmpi_core::op::UserOperation::non_commutative(call)
+            },
+        }
+    }
+}
+
+impl Operation for UnsafeUserOperation {
+    fn core_op(&self) -> hmpi_core::op::Operation {
+        self.op.clone().into()
+    }
+}
+
 /// Storage aligned for every type up to 16-byte alignment.
 fn aligned_copy(bytes: &[u8]) -> Vec<u128> {
     let mut v = vec![0u128; bytes.len().div_ceil(16)];
@@ -102,33 +184,22 @@ fn aligned_copy(bytes: &[u8]) -> Vec<u128> {
     v
 }
 
-/// Runs `f` on 16-byte aligned copies of the packed data (so that its
-/// downcasts to element slices are aligned), then copies `inout` back.
-fn call_aligned<F>(f: &F, input: &[u8], inout: &mut [u8], datatype: &hmpi_core::datatype::Datatype)
-where
-    F: Fn(DynBuffer<'_>, DynBufferMut<'_>),
-{
-    let a = aligned_copy(input);
+/// Runs `f` on 16-byte aligned copies of `input` and `inout` (so that
+/// its views of elements are aligned; a C function may write to either),
+/// then copies `inout` back.
+fn with_aligned(input: &[u8], inout: &mut [u8], f: impl FnOnce(&mut [u8], &mut [u8])) {
+    let mut a = aligned_copy(input);
     let mut o = aligned_copy(inout);
     {
         // SAFETY: the vectors hold at least as many bytes as the slices
         // they were copied from, and live until the end of this block.
         let (ab, ob) = unsafe {
             (
-                std::slice::from_raw_parts(a.as_ptr().cast::<u8>(), input.len()),
+                std::slice::from_raw_parts_mut(a.as_mut_ptr().cast::<u8>(), input.len()),
                 std::slice::from_raw_parts_mut(o.as_mut_ptr().cast::<u8>(), inout.len()),
             )
         };
-        f(
-            DynBuffer {
-                bytes: ab,
-                datatype,
-            },
-            DynBufferMut {
-                bytes: ob,
-                datatype,
-            },
-        );
+        f(ab, ob);
     }
     // SAFETY: `o` holds at least `inout.len()` bytes; distinct allocations.
     unsafe {
@@ -136,89 +207,40 @@ where
     }
 }
 
-/// Whether data of `datatype` may be seen as `T`s: the same basic type,
-/// or (for a derived type) the same size as `T`'s datatype.
-fn is_of<T: crate::datatype::Equivalence>(datatype: &hmpi_core::datatype::Datatype) -> bool {
-    let t = T::equivalent_datatype();
-    match (t.basic_type(), datatype.basic_type()) {
-        (Some(a), Some(b)) => a == b,
-        _ => t.size() == datatype.size() && t.extent() == datatype.extent(),
+/// Runs a user operation's closure on aligned copies of the packed data.
+fn call_aligned<F>(f: &F, input: &[u8], inout: &mut [u8], datatype: &hmpi_core::datatype::Datatype)
+where
+    F: Fn(DynBuffer<'_>, DynBufferMut<'_>),
+{
+    with_aligned(input, inout, |ab, ob| {
+        let (a, o) = dyn_pair(ab, ob, datatype);
+        f(a, o);
+    })
+}
+
+/// A buffer of pieces of different lengths at given displacements, in
+/// elements (rsmpi's `Partition`), for the varying-count collectives. The
+/// buffer's datatype must be one run of bytes (a buffer that needs
+/// packing aborts).
+#[repr(transparent)]
+pub struct Partition<'b, B: ?Sized, C, D>(pub(crate) CorePartition<'b, Dense<B>, C, D>);
+
+impl<'b, B: ?Sized + Buffer, C: Borrow<[i32]>, D: Borrow<[i32]>> Partition<'b, B, C, D> {
+    /// Pieces of `buf`: `counts[i]` elements from element `displs[i]`.
+    pub fn new(buf: &'b B, counts: C, displs: D) -> Self {
+        Partition(CorePartition::new(Dense::of(buf), counts, displs))
     }
 }
 
-/// Reinterprets `bytes` as `T`s if they are aligned and a whole number.
-fn cast<T>(len: usize, ptr: *const u8) -> Option<usize> {
-    let n = std::mem::size_of::<T>();
-    (n != 0 && len % n == 0 && (ptr as usize) % std::mem::align_of::<T>() == 0).then_some(len / n)
-}
+/// A mutable buffer of pieces of different lengths (rsmpi's
+/// `PartitionMut`), as [`Partition`].
+#[repr(transparent)]
+pub struct PartitionMut<'b, B: ?Sized, C, D>(pub(crate) CorePartitionMut<'b, Dense<B>, C, D>);
 
-/// The input of a [`UserOperation`] (rsmpi's `DynBuffer`).
-#[derive(Debug)]
-pub struct DynBuffer<'a> {
-    bytes: &'a [u8],
-    datatype: &'a hmpi_core::datatype::Datatype,
-}
-
-impl<'a> DynBuffer<'a> {
-    /// Whether the data are `T`s.
-    pub fn is<T: crate::datatype::Equivalence>(&self) -> bool {
-        is_of::<T>(self.datatype)
-    }
-
-    /// The data as `T`s, `None` if they are not.
-    pub fn downcast<T: crate::datatype::Equivalence>(self) -> Option<&'a [T]> {
-        if !self.is::<T>() {
-            return None;
-        }
-        let n = cast::<T>(self.bytes.len(), self.bytes.as_ptr())?;
-        // SAFETY: aligned for `T`, `n` whole `T`s inside `bytes` (checked
-        // by `cast`), and every byte pattern is a valid `T: Equivalence`.
-        Some(unsafe { std::slice::from_raw_parts(self.bytes.as_ptr().cast::<T>(), n) })
-    }
-
-    /// The number of bytes.
-    pub fn len(&self) -> usize {
-        self.bytes.len()
-    }
-
-    /// Whether there are no data.
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
-    }
-}
-
-/// The input-output of a [`UserOperation`] (rsmpi's `DynBufferMut`).
-#[derive(Debug)]
-pub struct DynBufferMut<'a> {
-    bytes: &'a mut [u8],
-    datatype: &'a hmpi_core::datatype::Datatype,
-}
-
-impl<'a> DynBufferMut<'a> {
-    /// Whether the data are `T`s.
-    pub fn is<T: crate::datatype::Equivalence>(&self) -> bool {
-        is_of::<T>(self.datatype)
-    }
-
-    /// The data as `T`s, `None` if they are not.
-    pub fn downcast<T: crate::datatype::Equivalence>(self) -> Option<&'a mut [T]> {
-        if !self.is::<T>() {
-            return None;
-        }
-        let n = cast::<T>(self.bytes.len(), self.bytes.as_ptr())?;
-        // SAFETY: as in `DynBuffer::downcast`; the exclusive borrow of the
-        // bytes is carried over, and any bytes written are valid.
-        Some(unsafe { std::slice::from_raw_parts_mut(self.bytes.as_mut_ptr().cast::<T>(), n) })
-    }
-
-    /// The number of bytes.
-    pub fn len(&self) -> usize {
-        self.bytes.len()
-    }
-
-    /// Whether there are no data.
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
+impl<'b, B: ?Sized + BufferMut, C: Borrow<[i32]>, D: Borrow<[i32]>> PartitionMut<'b, B, C, D> {
+    /// Pieces of `buf`: `counts[i]` elements from element `displs[i]`.
+    pub fn new(buf: &'b mut B, counts: C, displs: D) -> Self {
+        PartitionMut(CorePartitionMut::new(Dense::of_mut(buf), counts, displs))
     }
 }
 
@@ -230,6 +252,8 @@ where
     R: ?Sized + BufferMut,
     O: Operation,
 {
+    use hmpi_core::datatype::Buffer as _;
+    let (inbuf, inoutbuf) = (Dense::of(inbuf), Dense::of_mut(inoutbuf));
     let dt = inbuf.element_datatype();
     let n = inbuf.as_bytes().len().checked_div(dt.size()).unwrap_or(0);
     check(hmpi_core::op::reduce_local(
@@ -263,7 +287,9 @@ pub trait CommunicatorCollectives: Communicator {
         sendbuf: &S,
         recvbuf: &mut R,
     ) {
-        check(self.core().all_gather_into(sendbuf, recvbuf))
+        let mut r = recv_buf(recvbuf);
+        check(self.core().all_gather_into(&send_buf(sendbuf), &mut r));
+        r.finish(None)
     }
 
     /// `MPI_Allgatherv`.
@@ -277,7 +303,10 @@ pub trait CommunicatorCollectives: Communicator {
         C: Borrow<[i32]>,
         D: Borrow<[i32]>,
     {
-        check(self.core().all_gather_varcount_into(sendbuf, recvbuf))
+        check(
+            self.core()
+                .all_gather_varcount_into(Dense::of(sendbuf), &mut recvbuf.0),
+        )
     }
 
     /// `MPI_Alltoall`.
@@ -286,7 +315,9 @@ pub trait CommunicatorCollectives: Communicator {
         sendbuf: &S,
         recvbuf: &mut R,
     ) {
-        check(self.core().all_to_all_into(sendbuf, recvbuf))
+        let mut r = recv_buf(recvbuf);
+        check(self.core().all_to_all_into(&send_buf(sendbuf), &mut r));
+        r.finish(None)
     }
 
     /// `MPI_Alltoallv`.
@@ -302,7 +333,10 @@ pub trait CommunicatorCollectives: Communicator {
         C2: Borrow<[i32]>,
         D2: Borrow<[i32]>,
     {
-        check(self.core().all_to_all_varcount_into(sendbuf, recvbuf))
+        check(
+            self.core()
+                .all_to_all_varcount_into(&sendbuf.0, &mut recvbuf.0),
+        )
     }
 
     /// `MPI_Allreduce`.
@@ -312,7 +346,10 @@ pub trait CommunicatorCollectives: Communicator {
         recvbuf: &mut R,
         op: O,
     ) {
-        check(self.core().all_reduce_into(sendbuf, recvbuf, op.core_op()))
+        check(
+            self.core()
+                .all_reduce_into(Dense::of(sendbuf), Dense::of_mut(recvbuf), op.core_op()),
+        )
     }
 
     /// `MPI_Reduce_scatter_block`.
@@ -322,10 +359,11 @@ pub trait CommunicatorCollectives: Communicator {
         recvbuf: &mut R,
         op: O,
     ) {
-        check(
-            self.core()
-                .reduce_scatter_block_into(sendbuf, recvbuf, op.core_op()),
-        )
+        check(self.core().reduce_scatter_block_into(
+            Dense::of(sendbuf),
+            Dense::of_mut(recvbuf),
+            op.core_op(),
+        ))
     }
 
     /// `MPI_Scan`.
@@ -335,7 +373,10 @@ pub trait CommunicatorCollectives: Communicator {
         recvbuf: &mut R,
         op: O,
     ) {
-        check(self.core().scan_into(sendbuf, recvbuf, op.core_op()))
+        check(
+            self.core()
+                .scan_into(Dense::of(sendbuf), Dense::of_mut(recvbuf), op.core_op()),
+        )
     }
 
     /// `MPI_Exscan`.
@@ -345,10 +386,11 @@ pub trait CommunicatorCollectives: Communicator {
         recvbuf: &mut R,
         op: O,
     ) {
-        check(
-            self.core()
-                .exclusive_scan_into(sendbuf, recvbuf, op.core_op()),
-        )
+        check(self.core().exclusive_scan_into(
+            Dense::of(sendbuf),
+            Dense::of_mut(recvbuf),
+            op.core_op(),
+        ))
     }
 
     /// `MPI_Ibarrier`: a request that borrows nothing, so it needs no
@@ -379,10 +421,10 @@ pub trait CommunicatorCollectives: Communicator {
         // reference made here from it is the only one that reaches the
         // buffer until the request completes, and the request reads
         // through `data` only after that (see `Request::data`).
-        let recvbuf = unsafe { &mut *data };
+        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let c = self.core();
         started(
-            scope.with_core(|s| check(c.immediate_all_gather_into(s, sendbuf, recvbuf))),
+            scope.with_core(|s| check(c.immediate_all_gather_into(s, Dense::of(sendbuf), recvbuf))),
             data,
         )
     }
@@ -404,10 +446,10 @@ pub trait CommunicatorCollectives: Communicator {
         // reference made here from it is the only one that reaches the
         // buffer until the request completes, and the request reads
         // through `data` only after that (see `Request::data`).
-        let recvbuf = unsafe { &mut *data };
+        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let c = self.core();
         started(
-            scope.with_core(|s| check(c.immediate_all_to_all_into(s, sendbuf, recvbuf))),
+            scope.with_core(|s| check(c.immediate_all_to_all_into(s, Dense::of(sendbuf), recvbuf))),
             data,
         )
     }
@@ -431,10 +473,12 @@ pub trait CommunicatorCollectives: Communicator {
         // reference made here from it is the only one that reaches the
         // buffer until the request completes, and the request reads
         // through `data` only after that (see `Request::data`).
-        let recvbuf = unsafe { &mut *data };
+        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let (c, op) = (self.core(), op.core_op());
         started(
-            scope.with_core(|s| check(c.immediate_all_reduce_into(s, sendbuf, recvbuf, op))),
+            scope.with_core(|s| {
+                check(c.immediate_all_reduce_into(s, Dense::of(sendbuf), recvbuf, op))
+            }),
             data,
         )
     }
@@ -458,11 +502,11 @@ pub trait CommunicatorCollectives: Communicator {
         // reference made here from it is the only one that reaches the
         // buffer until the request completes, and the request reads
         // through `data` only after that (see `Request::data`).
-        let recvbuf = unsafe { &mut *data };
+        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let (c, op) = (self.core(), op.core_op());
         started(
             scope.with_core(|s| {
-                check(c.immediate_reduce_scatter_block_into(s, sendbuf, recvbuf, op))
+                check(c.immediate_reduce_scatter_block_into(s, Dense::of(sendbuf), recvbuf, op))
             }),
             data,
         )
@@ -487,10 +531,10 @@ pub trait CommunicatorCollectives: Communicator {
         // reference made here from it is the only one that reaches the
         // buffer until the request completes, and the request reads
         // through `data` only after that (see `Request::data`).
-        let recvbuf = unsafe { &mut *data };
+        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let (c, op) = (self.core(), op.core_op());
         started(
-            scope.with_core(|s| check(c.immediate_scan_into(s, sendbuf, recvbuf, op))),
+            scope.with_core(|s| check(c.immediate_scan_into(s, Dense::of(sendbuf), recvbuf, op))),
             data,
         )
     }
@@ -514,10 +558,12 @@ pub trait CommunicatorCollectives: Communicator {
         // reference made here from it is the only one that reaches the
         // buffer until the request completes, and the request reads
         // through `data` only after that (see `Request::data`).
-        let recvbuf = unsafe { &mut *data };
+        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let (c, op) = (self.core(), op.core_op());
         started(
-            scope.with_core(|s| check(c.immediate_exclusive_scan_into(s, sendbuf, recvbuf, op))),
+            scope.with_core(|s| {
+                check(c.immediate_exclusive_scan_into(s, Dense::of(sendbuf), recvbuf, op))
+            }),
             data,
         )
     }
@@ -541,10 +587,12 @@ pub trait CommunicatorCollectives: Communicator {
         // reference made here from it is the only one that reaches the
         // buffer until the request completes, and the request reads
         // through `data` only after that (see `Request::data`).
-        let recvbuf = unsafe { &mut *data };
+        let recvbuf = unsafe { &mut (*data).0 };
         let c = self.core();
         started(
-            scope.with_core(|s| check(c.immediate_all_gather_varcount_into(s, sendbuf, recvbuf))),
+            scope.with_core(|s| {
+                check(c.immediate_all_gather_varcount_into(s, Dense::of(sendbuf), recvbuf))
+            }),
             data,
         )
     }
@@ -570,10 +618,11 @@ pub trait CommunicatorCollectives: Communicator {
         // reference made here from it is the only one that reaches the
         // buffer until the request completes, and the request reads
         // through `data` only after that (see `Request::data`).
-        let recvbuf = unsafe { &mut *data };
+        let recvbuf = unsafe { &mut (*data).0 };
         let c = self.core();
         started(
-            scope.with_core(|s| check(c.immediate_all_to_all_varcount_into(s, sendbuf, recvbuf))),
+            scope
+                .with_core(|s| check(c.immediate_all_to_all_varcount_into(s, &sendbuf.0, recvbuf))),
             data,
         )
     }
@@ -595,12 +644,14 @@ pub trait Root {
 
     /// `MPI_Bcast`.
     fn broadcast_into<Buf: ?Sized + BufferMut>(&self, buffer: &mut Buf) {
-        check(CoreRoot::broadcast_into(self.core_root(), buffer))
+        let mut b = inout_buf(buffer);
+        check(CoreRoot::broadcast_into(self.core_root(), &mut b));
+        b.finish(None)
     }
 
     /// `MPI_Gather` on a process other than the root.
     fn gather_into<S: ?Sized + Buffer>(&self, sendbuf: &S) {
-        check(CoreRoot::gather_into(self.core_root(), sendbuf))
+        check(CoreRoot::gather_into(self.core_root(), &send_buf(sendbuf)))
     }
 
     /// `MPI_Gather` at the root.
@@ -609,16 +660,21 @@ pub trait Root {
         sendbuf: &S,
         recvbuf: &mut R,
     ) {
+        let mut r = recv_buf(recvbuf);
         check(CoreRoot::gather_into_root(
             self.core_root(),
-            sendbuf,
-            recvbuf,
-        ))
+            &send_buf(sendbuf),
+            &mut r,
+        ));
+        r.finish(None)
     }
 
     /// `MPI_Gatherv` on a process other than the root.
     fn gather_varcount_into<S: ?Sized + Buffer>(&self, sendbuf: &S) {
-        check(CoreRoot::gather_varcount_into(self.core_root(), sendbuf))
+        check(CoreRoot::gather_varcount_into(
+            self.core_root(),
+            Dense::of(sendbuf),
+        ))
     }
 
     /// `MPI_Gatherv` at the root.
@@ -634,14 +690,16 @@ pub trait Root {
     {
         check(CoreRoot::gather_varcount_into_root(
             self.core_root(),
-            sendbuf,
-            recvbuf,
+            Dense::of(sendbuf),
+            &mut recvbuf.0,
         ))
     }
 
     /// `MPI_Scatter` on a process other than the root.
     fn scatter_into<R: ?Sized + BufferMut>(&self, recvbuf: &mut R) {
-        check(CoreRoot::scatter_into(self.core_root(), recvbuf))
+        let mut r = recv_buf(recvbuf);
+        check(CoreRoot::scatter_into(self.core_root(), &mut r));
+        r.finish(None)
     }
 
     /// `MPI_Scatter` at the root.
@@ -650,16 +708,21 @@ pub trait Root {
         sendbuf: &S,
         recvbuf: &mut R,
     ) {
+        let mut r = recv_buf(recvbuf);
         check(CoreRoot::scatter_into_root(
             self.core_root(),
-            sendbuf,
-            recvbuf,
-        ))
+            &send_buf(sendbuf),
+            &mut r,
+        ));
+        r.finish(None)
     }
 
     /// `MPI_Scatterv` on a process other than the root.
     fn scatter_varcount_into<R: ?Sized + BufferMut>(&self, recvbuf: &mut R) {
-        check(CoreRoot::scatter_varcount_into(self.core_root(), recvbuf))
+        check(CoreRoot::scatter_varcount_into(
+            self.core_root(),
+            Dense::of_mut(recvbuf),
+        ))
     }
 
     /// `MPI_Scatterv` at the root.
@@ -675,8 +738,8 @@ pub trait Root {
     {
         check(CoreRoot::scatter_varcount_into_root(
             self.core_root(),
-            sendbuf,
-            recvbuf,
+            &sendbuf.0,
+            Dense::of_mut(recvbuf),
         ))
     }
 
@@ -684,7 +747,7 @@ pub trait Root {
     fn reduce_into<S: ?Sized + Buffer, O: Operation>(&self, sendbuf: &S, op: O) {
         check(CoreRoot::reduce_into(
             self.core_root(),
-            sendbuf,
+            Dense::of(sendbuf),
             op.core_op(),
         ))
     }
@@ -698,8 +761,8 @@ pub trait Root {
     ) {
         check(CoreRoot::reduce_into_root(
             self.core_root(),
-            sendbuf,
-            recvbuf,
+            Dense::of(sendbuf),
+            Dense::of_mut(recvbuf),
             op.core_op(),
         ))
     }
@@ -715,7 +778,7 @@ pub trait Root {
         // reference made here from it is the only one that reaches the
         // buffer until the request completes, and the request reads
         // through `data` only after that (see `Request::data`).
-        let buf = unsafe { &mut *data };
+        let buf = Dense::of_mut(unsafe { &mut *data });
         let p = self.core_root();
         started(
             scope.with_core(|s| check(CoreImmediateRoot::immediate_broadcast_into(p, s, buf))),
@@ -732,7 +795,14 @@ pub trait Root {
     ) -> Request<'a, S, Sc> {
         let (p, op) = (self.core_root(), op.core_op());
         started(
-            scope.with_core(|s| check(CoreImmediateRoot::immediate_reduce_into(p, s, sendbuf, op))),
+            scope.with_core(|s| {
+                check(CoreImmediateRoot::immediate_reduce_into(
+                    p,
+                    s,
+                    Dense::of(sendbuf),
+                    op,
+                ))
+            }),
             sendbuf,
         )
     }
@@ -756,12 +826,16 @@ pub trait Root {
         // reference made here from it is the only one that reaches the
         // buffer until the request completes, and the request reads
         // through `data` only after that (see `Request::data`).
-        let recvbuf = unsafe { &mut *data };
+        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let (p, op) = (self.core_root(), op.core_op());
         started(
             scope.with_core(|s| {
                 check(CoreImmediateRoot::immediate_reduce_into_root(
-                    p, s, sendbuf, recvbuf, op,
+                    p,
+                    s,
+                    Dense::of(sendbuf),
+                    recvbuf,
+                    op,
                 ))
             }),
             data,
@@ -776,7 +850,13 @@ pub trait Root {
     ) -> Request<'a, S, Sc> {
         let p = self.core_root();
         started(
-            scope.with_core(|s| check(CoreImmediateRoot::immediate_gather_into(p, s, sendbuf))),
+            scope.with_core(|s| {
+                check(CoreImmediateRoot::immediate_gather_into(
+                    p,
+                    s,
+                    Dense::of(sendbuf),
+                ))
+            }),
             sendbuf,
         )
     }
@@ -798,12 +878,15 @@ pub trait Root {
         // reference made here from it is the only one that reaches the
         // buffer until the request completes, and the request reads
         // through `data` only after that (see `Request::data`).
-        let recvbuf = unsafe { &mut *data };
+        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let p = self.core_root();
         started(
             scope.with_core(|s| {
                 check(CoreImmediateRoot::immediate_gather_into_root(
-                    p, s, sendbuf, recvbuf,
+                    p,
+                    s,
+                    Dense::of(sendbuf),
+                    recvbuf,
                 ))
             }),
             data,
@@ -820,7 +903,9 @@ pub trait Root {
         started(
             scope.with_core(|s| {
                 check(CoreImmediateRoot::immediate_gather_varcount_into(
-                    p, s, sendbuf,
+                    p,
+                    s,
+                    Dense::of(sendbuf),
                 ))
             }),
             sendbuf,
@@ -846,12 +931,15 @@ pub trait Root {
         // reference made here from it is the only one that reaches the
         // buffer until the request completes, and the request reads
         // through `data` only after that (see `Request::data`).
-        let recvbuf = unsafe { &mut *data };
+        let recvbuf = unsafe { &mut (*data).0 };
         let p = self.core_root();
         started(
             scope.with_core(|s| {
                 check(CoreImmediateRoot::immediate_gather_varcount_into_root(
-                    p, s, sendbuf, recvbuf,
+                    p,
+                    s,
+                    Dense::of(sendbuf),
+                    recvbuf,
                 ))
             }),
             data,
@@ -869,7 +957,7 @@ pub trait Root {
         // reference made here from it is the only one that reaches the
         // buffer until the request completes, and the request reads
         // through `data` only after that (see `Request::data`).
-        let recvbuf = unsafe { &mut *data };
+        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let p = self.core_root();
         started(
             scope.with_core(|s| check(CoreImmediateRoot::immediate_scatter_into(p, s, recvbuf))),
@@ -894,12 +982,15 @@ pub trait Root {
         // reference made here from it is the only one that reaches the
         // buffer until the request completes, and the request reads
         // through `data` only after that (see `Request::data`).
-        let recvbuf = unsafe { &mut *data };
+        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let p = self.core_root();
         started(
             scope.with_core(|s| {
                 check(CoreImmediateRoot::immediate_scatter_into_root(
-                    p, s, sendbuf, recvbuf,
+                    p,
+                    s,
+                    Dense::of(sendbuf),
+                    recvbuf,
                 ))
             }),
             data,
@@ -917,7 +1008,7 @@ pub trait Root {
         // reference made here from it is the only one that reaches the
         // buffer until the request completes, and the request reads
         // through `data` only after that (see `Request::data`).
-        let recvbuf = unsafe { &mut *data };
+        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let p = self.core_root();
         started(
             scope.with_core(|s| {
@@ -948,12 +1039,12 @@ pub trait Root {
         // reference made here from it is the only one that reaches the
         // buffer until the request completes, and the request reads
         // through `data` only after that (see `Request::data`).
-        let recvbuf = unsafe { &mut *data };
+        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let p = self.core_root();
         started(
             scope.with_core(|s| {
                 check(CoreImmediateRoot::immediate_scatter_varcount_into_root(
-                    p, s, sendbuf, recvbuf,
+                    p, s, &sendbuf.0, recvbuf,
                 ))
             }),
             data,

@@ -1,6 +1,9 @@
 //! rsmpi's `mpi::environment`: initialisation, the [`Universe`], threading
 //! levels and what the implementation reports about itself.
 
+use std::sync::Mutex;
+use std::thread::ThreadId;
+
 use crate::topology::SimpleCommunicator;
 
 /// The job's environment: owns the world and the buffer attached for
@@ -72,8 +75,9 @@ impl Drop for Universe {
     }
 }
 
-/// MPI's thread support levels. hmpi always provides
-/// [`Threading::Multiple`].
+/// MPI's thread support levels. hmpi's runtime is thread-safe at every
+/// level: [`initialize`] provides [`Threading::Multiple`], and
+/// [`initialize_with_threading`] the level asked for.
 #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Debug)]
 pub enum Threading {
     /// `MPI_THREAD_SINGLE`.
@@ -86,27 +90,64 @@ pub enum Threading {
     Multiple,
 }
 
+/// The level provided and the thread that initialized, set by the
+/// initialization that succeeded.
+static STATE: Mutex<Option<(Threading, ThreadId)>> = Mutex::new(None);
+
 /// Initializes MPI; `None` if it already was (or was finalized), as
 /// rsmpi. A failure of the runtime itself aborts with its message.
 pub fn initialize() -> Option<Universe> {
+    initialize_with_threading(Threading::Multiple).map(|(u, _)| u)
+}
+
+/// Initializes MPI asking for `threading`, which is the level provided
+/// (`MPI_Init_thread` may provide the level required: hmpi's runtime
+/// supports all of them); `None` if MPI already was initialized (or was
+/// finalized).
+pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Threading)> {
+    let mut state = STATE.lock().unwrap_or_else(|p| p.into_inner());
     match hmpi_core::init() {
-        Ok(core) => Some(Universe { buffer: None, core }),
+        Ok(core) => {
+            *state = Some((threading, std::thread::current().id()));
+            Some((Universe { buffer: None, core }, threading))
+        }
         Err(hmpi_core::Error::AlreadyInitialized | hmpi_core::Error::Finalized) => None,
         Err(e) => crate::fatal(&e),
     }
 }
 
-/// Initializes MPI asking for `threading`; the level provided is
-/// [`Threading::Multiple`] whatever was asked for (the standard allows a
-/// higher level than requested).
-pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Threading)> {
-    let _ = threading;
-    initialize().map(|u| (u, Threading::Multiple))
+/// The thread support level of the initialized runtime (`MPI_Query_thread`).
+pub fn threading_support() -> Threading {
+    STATE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .map_or(Threading::Multiple, |(t, _)| t)
 }
 
-/// The thread support level of the initialized runtime.
-pub fn threading_support() -> Threading {
-    Threading::Multiple
+/// rsmpi's rule for the first use of a derived datatype: MPI must be
+/// initialized and not finalized, and unless the level is `Multiple` it
+/// must be the thread that initialized. Panics (as rsmpi) otherwise.
+pub(crate) fn check_derive_state(type_name: &str) {
+    let state = *STATE.lock().unwrap_or_else(|p| p.into_inner());
+    if hmpi_core::is_finalized() {
+        panic!(
+            "the datatype of #[derive(Equivalence)] for `{type_name}` was first asked for after \
+             MPI was finalized"
+        );
+    }
+    let Some((level, main)) = state.filter(|_| hmpi_core::is_initialized()) else {
+        panic!(
+            "the datatype of #[derive(Equivalence)] for `{type_name}` was first asked for before \
+             MPI was initialized: initialize first"
+        );
+    };
+    if level != Threading::Multiple && std::thread::current().id() != main {
+        panic!(
+            "the datatype of #[derive(Equivalence)] for `{type_name}` was first asked for on a \
+             thread other than the one that initialized MPI with {level:?}: ask for it on that \
+             thread first, or initialize with Threading::Multiple"
+        );
+    }
 }
 
 /// Whether MPI is initialized (and not finalized).

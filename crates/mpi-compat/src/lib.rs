@@ -28,6 +28,7 @@ pub mod attribute;
 pub mod collective;
 pub mod datatype;
 pub mod environment;
+pub mod ffi;
 pub mod point_to_point;
 pub mod request;
 pub mod topology;
@@ -59,8 +60,8 @@ pub mod traits {
     pub use crate::datatype::traits::*;
     pub use crate::point_to_point::traits::*;
     pub use crate::topology::traits::*;
-    /// `#[derive(Equivalence)]`: `#[repr(C)]` structs without padding (see
-    /// `hmpi-derive`).
+    /// `#[derive(Equivalence)]`: structs whose fields are `Equivalence`,
+    /// arrays or tuples of them (see `hmpi-derive`).
     pub use hmpi_derive::MpiEquivalence as Equivalence;
 }
 
@@ -68,7 +69,7 @@ pub mod traits {
 /// `::mpi::__derive`); not part of the API.
 #[doc(hidden)]
 pub mod __derive {
-    pub use hmpi_core::datatype;
+    pub use crate::datatype::{array, derived, of, structure, DatatypeRef, Equivalence};
 }
 
 /// Unwraps an hmpi-core result the way MPI's default error handler does:

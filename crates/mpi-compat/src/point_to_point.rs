@@ -4,11 +4,13 @@
 
 use std::fmt;
 
-use hmpi_core::datatype::Datatype;
 use hmpi_core::point_to_point as core;
 use hmpi_core::traits::{Destination as CoreDestination, Source as CoreSource};
 
-use crate::datatype::{Buffer, BufferMut, Equivalence};
+use crate::datatype::{
+    inout_buf, packed_size_of, recv_buf, send_buf, value_from, vec_from, Buffer, BufferMut,
+    Datatype, Dense, Equivalence,
+};
 use crate::request::{Op, Request, Scope};
 use crate::topology::{AnyProcess, Process, Rank};
 use crate::{check, Count, Tag};
@@ -47,9 +49,9 @@ impl Status {
 
     /// The number of elements of datatype `d` in the message
     /// (`MPI_Get_count`): [`UNDEFINED`] if not a whole number.
-    pub fn count<D: std::borrow::Borrow<Datatype>>(&self, d: D) -> Count {
+    pub fn count<D: Datatype>(&self, d: D) -> Count {
         let bytes = self.0.map_or(0, |s| s.byte_count());
-        let size = d.borrow().size() as u64;
+        let size = d.core_datatype().size() as u64;
         if size == 0 {
             return 0;
         }
@@ -82,13 +84,16 @@ impl Message {
 
     /// Receives the message: exactly one `Msg`.
     pub fn matched_receive<Msg: Equivalence>(self) -> (Msg, Status) {
-        let (m, st) = check(self.0.matched_receive::<Msg>());
-        (m, Status::from_core(st))
+        let msg = self.0;
+        receive_value(|b| msg.matched_receive_into(b))
     }
 
     /// Receives the message into `buf`.
     pub fn matched_receive_into<Buf: ?Sized + BufferMut>(self, buf: &mut Buf) -> Status {
-        Status::from_core(check(self.0.matched_receive_into(buf)))
+        let mut r = recv_buf(buf);
+        let st = check(self.0.matched_receive_into(&mut r));
+        r.finish(Some(st.byte_count() as usize));
+        Status::from_core(st)
     }
 
     /// Receives the message into `buf` in `scope`.
@@ -102,7 +107,7 @@ impl Message {
         // reference made here from it is the only one that reaches the
         // buffer until the request completes, and the request reads
         // through `data` only after that (see `Request::data`).
-        let buf = unsafe { &mut *data };
+        let buf = Dense::of_mut(unsafe { &mut *data });
         let msg = self.0;
         let r = scope.with_core(|s| check(msg.immediate_matched_receive_into(s, buf)));
         Request::new(Op::P2p(r), data)
@@ -117,13 +122,28 @@ pub trait MatchedReceiveVec {
 
 impl MatchedReceiveVec for (Message, Status) {
     fn matched_receive_vec<Msg: Equivalence>(self) -> (Vec<Msg>, Status) {
-        let (v, st) = check(self.0 .0.matched_receive_vec::<Msg>());
-        (v, Status::from_core(st))
+        let n = self.0 .0.status().byte_count() as usize;
+        let mut v = vec![0u8; n];
+        let st = check(self.0 .0.matched_receive_into(&mut v[..]));
+        (
+            vec_from(&v[..st.byte_count() as usize]),
+            Status::from_core(st),
+        )
     }
 }
 
-fn with_status<T>((v, st): (T, hmpi_core::Status)) -> (T, Status) {
-    (v, Status::from_core(st))
+/// Receives exactly one `Msg` through `recv`, which receives into bytes
+/// (the packed data of one `Msg`; a longer message is truncation, a
+/// shorter one aborts).
+fn receive_value<Msg: Equivalence>(
+    recv: impl FnOnce(&mut [u8]) -> hmpi_core::Result<hmpi_core::Status>,
+) -> (Msg, Status) {
+    let mut v = vec![0u8; packed_size_of::<Msg>(1)];
+    let st = check(recv(&mut v));
+    (
+        value_from(&v[..st.byte_count() as usize]),
+        Status::from_core(st),
+    )
 }
 
 fn probed((m, st): (core::Message, hmpi_core::Status)) -> (Message, Status) {
@@ -171,10 +191,8 @@ pub trait Source {
 
     /// Receives exactly one `Msg` with `tag`.
     fn receive_with_tag<Msg: Equivalence>(&self, tag: Tag) -> (Msg, Status) {
-        with_status(check(CoreSource::receive_with_tag::<Msg>(
-            self.core_source(),
-            tag,
-        )))
+        let src = self.core_source();
+        receive_value(|b| CoreSource::receive_into_with_tag(src, b, tag))
     }
 
     /// Receives exactly one `Msg`.
@@ -184,11 +202,14 @@ pub trait Source {
 
     /// Receives a message with `tag` into `buf`.
     fn receive_into_with_tag<Buf: ?Sized + BufferMut>(&self, buf: &mut Buf, tag: Tag) -> Status {
-        Status::from_core(check(CoreSource::receive_into_with_tag(
+        let mut r = recv_buf(buf);
+        let st = check(CoreSource::receive_into_with_tag(
             self.core_source(),
-            buf,
+            &mut r,
             tag,
-        )))
+        ));
+        r.finish(Some(st.byte_count() as usize));
+        Status::from_core(st)
     }
 
     /// Receives a message into `buf`.
@@ -198,10 +219,8 @@ pub trait Source {
 
     /// Receives a message with `tag` as a `Vec`.
     fn receive_vec_with_tag<Msg: Equivalence>(&self, tag: Tag) -> (Vec<Msg>, Status) {
-        with_status(check(CoreSource::receive_vec_with_tag::<Msg>(
-            self.core_source(),
-            tag,
-        )))
+        let (m, _) = self.matched_probe_with_tag(tag);
+        (m, Status::empty()).matched_receive_vec()
     }
 
     /// Receives a message as a `Vec`.
@@ -221,7 +240,7 @@ pub trait Source {
         // reference made here from it is the only one that reaches the
         // buffer until the request completes, and the request reads
         // through `data` only after that (see `Request::data`).
-        let buf = unsafe { &mut *data };
+        let buf = Dense::of_mut(unsafe { &mut *data });
         let src = self.core_source();
         let r = scope.with_core(|s| {
             check(CoreSource::immediate_receive_into_with_tag(
@@ -313,7 +332,7 @@ pub trait Destination {
     fn send_with_tag<Buf: ?Sized + Buffer>(&self, buf: &Buf, tag: Tag) {
         check(CoreDestination::send_with_tag(
             self.core_destination(),
-            buf,
+            &send_buf(buf),
             tag,
         ))
     }
@@ -327,7 +346,7 @@ pub trait Destination {
     fn synchronous_send_with_tag<Buf: ?Sized + Buffer>(&self, buf: &Buf, tag: Tag) {
         check(CoreDestination::synchronous_send_with_tag(
             self.core_destination(),
-            buf,
+            &send_buf(buf),
             tag,
         ))
     }
@@ -344,7 +363,7 @@ pub trait Destination {
     fn buffered_send_with_tag<Buf: ?Sized + Buffer>(&self, buf: &Buf, tag: Tag) {
         check(CoreDestination::buffered_send_with_tag(
             self.core_destination(),
-            buf,
+            &send_buf(buf),
             tag,
         ))
     }
@@ -362,7 +381,7 @@ pub trait Destination {
     unsafe fn ready_send_with_tag<Buf: ?Sized + Buffer>(&self, buf: &Buf, tag: Tag) {
         check(CoreDestination::ready_send_with_tag(
             self.core_destination(),
-            buf,
+            &send_buf(buf),
             tag,
         ))
     }
@@ -384,8 +403,14 @@ pub trait Destination {
         tag: Tag,
     ) -> Request<'a, Buf, Sc> {
         let d = self.core_destination();
-        let r =
-            scope.with_core(|s| check(CoreDestination::immediate_send_with_tag(d, s, buf, tag)));
+        let r = scope.with_core(|s| {
+            check(CoreDestination::immediate_send_with_tag(
+                d,
+                s,
+                Dense::of(buf),
+                tag,
+            ))
+        });
         Request::new(Op::P2p(r), buf)
     }
 
@@ -431,7 +456,10 @@ pub trait Destination {
         let d = self.core_destination();
         let r = scope.with_core(|s| {
             check(CoreDestination::immediate_synchronous_send_with_tag(
-                d, s, buf, tag,
+                d,
+                s,
+                Dense::of(buf),
+                tag,
             ))
         });
         Request::new(Op::P2p(r), buf)
@@ -459,7 +487,10 @@ pub trait Destination {
         let d = self.core_destination();
         let r = scope.with_core(|s| {
             check(CoreDestination::immediate_ready_send_with_tag(
-                d, s, buf, tag,
+                d,
+                s,
+                Dense::of(buf),
+                tag,
             ))
         });
         Request::new(Op::P2p(r), buf)
@@ -501,13 +532,17 @@ where
     D: Destination,
     S: Source,
 {
-    with_status(check(core::send_receive_with_tags(
-        msg,
-        destination.core_destination(),
-        sendtag,
-        source.core_source(),
-        receivetag,
-    )))
+    let msg = send_buf(msg);
+    receive_value(|b| {
+        core::send_receive_into_with_tags(
+            &msg,
+            destination.core_destination(),
+            sendtag,
+            b,
+            source.core_source(),
+            receivetag,
+        )
+    })
 }
 
 /// [`send_receive_with_tags`] with tag 0 and any tag.
@@ -536,14 +571,17 @@ where
     B: ?Sized + BufferMut,
     S: Source,
 {
-    Status::from_core(check(core::send_receive_into_with_tags(
-        msg,
+    let mut r = recv_buf(buf);
+    let st = check(core::send_receive_into_with_tags(
+        &send_buf(msg),
         destination.core_destination(),
         sendtag,
-        buf,
+        &mut r,
         source.core_source(),
         receivetag,
-    )))
+    ));
+    r.finish(Some(st.byte_count() as usize));
+    Status::from_core(st)
 }
 
 /// [`send_receive_into_with_tags`] with tag 0 and any tag.
@@ -570,13 +608,16 @@ where
     D: Destination,
     S: Source,
 {
-    Status::from_core(check(core::send_receive_replace_into_with_tags(
-        buf,
+    let mut r = inout_buf(buf);
+    let st = check(core::send_receive_replace_into_with_tags(
+        &mut r,
         destination.core_destination(),
         sendtag,
         source.core_source(),
         receivetag,
-    )))
+    ));
+    r.finish(Some(st.byte_count() as usize));
+    Status::from_core(st)
 }
 
 /// [`send_receive_replace_into_with_tags`] with tag 0 and any tag.
@@ -596,11 +637,13 @@ where
 /// message matched yet and waits for it; leaking it leaks the buffer with
 /// it, so the engine never writes into memory that was given back.
 pub struct ReceiveFuture<T> {
-    /// The buffer (a leaked `Box<T>`), freed when the future is dropped.
-    value: *mut T,
+    /// The buffer for the packed data of one `T` (a leaked `Box<[u8]>`),
+    /// freed when the future is dropped.
+    value: *mut [u8],
     req: Option<hmpi_core::raw::Request<'static>>,
     /// The communicator's world-to-communicator rank table, for statuses.
     ranks: Option<Vec<i32>>,
+    _value: std::marker::PhantomData<T>,
 }
 
 impl<T> fmt::Debug for ReceiveFuture<T> {
@@ -614,11 +657,8 @@ impl<T> fmt::Debug for ReceiveFuture<T> {
 impl<T: Equivalence> ReceiveFuture<T> {
     fn start<S: CoreSource + ?Sized>(source: &S, tag: Tag) -> Self {
         let comm = source.comm();
-        // SAFETY: every byte pattern is a valid `T: Equivalence`, zeros
-        // included.
-        let zero: T = unsafe { std::mem::zeroed() };
-        let value = Box::into_raw(Box::new(zero));
-        // SAFETY: `value` is valid for writes of `size_of::<T>()` bytes
+        let value = Box::into_raw(vec![0u8; packed_size_of::<T>(1)].into_boxed_slice());
+        // SAFETY: `value` is valid for writes of its length
         // and reached by nothing but the engine until the request is
         // complete: the future keeps the pointer to itself, completes or
         // cancels the request before it frees the buffer (`Drop`), and if
@@ -628,7 +668,7 @@ impl<T: Equivalence> ReceiveFuture<T> {
             hmpi_core::raw::irecv_raw(
                 comm,
                 value.cast::<u8>(),
-                std::mem::size_of::<T>(),
+                value.len(),
                 source.source_rank(),
                 tag,
             )
@@ -646,6 +686,7 @@ impl<T: Equivalence> ReceiveFuture<T> {
             value,
             req: Some(req),
             ranks: comm.status_ranks().map(<[i32]>::to_vec),
+            _value: std::marker::PhantomData,
         }
     }
 
@@ -659,18 +700,11 @@ impl<T: Equivalence> ReceiveFuture<T> {
                 None => crate::fatal(&hmpi_core::Error::from(e)),
             },
         };
-        let size = std::mem::size_of::<T>() as u64;
-        if st.byte_count() != size {
-            crate::fatal(&hmpi_core::Error::Count {
-                bytes: st.byte_count(),
-                element_size: std::mem::size_of::<T>(),
-                expected: Some(size),
-            });
-        }
         // SAFETY: the request is complete, so the engine no longer
-        // touches the buffer; it holds a valid `T` (zeros, overwritten by
-        // the message's bytes, and any bytes are a valid `T`).
-        (unsafe { self.value.read() }, Status::from_core(st))
+        // touches the buffer, which lives until the future is dropped.
+        let data = unsafe { &*self.value };
+        let n = (st.byte_count() as usize).min(data.len());
+        (value_from(&data[..n]), Status::from_core(st))
     }
 
     /// Waits for the message.

@@ -29,11 +29,6 @@ impl SimpleCommunicator {
     }
 }
 
-/// The number of whole elements of `size` bytes in `len` bytes.
-fn elements(len: usize, size: usize) -> usize {
-    len.checked_div(size).unwrap_or(0)
-}
-
 /// A byte count as MPI's `int`; aborts past `i32::MAX`.
 fn count_of(n: usize) -> crate::Count {
     crate::Count::try_from(n).unwrap_or_else(|_| {
@@ -210,6 +205,20 @@ pub trait Communicator {
         self.core().abort(errorcode)
     }
 
+    /// Names the communicator (`MPI_Comm_set_name`): at most
+    /// `MPI_MAX_OBJECT_NAME - 1` (127) bytes are kept. A name with a NUL
+    /// byte aborts (rsmpi panics on it).
+    fn set_name(&self, name: &str) {
+        crate::check(self.core().set_name(name))
+    }
+
+    /// The communicator's name (`MPI_Comm_get_name`): what `set_name`
+    /// gave it, else `MPI_COMM_WORLD` / `MPI_COMM_SELF` for those and the
+    /// empty string for others.
+    fn get_name(&self) -> String {
+        self.core().name()
+    }
+
     /// Whether this is an intercommunicator.
     fn test_inter(&self) -> bool {
         self.core().is_inter()
@@ -261,12 +270,8 @@ pub trait Communicator {
     where
         Self: Sized,
     {
-        let (dt, n) = (
-            inbuf.element_datatype(),
-            elements(inbuf.as_bytes().len(), inbuf.element_size()),
-        );
-        let mut out = vec![0u8; crate::check(dt.packed_size(n))];
-        let used = crate::check(dt.pack(inbuf.as_bytes(), n, &mut out));
+        let mut out = vec![0u8; crate::datatype::packed_len(inbuf)];
+        let used = crate::datatype::pack_buf(inbuf, &mut out);
         out.truncate(used);
         out
     }
@@ -282,12 +287,8 @@ pub trait Communicator {
     where
         Self: Sized,
     {
-        let (dt, n) = (
-            inbuf.element_datatype(),
-            elements(inbuf.as_bytes().len(), inbuf.element_size()),
-        );
         let at = position_in(position, outbuf.len());
-        let used = crate::check(dt.pack(inbuf.as_bytes(), n, &mut outbuf[at..]));
+        let used = crate::datatype::pack_buf(inbuf, &mut outbuf[at..]);
         count_of(at + used)
     }
 
@@ -306,12 +307,8 @@ pub trait Communicator {
     where
         Self: Sized,
     {
-        let dt = outbuf.element_datatype();
-        let size = outbuf.element_size();
-        let bytes = outbuf.as_bytes_mut();
-        let n = elements(bytes.len(), size);
         let at = position_in(position, inbuf.len());
-        let used = crate::check(dt.unpack(&inbuf[at..], bytes, n));
+        let used = crate::datatype::unpack_buf(&inbuf[at..], outbuf);
         count_of(at + used)
     }
 

@@ -5,7 +5,9 @@
 //! communicator comparison and subgroup communicators, the derive,
 //! buffered sends (and a message too large for the buffer), the
 //! nonblocking all-to-all with varying counts, attributes replaced,
-//! duplicated and dropped.
+//! duplicated and dropped, padded and strided data packed around blocking
+//! operations (and refused by nonblocking ones), C-style reduction
+//! functions.
 //!
 //! A `harness = false` binary on `hmpi_core::launch::rank_tests`: run
 //! plainly it runs the tests one after another, each launching ranks that
@@ -204,12 +206,15 @@ fn collection_rank() {
     // A future dropped before any message matched is cancelled, not
     // waited for; one with a message gives it, in the order sent.
     drop(world.any_process().immediate_receive_with_tag::<u64>(99));
-    let f = world
-        .this_process()
-        .immediate_receive_with_tag::<[u16; 3]>(5);
+    #[derive(Equivalence, PartialEq, Debug)]
+    struct Triple([u16; 3]);
+    let f = world.this_process().immediate_receive_with_tag::<Triple>(5);
     world.this_process().send_with_tag(&[1u16, 2, 3], 5);
     let (v, st) = f.get();
-    assert_eq!((v, st.tag(), st.source_rank()), ([1, 2, 3], 5, rank));
+    assert_eq!(
+        (v, st.tag(), st.source_rank()),
+        (Triple([1, 2, 3]), 5, rank)
+    );
     // test() hands the request back until it is done.
     let x = 7u64;
     let mut y = 0u64;
@@ -272,11 +277,163 @@ fn derived_rank() {
     let (got, _) = mpi::point_to_point::send_receive::<Particle, _, _, _>(&me, &next, &prev);
     assert_eq!(got.id as i32, (rank + size - 1) % size);
     // The datatype is a struct of the fields, 32 bytes of data.
-    assert_eq!(Particle::equivalent_datatype().size(), 32);
+    assert_eq!(world.pack_size(1, &Particle::equivalent_datatype()), 32);
 }
 
 fn derived_structs_travel() {
     rank_tests::assert_ran(&rank_tests::launch("derived", 3, &[]), "derived");
+}
+
+/// A struct with padding and a `bool`, not `Copy`: its data are packed.
+#[derive(mpi::traits::Equivalence, Debug, PartialEq, Default, Clone)]
+struct Padded {
+    flag: bool,
+    x: f64,
+    tag: (u8, u16),
+}
+
+fn padded(r: i32) -> Padded {
+    Padded {
+        flag: r % 2 == 0,
+        x: f64::from(r) + 0.5,
+        tag: (r as u8, 300 + r as u16),
+    }
+}
+
+fn packed_rank() {
+    let universe = mpi::initialize().unwrap();
+    let world = universe.world();
+    let (rank, size) = (world.rank(), world.size());
+    let next = world.process_at_rank((rank + 1) % size);
+    let prev = world.process_at_rank((rank + size - 1) % size);
+    // 1 + 8 + 1 + 2 bytes of data in a 24-byte struct.
+    assert_eq!(world.pack_size(1, &Padded::equivalent_datatype()), 12);
+
+    // Point to point: one value, a vector, a future, a matched receive.
+    let (got, st) =
+        mpi::point_to_point::send_receive::<Padded, _, _, _>(&padded(rank), &next, &prev);
+    assert_eq!(
+        (got, st.count(Padded::equivalent_datatype())),
+        (padded(prev.rank()), 1)
+    );
+    let mine: Vec<Padded> = (0..3).map(|i| padded(rank * 10 + i)).collect();
+    next.send_with_tag(&mine[..], 7);
+    let (v, _) = prev.receive_vec_with_tag::<Padded>(7);
+    assert_eq!(
+        v,
+        (0..3)
+            .map(|i| padded(prev.rank() * 10 + i))
+            .collect::<Vec<_>>()
+    );
+    let f = world.this_process().immediate_receive_with_tag::<Padded>(8);
+    world.this_process().send_with_tag(&padded(rank), 8);
+    assert_eq!(f.get().0, padded(rank));
+    let mut into = vec![Padded::default(); 3];
+    next.send_with_tag(&mine[..], 9);
+    let st = prev.receive_into_with_tag(&mut into[..], 9);
+    assert_eq!(
+        (into[2].clone(), st.count(Padded::equivalent_datatype())),
+        (padded(prev.rank() * 10 + 2), 3)
+    );
+
+    // Collectives: gather at the root, broadcast from it.
+    let root = world.process_at_rank(0);
+    if rank == 0 {
+        let mut all = vec![Padded::default(); size as usize];
+        root.gather_into_root(&padded(rank), &mut all[..]);
+        assert_eq!(all, (0..size).map(padded).collect::<Vec<_>>());
+    } else {
+        root.gather_into(&padded(rank));
+    }
+    let mut b = if rank == 0 {
+        padded(42)
+    } else {
+        Padded::default()
+    };
+    root.broadcast_into(&mut b);
+    assert_eq!(b, padded(42));
+
+    // A strided view: every other element of 8, packed into 4.
+    let every_other = mpi::datatype::UserDatatype::vector(4, 1, 2, &i32::equivalent_datatype());
+    let src: Vec<i32> = (0..8).map(|i| rank * 100 + i).collect();
+    let mut dst = [-1i32; 4];
+    {
+        // SAFETY: one vector element reaches i32s 0..7 of the 8 in `src`.
+        let v = unsafe { mpi::datatype::View::with_count_and_datatype(&src[..], 1, &every_other) };
+        mpi::point_to_point::send_receive_into(&v, &next, &mut dst[..], &prev);
+    }
+    let p = prev.rank() * 100;
+    assert_eq!(dst, [p, p + 2, p + 4, p + 6]);
+}
+
+fn packed_data_travel() {
+    rank_tests::assert_ran(&rank_tests::launch("packed", 3, &[]), "packed");
+}
+
+fn nonblocking_packed_rank() {
+    let universe = mpi::initialize().unwrap();
+    let world = universe.world();
+    let v = padded(1);
+    mpi::request::scope(|scope| {
+        // Needs packing: refused with a message, the job ends.
+        let _r = world.this_process().immediate_send(scope, &v);
+        println!("unreachable: the send started");
+    });
+}
+
+fn nonblocking_operations_refuse_data_that_need_packing() {
+    let report = rank_tests::launch("nonblocking_packed", 1, &[]);
+    assert!(!report.success(), "{}", rank_tests::describe(&report));
+    let err = String::from_utf8_lossy(&report.ranks[0].stderr);
+    let out = String::from_utf8_lossy(&report.ranks[0].stdout);
+    assert!(
+        err.contains("packs a buffer whose datatype has gaps") && !out.contains("unreachable"),
+        "{}",
+        rank_tests::describe(&report)
+    );
+}
+
+/// A C-style reduction function: the element-wise maximum of `u64`s,
+/// checking the datatype it is handed.
+unsafe extern "C" fn c_max(
+    invec: *mut std::ffi::c_void,
+    inoutvec: *mut std::ffi::c_void,
+    len: *mut std::ffi::c_int,
+    datatype: *mut mpi::ffi::MPI_Datatype,
+) {
+    // SAFETY: hmpi-mpi hands `*len` aligned `u64`s in each vector and a
+    // handle to their datatype.
+    unsafe {
+        assert_eq!(mpi::ffi::datatype_of(*datatype).size(), 8);
+        let x = std::slice::from_raw_parts(invec as *const u64, *len as usize);
+        let y = std::slice::from_raw_parts_mut(inoutvec as *mut u64, *len as usize);
+        for (a, b) in x.iter().zip(y) {
+            *b = (*b).max(*a);
+        }
+    }
+}
+
+fn c_operation_rank() {
+    let universe = mpi::initialize().unwrap();
+    let world = universe.world();
+    let (rank, size) = (world.rank() as u64, world.size() as u64);
+    // SAFETY: `c_max` reads and writes `*len` u64s, what it is used on.
+    let op = unsafe { mpi::collective::UnsafeUserOperation::commutative(c_max) };
+    let mut m = [0u64; 2];
+    world.all_reduce_into(&[rank, 100 - rank][..], &mut m[..], &op);
+    assert_eq!(m, [size - 1, 100]);
+    let mut n = [0u64; 2];
+    let x = [rank * 2, 7];
+    mpi::request::scope(|scope| {
+        world
+            .immediate_all_reduce_into(scope, &x[..], &mut n[..], &op)
+            .wait();
+    });
+    assert_eq!(n, [2 * (size - 1), 7]);
+}
+
+fn c_operations_reduce() {
+    rank_tests::assert_ran(&rank_tests::launch("c_operation", 3, &[]), "c_operation");
 }
 
 fn communicators_rank() {
@@ -514,6 +671,9 @@ fn main() {
         ("buffered", buffered_rank),
         ("varcount", varcount_rank),
         ("attributes", attributes_rank),
+        ("packed", packed_rank),
+        ("nonblocking_packed", nonblocking_packed_rank),
+        ("c_operation", c_operation_rank),
     ];
     rank_tests::main(
         |role| roles.iter().find(|(n, _)| *n == role).map(|(_, f)| f()),
@@ -544,6 +704,12 @@ fn main() {
                 "attributes_are_kept_cloned_and_dropped",
                 attributes_are_kept_cloned_and_dropped,
             ),
+            ("packed_data_travel", packed_data_travel),
+            (
+                "nonblocking_operations_refuse_data_that_need_packing",
+                nonblocking_operations_refuse_data_that_need_packing,
+            ),
+            ("c_operations_reduce", c_operations_reduce),
         ],
     );
 }
