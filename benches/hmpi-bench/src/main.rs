@@ -327,7 +327,8 @@ OPTIONS:
     --quick           smoke run: alloc: sizes 16, 1K, 64K, 1M, 2 repetitions of
                       20 ms; message workloads: sizes 8, 1K, 64K, 1M,
                       3 repetitions of a tenth of OSU's iterations
-    --peers LIST      compare: openmpi, mpich (default: both), or none
+    --peers LIST      compare: openmpi, mpich (default: both), or none;
+                      msgrate-mt: the same (default: none)
     --peer-dir DIR    compare: where the peer builds live
                       (default: $HMPI_BENCH_PEER_DIR, else target/peers)
     --no-build        compare: do not build or update the peer programs
@@ -510,10 +511,14 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
         }
         i += 1;
     }
+    // msgrate-mt builds its own MPI peers (a C program) when asked.
+    let mt = workload.is_some_and(|w| w.name == "msgrate-mt");
     if opts.peers.is_some() || opts.peer_dir.is_some() || opts.no_build {
-        if !compare {
+        let allowed = compare || (mt && opts.peer_dir.is_none() && !opts.no_build);
+        if !allowed {
             return Err(BenchError::Usage(
-                "--peers, --peer-dir and --no-build belong to compare".into(),
+                "--peers, --peer-dir and --no-build belong to compare (msgrate-mt takes --peers)"
+                    .into(),
             ));
         }
         compare::parse_peers(opts.peers.as_deref().unwrap_or(""))?;

@@ -20,8 +20,11 @@
 //!   `N + i` (MPI everywhere).
 //!
 //! `--threads LIST` chooses `N` (default `1,2`; at most 7, the streams'
-//! VCIs). The MPI peers at `MPI_THREAD_MULTIPLE` are not measured here.
-//! The target: streams ≥ 0.9× everywhere at the same `N`.
+//! VCIs). `--peers openmpi,mpich` adds the MPI peers at
+//! `MPI_THREAD_MULTIPLE` (`peers/msgrate_mt.c`, built with each MPI's
+//! `mpicc` and run under its launcher: the same loop, a communicator per
+//! thread pair). The targets: streams ≥ 0.9× everywhere and ≥ 3× the best
+//! peer at the same `N`.
 
 use crate::report::{self, Sample};
 use crate::{BenchError, Options, Outcome, Progress, Workload};
@@ -53,6 +56,10 @@ const WINDOW: usize = 64;
 const BACKENDS: [&str; 4] = ["one-vci", "hints", "streams", "everywhere"];
 /// The target: streams over everywhere.
 const TARGET: f64 = 0.9;
+/// The target: streams over the best MPI peer.
+const PEER_TARGET: f64 = 3.0;
+/// The MPI peers' program.
+const PEER_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/peers/msgrate_mt.c");
 /// The most threads per rank (streams need `N + 1` VCIs, at most 8).
 const MAX_THREADS: usize = 7;
 
@@ -77,7 +84,26 @@ fn run(opts: &Options, progress: &Progress) -> Result<Outcome, BenchError> {
     let iters = if opts.quick { 200 } else { 5000 };
     let mut samples = Vec::new();
     let mut failures = Vec::new();
+    let peers = build_peers(opts, progress, &mut failures)?;
     for &n in &counts {
+        for (label, cmd) in &peers {
+            progress.line(format_args!("msgrate-mt: {label}, {n} thread(s) per side"));
+            let r = run_peer(cmd, n, iters, reps).and_then(|out| rates(&[out], n, iters, reps));
+            match r {
+                Ok(values) => samples.extend(Sample::from_reps(
+                    "msgrate-mt",
+                    label,
+                    n as u32,
+                    SIZE,
+                    UNIT,
+                    &values,
+                )),
+                Err(e) => {
+                    progress.line(format_args!("FAILED: {label}, {n}: {e}"));
+                    failures.push(format!("{label} with {n} thread(s): {e}"));
+                }
+            }
+        }
         for b in BACKENDS {
             progress.line(format_args!("msgrate-mt: {b}, {n} thread(s) per side"));
             match measure(b, n, iters, reps) {
@@ -96,16 +122,15 @@ fn run(opts: &Options, progress: &Progress) -> Result<Outcome, BenchError> {
         }
     }
     let mut text = String::from("msgrate-mt (8-byte messages, window 64):\n");
-    text += &report::render_table(
-        &samples,
-        "msgrate-mt",
-        &BACKENDS,
-        &[
-            ("streams", "everywhere"),
-            ("hints", "everywhere"),
-            ("streams", "one-vci"),
-        ],
-    );
+    let mut columns: Vec<&str> = BACKENDS.to_vec();
+    columns.extend(peers.iter().map(|(l, _)| *l));
+    let mut ratios = vec![
+        ("streams", "everywhere"),
+        ("hints", "everywhere"),
+        ("streams", "one-vci"),
+    ];
+    ratios.extend(peers.iter().map(|(l, _)| ("streams", *l)));
+    text += &report::render_table(&samples, "msgrate-mt", &columns, &ratios);
     text += "targets:\n";
     for &n in &counts {
         let get = |b: &str| {
@@ -120,6 +145,18 @@ fn run(opts: &Options, progress: &Progress) -> Result<Outcome, BenchError> {
                 text,
                 "  N={n}: streams / everywhere = {r:.2}x (target >= {TARGET}x): {}",
                 if r >= TARGET { "met" } else { "NOT met" }
+            );
+        }
+        let best = peers
+            .iter()
+            .filter_map(|(l, _)| get(l))
+            .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.max(v))));
+        if let (Some(s), Some(p)) = (get("streams"), best) {
+            let r = s / p;
+            let _ = writeln!(
+                text,
+                "  N={n}: streams / best MPI peer = {r:.2}x (target >= {PEER_TARGET}x): {}",
+                if r >= PEER_TARGET { "met" } else { "NOT met" }
             );
         }
     }
@@ -170,11 +207,22 @@ fn measure(backend: &str, n: usize, iters: usize, reps: usize) -> Result<Vec<f64
             .collect();
         return Err(format!("the job failed: {err}"));
     }
-    // Lines `msgrate-mt-sample REP MESSAGES SECONDS`, one per sender.
+    let outs: Vec<String> = report
+        .ranks
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.stdout).into_owned())
+        .collect();
+    rates(&outs, n, iters, reps)
+}
+
+/// The rate of each repetition from the ranks' outputs: lines
+/// `msgrate-mt-sample REP MESSAGES SECONDS`, one per sending pair; every
+/// pair's messages over the longest pair's time.
+fn rates(outs: &[String], n: usize, iters: usize, reps: usize) -> Result<Vec<f64>, String> {
     let mut msgs = vec![0u64; reps];
     let mut secs = vec![0f64; reps];
-    for r in &report.ranks {
-        for line in String::from_utf8_lossy(&r.stdout).lines() {
+    for out in outs {
+        for line in out.lines() {
             let w: Vec<&str> = line.split_whitespace().collect();
             if let [LINE_TAG, rep, m, s] = w[..] {
                 let (Ok(rep), Ok(m), Ok(s)) =
@@ -198,6 +246,98 @@ fn measure(backend: &str, n: usize, iters: usize, reps: usize) -> Result<Vec<f64
         .zip(&secs)
         .map(|(&m, &s)| m as f64 / s / 1e6)
         .collect())
+}
+
+/// The peers `--peers` names (none by default), each built from
+/// `peers/msgrate_mt.c` with its `mpicc`: its label and the launcher
+/// command before the program's arguments. A peer that cannot be built is
+/// a failure of the run, not of the others.
+fn build_peers(
+    opts: &Options,
+    progress: &Progress,
+    failures: &mut Vec<String>,
+) -> Result<Vec<(&'static str, Vec<String>)>, BenchError> {
+    let mut out = Vec::new();
+    for mpi in crate::compare::parse_peers(opts.peers.as_deref().unwrap_or("none"))? {
+        let label = match mpi.name {
+            "openmpi" => "mt-openmpi",
+            _ => "mt-mpich",
+        };
+        let exe = std::env::temp_dir().join(format!(
+            "hmpi-bench-msgrate-mt-{}-{}",
+            std::process::id(),
+            mpi.name
+        ));
+        progress.line(format_args!(
+            "msgrate-mt: building the {} peer",
+            mpi.display
+        ));
+        let built = std::process::Command::new(mpi.mpicc)
+            .args(["-O2", "-pthread", "-o"])
+            .arg(&exe)
+            .arg(PEER_SOURCE)
+            .output();
+        match built {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => {
+                failures.push(format!(
+                    "{}: {} failed: {}",
+                    mpi.display,
+                    mpi.mpicc,
+                    String::from_utf8_lossy(&o.stderr)
+                ));
+                continue;
+            }
+            Err(e) => {
+                failures.push(format!("{}: cannot run {}: {e}", mpi.display, mpi.mpicc));
+                continue;
+            }
+        }
+        let mut cmd = vec!["timeout".to_string(), "300".into(), mpi.launcher.into()];
+        cmd.extend(["-n", "2"].map(String::from));
+        if mpi.name == "openmpi" {
+            // Threads of a rank must not share a core; shared memory only.
+            cmd.extend(
+                [
+                    "--bind-to",
+                    "none",
+                    "--oversubscribe",
+                    "--mca",
+                    "btl",
+                    "self,vader",
+                ]
+                .map(String::from),
+            );
+            // SAFETY: getuid has no preconditions and cannot fail.
+            if unsafe { libc::getuid() } == 0 {
+                cmd.push("--allow-run-as-root".into());
+            }
+        } else {
+            cmd.extend(["-bind-to", "none"].map(String::from));
+        }
+        cmd.push(exe.to_string_lossy().into_owned());
+        out.push((label, cmd));
+    }
+    Ok(out)
+}
+
+/// Runs a peer's command with `n` threads per rank; its standard output.
+fn run_peer(cmd: &[String], n: usize, iters: usize, reps: usize) -> Result<String, String> {
+    let o = std::process::Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .args([n.to_string(), iters.to_string(), reps.to_string()])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot start {}: {e}", cmd[2]))?;
+    if !o.status.success() {
+        return Err(format!(
+            "{} ended with {}: {}",
+            cmd[2],
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
 /// One pair's loop: `send` says which side this is. Returns the seconds
