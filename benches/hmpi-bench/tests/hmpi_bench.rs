@@ -201,6 +201,9 @@ fn bad_command_lines_exit_2() {
         &["latency", "--sizes", "3"],
         &["compare", "latency", "--peers", "lam"],
         &["bw", "--plot", "x.txt"],
+        &["latency", "--peers", "mpich"],
+        &["msgrate-mt", "--peers", "lam"],
+        &["latency", "--threads", "2"],
     ] {
         let out = run(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
