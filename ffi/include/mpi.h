@@ -1038,6 +1038,22 @@ HMPI_DECLARE(int, Comm_detach_buffer, (MPI_Comm comm, void *buffer_addr, int *si
 HMPI_DECLARE(int, Comm_detach_buffer_c, (MPI_Comm comm, void *buffer_addr, MPI_Count *size));
 HMPI_DECLARE(int, Comm_flush_buffer, (MPI_Comm comm));
 
+/* Explicit streams, with MPICH's names and signatures (an extension, not
+ * the standard ABI): MPIX_Stream_create reserves a VCI of this rank for the
+ * calling thread (run with HMPI_VCIS at least one more than the streams a
+ * rank holds), MPIX_Stream_comm_create (collective) duplicates a
+ * communicator and binds the duplicate to its members' streams, whose
+ * messages then travel on those VCIs; MPIX_STREAM_NULL takes part without
+ * a stream. */
+typedef struct MPIX_ABI_Stream *MPIX_Stream;
+#define MPIX_STREAM_NULL               ((MPIX_Stream)0)
+int MPIX_Stream_create(MPI_Info info, MPIX_Stream *stream);
+int PMPIX_Stream_create(MPI_Info info, MPIX_Stream *stream);
+int MPIX_Stream_free(MPIX_Stream *stream);
+int PMPIX_Stream_free(MPIX_Stream *stream);
+int MPIX_Stream_comm_create(MPI_Comm comm, MPIX_Stream stream, MPI_Comm *newcomm);
+int PMPIX_Stream_comm_create(MPI_Comm comm, MPIX_Stream stream, MPI_Comm *newcomm);
+
 /* Every other routine of the MPI 5.0 standard ABI. libhmpi exports each
  * (MPI_X and PMPI_X) so that any program written for the ABI links, and
  * each refuses: it reports MPI_ERR_UNSUPPORTED_OPERATION through the error

@@ -620,6 +620,9 @@ mpi_fn! {
     fn MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(comm: Comm, info: Info, newcomm: *mut Comm, request: *mut Request) -> c_int {
         api_comm("MPI_Comm_idup_with_info", comm, |c| {
             let hints = crate::info::hints_of(info)?;
+            // Malformed VCI hints are the caller's error, before anything
+            // starts.
+            hmpi_core::hints::CommHints::from_info(&hints)?;
             // SAFETY: the caller's pointers.
             unsafe { idup(c, Some(hints), newcomm, request) }
         })
@@ -789,6 +792,8 @@ mpi_fn! {
 
 /// A duplicate of `comm` with exactly the hints of `hints`.
 fn dup_with(comm: &SimpleCommunicator, hints: &hmpi_core::Info) -> Res<SimpleCommunicator> {
+    // Malformed VCI hints are the caller's error, before anything starts.
+    hmpi_core::hints::CommHints::from_info(hints)?;
     let d = comm.duplicate()?;
     d.replace_info(hints);
     Ok(d)

@@ -21,6 +21,7 @@
 //! * [`topo`]: process topologies and neighbourhood collectives;
 //! * [`win`]: one-sided communication (windows, `MPI_Put` …);
 //! * [`opi`]: ownership passing (`OPI_*`, `include/opi.h`);
+//! * [`stream`]: explicit streams (`MPIX_Stream_*`, MPICH's extension);
 //! * [`unsupported`]: every other routine of the standard ABI, exported
 //!   so that any program written for it links, each refusing with
 //!   `MPI_ERR_UNSUPPORTED_OPERATION`;
@@ -90,6 +91,7 @@ pub mod pack;
 pub mod partitioned;
 pub mod persistent;
 pub mod request;
+pub mod stream;
 pub mod topo;
 pub mod unsupported;
 pub mod win;

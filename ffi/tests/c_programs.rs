@@ -81,6 +81,10 @@ const TESTS: &[(&str, fn())] = &[
         threads_on_separate_communicators,
     ),
     (
+        "streams_and_communicator_hints",
+        streams_and_communicator_hints,
+    ),
+    (
         "static_library_links_and_runs",
         static_library_links_and_runs,
     ),
@@ -540,6 +544,13 @@ fn threads_on_separate_communicators() {
     build_and_run("tests/threads.c", "threads", 2);
 }
 
+fn streams_and_communicator_hints() {
+    let exe = compile("tests/streams.c", &[], &[]);
+    run_passes(&exe, "streams", 2, &[("HMPI_VCIS", "4")]);
+    // One VCI per rank: no stream to reserve, hints still checked.
+    run_passes(&exe, "streams", 2, &[("HMPI_VCIS", "1")]);
+}
+
 fn static_library_links_and_runs() {
     let exe = compile("tests/heap.c", &[], &[("HMPI_LINK", "static")]);
     // No libhmpi.so: the program carries the library (and its malloc).
@@ -599,7 +610,10 @@ fn declared_functions() -> Vec<String> {
             // A plain prototype: `int HMPI_Xxx(...)`.
             let Some(open) = line.find('(') else { continue };
             if let Some(name) = line[..open].split_whitespace().last() {
-                if name.starts_with("HMPI_") || name.starts_with("MPI_") {
+                if ["HMPI_", "MPI_", "MPIX_", "PMPIX_"]
+                    .iter()
+                    .any(|p| name.starts_with(p))
+                {
                     names.push(name.to_owned());
                 }
             }

@@ -34,6 +34,8 @@
 //!   started by that MPI's launcher) in one invocation;
 //! * [`opi`]: ownership passing (give/take) against the copy path and
 //!   (feature `iceoryx2`) iceoryx2, with the kernels in [`opi_kernels`];
+//! * [`msgrate_mt`]: `msgrate-mt`, the 8-byte message rate of N threads
+//!   per rank (one VCI, hints, streams) against N ranks per side;
 //! * [`rma`]: one-sided put/get latency and the skew benchmark on hmpi's
 //!   windows, and (`compare rma`) on the peers' `MPI_Win_allocate` windows.
 //!
@@ -54,6 +56,7 @@ mod compare;
 mod floor;
 #[cfg(feature = "iceoryx2")]
 mod iceoryx;
+mod msgrate_mt;
 mod opi;
 mod opi_kernels;
 mod p2p;
@@ -217,6 +220,8 @@ pub struct Options {
     /// `coll`: the collectives to run (`--workloads`, comma-separated),
     /// all when `None`.
     pub workloads: Option<String>,
+    /// `msgrate-mt`: threads per rank (`--threads`, comma-separated).
+    pub threads: Option<String>,
 }
 
 /// What a workload's run produced.
@@ -258,6 +263,7 @@ pub const WORKLOADS: &[Workload] = &[
     alloc::WORKLOAD,
     opi::WORKLOAD,
     rma::WORKLOAD,
+    msgrate_mt::WORKLOAD,
 ];
 
 /// Progress lines on stderr, stamped with the time since the start.
@@ -321,7 +327,8 @@ OPTIONS:
     --quick           smoke run: alloc: sizes 16, 1K, 64K, 1M, 2 repetitions of
                       20 ms; message workloads: sizes 8, 1K, 64K, 1M,
                       3 repetitions of a tenth of OSU's iterations
-    --peers LIST      compare: openmpi, mpich (default: both), or none
+    --peers LIST      compare: openmpi, mpich (default: both), or none;
+                      msgrate-mt: the same (default: none)
     --peer-dir DIR    compare: where the peer builds live
                       (default: $HMPI_BENCH_PEER_DIR, else target/peers)
     --no-build        compare: do not build or update the peer programs
@@ -329,6 +336,8 @@ OPTIONS:
                       2, at most 64; more than the CPUs run unbound)
     --workloads LIST  coll and compare coll: only these collectives
                       (e.g. barrier,allreduce)
+    --threads LIST    msgrate-mt: threads per rank to measure (default 1,2;
+                      1 to 7)
     --rounds N        compare: run every backend N times, alternating (the
                       first backend of a round rotates), and report per
                       point the median of the rounds' medians (default 1).
@@ -471,6 +480,7 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
             "--rounds" => opts.rounds = Some(parse_number("--rounds", &value(&mut i)?, 1, 100)?),
             "--ranks" => opts.ranks = Some(parse_number("--ranks", &value(&mut i)?, 2, 64)?),
             "--workloads" => opts.workloads = Some(value(&mut i)?),
+            "--threads" => opts.threads = Some(value(&mut i)?),
             f if f.starts_with('-') => {
                 return Err(BenchError::Usage(format!("unknown option '{f}'")));
             }
@@ -501,13 +511,20 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
         }
         i += 1;
     }
+    // msgrate-mt builds its own MPI peers (a C program) when asked.
+    let mt = workload.is_some_and(|w| w.name == "msgrate-mt");
     if opts.peers.is_some() || opts.peer_dir.is_some() || opts.no_build {
-        if !compare {
+        let allowed = compare || (mt && opts.peer_dir.is_none() && !opts.no_build);
+        if !allowed {
             return Err(BenchError::Usage(
-                "--peers, --peer-dir and --no-build belong to compare".into(),
+                "--peers, --peer-dir and --no-build belong to compare (msgrate-mt takes --peers)"
+                    .into(),
             ));
         }
         compare::parse_peers(opts.peers.as_deref().unwrap_or(""))?;
+    }
+    if compare && opts.threads.is_some() {
+        return Err(BenchError::Usage("--threads belongs to msgrate-mt".into()));
     }
     if compare {
         let Some(compared) = compared else {
@@ -556,6 +573,9 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
             }
             if let Some(list) = &opts.workloads {
                 coll::select(list)?;
+            }
+            if opts.threads.is_some() && w.name != "msgrate-mt" {
+                return Err(BenchError::Usage("--threads belongs to msgrate-mt".into()));
             }
             Ok(Command::Run(w, opts))
         }

@@ -2,7 +2,8 @@
 //! message workloads at a tiny size range, through the launcher, with the
 //! CSV checked for every size and sane values; `opi --quick` (without the
 //! iceoryx2 peer); `coll --quick` (every collective, 2 ranks) and `coll`
-//! on 4 ranks; and `compare` with no peers.
+//! on 4 ranks; `msgrate-mt` (every backend, 1 and 2 threads); and `compare`
+//! with no peers.
 //! The MPI peers are exercised by CI's short `compare` (`.ci/run`).
 
 use std::path::{Path, PathBuf};
@@ -200,6 +201,9 @@ fn bad_command_lines_exit_2() {
         &["latency", "--sizes", "3"],
         &["compare", "latency", "--peers", "lam"],
         &["bw", "--plot", "x.txt"],
+        &["latency", "--peers", "mpich"],
+        &["msgrate-mt", "--peers", "lam"],
+        &["latency", "--threads", "2"],
     ] {
         let out = run(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -347,4 +351,45 @@ fn compare_coll_without_peers_runs_hmpi() {
     check_coll_rows(&rows, "barrier", 2, &[8]);
     check_coll_rows(&rows, "allreduce", 2, &[8]);
     std::fs::remove_file(&csv).unwrap();
+}
+
+#[test]
+fn msgrate_mt_measures_every_backend_for_each_thread_count() {
+    let csv = tmp("msgrate-mt.csv");
+    let out = run(&[
+        "msgrate-mt",
+        "--threads",
+        "1,2",
+        "--reps",
+        "2",
+        "--quick",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("streams / everywhere"), "{stdout}");
+    let rows = read_csv(&csv);
+    let mut got: Vec<(String, u32)> = rows.iter().map(|r| (r.1.clone(), r.2)).collect();
+    got.sort();
+    let mut want = Vec::new();
+    for b in ["everywhere", "hints", "one-vci", "streams"] {
+        for n in [1, 2] {
+            want.push((b.to_owned(), n));
+        }
+    }
+    assert_eq!(got, want);
+    for (w, _, _, size, value, unit, min, max) in &rows {
+        assert_eq!(
+            (w.as_str(), *size, unit.as_str()),
+            ("msgrate-mt", 8, "Mmsg/s")
+        );
+        assert!(value.is_finite() && *value > 0.0 && min <= value && value <= max);
+    }
+    std::fs::remove_file(&csv).unwrap();
+    // Out of range: a usage error.
+    assert_eq!(
+        run(&["msgrate-mt", "--threads", "8"]).status.code(),
+        Some(2)
+    );
 }

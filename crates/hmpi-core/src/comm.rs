@@ -70,8 +70,9 @@ pub const MAX_OBJECT_NAME: usize = 128;
 const WORLD_ID: u32 = 0;
 /// The self communicator's context id.
 const SELF_ID: u32 = 1;
-/// The largest context id: `2k + 1` must fit in `u32`.
-const MAX_ID: u32 = u32::MAX / 2;
+/// The largest context id: `2k + 1` must fit in the engine's context
+/// word, whose top bits may name a VCI (`vci::endpoint::on_vci`).
+const MAX_ID: u32 = vci::endpoint::CONTEXT_MAX / 2;
 
 /// Tags of the internal collectives (on a communicator's internal context).
 const TAG_REDUCE: i32 = 1;
@@ -165,6 +166,9 @@ struct Inner {
     topology: OnceLock<Arc<crate::topology::Topology>>,
     /// The hints set on it (`MPI_Comm_set_info`, `*_with_info`).
     info: Mutex<Info>,
+    /// The VCI mapping its hints (or streams) put in effect
+    /// ([`crate::hints`]).
+    vci_map: crate::hints::VciMap,
     /// What an intercommunicator has besides its local group (`None` for
     /// an intracommunicator).
     inter: Option<Arc<crate::intercomm::InterPart>>,
@@ -219,6 +223,7 @@ impl SimpleCommunicator {
                 coll: OnceLock::new(),
                 topology: OnceLock::new(),
                 info: Mutex::new(Info::new()),
+                vci_map: Default::default(),
                 inter: None,
                 attrs: crate::attr::Attributes::new(),
                 bsend: crate::buffered::Pool::new(),
@@ -280,6 +285,7 @@ impl SimpleCommunicator {
                 coll: OnceLock::new(),
                 topology: OnceLock::new(),
                 info: Mutex::new(Info::new()),
+                vci_map: Default::default(),
                 inter: Some(Arc::new(part)),
                 attrs: crate::attr::Attributes::new(),
                 bsend: crate::buffered::Pool::new(),
@@ -387,19 +393,96 @@ impl SimpleCommunicator {
     }
 
     /// Replaces every hint of this communicator with those of `info`
-    /// (`MPI_Comm_dup_with_info`).
+    /// (`MPI_Comm_dup_with_info`). The VCI hints ([`crate::hints`]) take
+    /// effect; one with a malformed value is dropped (check them first
+    /// with [`CommHints::from_info`](crate::hints::CommHints::from_info),
+    /// or use [`SimpleCommunicator::set_info`], which reports it).
     pub fn replace_info(&self, info: &Info) {
-        *self.inner.info.lock().unwrap_or_else(|p| p.into_inner()) = info.clone();
+        let mut mine = self.inner.info.lock().unwrap_or_else(|p| p.into_inner());
+        let mut new = info.clone();
+        let hints = crate::hints::CommHints::from_info(&new).unwrap_or_else(|_| {
+            for k in crate::hints::KEYS {
+                let _ = new.delete(k);
+            }
+            crate::hints::CommHints::default()
+        });
+        hints.write_into(&mut new);
+        self.inner.vci_map.set(&hints);
+        *mine = new;
     }
 
     /// Sets the hints of this communicator (`MPI_Comm_set_info`): keys
-    /// of `info` replace those already set, others stay.
+    /// of `info` replace those already set, others stay. The VCI hints
+    /// ([`crate::hints`]) take effect, and [`SimpleCommunicator::info`]
+    /// reports them as they are in effect; a malformed one is
+    /// [`Error::InfoValue`] and changes nothing.
     pub fn set_info(&self, info: &Info) -> Result<()> {
         let mut mine = self.inner.info.lock().unwrap_or_else(|p| p.into_inner());
+        let mut new = mine.clone();
         for (k, v) in info.iter() {
-            mine.set(k, v)?;
+            new.set(k, v)?;
         }
+        let hints = crate::hints::CommHints::from_info(&new)?;
+        hints.write_into(&mut new);
+        self.inner.vci_map.set(&hints);
+        *mine = new;
         Ok(())
+    }
+
+    /// The hints of this communicator that the VCI mapping reads.
+    pub fn hints(&self) -> crate::hints::CommHints {
+        // What `set_info` and `replace_info` stored parses.
+        crate::hints::CommHints::from_info(&self.info()).unwrap_or_default()
+    }
+
+    /// A duplicate of this communicator with `hints` in effect besides
+    /// the hints it inherits (`MPI_Comm_dup_with_info`). Collective; every
+    /// member gives the same hints.
+    pub fn dup_with_hints(&self, hints: &crate::hints::CommHints) -> Result<SimpleCommunicator> {
+        let d = self.duplicate()?;
+        d.set_info(&hints.to_info())?;
+        Ok(d)
+    }
+
+    /// [`Communicator::split`] with `hints` in effect on the parts.
+    /// Collective; every member gives the same hints.
+    pub fn split_with_hints(
+        &self,
+        color: Option<u32>,
+        key: i32,
+        hints: &crate::hints::CommHints,
+    ) -> Result<Option<SimpleCommunicator>> {
+        let s = self.split(color, key)?;
+        if let Some(c) = &s {
+            c.set_info(&hints.to_info())?;
+        }
+        Ok(s)
+    }
+
+    /// The engine context word of a point-to-point send of this
+    /// communicator to `dest` with `tag`: its context, or, with hints or
+    /// streams, that context on the VCI they pick ([`crate::hints`]).
+    #[inline(always)]
+    pub fn send_context(&self, dest: i32, tag: i32) -> u32 {
+        let i = &self.inner;
+        i.vci_map
+            .send_word(self.context(), i.id.0, i.rank, dest, tag)
+    }
+
+    /// The engine context word of a point-to-point receive or probe of
+    /// this communicator from `source` (or `ANY_SOURCE`) with `tag` (or
+    /// `ANY_TAG`), as [`SimpleCommunicator::send_context`];
+    /// [`Error::Arg`] for a wildcard that a hint rules out.
+    #[inline(always)]
+    pub fn recv_context(&self, source: i32, tag: i32) -> Result<u32> {
+        let i = &self.inner;
+        i.vci_map
+            .recv_word(self.context(), i.id.0, i.rank, source, tag)
+    }
+
+    /// The VCI mapping of this communicator.
+    pub(crate) fn vci_map(&self) -> &crate::hints::VciMap {
+        &self.inner.vci_map
     }
 
     fn world_new() -> Result<SimpleCommunicator> {
@@ -435,6 +518,7 @@ impl SimpleCommunicator {
                 coll: OnceLock::new(),
                 topology: OnceLock::new(),
                 info: Mutex::new(Info::new()),
+                vci_map: Default::default(),
                 inter: None,
                 attrs: crate::attr::Attributes::new(),
                 bsend: crate::buffered::Pool::new(),

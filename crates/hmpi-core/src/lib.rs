@@ -76,6 +76,7 @@ pub mod env;
 pub mod environment;
 pub mod error;
 pub mod group;
+pub mod hints;
 pub mod info;
 pub mod intercomm;
 pub mod launch;
@@ -87,6 +88,7 @@ pub mod persistent;
 pub mod point_to_point;
 pub mod raw;
 pub mod request;
+pub mod stream;
 pub mod topology;
 pub mod window;
 

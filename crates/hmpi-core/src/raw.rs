@@ -13,7 +13,10 @@
 //!    through [`route`] / [`route_source`], the one place that decides where
 //!    a message goes (today always this node's engine, or nowhere for
 //!    `PROC_NULL`);
-//! 3. calls the engine on the communicator's context.
+//! 3. calls the engine on the communicator's context word for the peer and
+//!    tag ([`SimpleCommunicator::send_context`],
+//!    [`SimpleCommunicator::recv_context`]): its context, on the VCI its
+//!    hints or streams pick ([`crate::hints`]).
 //!
 //! The starts that write their request into a caller's table
 //! ([`isend_or_in`], [`irecv_raw_or_in`]) take a [`Target`] checked
@@ -182,11 +185,22 @@ pub enum Traffic {
 }
 
 impl Traffic {
+    /// The context word of a send to `dest` with `tag` (point-to-point
+    /// messages on the VCI the communicator's mapping picks).
     #[inline(always)]
-    fn context(self, comm: &SimpleCommunicator) -> u32 {
+    fn send_context(self, comm: &SimpleCommunicator, dest: i32, tag: i32) -> u32 {
         match self {
-            Traffic::PointToPoint => comm.context(),
+            Traffic::PointToPoint => comm.send_context(dest, tag),
             Traffic::Internal => comm.internal_context(),
+        }
+    }
+
+    /// The context word of a receive from `source` with `tag`.
+    #[inline(always)]
+    fn recv_context(self, comm: &SimpleCommunicator, source: i32, tag: i32) -> Result<u32> {
+        match self {
+            Traffic::PointToPoint => comm.recv_context(source, tag),
+            Traffic::Internal => Ok(comm.internal_context()),
         }
     }
 }
@@ -204,9 +218,10 @@ pub fn send_mode(
     let tag = check_send_tag(tag)?;
     let to = route(comm, dest)?;
     let ep = endpoint()?;
+    let ctx = comm.send_context(dest, tag);
     let r = match sync {
-        false => ep.send(buf, to.engine_rank(), tag, comm.context(), Standard),
-        true => ep.send(buf, to.engine_rank(), tag, comm.context(), Synchronous),
+        false => ep.send(buf, to.engine_rank(), tag, ctx, Standard),
+        true => ep.send(buf, to.engine_rank(), tag, ctx, Synchronous),
     };
     r.map_err(|e| failed_in(comm, e))
 }
@@ -229,7 +244,7 @@ pub fn send_on(
     let tag = check_send_tag(tag)?;
     let to = route(comm, dest)?;
     endpoint()?
-        .send(buf, to.engine_rank(), tag, traffic.context(comm), Standard)
+        .send(buf, to.engine_rank(), tag, traffic.send_context(comm, dest, tag), Standard)
         .map_err(|e| failed_in(comm, e))
 }
 
@@ -244,9 +259,10 @@ pub fn recv_on(
 ) -> Result<Status> {
     let tag = check_recv_tag(tag)?;
     let from = route_source(comm, source)?;
+    let ctx = traffic.recv_context(comm, source, tag)?;
     let mut st = Status::empty();
     endpoint()?
-        .recv(buf, from.engine_rank(), tag, traffic.context(comm), &mut st)
+        .recv(buf, from.engine_rank(), tag, ctx, &mut st)
         .map_err(|e| failed_in(comm, e))?;
     to_comm_ranks(comm, &mut st);
     Ok(st)
@@ -270,11 +286,12 @@ pub unsafe fn isend<'a>(
     let tag = check_send_tag(tag)?;
     let to = route(comm, dest)?;
     let ep = endpoint()?;
+    let ctx = comm.send_context(dest, tag);
     // SAFETY: the caller's guarantee.
     let r = unsafe {
         match sync {
-            false => ep.isend(buf, to.engine_rank(), tag, comm.context(), Standard),
-            true => ep.isend(buf, to.engine_rank(), tag, comm.context(), Synchronous),
+            false => ep.isend(buf, to.engine_rank(), tag, ctx, Standard),
+            true => ep.isend(buf, to.engine_rank(), tag, ctx, Synchronous),
         }
     };
     r.map_err(Into::into)
@@ -303,7 +320,7 @@ pub fn send_target(comm: &SimpleCommunicator, dest: i32, tag: i32) -> Result<Tar
         ep: endpoint()?,
         rank: to.engine_rank(),
         tag,
-        context: comm.context(),
+        context: comm.send_context(dest, tag),
     })
 }
 
@@ -318,7 +335,7 @@ pub fn recv_target(comm: &SimpleCommunicator, source: i32, tag: i32) -> Result<T
         ep: endpoint()?,
         rank: from.engine_rank(),
         tag,
-        context: comm.context(),
+        context: comm.recv_context(source, tag)?,
     })
 }
 
@@ -356,8 +373,9 @@ pub fn recv_with_status(
 ) -> Result<()> {
     let tag = check_recv_tag(tag)?;
     let from = route_source(comm, source)?;
+    let ctx = comm.recv_context(source, tag)?;
     let ep = endpoint()?;
-    ep.recv(buf, from.engine_rank(), tag, comm.context(), status)
+    ep.recv(buf, from.engine_rank(), tag, ctx, status)
         .map_err(|e| failed_in(comm, e))?;
     to_comm_ranks(comm, status);
     Ok(())
@@ -377,18 +395,11 @@ pub unsafe fn irecv<'a>(
 ) -> Result<Request<'a>> {
     let tag = check_recv_tag(tag)?;
     let from = route_source(comm, source)?;
+    let ctx = comm.recv_context(source, tag)?;
     let ep = endpoint()?;
     // SAFETY: the caller's guarantee.
-    unsafe {
-        ep.irecv(
-            buf.as_mut_ptr(),
-            buf.len(),
-            from.engine_rank(),
-            tag,
-            comm.context(),
-        )
-    }
-    .map_err(Into::into)
+    unsafe { ep.irecv(buf.as_mut_ptr(), buf.len(), from.engine_rank(), tag, ctx) }
+        .map_err(Into::into)
 }
 
 /// Starts receiving into the `len` bytes at `buf` (memory no Rust
@@ -409,9 +420,10 @@ pub unsafe fn irecv_raw<'a>(
 ) -> Result<Request<'a>> {
     let tag = check_recv_tag(tag)?;
     let from = route_source(comm, source)?;
+    let ctx = comm.recv_context(source, tag)?;
     let ep = endpoint()?;
     // SAFETY: the caller's guarantee.
-    unsafe { ep.irecv(buf, len, from.engine_rank(), tag, comm.context()) }.map_err(Into::into)
+    unsafe { ep.irecv(buf, len, from.engine_rank(), tag, ctx) }.map_err(Into::into)
 }
 
 /// [`irecv_raw`] from a [`recv_target`], for a layer that keeps its
@@ -459,11 +471,13 @@ pub fn sendrecv(
     let rtag = check_recv_tag(recvtag)?;
     let to = route(comm, dest)?;
     let from = route_source(comm, source)?;
+    let rctx = comm.recv_context(source, rtag)?;
     let ep = endpoint()?;
+    let sctx = comm.send_context(dest, stag);
     // SAFETY: waited for below, or dropped (which waits) on an early
     // return, within this call, while `out` is borrowed.
-    let s = unsafe { ep.isend(out, to.engine_rank(), stag, comm.context(), Standard) }?;
-    ep.recv(buf, from.engine_rank(), rtag, comm.context(), status)
+    let s = unsafe { ep.isend(out, to.engine_rank(), stag, sctx, Standard) }?;
+    ep.recv(buf, from.engine_rank(), rtag, rctx, status)
         .map_err(|e| failed_in(comm, e))?;
     to_comm_ranks(comm, status);
     s.wait().map_err(|e| failed_in(comm, e))?;
@@ -475,8 +489,9 @@ pub fn sendrecv(
 pub fn probe(comm: &SimpleCommunicator, source: i32, tag: i32) -> Result<Status> {
     let tag = check_recv_tag(tag)?;
     let from = route_source(comm, source)?;
+    let ctx = comm.recv_context(source, tag)?;
     let mut st = endpoint()?
-        .probe(from.engine_rank(), tag, comm.context())
+        .probe(from.engine_rank(), tag, ctx)
         .map_err(|e| failed_in(comm, e))?;
     to_comm_ranks(comm, &mut st);
     Ok(st)
@@ -486,7 +501,8 @@ pub fn probe(comm: &SimpleCommunicator, source: i32, tag: i32) -> Result<Status>
 pub fn iprobe(comm: &SimpleCommunicator, source: i32, tag: i32) -> Result<Option<Status>> {
     let tag = check_recv_tag(tag)?;
     let from = route_source(comm, source)?;
-    let st = endpoint()?.iprobe(from.engine_rank(), tag, comm.context())?;
+    let ctx = comm.recv_context(source, tag)?;
+    let st = endpoint()?.iprobe(from.engine_rank(), tag, ctx)?;
     Ok(st.map(|mut st| {
         to_comm_ranks(comm, &mut st);
         st
@@ -503,8 +519,9 @@ pub fn mprobe(
 ) -> Result<(Message<'static>, Status)> {
     let tag = check_recv_tag(tag)?;
     let from = route_source(comm, source)?;
+    let ctx = comm.recv_context(source, tag)?;
     let (m, mut st) = endpoint()?
-        .mprobe(from.engine_rank(), tag, comm.context())
+        .mprobe(from.engine_rank(), tag, ctx)
         .map_err(|e| failed_in(comm, e))?;
     to_comm_ranks(comm, &mut st);
     Ok((m, st))
@@ -518,7 +535,8 @@ pub fn improbe(
 ) -> Result<Option<(Message<'static>, Status)>> {
     let tag = check_recv_tag(tag)?;
     let from = route_source(comm, source)?;
-    let found = endpoint()?.improbe(from.engine_rank(), tag, comm.context())?;
+    let ctx = comm.recv_context(source, tag)?;
+    let found = endpoint()?.improbe(from.engine_rank(), tag, ctx)?;
     Ok(found.map(|(m, mut st)| {
         to_comm_ranks(comm, &mut st);
         (m, st)
@@ -567,8 +585,9 @@ pub unsafe fn give(
     let tag = check_send_tag(tag)?;
     let to = route(comm, dest)?;
     let ep = endpoint()?;
+    let ctx = traffic.send_context(comm, dest, tag);
     // SAFETY: the caller's guarantee.
-    unsafe { ep.give(block, to.engine_rank(), tag, traffic.context(comm)) }.map_err(Into::into)
+    unsafe { ep.give(block, to.engine_rank(), tag, ctx) }.map_err(Into::into)
 }
 
 /// [`give`] as a request (complete already).
@@ -585,9 +604,9 @@ pub unsafe fn igive(
     let tag = check_send_tag(tag)?;
     let to = route(comm, dest)?;
     let ep = endpoint()?;
+    let ctx = traffic.send_context(comm, dest, tag);
     // SAFETY: the caller's guarantee.
-    unsafe { ep.isend_owned(block, to.engine_rank(), tag, traffic.context(comm)) }
-        .map_err(Into::into)
+    unsafe { ep.isend_owned(block, to.engine_rank(), tag, ctx) }.map_err(Into::into)
 }
 
 /// Receives a message from `source` with `tag` as a block (aligned to
@@ -609,8 +628,9 @@ pub fn recv_owned_into(
         Route::Null => return Err(bad_rank(comm, PROC_NULL)),
         r => r,
     };
+    let ctx = traffic.recv_context(comm, source, tag)?;
     let ep = endpoint()?;
-    *status = ep.recv_owned_into(out, align, from.engine_rank(), tag, traffic.context(comm))?;
+    *status = ep.recv_owned_into(out, align, from.engine_rank(), tag, ctx)?;
     to_comm_ranks(comm, status);
     Ok(())
 }
@@ -628,10 +648,10 @@ pub unsafe fn irecv_owned<'a>(
 ) -> Result<Request<'a>> {
     let tag = check_recv_tag(tag)?;
     let from = route_source(comm, source)?;
+    let ctx = comm.recv_context(source, tag)?;
     let ep = endpoint()?;
     // SAFETY: the caller's guarantee.
-    unsafe { ep.irecv_owned(out, align, from.engine_rank(), tag, comm.context()) }
-        .map_err(Into::into)
+    unsafe { ep.irecv_owned(out, align, from.engine_rank(), tag, ctx) }.map_err(Into::into)
 }
 
 #[cfg(test)]

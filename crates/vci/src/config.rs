@@ -21,7 +21,9 @@
 //! * `HMPI_VCIS` (default 1, at most [`crate::slots::MAX_VCIS`]): the number
 //!   of VCIs per rank, the same in every rank. A communicator context
 //!   `c` uses VCI `c % HMPI_VCIS` in every rank, so threads that work on
-//!   different communicators progress in parallel.
+//!   different communicators progress in parallel; a context word made by
+//!   [`crate::endpoint::on_vci`] names its VCI instead (communicator hints
+//!   and streams in hmpi-core).
 //! * `HMPI_SOLO` (default `1`): biases the VCI and lane locks towards the
 //!   thread that creates the endpoint, which then takes them without
 //!   locked instructions until another thread communicates (see

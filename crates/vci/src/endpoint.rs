@@ -8,10 +8,12 @@
 //! rank's VCIs are published before the first send, and looks up every
 //! peer's VCIs.
 //!
-//! A message travels on the VCI of its communicator context: context `c`
-//! uses VCI `c % vcis` in both ranks, so matching (per context) stays
-//! within one VCI, and threads working on different communicators take
-//! different locks. Each rank has one doorbell (in its VCI 0): whoever
+//! A message travels on the VCI of its context word: context `c` uses VCI
+//! `c % vcis` in both ranks, so matching (per context) stays within one
+//! VCI, and threads working on different communicators take different
+//! locks; a word made by [`on_vci`] names its VCI instead, which spreads
+//! one communicator's traffic (a receive matches only words equal to its
+//! own, so what a message and its receive name must agree). Each rank has one doorbell (in its VCI 0): whoever
 //! waits sleeps there, and a waiter sweeps the other VCIs of its process
 //! now and then, so no request starves behind a VCI nobody waits on. Ranks are the node segment's local ranks;
 //! `HMPI_RANK` and `HMPI_SIZE`, when set (by the launcher), must agree with
@@ -64,6 +66,32 @@ const SIZE_VAR: &str = "HMPI_SIZE";
 
 /// Set once an endpoint exists in this process.
 static CREATED: AtomicBool = AtomicBool::new(false);
+
+/// The largest communicator context that a context word carries (its
+/// low 28 bits); the bits above name a VCI ([`on_vci`]).
+pub const CONTEXT_MAX: u32 = (1 << VCI_SHIFT) - 1;
+
+/// Where a context word keeps the number of the VCI it names.
+const VCI_SHIFT: u32 = 28;
+
+/// The context word of communicator context `context` (at most
+/// [`CONTEXT_MAX`]) that travels on VCI `v` (`v < vci_count()`, at most
+/// [`crate::slots::MAX_VCIS`] − 1) instead of `context % vci_count()`.
+///
+/// The word is what messages carry and receives match, so a send and a
+/// receive meet only if both name the same VCI: the layer that picks `v`
+/// (hmpi-core's communicator hints and streams) must pick it from what
+/// both sides know.
+///
+/// ```
+/// let w = vci::endpoint::on_vci(6, 3);
+/// assert_ne!(w, 6);
+/// assert_eq!(w & vci::endpoint::CONTEXT_MAX, 6);
+/// ```
+#[inline(always)]
+pub const fn on_vci(context: u32, v: usize) -> u32 {
+    (context & CONTEXT_MAX) | (((v as u32 & 0x7) + 1) << VCI_SHIFT)
+}
 
 /// How [`Endpoint::isend`] and [`Endpoint::send`] complete a send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -319,13 +347,17 @@ impl Endpoint {
         self.vcis.len()
     }
 
-    /// The number of the VCI that carries communicator context `context`.
+    /// The number of the VCI that carries context word `context`: the VCI
+    /// it names ([`on_vci`]), or else `context % vci_count()`.
     #[inline]
     pub fn vci_of(&self, context: u32) -> usize {
         match self.vcis.len() {
             // The default: no division on the message path.
             1 => 0,
-            n => context as usize % n,
+            n => match context >> VCI_SHIFT {
+                0 => context as usize % n,
+                named => (named as usize - 1) % n,
+            },
         }
     }
 

@@ -1,8 +1,10 @@
 //! The engine's statistics: messages per protocol and how they matched.
 //!
-//! [`Stats`] is the public snapshot ([`crate::Endpoint::stats`]). Receives
-//! are counted per VCI in [`Counters`]; sends under the lane locks (see
-//! [`crate::fastbox`]), which the endpoint adds up.
+//! [`Stats`] is the public snapshot ([`crate::Endpoint::stats`]), for the
+//! whole process or for one VCI ([`crate::Endpoint::vci_stats`]: which VCIs
+//! carried traffic). Receives are counted per VCI in [`Counters`]; sends
+//! under the lane locks (see [`crate::fastbox`]), one lane per destination
+//! VCI, which the endpoint adds up.
 
 use crate::endpoint::Endpoint;
 use crate::vci::Vci;
@@ -192,16 +194,51 @@ impl Vci {
     }
 }
 
+impl Stats {
+    /// Messages received, by any protocol (fast boxes included).
+    pub fn received(&self) -> u64 {
+        self.recv_immediate
+            + self.recv_single_copy
+            + self.recv_two_copy
+            + self.kernel_assisted
+            + self.recv_owned
+    }
+
+    /// Messages sent, by any protocol (fast boxes included).
+    pub fn sent(&self) -> u64 {
+        self.sent_immediate
+            + self.sent_single_copy
+            + self.sent_two_copy
+            + self.sent_kernel_assisted
+            + self.sent_owned
+    }
+}
+
 impl Endpoint {
     /// The per-protocol counters of this process, summed over its VCIs.
     pub fn stats(&self) -> Stats {
-        let mut s = self
+        let s = self
             .vcis
             .iter()
             .fold(Stats::default(), |a, v| a.merged(&v.stats()));
+        self.add_sends(s, |_| true)
+    }
+
+    /// The counters of this process's VCI `v` alone (`None` if there is
+    /// no such VCI): what it received and matched, and what this process
+    /// sent to VCI `v` of any rank. Shows which VCIs carried traffic.
+    pub fn vci_stats(&self, v: usize) -> Option<Stats> {
+        let s = self.vcis.get(v)?.stats();
+        let n = self.vcis.len();
+        Some(self.add_sends(s, |lane| lane % n == v))
+    }
+
+    /// `s` with the sends of the lanes `which` takes added (lane
+    /// `r * vcis + v` carries messages to VCI `v` of rank `r`).
+    fn add_sends(&self, mut s: Stats, which: impl Fn(usize) -> bool) -> Stats {
         // Sends are counted under the lane locks (no atomic add on the
         // send paths).
-        for lane in self.lanes.iter() {
+        for (_, lane) in self.lanes.iter().enumerate().filter(|(i, _)| which(*i)) {
             let l = lane.lock();
             s.sent_fastbox += l.fastbox_sent;
             s.sent_immediate += l.fastbox_sent + l.queued[0];

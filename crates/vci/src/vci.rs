@@ -43,6 +43,9 @@
 //! // The shared part is cache-line aligned and starts with the queue.
 //! assert_eq!(std::mem::align_of::<VciShared>(), 64);
 //! assert_eq!(std::mem::size_of::<VciShared>() % 64, 0);
+//! // So is the private part: threads on different VCIs share no line.
+//! assert_eq!(std::mem::align_of::<vci::vci::Vci>(), 64);
+//! assert_eq!(std::mem::size_of::<vci::vci::Vci>() % 64, 0);
 //! ```
 
 use crate::doorbell::Doorbell;

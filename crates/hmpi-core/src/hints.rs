@@ -1,0 +1,455 @@
+//! Communicator hints that free the VCI mapping, and the mapping itself.
+//!
+//! Without hints, every message of a communicator travels on one VCI of
+//! each rank (its context modulo `HMPI_VCIS`, see `vci::config`), so the
+//! threads that share a communicator share one stream. MPI lets a program
+//! promise more with info keys; [`CommHints`] is their typed form, and a
+//! communicator holds what is in effect in a [`VciMap`], read on every
+//! point-to-point operation ([`SimpleCommunicator::send_context`],
+//! [`SimpleCommunicator::recv_context`]):
+//!
+//! | key | value | effect |
+//! |---|---|---|
+//! | `mpi_assert_no_any_source` | `true`/`false` | the VCI follows the sender's rank; a receive or probe from `ANY_SOURCE` is an error |
+//! | `mpi_assert_no_any_tag` | `true`/`false` | the VCI follows the tag; a receive or probe with `ANY_TAG` is an error |
+//! | `hmpi_vci_tag_bits_send` | `lo:len` | tag bits `lo..lo+len` hold the sender's thread index |
+//! | `hmpi_vci_tag_bits_recv` | `lo:len` | tag bits `lo..lo+len` hold the receiver's thread index |
+//! | `mpi_assert_allow_overtaking` | `true`/`false` | accepted and reported; the mapping does not use it |
+//! | `mpi_assert_exact_length` | `true`/`false` | accepted and reported; the mapping does not use it |
+//!
+//! With `k` the communicator's context id, `n` the VCIs per rank, `s` the
+//! sender's communicator rank, `t` the tag, `a` and `b` the sender's and
+//! the receiver's tag bits (`la` the sender field's length), a message
+//! travels on VCI
+//!
+//! * with tag bits (either key): `(k + a + b·2^la) mod n`, so that the
+//!   pair of threads (sender thread, receiver thread) picks the stream;
+//!   `ANY_TAG` is an error (the tag decides the VCI);
+//! * with `no_any_source` and `no_any_tag`: `(k + s + t) mod n`;
+//! * with `no_any_source` alone: `(k + s) mod n`;
+//! * with `no_any_tag` alone: `(k + t) mod n`;
+//! * otherwise: as without hints.
+//!
+//! Each rule depends only on what both the sender and every receive that
+//! may match know, so a message and its receive always meet on one VCI,
+//! and messages with the same source and tag keep their order (MPI's
+//! non-overtaking rule holds for every receive the hints allow). A receive
+//! that breaks its communicator's hint is [`Error::Arg`], never a silent
+//! mismatch. `allow_overtaking` would let one (source, tag) pair spread
+//! over VCIs only if a receive searched every VCI, which the engine's
+//! matching (one VCI per receive) does not do; `exact_length` changes
+//! nothing here either. Both are kept and reported.
+//!
+//! Hints are collective: every member sets the same ones (as MPI asks of
+//! the `mpi_assert_*` keys), and changes them (`MPI_Comm_set_info`) only
+//! while it has no point-to-point operation pending on the communicator.
+//! A key with a malformed value is [`Error::InfoValue`]; other keys are
+//! kept as they are, for the layers that read them.
+//!
+//! A stream communicator ([`crate::stream`]) maps to its members' stream
+//! VCIs instead of by hints.
+//!
+//! # Example
+//! ```
+//! use hmpi_core::hints::{CommHints, TagBits};
+//! use hmpi_core::Info;
+//!
+//! let h = CommHints {
+//!     no_any_source: true,
+//!     tag_bits_send: Some(TagBits { lo: 0, len: 2 }),
+//!     tag_bits_recv: Some(TagBits { lo: 2, len: 2 }),
+//!     ..CommHints::default()
+//! };
+//! let info = h.to_info();
+//! assert_eq!(info.get("hmpi_vci_tag_bits_recv"), Some("2:2"));
+//! assert_eq!(CommHints::from_info(&info).unwrap(), h);
+//! let mut bad = Info::new();
+//! bad.set("mpi_assert_no_any_tag", "perhaps").unwrap();
+//! assert!(CommHints::from_info(&bad).is_err());
+//! ```
+//!
+//! [`SimpleCommunicator::send_context`]: crate::SimpleCommunicator::send_context
+//! [`SimpleCommunicator::recv_context`]: crate::SimpleCommunicator::recv_context
+
+use crate::error::{Error, Result};
+use crate::info::Info;
+use crate::stream::StreamVci;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use vci::{ANY_SOURCE, ANY_TAG};
+
+/// Key: no receive of the communicator uses `ANY_SOURCE`.
+pub const NO_ANY_SOURCE: &str = "mpi_assert_no_any_source";
+/// Key: no receive of the communicator uses `ANY_TAG`.
+pub const NO_ANY_TAG: &str = "mpi_assert_no_any_tag";
+/// Key: the program does not rely on messages not overtaking each other.
+pub const ALLOW_OVERTAKING: &str = "mpi_assert_allow_overtaking";
+/// Key: every receive's buffer is as long as its message.
+pub const EXACT_LENGTH: &str = "mpi_assert_exact_length";
+/// Key: which tag bits (`lo:len`) hold the sending thread's index.
+pub const TAG_BITS_SEND: &str = "hmpi_vci_tag_bits_send";
+/// Key: which tag bits (`lo:len`) hold the receiving thread's index.
+pub const TAG_BITS_RECV: &str = "hmpi_vci_tag_bits_recv";
+
+/// Every key the mapping reads.
+pub const KEYS: [&str; 6] = [
+    NO_ANY_SOURCE,
+    NO_ANY_TAG,
+    ALLOW_OVERTAKING,
+    EXACT_LENGTH,
+    TAG_BITS_SEND,
+    TAG_BITS_RECV,
+];
+
+/// The number of usable tag bits (tags are `0..=TAG_UB`, 2^30 − 1).
+const TAG_BITS: u8 = 30;
+/// The longest thread-index field (more threads than VCIs gain nothing).
+const FIELD_MAX: u8 = 8;
+
+/// A field of tag bits: bits `lo..lo + len` (`len` ≥ 1, `lo + len` ≤ 30,
+/// `len` ≤ 8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TagBits {
+    /// The lowest bit of the field.
+    pub lo: u8,
+    /// The number of bits.
+    pub len: u8,
+}
+
+impl TagBits {
+    /// The field's value in `tag`.
+    #[inline(always)]
+    pub fn of(self, tag: i32) -> u32 {
+        ((tag as u32) >> self.lo) & ((1u32 << self.len) - 1)
+    }
+
+    fn parse(key: &str, v: &str) -> Result<TagBits> {
+        let bad = || Error::InfoValue {
+            reason: format!(
+                "{key}={v}: expected lo:len, tag bits lo..lo+len with 1 <= len <= \
+                 {FIELD_MAX} and lo+len <= {TAG_BITS}"
+            ),
+        };
+        let (lo, len) = v.trim().split_once(':').ok_or_else(bad)?;
+        let lo: u8 = lo.trim().parse().map_err(|_| bad())?;
+        let len: u8 = len.trim().parse().map_err(|_| bad())?;
+        if len == 0 || len > FIELD_MAX || lo.checked_add(len).is_none_or(|e| e > TAG_BITS) {
+            return Err(bad());
+        }
+        Ok(TagBits { lo, len })
+    }
+}
+
+/// The hints of a communicator that the VCI mapping reads (see the module
+/// docs), typed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommHints {
+    /// `mpi_assert_no_any_source`.
+    pub no_any_source: bool,
+    /// `mpi_assert_no_any_tag`.
+    pub no_any_tag: bool,
+    /// `mpi_assert_allow_overtaking` (kept, not used by the mapping).
+    pub allow_overtaking: bool,
+    /// `mpi_assert_exact_length` (kept, not used by the mapping).
+    pub exact_length: bool,
+    /// `hmpi_vci_tag_bits_send`: the tag bits of the sender's thread.
+    pub tag_bits_send: Option<TagBits>,
+    /// `hmpi_vci_tag_bits_recv`: the tag bits of the receiver's thread.
+    pub tag_bits_recv: Option<TagBits>,
+}
+
+fn flag(key: &str, v: &str) -> Result<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(Error::InfoValue {
+            reason: format!("{key}={v}: expected true or false"),
+        }),
+    }
+}
+
+impl CommHints {
+    /// The hints `info` sets (other keys are ignored); [`Error::InfoValue`]
+    /// for a malformed value of one of the keys above.
+    pub fn from_info(info: &Info) -> Result<CommHints> {
+        let mut h = CommHints::default();
+        for (k, v) in info.iter() {
+            match k {
+                NO_ANY_SOURCE => h.no_any_source = flag(k, v)?,
+                NO_ANY_TAG => h.no_any_tag = flag(k, v)?,
+                ALLOW_OVERTAKING => h.allow_overtaking = flag(k, v)?,
+                EXACT_LENGTH => h.exact_length = flag(k, v)?,
+                TAG_BITS_SEND => h.tag_bits_send = Some(TagBits::parse(k, v)?),
+                TAG_BITS_RECV => h.tag_bits_recv = Some(TagBits::parse(k, v)?),
+                _ => {}
+            }
+        }
+        Ok(h)
+    }
+
+    /// Writes these hints into `info` in their canonical form (flags as
+    /// `true`/`false`, fields as `lo:len`), replacing what it held under
+    /// the same keys; unset fields are removed.
+    pub fn write_into(&self, info: &mut Info) {
+        let flags = [
+            (NO_ANY_SOURCE, self.no_any_source),
+            (NO_ANY_TAG, self.no_any_tag),
+            (ALLOW_OVERTAKING, self.allow_overtaking),
+            (EXACT_LENGTH, self.exact_length),
+        ];
+        for (k, on) in flags {
+            if on || info.get(k).is_some() {
+                // A valid key and value: cannot fail.
+                let _ = info.set(k, if on { "true" } else { "false" });
+            }
+        }
+        for (k, f) in [
+            (TAG_BITS_SEND, self.tag_bits_send),
+            (TAG_BITS_RECV, self.tag_bits_recv),
+        ] {
+            match f {
+                Some(b) => {
+                    let _ = info.set(k, &format!("{}:{}", b.lo, b.len));
+                }
+                None => {
+                    let _ = info.delete(k);
+                }
+            }
+        }
+    }
+
+    /// These hints as an info object.
+    pub fn to_info(&self) -> Info {
+        let mut i = Info::new();
+        self.write_into(&mut i);
+        i
+    }
+
+    fn encode(&self) -> u64 {
+        let mut w = 0;
+        if self.no_any_source {
+            w |= W_NO_ANY_SOURCE;
+        }
+        if self.no_any_tag {
+            w |= W_NO_ANY_TAG;
+        }
+        if self.tag_bits_send.is_some() || self.tag_bits_recv.is_some() {
+            w |= W_TAG_BITS;
+        }
+        let field = |f: Option<TagBits>| f.map_or(0, |b| u64::from(b.lo) | u64::from(b.len) << 8);
+        w | field(self.tag_bits_send) << 16 | field(self.tag_bits_recv) << 32
+    }
+}
+
+const W_NO_ANY_SOURCE: u64 = 1;
+const W_NO_ANY_TAG: u64 = 2;
+const W_TAG_BITS: u64 = 4;
+const W_STREAM: u64 = 8;
+
+fn field_at(w: u64, shift: u32) -> Option<TagBits> {
+    let len = (w >> (shift + 8)) as u8;
+    (len > 0).then(|| TagBits {
+        lo: (w >> shift) as u8,
+        len,
+    })
+}
+
+/// The VCI mapping in effect on one communicator: a word encoding its
+/// hints (0: none, the fast path), and for a stream communicator the
+/// stream VCI of each member.
+#[derive(Debug, Default)]
+pub(crate) struct VciMap {
+    word: AtomicU64,
+    /// The stream VCI of each member, and this rank's stream (kept
+    /// reserved while the communicator lives).
+    stream: OnceLock<Streams>,
+}
+
+/// A stream communicator's members' stream VCIs, by communicator rank,
+/// and this rank's stream.
+type Streams = (Box<[u8]>, Option<Arc<StreamVci>>);
+
+impl VciMap {
+    /// Puts `h` in effect (a stream communicator keeps its streams).
+    pub(crate) fn set(&self, h: &CommHints) {
+        let keep = self.word.load(Ordering::Relaxed) & W_STREAM;
+        // Relaxed: the word is self-contained (no other data is published
+        // through it), and hints change only while no operation of the
+        // communicator is pending (module docs); a thread that starts one
+        // later was ordered after the change by whatever told it to start.
+        self.word.store(h.encode() | keep, Ordering::Relaxed);
+    }
+
+    /// Binds the communicator to its members' stream VCIs, by
+    /// communicator rank (once).
+    pub(crate) fn set_stream(&self, vcis: Box<[u8]>, hold: Option<Arc<StreamVci>>) -> Result<()> {
+        self.stream
+            .set((vcis, hold))
+            .map_err(|_| Error::Internal("a communicator bound to streams twice".into()))?;
+        // Relaxed: as in `set`; the table itself is published by the
+        // OnceLock (a reader that sees the bit finds it set, and one that
+        // does not only uses the hints).
+        self.word.fetch_or(W_STREAM, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The stream VCI of each member, if this is a stream communicator.
+    pub(crate) fn stream(&self) -> Option<&[u8]> {
+        self.stream.get().map(|(b, _)| &b[..])
+    }
+
+    #[inline(always)]
+    fn word(&self) -> u64 {
+        // Relaxed: see `set`.
+        self.word.load(Ordering::Relaxed)
+    }
+
+    /// The context word of a send from `me` to `dest` (communicator ranks)
+    /// with `tag`, on context `ctx` of context id `k`.
+    #[inline(always)]
+    pub(crate) fn send_word(&self, ctx: u32, k: u32, me: i32, dest: i32, tag: i32) -> u32 {
+        match self.word() {
+            0 => ctx,
+            w => self.mapped(w, ctx, k, me, dest, tag),
+        }
+    }
+
+    /// The context word of a receive or probe by `me` from `source` with
+    /// `tag` (either may be a wildcard): [`Error::Arg`] if a hint forbids
+    /// the wildcard.
+    #[inline(always)]
+    pub(crate) fn recv_word(
+        &self,
+        ctx: u32,
+        k: u32,
+        me: i32,
+        source: i32,
+        tag: i32,
+    ) -> Result<u32> {
+        match self.word() {
+            0 => Ok(ctx),
+            w => {
+                if w & W_STREAM == 0 {
+                    if source == ANY_SOURCE && w & W_NO_ANY_SOURCE != 0 {
+                        return Err(broken(NO_ANY_SOURCE, "ANY_SOURCE"));
+                    }
+                    if tag == ANY_TAG && w & (W_NO_ANY_TAG | W_TAG_BITS) != 0 {
+                        let key = if w & W_TAG_BITS != 0 {
+                            "tag bits"
+                        } else {
+                            NO_ANY_TAG
+                        };
+                        return Err(broken(key, "ANY_TAG"));
+                    }
+                }
+                // The message came from `source` to `me`.
+                Ok(self.mapped(w, ctx, k, source, me, tag))
+            }
+        }
+    }
+
+    #[cold]
+    fn mapped(&self, w: u64, ctx: u32, k: u32, src: i32, dest: i32, tag: i32) -> u32 {
+        let n = match crate::environment::endpoint() {
+            Ok(ep) if ep.vci_count() > 1 => ep.vci_count() as u64,
+            // One VCI: nothing to spread (the hints' checks still hold).
+            _ => return ctx,
+        };
+        if w & W_STREAM != 0 {
+            if let Some(v) = self
+                .stream()
+                .and_then(|t| usize::try_from(dest).ok().and_then(|d| t.get(d)))
+            {
+                return vci::endpoint::on_vci(ctx, *v as usize);
+            }
+            // PROC_NULL: the engine sends nowhere.
+            return ctx;
+        }
+        let k = u64::from(k);
+        let v = if w & W_TAG_BITS != 0 {
+            let a = field_at(w, 16).map_or(0, |b| b.of(tag));
+            let la = field_at(w, 16).map_or(0, |b| b.len);
+            let b = field_at(w, 32).map_or(0, |b| b.of(tag));
+            k + u64::from(a) + (u64::from(b) << la)
+        } else {
+            let s = if w & W_NO_ANY_SOURCE != 0 {
+                src.max(0) as u64
+            } else {
+                0
+            };
+            let t = if w & W_NO_ANY_TAG != 0 {
+                tag.max(0) as u64
+            } else {
+                0
+            };
+            if w & (W_NO_ANY_SOURCE | W_NO_ANY_TAG) == 0 {
+                // Only hints the mapping does not use.
+                return ctx;
+            }
+            k + s + t
+        };
+        vci::endpoint::on_vci(ctx, (v % n) as usize)
+    }
+}
+
+#[cold]
+fn broken(hint: &str, wildcard: &str) -> Error {
+    Error::Arg {
+        reason: format!(
+            "a receive or probe with {wildcard} on a communicator whose hint {hint} rules it out"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_and_print() {
+        let mut i = Info::new();
+        i.set(NO_ANY_TAG, " TRUE ").unwrap();
+        i.set(TAG_BITS_SEND, "4:3").unwrap();
+        i.set("other", "x").unwrap();
+        let h = CommHints::from_info(&i).unwrap();
+        assert!(h.no_any_tag && !h.no_any_source);
+        assert_eq!(h.tag_bits_send, Some(TagBits { lo: 4, len: 3 }));
+        h.write_into(&mut i);
+        assert_eq!(i.get(NO_ANY_TAG), Some("true"));
+        assert_eq!(i.get("other"), Some("x"));
+        for bad in ["3", "0:0", "28:3", "0:9", "a:b", "1:"] {
+            let mut j = Info::new();
+            j.set(TAG_BITS_RECV, bad).unwrap();
+            assert!(matches!(
+                CommHints::from_info(&j),
+                Err(Error::InfoValue { .. })
+            ));
+        }
+        assert_eq!(TagBits { lo: 2, len: 2 }.of(0b1101), 0b11);
+    }
+
+    #[test]
+    fn words_agree_and_wildcards_are_checked() {
+        let m = VciMap::default();
+        // No hints: the context itself, wildcards allowed.
+        assert_eq!(m.send_word(6, 3, 0, 1, 5), 6);
+        assert_eq!(m.recv_word(6, 3, 1, ANY_SOURCE, ANY_TAG).unwrap(), 6);
+        m.set(&CommHints {
+            no_any_source: true,
+            ..CommHints::default()
+        });
+        assert!(m.recv_word(6, 3, 1, ANY_SOURCE, 5).is_err());
+        assert!(m.recv_word(6, 3, 1, 0, ANY_TAG).is_ok());
+        m.set(&CommHints {
+            tag_bits_send: Some(TagBits { lo: 0, len: 1 }),
+            ..CommHints::default()
+        });
+        assert!(m.recv_word(6, 3, 1, ANY_SOURCE, ANY_TAG).is_err());
+        assert_eq!(
+            m.send_word(6, 3, 0, 1, 1),
+            m.recv_word(6, 3, 1, ANY_SOURCE, 1).unwrap()
+        );
+        m.set(&CommHints::default());
+        assert!(m.recv_word(6, 3, 1, ANY_SOURCE, ANY_TAG).is_ok());
+    }
+}
