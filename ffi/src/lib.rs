@@ -21,6 +21,7 @@
 //! * [`topo`]: process topologies and neighbourhood collectives;
 //! * [`win`]: one-sided communication (windows, `MPI_Put` …);
 //! * [`opi`]: ownership passing (`OPI_*`, `include/opi.h`);
+//! * [`dart`]: DART, the global address space of DASH (`include/dart.h`);
 //! * [`unsupported`]: every other routine of the standard ABI, exported
 //!   so that any program written for it links, each refusing with
 //!   `MPI_ERR_UNSUPPORTED_OPERATION`;
@@ -78,6 +79,7 @@ pub mod buffered;
 pub mod coll;
 pub mod coll_large;
 pub mod comm;
+pub mod dart;
 pub mod datatype;
 pub mod env;
 pub mod errors;

@@ -108,6 +108,8 @@ const TESTS: &[(&str, fn())] = &[
         "unsupported_routine_is_fatal_by_default",
         unsupported_routine_is_fatal_by_default,
     ),
+    ("pgas_headers_are_clean", pgas_headers_are_clean),
+    ("dart_global_memory_in_c", dart_global_memory_in_c),
 ];
 
 fn main() {
@@ -760,4 +762,50 @@ fn unsupported_routine_is_fatal_by_default() {
         "{d}"
     );
     assert_ne!(report.ranks[0].status, RankStatus::Exited(0), "{d}");
+}
+
+/// `dart.h` and `shmem.h` alone, as several C and C++ standards.
+fn pgas_headers_are_clean() {
+    let k = kit();
+    for header in ["dart.h", "shmem.h"] {
+        let path = k.prefix.join("include").join(header);
+        if header == "shmem.h" && !path.exists() {
+            continue;
+        }
+        for (tool, std, lang) in [
+            ("hmpicc", "-std=c99", "c"),
+            ("hmpicc", "-std=c11", "c"),
+            ("hmpicc", "-std=c17", "c"),
+            ("hmpicxx", "-std=c++11", "c++"),
+            ("hmpicxx", "-std=c++20", "c++"),
+        ] {
+            let o = Command::new(k.prefix.join("bin").join(tool))
+                .args([
+                    std,
+                    "-Wall",
+                    "-Wextra",
+                    "-pedantic",
+                    "-Werror",
+                    "-fsyntax-only",
+                    "-x",
+                    lang,
+                ])
+                .arg(&path)
+                .output()
+                .expect("run the compiler");
+            assert!(
+                o.status.success(),
+                "{header} {std}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+    }
+}
+
+fn dart_global_memory_in_c() {
+    // 3 and 4 ranks: more ranks than cores.
+    let exe = compile("tests/dart.c", &[], &[]);
+    for ranks in [1, 2, 3, 4] {
+        run_passes(&exe, "dart", ranks, &[]);
+    }
 }
