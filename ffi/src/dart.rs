@@ -55,7 +55,23 @@ pub struct DartError {
     msg: String,
 }
 
-type Res<T = ()> = Result<T, DartError>;
+impl DartError {
+    /// What was wrong.
+    pub(crate) fn message(&self) -> &str {
+        &self.msg
+    }
+}
+
+impl From<String> for DartError {
+    fn from(msg: String) -> DartError {
+        DartError {
+            code: DART_ERR_INVAL,
+            msg,
+        }
+    }
+}
+
+pub(crate) type Res<T = ()> = Result<T, DartError>;
 
 fn inval<T>(msg: impl Into<String>) -> Res<T> {
     Err(DartError {
@@ -126,6 +142,7 @@ static CTX: RwLock<Option<Ctx>> = RwLock::new(None);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum User {
     Dart,
+    Shmem,
 }
 
 /// Which interfaces hold the context (process-wide: the flags are read
@@ -145,6 +162,7 @@ pub(crate) fn start(who: User) -> Res {
     if h[who as usize] {
         return inval(match who {
             User::Dart => "dart_init was already called",
+            User::Shmem => "shmem_init was already called",
         });
     }
     if let Some(c) = g.as_mut() {
@@ -192,6 +210,7 @@ pub(crate) fn stop(who: User) -> Res {
             code: DART_ERR_NOTINIT,
             msg: match who {
                 User::Dart => "dart_init has not been called (or dart_exit was)",
+                User::Shmem => "shmem_init has not been called (or shmem_finalize was)",
             }
             .into(),
         });

@@ -22,6 +22,7 @@
 //! * [`win`]: one-sided communication (windows, `MPI_Put` …);
 //! * [`opi`]: ownership passing (`OPI_*`, `include/opi.h`);
 //! * [`dart`]: DART, the global address space of DASH (`include/dart.h`);
+//! * [`shmem`]: OpenSHMEM 1.5, its core (`include/shmem.h`);
 //! * [`unsupported`]: every other routine of the standard ABI, exported
 //!   so that any program written for it links, each refusing with
 //!   `MPI_ERR_UNSUPPORTED_OPERATION`;
@@ -91,6 +92,7 @@ pub mod p2p;
 pub mod pack;
 pub mod persistent;
 pub mod request;
+pub mod shmem;
 pub mod topo;
 pub mod unsupported;
 pub mod win;
