@@ -111,6 +111,10 @@ const TESTS: &[(&str, fn())] = &[
     ("pgas_headers_are_clean", pgas_headers_are_clean),
     ("dart_global_memory_in_c", dart_global_memory_in_c),
     ("openshmem_program_in_c", openshmem_program_in_c),
+    (
+        "openshmem_non_symmetric_address_ends_the_job",
+        openshmem_non_symmetric_address_ends_the_job,
+    ),
 ];
 
 fn main() {
@@ -830,5 +834,27 @@ fn openshmem_program_in_c() {
         for ranks in [1, 2, 3, 4] {
             run_passes(&exe, "shmem", ranks, &[]);
         }
+    }
+}
+
+fn openshmem_non_symmetric_address_ends_the_job() {
+    let exe = compile("tests/shmem.c", &[], &[]);
+    let report = launch(&exe, 3, &[("SHMEM_TEST_BAD_ADDRESS", "1")]);
+    let d = rank_tests::describe(&report);
+    assert!(!report.success() && !report.timed_out, "{d}");
+    // The last PE put to a stack variable: it printed why and ended the
+    // job (as shmem_global_exit(1)); nobody got past the barrier.
+    assert_eq!(report.first_failure, Some(2), "{d}");
+    assert_eq!(report.ranks[2].status, RankStatus::Exited(1), "{d}");
+    let err = String::from_utf8_lossy(&report.ranks[2].stderr);
+    assert!(
+        err.contains("shmem_putmem") && err.contains("not in the symmetric heap"),
+        "{d}"
+    );
+    for r in &report.ranks {
+        assert!(
+            !String::from_utf8_lossy(&r.stdout).contains("returned"),
+            "{d}"
+        );
     }
 }

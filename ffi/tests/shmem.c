@@ -3,7 +3,8 @@
  * every PE, barrier_all / sync_all, test, reductions, broadcast, alltoall,
  * fcollect, teams from split_strided, shmem_ptr, calloc / align, and the
  * C11 type-generic names. It uses only shmem.h, so it builds with any
- * OpenSHMEM 1.5 implementation. */
+ * OpenSHMEM 1.5 implementation. With SHMEM_TEST_BAD_ADDRESS set, the last
+ * PE puts to a non-symmetric object instead. */
 #include <shmem.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -305,6 +306,16 @@ int main(void) {
     shmem_info_get_name(name);
     CHECK(strlen(name) > 0);
     CHECK(shmem_pe_accessible(npes - 1) == 1);
+    if (getenv("SHMEM_TEST_BAD_ADDRESS") != NULL) {
+        /* A put to an object outside the symmetric heap: invalid input,
+         * which the implementation may end the job for. */
+        long not_symmetric = 0;
+        shmem_barrier_all();
+        if (me == npes - 1) shmem_long_p(&not_symmetric, 1, 0);
+        shmem_barrier_all();
+        printf("PE %d: the invalid put returned\n", me);
+        return 0;
+    }
 
     put_get(npes);
     atomics(npes);
