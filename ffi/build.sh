@@ -3,8 +3,8 @@
 #
 #   <target>/hmpi/lib/libhmpi.so, lib/libhmpi.a, lib/pkgconfig/hmpi.pc,
 #                  lib/libmpi_abi.so.1 (-> libhmpi.so, the standard ABI's name)
-#   <target>/hmpi/include/mpi.h (and opi.h when built)
-#   <target>/hmpi/bin/hmpicc, bin/hmpicxx, bin/hmpirun
+#   <target>/hmpi/include/mpi.h (and opi.h, dart.h, shmem.h)
+#   <target>/hmpi/bin/hmpicc, bin/hmpicxx, bin/hshmemcc, bin/hmpirun
 #
 # where <target> is $CARGO_TARGET_DIR, or target/ at the workspace root.
 #
@@ -89,6 +89,7 @@ for h in "$here"/include/*.h; do
 done
 put "$here/tools/hmpicc" "$prefix/bin/hmpicc" 755
 put "$here/tools/hmpicc" "$prefix/bin/hmpicxx" 755
+put "$here/tools/hmpicc" "$prefix/bin/hshmemcc" 755
 if [ -f "$bin_dir/hmpirun" ]; then
     put "$bin_dir/hmpirun" "$prefix/bin/hmpirun" 755
 fi

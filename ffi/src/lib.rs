@@ -22,6 +22,8 @@
 //! * [`win`]: one-sided communication (windows, `MPI_Put` …);
 //! * [`opi`]: ownership passing (`OPI_*`, `include/opi.h`);
 //! * [`stream`]: explicit streams (`MPIX_Stream_*`, MPICH's extension);
+//! * [`dart`]: DART, the global address space of DASH (`include/dart.h`);
+//! * [`shmem`]: OpenSHMEM 1.5, its core (`include/shmem.h`);
 //! * [`unsupported`]: every other routine of the standard ABI, exported
 //!   so that any program written for it links, each refusing with
 //!   `MPI_ERR_UNSUPPORTED_OPERATION`;
@@ -79,6 +81,7 @@ pub mod buffered;
 pub mod coll;
 pub mod coll_large;
 pub mod comm;
+pub mod dart;
 pub mod datatype;
 pub mod env;
 pub mod errors;
@@ -91,6 +94,7 @@ pub mod pack;
 pub mod partitioned;
 pub mod persistent;
 pub mod request;
+pub mod shmem;
 pub mod stream;
 pub mod topo;
 pub mod unsupported;

@@ -124,6 +124,13 @@ const TESTS: &[(&str, fn())] = &[
         "unsupported_routine_is_fatal_by_default",
         unsupported_routine_is_fatal_by_default,
     ),
+    ("pgas_headers_are_clean", pgas_headers_are_clean),
+    ("dart_global_memory_in_c", dart_global_memory_in_c),
+    ("openshmem_program_in_c", openshmem_program_in_c),
+    (
+        "openshmem_non_symmetric_address_ends_the_job",
+        openshmem_non_symmetric_address_ends_the_job,
+    ),
 ];
 
 fn main() {
@@ -823,4 +830,94 @@ fn unsupported_routine_is_fatal_by_default() {
         "{d}"
     );
     assert_ne!(report.ranks[0].status, RankStatus::Exited(0), "{d}");
+}
+
+/// `dart.h` and `shmem.h` alone, as several C and C++ standards.
+fn pgas_headers_are_clean() {
+    let k = kit();
+    for header in ["dart.h", "shmem.h"] {
+        let path = k.prefix.join("include").join(header);
+        for (tool, std, lang) in [
+            ("hmpicc", "-std=c99", "c"),
+            ("hmpicc", "-std=c11", "c"),
+            ("hmpicc", "-std=c17", "c"),
+            ("hmpicxx", "-std=c++11", "c++"),
+            ("hmpicxx", "-std=c++20", "c++"),
+        ] {
+            let o = Command::new(k.prefix.join("bin").join(tool))
+                .args([
+                    std,
+                    "-Wall",
+                    "-Wextra",
+                    "-pedantic",
+                    "-Werror",
+                    "-fsyntax-only",
+                    "-x",
+                    lang,
+                ])
+                .arg(&path)
+                .output()
+                .expect("run the compiler");
+            assert!(
+                o.status.success(),
+                "{header} {std}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+    }
+}
+
+fn dart_global_memory_in_c() {
+    // 3 and 4 ranks: more ranks than cores.
+    let exe = compile("tests/dart.c", &[], &[]);
+    for ranks in [1, 2, 3, 4] {
+        run_passes(&exe, "dart", ranks, &[]);
+    }
+}
+
+fn openshmem_program_in_c() {
+    // Built as an OpenSHMEM user builds it: hshmemcc, C11 (the
+    // type-generic names) and C99 (without them).
+    let k = kit();
+    let src = manifest_dir().join("tests/shmem.c");
+    for std in ["-std=c11", "-std=c99"] {
+        let exe = k.out.join(format!("shmem{std}"));
+        let o = Command::new(k.prefix.join("bin").join("hshmemcc"))
+            .args([std, "-Wall", "-Wextra", "-pedantic", "-Werror", "-O2", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .output()
+            .expect("run hshmemcc");
+        assert!(
+            o.status.success(),
+            "hshmemcc {std} shmem.c: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        // 3 and 4 ranks: more ranks than cores.
+        for ranks in [1, 2, 3, 4] {
+            run_passes(&exe, "shmem", ranks, &[]);
+        }
+    }
+}
+
+fn openshmem_non_symmetric_address_ends_the_job() {
+    let exe = compile("tests/shmem.c", &[], &[]);
+    let report = launch(&exe, 3, &[("SHMEM_TEST_BAD_ADDRESS", "1")]);
+    let d = rank_tests::describe(&report);
+    assert!(!report.success() && !report.timed_out, "{d}");
+    // The last PE put to a stack variable: it printed why and ended the
+    // job (as shmem_global_exit(1)); nobody got past the barrier.
+    assert_eq!(report.first_failure, Some(2), "{d}");
+    assert_eq!(report.ranks[2].status, RankStatus::Exited(1), "{d}");
+    let err = String::from_utf8_lossy(&report.ranks[2].stderr);
+    assert!(
+        err.contains("shmem_putmem") && err.contains("not in the symmetric heap"),
+        "{d}"
+    );
+    for r in &report.ranks {
+        assert!(
+            !String::from_utf8_lossy(&r.stdout).contains("returned"),
+            "{d}"
+        );
+    }
 }
