@@ -244,7 +244,13 @@ pub fn send_on(
     let tag = check_send_tag(tag)?;
     let to = route(comm, dest)?;
     endpoint()?
-        .send(buf, to.engine_rank(), tag, traffic.send_context(comm, dest, tag), Standard)
+        .send(
+            buf,
+            to.engine_rank(),
+            tag,
+            traffic.send_context(comm, dest, tag),
+            Standard,
+        )
         .map_err(|e| failed_in(comm, e))
 }
 
