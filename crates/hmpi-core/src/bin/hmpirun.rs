@@ -89,6 +89,9 @@ Environment (sizes take K, M, G, T suffixes):
   HMPI_PGAS_POOL=SIZE          global address space: each unit's
                                pool for non-collective allocations
                                (a power of two, alike everywhere)  [8M]
+  HMPI_NODES=K                 under mpirun / mpiexec (feature mpi):
+                               split the ranks into K virtual nodes,
+                               one heap each       [unset: the machines]
   HMPI_MALLOC=system           libhmpi: leave C malloc on glibc    [unset: node heap]
   HMPI_LINK=static             hmpicc: link libhmpi.a              [unset: libhmpi.so]
   HMPI_CC, HMPI_CXX            hmpicc, hmpicxx: the compiler       [cc, c++]
