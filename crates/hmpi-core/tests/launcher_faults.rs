@@ -116,6 +116,17 @@ fn dead_peer_rank() {
                 other.process_at_rank(0).receive_vec::<u64>().map(drop),
                 "receive in another communicator",
             );
+            // A receive that is only ever tested (MPI_Test in a loop),
+            // never waited for.
+            let mut buf = [0u64; 1];
+            let tested = hmpi_core::request::scope(|scope| {
+                let mut req = world
+                    .process_at_rank(1)
+                    .immediate_receive_into(scope, &mut buf[..])?;
+                while req.test()?.is_none() {}
+                Ok(())
+            });
+            failed(tested, "tested receive");
             // Rank 2 is in a receive from any source meanwhile, which
             // this satisfies: a live member may still send.
             std::thread::sleep(Duration::from_millis(300));
@@ -558,6 +569,10 @@ fn a_wait_on_a_dead_peer_is_an_error_without_a_launcher() {
     );
     assert!(
         out[0].contains("receive in another communicator failed on rank 0 (world 1)"),
+        "{out:?}"
+    );
+    assert!(
+        out[0].contains("tested receive failed on rank 1 (world 1)"),
         "{out:?}"
     );
     assert!(

@@ -249,7 +249,10 @@ impl Liveness {
                     .senders
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .get(&context)
+                    // A context word may name its VCI in its top bits
+                    // (communicator hints, streams); the senders are said
+                    // for the communicator's plain context.
+                    .get(&(context & crate::endpoint::CONTEXT_MAX))
                     .cloned();
                 let all: Vec<u32>;
                 let senders: &[u32] = match &listed {
