@@ -35,7 +35,9 @@
 //! * [`opi`]: ownership passing (give/take) against the copy path and
 //!   (feature `iceoryx2`) iceoryx2, with the kernels in [`opi_kernels`];
 //! * [`rma`]: one-sided put/get latency and the skew benchmark on hmpi's
-//!   windows, and (`compare rma`) on the peers' `MPI_Win_allocate` windows.
+//!   windows, and (`compare rma`) on the peers' `MPI_Win_allocate` windows;
+//! * [`pgas`]: the global address space (put/get, fetch_add, GUPS, halo
+//!   exchange through global pointers), and (`compare pgas`) MPI RMA.
 //!
 //! Features: `mimalloc` and `plots` (default) add the `alloc` workload's
 //! mimalloc backend and the PNG charts; `mpi` builds the rsmpi peer;
@@ -57,6 +59,7 @@ mod iceoryx;
 mod opi;
 mod opi_kernels;
 mod p2p;
+mod pgas;
 #[cfg(feature = "plots")]
 mod plot;
 mod report;
@@ -258,6 +261,7 @@ pub const WORKLOADS: &[Workload] = &[
     alloc::WORKLOAD,
     opi::WORKLOAD,
     rma::WORKLOAD,
+    pgas::WORKLOAD,
 ];
 
 /// Progress lines on stderr, stamped with the time since the start.
@@ -302,7 +306,8 @@ WORKLOADS:
               bw, bibw, msgrate, or p2p for all four; coll for the
               collectives (or their names: barrier, bcast, reduce, allreduce,
               gather, scatter, allgather, alltoall, reduce_scatter_block);
-              rma alone for one-sided put/get and the skew benchmark
+              rma alone for one-sided put/get and the skew benchmark; pgas
+              alone for global pointers against MPI RMA
     plot      draws a CSV written earlier: hmpi-bench plot --csv FILE
               --out FILE.png [--benchmark NAME] (the rows of one benchmark
               of a results file with a `benchmark` column)
@@ -403,6 +408,8 @@ enum Command {
     Compare(Vec<&'static p2p::Kernel>, Options),
     /// `compare rma`: the one-sided workload on every backend.
     CompareRma(Options),
+    /// `compare pgas`: the global address space against MPI RMA.
+    ComparePgas(Options),
     Worker(&'static Workload, Vec<String>),
 }
 
@@ -438,6 +445,7 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
     }
     let compare = args[0] == "compare";
     let mut compared = None;
+    let mut pgas_compare = false;
     let mut workload = None;
     let mut opts = Options::default();
     let mut i = usize::from(compare);
@@ -480,11 +488,15 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
                         "compare takes one list of workloads (a,b,…); '{list}' is a second one"
                     )));
                 }
-                compared = Some(if list == "rma" {
+                pgas_compare = list == "pgas";
+                compared = Some(if list == "rma" || list == "pgas" {
                     None
-                } else if list.split(',').any(|w| w.trim() == "rma") {
+                } else if list
+                    .split(',')
+                    .any(|w| w.trim() == "rma" || w.trim() == "pgas")
+                {
                     return Err(BenchError::Usage(
-                        "compare rma runs alone: hmpi-bench compare rma".into(),
+                        "compare rma and compare pgas run alone: hmpi-bench compare rma".into(),
                     ));
                 } else {
                     Some(compare::parse_workloads(list)?)
@@ -518,9 +530,13 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
         let Some(mut ks) = compared else {
             if opts.ranks.is_some() || opts.workloads.is_some() || opts.ms.is_some() {
                 return Err(BenchError::Usage(
-                    "compare rma runs on 2 ranks; --ranks, --workloads and --ms do not apply"
+                    "compare rma and compare pgas run on 2 ranks; --ranks, --workloads and \
+                     --ms do not apply"
                         .into(),
                 ));
+            }
+            if pgas_compare {
+                return Ok(Command::ComparePgas(opts));
             }
             return Ok(Command::CompareRma(opts));
         };
@@ -770,6 +786,12 @@ fn run(cmd: Command) -> Result<(), BenchError> {
             check_outputs(&opts)?;
             let progress = Progress::new();
             let outcome = compare::run_rma(&opts, &progress)?;
+            finish(outcome, &opts, &progress)
+        }
+        Command::ComparePgas(opts) => {
+            check_outputs(&opts)?;
+            let progress = Progress::new();
+            let outcome = pgas::run_compare(&opts, &progress)?;
             finish(outcome, &opts, &progress)
         }
         Command::Compare(kernels, opts) => {
