@@ -17,6 +17,15 @@
 //!   size column in bytes) into the other's ghost plane, then both meet
 //!   in a barrier; time per exchange, the ghost planes checked.
 //!
+//! * `agent-serial` / `agent-overlap` (hmpi alone, the largest size):
+//!   the question whether a progress agent pays here. Unit 0 does
+//!   [`AGENT_PUTS`] blocking puts of the size to unit 1 and a computation
+//!   that takes about as long, one after the other (`agent-serial`), and
+//!   with the puts handed to a helper thread of the unit (woken through a
+//!   channel, as an agent would be) while the main thread computes
+//!   (`agent-overlap`); time per round. Equal times: no overlap; half the
+//!   serial time: perfect overlap.
+//!
 //! `hmpi-bench compare pgas` runs the same on the MPI peers in the same
 //! run (Open MPI, MPICH): `MPI_Win_allocate` + `MPI_Win_lock_all`, then
 //! `MPI_Put` / `MPI_Get` + `MPI_Win_flush` (latency), 64 of them + one
@@ -60,9 +69,23 @@ const GET_BW: &str = "get-bw";
 const FADD: &str = "fadd-latency";
 const GUPS: &str = "gups";
 const HALO: &str = "halo-exchange";
+const AGENT_SERIAL: &str = "agent-serial";
+const AGENT_OVERLAP: &str = "agent-overlap";
+/// Puts per round of the agent measurement.
+const AGENT_PUTS: usize = 16;
 const BACKEND: &str = "hmpi";
 /// Every workload, in table order.
-pub const ALL: [&str; 7] = [PUT, GET, PUT_BW, GET_BW, FADD, GUPS, HALO];
+pub const ALL: [&str; 9] = [
+    PUT,
+    GET,
+    PUT_BW,
+    GET_BW,
+    FADD,
+    GUPS,
+    HALO,
+    AGENT_SERIAL,
+    AGENT_OVERLAP,
+];
 /// Operations in flight per bandwidth iteration (OSU's window).
 const BW_WINDOW: usize = 64;
 /// MPI accumulates issued between two `MPI_Win_flush_all` in GUPS.
@@ -161,6 +184,7 @@ fn run(opts: &Options, progress: &Progress) -> Result<Outcome, BenchError> {
         text += &report::render_table(&samples, w, &[BACKEND], &[]);
     }
     text += "(gups: size = table words in all; halo-exchange: size = plane bytes)\n";
+    text += &agent_line(&samples);
     text += "  (the MPI peers in the same run: hmpi-bench compare pgas)\n";
     Ok(Outcome {
         samples,
@@ -225,6 +249,9 @@ fn read_results(path: &Path, label: &str, sizes: &[usize]) -> Result<Vec<Sample>
             PUT | GET | PUT_BW | GET_BW => sizes.to_vec(),
             _ => Vec::new(),
         };
+        if (w == AGENT_SERIAL || w == AGENT_OVERLAP) && label != BACKEND {
+            continue;
+        }
         if !samples
             .iter()
             .any(|s| s.workload == w && s.backend == label)
@@ -454,6 +481,9 @@ fn hmpi_worker(job: &Job) -> Result<Option<Vec<String>>, BenchError> {
             )));
         }
         lines.push(format_line(BACKEND, FADD, 8, &us));
+        let (serial, overlap) = agent(&pg, other, &src[..max], job.reps).map_err(pf)?;
+        lines.push(format_line(BACKEND, AGENT_SERIAL, max, &serial));
+        lines.push(format_line(BACKEND, AGENT_OVERLAP, max, &overlap));
     }
     all.barrier().map_err(pf)?;
 
@@ -550,6 +580,81 @@ fn hmpi_worker(job: &Job) -> Result<Option<Vec<String>>, BenchError> {
     Ok((me == 0).then_some(lines))
 }
 
+/// A computation outside the library: `n` steps of a dependent
+/// floating-point recurrence.
+fn compute(n: usize) -> f64 {
+    let mut x = 1.0f64;
+    for i in 0..n {
+        x = x * 1.000_000_1 + (i & 7) as f64 * 1e-9;
+    }
+    std::hint::black_box(x)
+}
+
+/// The agent measurement: microseconds per round of [`AGENT_PUTS`] puts
+/// of `src` to `dst` plus a computation of about their length, one after
+/// the other and with the puts on a helper thread.
+fn agent(
+    pg: &Pgas,
+    dst: GlobalPtr<u8>,
+    src: &[u8],
+    reps: usize,
+) -> hmpi::pgas::Result<(Vec<f64>, Vec<f64>)> {
+    let puts = || -> hmpi::pgas::Result<()> {
+        for _ in 0..AGENT_PUTS {
+            pg.put(dst, src)?;
+        }
+        Ok(())
+    };
+    // Calibrate the computation to the puts' time.
+    let t = Instant::now();
+    puts()?;
+    let put_time = t.elapsed();
+    let t = Instant::now();
+    compute(1 << 16);
+    let step = t.elapsed().as_secs_f64() / f64::from(1 << 16);
+    let steps = ((put_time.as_secs_f64() / step.max(1e-12)) as usize).max(1);
+    let rounds = 20;
+    let mut serial = Vec::with_capacity(reps);
+    for _ in 0..=reps {
+        let t = Instant::now();
+        for _ in 0..rounds {
+            puts()?;
+            compute(steps);
+        }
+        serial.push(t.elapsed().as_secs_f64() * 1e6 / rounds as f64);
+    }
+    serial.remove(0);
+    let mut overlap = Vec::with_capacity(reps);
+    std::thread::scope(|s| -> hmpi::pgas::Result<()> {
+        let (go, work) = std::sync::mpsc::channel::<bool>();
+        let (done, finished) = std::sync::mpsc::channel::<hmpi::pgas::Result<()>>();
+        s.spawn(move || {
+            while let Ok(true) = work.recv() {
+                if done.send(puts()).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut first = Ok(());
+        for _ in 0..=reps {
+            let t = Instant::now();
+            for _ in 0..rounds {
+                let _ = go.send(true);
+                compute(steps);
+                match finished.recv() {
+                    Ok(r) => first = first.and(r),
+                    Err(_) => break,
+                }
+            }
+            overlap.push(t.elapsed().as_secs_f64() * 1e6 / rounds as f64);
+        }
+        let _ = go.send(false);
+        first
+    })?;
+    overlap.remove(0);
+    Ok((serial, overlap))
+}
+
 /// `hmpi-bench compare pgas`: hmpi and the MPI peers, each round every
 /// backend back to back (a different one first each round); the targets
 /// judged on the rounds' own ratios.
@@ -622,6 +727,27 @@ pub fn run_compare(opts: &Options, progress: &Progress) -> Result<Outcome, Bench
     })
 }
 
+/// What the agent measurement says: the time with a helper thread over
+/// the time without (1: no overlap, 0.5: perfect).
+fn agent_line(samples: &[Sample]) -> String {
+    let pick = |w| {
+        samples
+            .iter()
+            .find(|s| s.workload == w && s.backend == BACKEND)
+    };
+    let (Some(a), Some(b)) = (pick(AGENT_SERIAL), pick(AGENT_OVERLAP)) else {
+        return String::new();
+    };
+    format!(
+        "progress agent ({AGENT_PUTS} puts of {} + as long a computation): {:.1} us serial, \
+         {:.1} us with a helper thread: {:.2}x (1: no overlap, 0.5: perfect)\n",
+        report::fmt_size(a.size),
+        a.value,
+        b.value,
+        b.value / a.value
+    )
+}
+
 /// The best peer's sample of `w` at `size`.
 fn best_peer<'a>(s: &'a [Sample], w: &str, size: usize, higher: bool) -> Option<&'a Sample> {
     s.iter()
@@ -671,6 +797,7 @@ fn render(samples: &[Sample], labels: &[&str], quick: bool) -> String {
         out += &report::render_table(samples, w, labels, &ratios);
     }
     out += "(gups: size = table words in all; halo-exchange: size = plane bytes)\n";
+    out += &agent_line(samples);
     out += "paired ratios (hmpi / best peer, median of the rounds' own):\n";
     for s in samples.iter().filter(|s| s.backend == PAIRED) {
         let _ = writeln!(
