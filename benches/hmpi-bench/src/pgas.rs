@@ -18,8 +18,9 @@
 //!   in a barrier; time per exchange, the ghost planes checked.
 //!
 //! * `agent-serial` / `agent-overlap` (hmpi alone, the largest size):
-//!   the question whether a progress agent pays here. Unit 0 does
-//!   [`AGENT_PUTS`] blocking puts of the size to unit 1 and a computation
+//!   the question whether a progress agent pays here. Both units at once
+//!   (no CPU idle, as in an application whose units all compute) do
+//!   [`AGENT_PUTS`] blocking puts of the size to the other and a computation
 //!   that takes about as long, one after the other (`agent-serial`), and
 //!   with the puts handed to a helper thread of the unit (woken through a
 //!   channel, as an agent would be) while the main thread computes
@@ -481,10 +482,14 @@ fn hmpi_worker(job: &Job) -> Result<Option<Vec<String>>, BenchError> {
             )));
         }
         lines.push(format_line(BACKEND, FADD, 8, &us));
-        let (serial, overlap) = agent(&pg, other, &src[..max], job.reps).map_err(pf)?;
-        lines.push(format_line(BACKEND, AGENT_SERIAL, max, &serial));
-        lines.push(format_line(BACKEND, AGENT_OVERLAP, max, &overlap));
     }
+    all.barrier().map_err(pf)?;
+    // Both units at once, each putting to the other: no CPU is idle, as
+    // in an application whose units all compute.
+    let (serial, overlap) =
+        agent(&pg, seg.at_unit(1 - me as u32), &src[..max], job.reps).map_err(pf)?;
+    lines.push(format_line(BACKEND, AGENT_SERIAL, max, &serial));
+    lines.push(format_line(BACKEND, AGENT_OVERLAP, max, &overlap));
     all.barrier().map_err(pf)?;
 
     // GUPS: both units update the table through global pointers.
@@ -605,7 +610,8 @@ fn agent(
         }
         Ok(())
     };
-    // Calibrate the computation to the puts' time.
+    // Calibrate the computation to the (warm) puts' time.
+    puts()?;
     let t = Instant::now();
     puts()?;
     let put_time = t.elapsed();
