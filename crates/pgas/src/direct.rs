@@ -71,9 +71,18 @@ struct Slot {
 }
 
 /// The segment table of one context.
-#[derive(Debug)]
 pub(crate) struct Table {
     slots: Box<[Slot]>,
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Relaxed: a report only.
+        let live: Vec<usize> = (0..SLOTS)
+            .filter(|&i| self.slots[i].state.load(Ordering::Relaxed) == LIVE)
+            .collect();
+        f.debug_struct("Table").field("live", &live).finish()
+    }
 }
 
 /// One thread's hazard word: the address of the slot it is using, 0 for
@@ -176,8 +185,9 @@ fn init_fences() {
 /// load.
 #[inline(always)]
 fn light_fence() {
-    // Relaxed: set once before any slot was published (`init_fences`),
-    // and the publication's Release/Acquire carries it here.
+    // Relaxed: set by `init_fences` in `Table::new`, before the context
+    // that owns the table can reach another thread (spawning the thread or
+    // handing it the context orders the store before this load).
     if ASYM.load(Ordering::Relaxed) == 1 {
         // The CPU-side barrier is the freer's membarrier; the compiler
         // must still keep the store before the load.
