@@ -201,8 +201,8 @@ fn version(mpi: &Mpi, launcher: &Path) -> String {
 }
 
 /// A peer ready to run.
-struct Peer {
-    mpi: Mpi,
+pub(crate) struct Peer {
+    pub(crate) mpi: Mpi,
     launcher: PathBuf,
     binary: PathBuf,
     version: String,
@@ -328,7 +328,7 @@ fn peer_command(peer: &Peer, job: &Job, ranks: usize) -> Command {
 
 /// `peer`'s launcher starting its program on `ranks` ranks, bound to
 /// cores when there are enough (the worker's arguments follow).
-fn peer_launch(peer: &Peer, ranks: usize) -> Command {
+pub(crate) fn peer_launch(peer: &Peer, ranks: usize) -> Command {
     let mut c = Command::new(&peer.launcher);
     let enough_cpus = allowed_cpus().len() >= ranks;
     let n = ranks.to_string();
@@ -357,7 +357,7 @@ fn peer_launch(peer: &Peer, ranks: usize) -> Command {
 
 /// Runs `cmd` to completion, killing it (TERM, then KILL) past `limit`; it
 /// also gets TERM if this process dies first, so no launcher outlives it.
-fn run_with_timeout(mut cmd: Command, limit: Duration) -> Result<(), String> {
+pub(crate) fn run_with_timeout(mut cmd: Command, limit: Duration) -> Result<(), String> {
     use std::os::unix::process::CommandExt;
     // SAFETY: the closure runs in the child between fork and exec and only
     // calls prctl, which is async-signal-safe and touches no memory.
@@ -429,7 +429,7 @@ fn run_peer(
 /// ones, the text that names them and the failures so far (a peer named
 /// with `--peers` that is missing, an installed one that cannot be built,
 /// no peer at all).
-fn prepare(
+pub(crate) fn prepare(
     opts: &Options,
     progress: &Progress,
 ) -> Result<(Vec<Peer>, String, Vec<String>), BenchError> {
@@ -826,7 +826,7 @@ fn best_peer<'a>(
 /// [`paired_ratios`]).
 pub const PAIRED: &str = "hmpi/best-peer";
 /// Unit of the paired ratios.
-const RATIO_UNIT: &str = "x";
+pub(crate) const RATIO_UNIT: &str = "x";
 
 /// Workload name of `k`'s paired ratios.
 fn ratio_workload(k: &Kernel) -> String {

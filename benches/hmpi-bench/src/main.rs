@@ -37,7 +37,9 @@
 //! * [`msgrate_mt`]: `msgrate-mt`, the 8-byte message rate of N threads
 //!   per rank (one VCI, hints, streams) against N ranks per side;
 //! * [`rma`]: one-sided put/get latency and the skew benchmark on hmpi's
-//!   windows, and (`compare rma`) on the peers' `MPI_Win_allocate` windows.
+//!   windows, and (`compare rma`) on the peers' `MPI_Win_allocate` windows;
+//! * [`pgas`]: the global address space (put/get, fetch_add, GUPS, halo
+//!   exchange through global pointers), and (`compare pgas`) MPI RMA.
 //!
 //! Features: `mimalloc` and `plots` (default) add the `alloc` workload's
 //! mimalloc backend and the PNG charts; `mpi` builds the rsmpi peer;
@@ -60,6 +62,7 @@ mod msgrate_mt;
 mod opi;
 mod opi_kernels;
 mod p2p;
+mod pgas;
 #[cfg(feature = "plots")]
 mod plot;
 mod report;
@@ -264,6 +267,7 @@ pub const WORKLOADS: &[Workload] = &[
     opi::WORKLOAD,
     rma::WORKLOAD,
     msgrate_mt::WORKLOAD,
+    pgas::WORKLOAD,
 ];
 
 /// Progress lines on stderr, stamped with the time since the start.
@@ -308,7 +312,8 @@ WORKLOADS:
               bw, bibw, msgrate, or p2p for all four; coll for the
               collectives (or their names: barrier, bcast, reduce, allreduce,
               gather, scatter, allgather, alltoall, reduce_scatter_block);
-              rma alone for one-sided put/get and the skew benchmark
+              rma alone for one-sided put/get and the skew benchmark; pgas
+              alone for global pointers against MPI RMA
     plot      draws a CSV written earlier: hmpi-bench plot --csv FILE
               --out FILE.png [--benchmark NAME] (the rows of one benchmark
               of a results file with a `benchmark` column)
@@ -412,6 +417,8 @@ enum Command {
     Compare(Vec<&'static p2p::Kernel>, Options),
     /// `compare rma`: the one-sided workload on every backend.
     CompareRma(Options),
+    /// `compare pgas`: the global address space against MPI RMA.
+    ComparePgas(Options),
     Worker(&'static Workload, Vec<String>),
 }
 
@@ -447,6 +454,7 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
     }
     let compare = args[0] == "compare";
     let mut compared = None;
+    let mut pgas_compare = false;
     let mut workload = None;
     let mut opts = Options::default();
     let mut i = usize::from(compare);
@@ -490,11 +498,15 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
                         "compare takes one list of workloads (a,b,…); '{list}' is a second one"
                     )));
                 }
-                compared = Some(if list == "rma" {
+                pgas_compare = list == "pgas";
+                compared = Some(if list == "rma" || list == "pgas" {
                     None
-                } else if list.split(',').any(|w| w.trim() == "rma") {
+                } else if list
+                    .split(',')
+                    .any(|w| w.trim() == "rma" || w.trim() == "pgas")
+                {
                     return Err(BenchError::Usage(
-                        "compare rma runs alone: hmpi-bench compare rma".into(),
+                        "compare rma and compare pgas run alone: hmpi-bench compare rma".into(),
                     ));
                 } else {
                     Some(compare::parse_workloads(list)?)
@@ -535,9 +547,13 @@ fn parse_args(args: &[String]) -> Result<Command, BenchError> {
         let Some(mut ks) = compared else {
             if opts.ranks.is_some() || opts.workloads.is_some() || opts.ms.is_some() {
                 return Err(BenchError::Usage(
-                    "compare rma runs on 2 ranks; --ranks, --workloads and --ms do not apply"
+                    "compare rma and compare pgas run on 2 ranks; --ranks, --workloads and \
+                     --ms do not apply"
                         .into(),
                 ));
+            }
+            if pgas_compare {
+                return Ok(Command::ComparePgas(opts));
             }
             return Ok(Command::CompareRma(opts));
         };
@@ -790,6 +806,12 @@ fn run(cmd: Command) -> Result<(), BenchError> {
             check_outputs(&opts)?;
             let progress = Progress::new();
             let outcome = compare::run_rma(&opts, &progress)?;
+            finish(outcome, &opts, &progress)
+        }
+        Command::ComparePgas(opts) => {
+            check_outputs(&opts)?;
+            let progress = Progress::new();
+            let outcome = pgas::run_compare(&opts, &progress)?;
             finish(outcome, &opts, &progress)
         }
         Command::Compare(kernels, opts) => {

@@ -45,6 +45,7 @@
 
 mod array;
 mod buddy;
+mod direct;
 mod error;
 mod gptr;
 mod ops;

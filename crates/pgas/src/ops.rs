@@ -1,14 +1,24 @@
 //! Communication through global pointers: blocking and non-blocking
 //! put/get, strided and datatype'd transfers, atomics, flushes.
 //!
-//! Every call resolves the pointer ([`Pgas`]'s segment table: a live
-//! segment, a unit of its team, an access inside the unit's part) and
-//! hands the transfer to the segment's window (`hmpi_core::window::Win`),
-//! whose epoch was opened when the segment was made. On this node a
-//! window operation is a copy through the shared mapping, or an atomic on
-//! it, complete at both ends when it returns; atomics here and window
-//! accumulates on the same memory take the same way, so they are atomic
-//! against each other.
+//! Every call resolves the pointer (a live segment, a unit of its team,
+//! an access inside the unit's part). The common cases take the **direct
+//! path** (`crate::direct`): the pointer becomes an address with no lock
+//! and no map, and the transfer is a copy through the shared mapping —
+//! typed put/get, and raw ones whose datatypes are dense at both ends —
+//! or a hardware atomic on the target address: fetch-and-op with
+//! `Sum`, `Replace`, `NoOp` and the bitwise operations, and
+//! compare-and-swap, on aligned 4- and 8-byte integers. The window layer
+//! (`hmpi_core::window`) does those on the same elements with the same
+//! hardware atomics, so a global-pointer atomic and a window accumulate
+//! on one element are atomic against each other. Everything else
+//! (strided and other derived types, accumulates, the remaining
+//! operations, misaligned or other element types) goes to the segment's
+//! window, whose epoch was opened when the segment was made. Either way a
+//! transfer is complete at both ends when the call returns.
+//!
+//! The typed calls copy whole elements of `T` (`size_of::<T>()` bytes
+//! each), padding included.
 //!
 //! A non-blocking call returns a [`Handle`] that borrows the origin
 //! buffer until it is waited for; [`Handle::wait`] / [`Handle::test`]
@@ -22,7 +32,53 @@ use crate::gptr::{GlobalPtr, Gptr};
 use crate::runtime::Pgas;
 use hmpi_core::datatype::{Datatype, Equivalence, UserDatatype};
 use hmpi_core::op::SystemOperation;
+use std::any::TypeId;
 use std::marker::PhantomData;
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+
+/// Whether `T` is a 4- or 8-byte integer: the element types whose
+/// atomics take the direct path.
+fn is_int<T: 'static>() -> bool {
+    let t = TypeId::of::<T>();
+    [
+        TypeId::of::<u64>(),
+        TypeId::of::<i64>(),
+        TypeId::of::<u32>(),
+        TypeId::of::<i32>(),
+        TypeId::of::<usize>(),
+        TypeId::of::<isize>(),
+    ]
+    .contains(&t)
+}
+
+/// The fetch-and-op operations the direct path does with one hardware
+/// instruction on an integer (the others, and every operation on other
+/// types, go to the window).
+fn direct_op(op: SystemOperation) -> bool {
+    use SystemOperation as S;
+    matches!(
+        op,
+        S::Sum | S::Replace | S::NoOp | S::BitwiseAnd | S::BitwiseOr | S::BitwiseXor
+    )
+}
+
+/// One fetch-and-op on an atomic integer; the value before. Every
+/// ordering is AcqRel (Acquire for the load), as the window layer's: the
+/// element's atomics are ordered with each other and with the
+/// synchronisation around them.
+macro_rules! rmw {
+    ($a:expr, $v:expr, $op:expr) => {{
+        use SystemOperation as S;
+        match $op {
+            S::Sum => $a.fetch_add($v, Ordering::AcqRel),
+            S::Replace => $a.swap($v, Ordering::AcqRel),
+            S::BitwiseAnd => $a.fetch_and($v, Ordering::AcqRel),
+            S::BitwiseOr => $a.fetch_or($v, Ordering::AcqRel),
+            S::BitwiseXor => $a.fetch_xor($v, Ordering::AcqRel),
+            _ => $a.load(Ordering::Acquire),
+        }
+    }};
+}
 
 fn bytes_of<T>(n: usize) -> Result<u64> {
     (n as u64)
@@ -138,6 +194,17 @@ impl Pgas {
         tdt: &Datatype,
     ) -> Result<()> {
         let len = reach(tcount, tdt)?;
+        if let Some((oo, to, bytes)) = Self::dense_pair(ocount, odt, tcount, tdt, len) {
+            let (pin, p) = self.direct(dst, len)?;
+            // SAFETY: the caller's guarantee for the origin's `bytes` from
+            // `oo`; the target's are inside the unit's part of a live
+            // segment (checked for `len` ≥ `to + bytes`), mapped here and
+            // allocated while `pin` lives; `copy` allows an overlap (a put
+            // from one's own part).
+            unsafe { std::ptr::copy(origin.wrapping_offset(oo), p.wrapping_add(to), bytes) };
+            drop(pin);
+            return Ok(());
+        }
         self.with(dst, len, |p| {
             // SAFETY: the caller's guarantee for the origin; the target
             // range was checked against the unit's part.
@@ -166,6 +233,13 @@ impl Pgas {
         tdt: &Datatype,
     ) -> Result<()> {
         let len = reach(tcount, tdt)?;
+        if let Some((oo, to, bytes)) = Self::dense_pair(ocount, odt, tcount, tdt, len) {
+            let (pin, p) = self.direct(src, len)?;
+            // SAFETY: as in `put_raw`, the other way round.
+            unsafe { std::ptr::copy(p.wrapping_add(to), origin.wrapping_offset(oo), bytes) };
+            drop(pin);
+            return Ok(());
+        }
         self.with(src, len, |p| {
             // SAFETY: as in `put_raw`, the other way round.
             unsafe {
@@ -177,39 +251,51 @@ impl Pgas {
         })
     }
 
+    /// Whether a raw transfer is one run of bytes at both ends, of the
+    /// same length, inside the `len` bytes it reaches at the target: the
+    /// origin's offset, the target's and the bytes. `None` sends it to the
+    /// window (which also reports mismatched sizes).
+    fn dense_pair(
+        ocount: usize,
+        odt: &Datatype,
+        tcount: usize,
+        tdt: &Datatype,
+        len: u64,
+    ) -> Option<(isize, usize, usize)> {
+        let oo = odt.dense_offset()?;
+        let to = usize::try_from(tdt.dense_offset()?).ok()?;
+        let bytes = odt.packed_size(ocount).ok()?;
+        if tdt.packed_size(tcount).ok()? != bytes || (to as u64).checked_add(bytes as u64)? > len {
+            return None;
+        }
+        Some((oo, to, bytes))
+    }
+
     // ---------------------------------------------------------- typed
 
     /// Puts `src` into the elements from `dst` on (`dart_put_blocking`):
     /// complete at both ends when it returns.
     pub fn put<T: Equivalence>(&self, dst: GlobalPtr<T>, src: &[T]) -> Result<()> {
-        let dt = Pgas::dt::<T>();
-        // SAFETY: `src` is readable for its length.
-        unsafe {
-            self.put_raw(
-                dst.raw(),
-                src.as_ptr().cast(),
-                src.len(),
-                &dt,
-                src.len(),
-                &dt,
-            )
-        }
+        let len = bytes_of::<T>(src.len())?;
+        let (pin, p) = self.direct(dst.raw(), len)?;
+        // SAFETY: `src` is readable for `len` bytes; the target's are
+        // inside the unit's part of a live segment (checked), mapped here
+        // and allocated while `pin` lives; `copy` allows an overlap (a put
+        // from one's own part).
+        unsafe { std::ptr::copy(src.as_ptr().cast::<u8>(), p, len as usize) };
+        drop(pin);
+        Ok(())
     }
 
     /// Gets the elements from `src` on into `dst` (`dart_get_blocking`).
     pub fn get<T: Equivalence>(&self, src: GlobalPtr<T>, dst: &mut [T]) -> Result<()> {
-        let dt = Pgas::dt::<T>();
-        // SAFETY: `dst` is writable for its length.
-        unsafe {
-            self.get_raw(
-                src.raw(),
-                dst.as_mut_ptr().cast(),
-                dst.len(),
-                &dt,
-                dst.len(),
-                &dt,
-            )
-        }
+        let len = bytes_of::<T>(dst.len())?;
+        let (pin, p) = self.direct(src.raw(), len)?;
+        // SAFETY: as in `put`, the other way round (an `Equivalence` type
+        // is valid for every byte pattern).
+        unsafe { std::ptr::copy(p, dst.as_mut_ptr().cast::<u8>(), len as usize) };
+        drop(pin);
+        Ok(())
     }
 
     /// One element.
@@ -219,13 +305,13 @@ impl Pgas {
 
     /// One element.
     pub fn get_value<T: Equivalence>(&self, src: GlobalPtr<T>) -> Result<T> {
-        let mut v = [std::mem::MaybeUninit::<T>::uninit()];
-        let dt = Pgas::dt::<T>();
-        // SAFETY: one `T` writable at `v`.
-        unsafe { self.get_raw(src.raw(), v.as_mut_ptr().cast(), 1, &dt, 1, &dt)? };
-        // SAFETY: the get wrote the whole `T` (an `Equivalence` type is
-        // valid for every byte pattern).
-        Ok(unsafe { v[0].assume_init() })
+        let (pin, p) = self.direct(src.raw(), bytes_of::<T>(1)?)?;
+        // SAFETY: one `T` inside a live segment (checked), mapped here and
+        // allocated while `pin` lives, possibly unaligned; an
+        // `Equivalence` type is valid for every byte pattern.
+        let v = unsafe { std::ptr::read_unaligned(p.cast::<T>()) };
+        drop(pin);
+        Ok(v)
     }
 
     /// Non-blocking [`Pgas::put`] (`dart_put_handle`): `src` stays
@@ -344,6 +430,11 @@ impl Pgas {
         value: T,
         op: SystemOperation,
     ) -> Result<T> {
+        if direct_op(op) && is_int::<T>() {
+            if let Some(old) = self.fetch_op_direct(g, value, op)? {
+                return Ok(old);
+            }
+        }
         let dt = Pgas::dt::<T>();
         let mut old = std::mem::MaybeUninit::<T>::uninit();
         self.with(g.raw(), bytes_of::<T>(1)?, |p| {
@@ -362,6 +453,96 @@ impl Pgas {
         })?;
         // SAFETY: the operation wrote the element from before.
         Ok(unsafe { old.assume_init() })
+    }
+
+    /// [`Pgas::fetch_op`] on a 4- or 8-byte integer `T` with an operation
+    /// of [`direct_op`], as one hardware atomic on the target address;
+    /// `None` (nothing done) if the element is misaligned, which the
+    /// window does under its lock stripes, as it does for its own
+    /// accumulates there.
+    fn fetch_op_direct<T: Equivalence>(
+        &self,
+        g: GlobalPtr<T>,
+        value: T,
+        op: SystemOperation,
+    ) -> Result<Option<T>> {
+        let w = std::mem::size_of::<T>();
+        let (pin, p) = self.direct(g.raw(), w as u64)?;
+        if (p as usize) % w != 0 {
+            return Ok(None);
+        }
+        let old = if w == 8 {
+            // SAFETY: `T` is an 8-byte integer (`is_int`).
+            let v: u64 = unsafe { std::mem::transmute_copy(&value) };
+            // SAFETY: an aligned 8-byte element inside a live segment
+            // (checked), mapped here and allocated while `pin` lives; every
+            // access to it by a unit is atomic (this path or the window's).
+            let a = unsafe { &*(p as *const AtomicU64) };
+            let o = rmw!(a, v, op);
+            // SAFETY: back to the 8-byte integer `T`.
+            unsafe { std::mem::transmute_copy::<u64, T>(&o) }
+        } else {
+            // SAFETY: `T` is a 4-byte integer.
+            let v: u32 = unsafe { std::mem::transmute_copy(&value) };
+            // SAFETY: as above, 4 bytes.
+            let a = unsafe { &*(p as *const AtomicU32) };
+            let o = rmw!(a, v, op);
+            // SAFETY: back to the 4-byte integer `T`.
+            unsafe { std::mem::transmute_copy::<u32, T>(&o) }
+        };
+        drop(pin);
+        Ok(Some(old))
+    }
+
+    /// [`Pgas::compare_and_swap`] on the direct path (as
+    /// [`Pgas::fetch_op_direct`]).
+    fn cas_direct<T: Equivalence>(
+        &self,
+        g: GlobalPtr<T>,
+        value: T,
+        compare: T,
+    ) -> Result<Option<T>> {
+        let w = std::mem::size_of::<T>();
+        let (pin, p) = self.direct(g.raw(), w as u64)?;
+        if (p as usize) % w != 0 {
+            return Ok(None);
+        }
+        // SYNC POINT: AcqRel on success, Acquire on failure, as the
+        // window's compare-and-swap: a swap used as a lock acquires what
+        // the previous holder released.
+        let old = if w == 8 {
+            // SAFETY: `T` is an 8-byte integer (`is_int`).
+            let (v, c): (u64, u64) = unsafe {
+                (
+                    std::mem::transmute_copy(&value),
+                    std::mem::transmute_copy(&compare),
+                )
+            };
+            // SAFETY: as in `fetch_op_direct`.
+            let a = unsafe { &*(p as *const AtomicU64) };
+            let o = a
+                .compare_exchange(c, v, Ordering::AcqRel, Ordering::Acquire)
+                .unwrap_or_else(|x| x);
+            // SAFETY: back to `T`.
+            unsafe { std::mem::transmute_copy::<u64, T>(&o) }
+        } else {
+            // SAFETY: `T` is a 4-byte integer.
+            let (v, c): (u32, u32) = unsafe {
+                (
+                    std::mem::transmute_copy(&value),
+                    std::mem::transmute_copy(&compare),
+                )
+            };
+            // SAFETY: as in `fetch_op_direct`, 4 bytes.
+            let a = unsafe { &*(p as *const AtomicU32) };
+            let o = a
+                .compare_exchange(c, v, Ordering::AcqRel, Ordering::Acquire)
+                .unwrap_or_else(|x| x);
+            // SAFETY: back to `T`.
+            unsafe { std::mem::transmute_copy::<u32, T>(&o) }
+        };
+        drop(pin);
+        Ok(Some(old))
     }
 
     /// Adds `value` and returns the element from before.
@@ -390,6 +571,11 @@ impl Pgas {
         value: T,
         compare: T,
     ) -> Result<T> {
+        if is_int::<T>() {
+            if let Some(old) = self.cas_direct(g, value, compare)? {
+                return Ok(old);
+            }
+        }
         let dt = Pgas::dt::<T>();
         let mut old = std::mem::MaybeUninit::<T>::uninit();
         self.with(g.raw(), bytes_of::<T>(1)?, |p| {
@@ -443,13 +629,23 @@ impl Pgas {
     /// Completes (and orders) the operations to `g`'s unit in `g`'s
     /// segment (`dart_flush`).
     pub fn flush(&self, g: Gptr) -> Result<()> {
-        self.with(g, 0, |p| Ok(p.seg.win.flush(p.rank)?))
+        let (pin, _) = self.direct(g, 0)?;
+        drop(pin);
+        // SeqCst: the operations so far happen before the ones after (the
+        // window's flush is this fence too; every transfer here is already
+        // complete when its call returns).
+        fence(Ordering::SeqCst);
+        Ok(())
     }
 
     /// Completes the operations to every unit of `g`'s segment
     /// (`dart_flush_all`).
     pub fn flush_all(&self, g: Gptr) -> Result<()> {
-        self.with(g, 0, |p| Ok(p.seg.win.flush_all()?))
+        let (pin, _) = self.direct(g, 0)?;
+        drop(pin);
+        // SeqCst: as in `flush`.
+        fence(Ordering::SeqCst);
+        Ok(())
     }
 
     /// Completes every operation of this unit, in every segment.

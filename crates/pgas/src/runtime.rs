@@ -25,6 +25,7 @@
 //! any unit of the node converts to a local pointer ([`Pgas::local_ptr`]).
 
 use crate::buddy::Buddy;
+use crate::direct::{self, Fast, Part, Pin, NOT_MEMBER};
 use crate::error::{arg, team_err, Error, Result};
 use crate::gptr::{GlobalPtr, Gptr};
 use crate::team::{Table, Team, MAP_WORDS};
@@ -82,7 +83,54 @@ pub struct Pgas {
     teams: Mutex<Table>,
     segs: RwLock<Segments>,
     pool: Mutex<Buddy>,
+    /// The direct path's segment table (the same segments as `segs`).
+    table: direct::Table,
     finalized: bool,
+}
+
+/// The error of a pointer whose team slot is not its segment's.
+#[cold]
+pub(crate) fn wrong_team(segment: u16, index: u16, flags: u16) -> Error {
+    arg(format!(
+        "segment {segment} belongs to the team in slot {index}, the pointer names slot {flags}"
+    ))
+}
+
+/// The error of a pointer to a unit outside its segment's team.
+#[cold]
+pub(crate) fn not_in_team(unit: u32, team_id: u64, segment: u16) -> Error {
+    Error::Unit {
+        unit,
+        what: format!("team {team_id} of segment {segment}"),
+    }
+}
+
+/// The translation table of a segment of `team` whose parts (by team
+/// rank) are at `bases` with `sizes`, indexed by absolute unit over
+/// `nunits` units.
+fn fast_table(team: &Team, bases: &[u64], sizes: &[u64], nunits: u32) -> Fast {
+    let mut parts = vec![
+        Part {
+            base: 0,
+            size: 0,
+            rank: NOT_MEMBER,
+        };
+        nunits as usize
+    ];
+    for (rank, &unit) in team.units().iter().enumerate() {
+        if let Some(p) = parts.get_mut(unit as usize) {
+            *p = Part {
+                base: bases[rank],
+                size: sizes[rank],
+                rank: rank as u32,
+            };
+        }
+    }
+    Fast {
+        index: team.index(),
+        team_id: team.id(),
+        parts: parts.into_boxed_slice(),
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -131,6 +179,8 @@ impl Pgas {
         comm.all_gather_into(&(win.base() as u64), &mut bases[..])?;
         win.lock_all(assert::NOCHECK)?;
         let all = Team::new(0, 0, comm);
+        let table = direct::Table::new();
+        table.publish(0, fast_table(&all, &bases, &all_sizes, all.size()))?;
         let mut segs = Segments {
             next: 1,
             ..Segments::default()
@@ -149,6 +199,7 @@ impl Pgas {
             all,
             segs: RwLock::new(segs),
             pool: Mutex::new(buddy),
+            table,
             finalized: false,
         })
     }
@@ -367,7 +418,9 @@ impl Pgas {
             return Err(Error::SegmentIds);
         };
         win.lock_all(assert::NOCHECK)?;
+        let fast = fast_table(team, &bases, &sizes, self.size());
         let mut segs = self.segs_mut();
+        self.table.publish(id16, fast)?;
         segs.next = id as u32 + 1;
         segs.map.insert(
             id16,
@@ -403,6 +456,9 @@ impl Pgas {
             segs.freed.insert(g.segment);
             s
         };
+        // No access of this unit's threads may still be copying into the
+        // memory when the window gives it back.
+        self.table.retire(g.segment)?;
         seg.win.unlock_all()?;
         seg.win.free()?;
         Ok(())
@@ -446,17 +502,12 @@ impl Pgas {
             .get(&g.segment)
             .ok_or_else(|| Self::missing(&segs, g.segment))?;
         if g.flags != seg.team.index() {
-            return Err(arg(format!(
-                "{g:?}: segment {} belongs to the team in slot {}, the pointer names slot {}",
-                g.segment,
-                seg.team.index(),
-                g.flags
-            )));
+            return Err(wrong_team(g.segment, seg.team.index(), g.flags));
         }
-        let rank = seg.team.world_to_unit(g.unit).map_err(|_| Error::Unit {
-            unit: g.unit,
-            what: format!("team {} of segment {}", seg.team.id(), g.segment),
-        })?;
+        let rank = seg
+            .team
+            .world_to_unit(g.unit)
+            .map_err(|_| not_in_team(g.unit, seg.team.id(), g.segment))?;
         let size = seg.sizes[rank as usize];
         if g.offset.checked_add(len).is_none_or(|end| end > size) {
             return Err(Error::Offset {
@@ -472,6 +523,29 @@ impl Pgas {
             rank: rank as i32,
             addr: seg.bases[rank as usize] + g.offset,
         })
+    }
+
+    /// The direct path: `g` resolved for an access of `len` bytes with the
+    /// checks of [`Pgas::with`] (a live segment, a unit of its team, inside
+    /// the unit's part) but no lock and no map: the address, and the pin
+    /// that keeps the segment's memory allocated until it is dropped. The
+    /// caller must not pin again while holding it.
+    #[inline]
+    pub(crate) fn direct(&self, g: Gptr, len: u64) -> Result<(Pin<'_>, *mut u8)> {
+        let Some(pin) = self.table.pin(g.segment) else {
+            return Err(self.gone(g.segment));
+        };
+        let a = direct::address(pin.fast, g.segment, g.flags, g.unit, g.offset, len)?;
+        Ok((pin, a))
+    }
+
+    #[cold]
+    fn gone(&self, segment: u16) -> Error {
+        if self.table.is_freed(segment) {
+            Error::FreedSegment { segment }
+        } else {
+            Error::UnknownSegment { segment }
+        }
     }
 
     /// Calls `f` with the window of the segment `g` points into, `g`'s

@@ -945,6 +945,52 @@ fn heat(world: &SimpleCommunicator, pg: &Pgas) {
     world.barrier().unwrap();
 }
 
+/// A team allocation freed while another thread of every unit keeps
+/// putting into it through the direct path (the free at a different
+/// moment each round): every put succeeds or fails with `FreedSegment`,
+/// none succeeds once the free has returned, and a new allocation taking
+/// the memory back keeps what is written into it.
+fn free_under_access(world: &SimpleCommunicator, pg: &Pgas) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let all = pg.team_all().clone();
+    let me = pg.myid();
+    let n = pg.size();
+    for round in 0..20u64 {
+        let g = GlobalPtr::<u64>::from_raw(pg.team_memalloc_aligned(&all, 64).unwrap());
+        let target = g.at_unit((me + 1) % n);
+        let freed = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut k = 0u64;
+                loop {
+                    // Acquire: pairs with the Release store after the free.
+                    let after = freed.load(Ordering::Acquire);
+                    match pg.put_value(target, k) {
+                        Ok(()) => assert!(!after, "a put succeeded after the free returned"),
+                        Err(Error::FreedSegment { .. }) => break,
+                        Err(e) => panic!("unexpected error {e:?}"),
+                    }
+                    k += 1;
+                }
+            });
+            std::thread::sleep(std::time::Duration::from_micros(50 * round));
+            world.barrier().unwrap();
+            pg.team_memfree(g.raw()).unwrap();
+            // Release: the free happened before the thread's next look.
+            freed.store(true, Ordering::Release);
+        });
+        // The memory a later allocation reuses is not written by the
+        // thread any more.
+        let h = GlobalPtr::<u64>::from_raw(pg.team_memalloc_aligned(&all, 64).unwrap());
+        let mine = h.at_unit(me);
+        pg.put_value(mine, 7 + round).unwrap();
+        world.barrier().unwrap();
+        assert_eq!(pg.get_value(mine).unwrap(), 7 + round);
+        world.barrier().unwrap();
+        pg.team_memfree(h.raw()).unwrap();
+    }
+}
+
 fn run(role: &str) -> Option<()> {
     let u = hmpi_core::init().expect("init");
     let world = u.world();
@@ -959,6 +1005,7 @@ fn run(role: &str) -> Option<()> {
         "gups" => gups,
         "array" => array,
         "threads" => threads,
+        "free_under_access" => free_under_access,
         "heat" => heat,
         _ => return None,
     };
@@ -1001,6 +1048,9 @@ fn main() {
             }),
             ("threads_of_a_unit_share_the_context", || {
                 each("threads", &[1, 3])
+            }),
+            ("a_free_waits_for_accesses_in_flight", || {
+                each("free_under_access", &[1, 2, 3])
             }),
             ("gups_equals_a_serial_replay", || each("gups", &[1, 2, 4])),
             ("heat_stencil_equals_the_serial_one", || {
