@@ -190,12 +190,12 @@ impl Win {
             if let (Some(oo), Some(to)) = (odt.dense_offset(), tdt.dense_offset()) {
                 // SAFETY: the caller's guarantee for the origin; the
                 // target's bytes are inside its window (checked), mapped
-                // here; `copy` allows an overlap (a put within one's own
-                // window).
+                // here; the agents' `copy` allows an overlap (a put within
+                // one's own window) and returns complete.
                 unsafe {
-                    std::ptr::copy(
-                        origin.wrapping_offset(oo),
+                    self.agents.copy(
                         (t.addr as usize as *mut u8).wrapping_offset(to),
+                        origin.wrapping_offset(oo),
                         bytes,
                     )
                 };
@@ -241,9 +241,9 @@ impl Win {
             if let (Some(oo), Some(to)) = (odt.dense_offset(), tdt.dense_offset()) {
                 // SAFETY: as in `put`, the other way round.
                 unsafe {
-                    std::ptr::copy(
-                        (t.addr as usize as *const u8).wrapping_offset(to),
+                    self.agents.copy(
                         origin.wrapping_offset(oo),
+                        (t.addr as usize as *const u8).wrapping_offset(to),
                         bytes,
                     )
                 };
