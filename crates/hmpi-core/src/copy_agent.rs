@@ -24,6 +24,12 @@
 //! ([`pool`]); a bad value fails window creation with an error naming the
 //! variable.
 //!
+//! Off by default: an agent gains only where a core is free, and on the
+//! 2-core machines this project is measured on the other core is the
+//! target rank's or another process's; paired measurements there showed
+//! no difference at 1 MiB (`docs/benchmarks.md`, "One-sided: rma"), and
+//! an agent descheduled in the middle of a chunk makes its caller wait.
+//!
 //! # Example
 //! ```
 //! use hmpi_core::copy_agent::{Config, Pool};
