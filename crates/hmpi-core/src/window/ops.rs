@@ -907,7 +907,8 @@ mod tests {
     #[test]
     fn bulk_accumulates_match_element_wise() {
         use SystemOperation as S;
-        let ops: [(S, fn(u64, u64) -> u64); 5] = [
+        type Elementwise = fn(u64, u64) -> u64;
+        let ops: [(S, Elementwise); 5] = [
             (S::Replace, |_, v| v),
             (S::Sum, |t, v| t.wrapping_add(v)),
             (S::BitwiseAnd, |t, v| t & v),
