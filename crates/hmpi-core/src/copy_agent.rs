@@ -27,7 +27,7 @@
 //! Off by default: an agent gains only where a core is free, and on the
 //! 2-core machines this project is measured on the other core is the
 //! target rank's or another process's; paired measurements there showed
-//! no difference at 1 MiB (`docs/benchmarks.md`, "One-sided: rma"), and
+//! no consistent difference at 1 MiB (`docs/benchmarks.md`, "One-sided: rma"), and
 //! an agent descheduled in the middle of a chunk makes its caller wait.
 //!
 //! # Example
@@ -207,6 +207,7 @@ impl Shared {
 
     /// An agent's life: wait for a copy, help with it, again.
     fn agent(&self) {
+        unbind();
         // Relaxed: only compared with later values of the same word.
         let mut seen = self.generation.load(Ordering::Relaxed);
         loop {
@@ -250,6 +251,26 @@ impl Shared {
             }
             self.work();
         }
+    }
+}
+
+/// Lets the calling thread run on every CPU the system allows it (the
+/// kernel intersects the set with the process's cpuset). A thread starts
+/// with its process's affinity, and a rank bound to one core (`hmpirun
+/// --bind`, `mpirun --bind-to core`) would keep its agents on that core,
+/// where they can only take turns with the caller. Failing leaves the
+/// affinity as it was.
+fn unbind() {
+    // SAFETY: a zeroed `cpu_set_t` is the empty set, `CPU_SET` writes bits
+    // inside it (every index is below `CPU_SETSIZE`), and
+    // `sched_setaffinity` on pid 0 (this thread) reads a set of the size
+    // given.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for c in 0..libc::CPU_SETSIZE as usize {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
     }
 }
 
