@@ -6,7 +6,10 @@
 //! libraries: `HMPI_BENCH_FONT` names one, else the usual Debian paths are
 //! tried (`fonts-dejavu-core`, which `scripts/setup` installs, or
 //! Liberation). Size 0 has no place on a logarithmic axis and is left out
-//! of the plot (it stays in the table and the CSV).
+//! of the plot (it stays in the table and the CSV). A workload measured as
+//! a fraction (the overlap figure of `rma`, which can be 0 or below) is
+//! drawn on a linear y axis from 0 (or its lowest point) to 1 (or its
+//! highest).
 //!
 //! # Example
 //! ```ignore
@@ -84,12 +87,24 @@ fn backends<'a>(samples: &'a [Sample], workload: &str) -> Vec<&'a str> {
     v
 }
 
-/// The (size, median) points of one curve, sizes above 0, in size order.
+/// The unit of the workloads drawn on a linear y axis.
+const LINEAR_UNIT: &str = "fraction";
+
+/// Whether `workload` is drawn on a linear y axis.
+fn linear(samples: &[Sample], workload: &str) -> bool {
+    samples
+        .iter()
+        .any(|s| s.workload == workload && s.unit == LINEAR_UNIT)
+}
+
+/// The (size, median) points of one curve, sizes above 0, in size order
+/// (values above 0 too, unless the axis is linear).
 fn curve(samples: &[Sample], workload: &str, backend: &str) -> Vec<(f64, f64)> {
+    let lin = linear(samples, workload);
     let mut v: Vec<(f64, f64)> = samples
         .iter()
         .filter(|s| s.workload == workload && s.backend == backend && s.size > 0)
-        .filter(|s| s.value.is_finite() && s.value > 0.0)
+        .filter(|s| s.value.is_finite() && (lin || s.value > 0.0))
         .map(|s| (s.size as f64, s.value))
         .collect();
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -149,6 +164,9 @@ fn panel<DB: DrawingBackend>(
     samples: &[Sample],
     workload: &str,
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    if linear(samples, workload) {
+        return linear_panel(area, samples, workload);
+    }
     let names = backends(samples, workload);
     let curves: Vec<(&str, Vec<(f64, f64)>)> = names
         .iter()
@@ -218,6 +236,61 @@ fn panel<DB: DrawingBackend>(
     Ok(())
 }
 
+/// A panel with a linear y axis (a fraction: 0 to 1, widened to the
+/// points outside).
+fn linear_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    samples: &[Sample],
+    workload: &str,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let curves: Vec<(&str, Vec<(f64, f64)>)> = backends(samples, workload)
+        .iter()
+        .map(|b| (*b, curve(samples, workload, b)))
+        .filter(|(_, c)| !c.is_empty())
+        .collect();
+    let all = || curves.iter().flat_map(|(_, c)| c.iter());
+    let Some(xr) = span(all().map(|p| p.0)) else {
+        return Ok(());
+    };
+    let lo = all().map(|p| p.1).fold(0.0f64, f64::min) - 0.05;
+    let hi = all().map(|p| p.1).fold(1.0f64, f64::max) + 0.05;
+    let mut chart = ChartBuilder::on(area)
+        .caption(format!("{workload} (median)"), ("sans-serif", 28))
+        .margin(16)
+        .x_label_area_size(56)
+        .y_label_area_size(86)
+        .build_cartesian_2d((xr.0..xr.1).log_scale().base(2.0), lo..hi)?;
+    chart
+        .configure_mesh()
+        .x_desc("size (bytes)")
+        .y_desc(LINEAR_UNIT)
+        .x_labels(12)
+        .y_labels(10)
+        .x_label_formatter(&|x| fmt_size(x.round() as usize))
+        .y_label_formatter(&|y| format!("{y:.1}"))
+        .label_style(("sans-serif", 18))
+        .axis_desc_style(("sans-serif", 20))
+        .draw()?;
+    for (i, (name, pts)) in curves.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(3)))?
+            .label(*name)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 24, y)], colour.stroke_width(3))
+            });
+        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, colour.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 20))
+        .draw()?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,6 +339,17 @@ mod tests {
         assert_eq!((w, h), (2 * PANEL.0, PANEL.1));
         // Nothing to plot is an error, not an empty picture.
         let only_zero = [s("latency", "hmpi", 0, 0.1)];
+        // A fraction keeps its points at and below 0, on a linear axis.
+        let mut f: Vec<Sample> = [(4096, -0.1), (1 << 20, 0.0), (1 << 22, 0.9)]
+            .iter()
+            .map(|&(size, v)| s("put-overlap", "hmpi", size, v))
+            .collect();
+        for x in &mut f {
+            x.unit = LINEAR_UNIT;
+        }
+        assert!(linear(&f, "put-overlap") && !linear(&samples, "latency"));
+        assert_eq!(curve(&f, "put-overlap", "hmpi").len(), 3);
+        plot_file(&dir.join("f.png"), &f, &["put-overlap"]).unwrap();
         assert!(plot_file(&dir.join("q.png"), &only_zero, &["latency"]).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -10,6 +10,15 @@
 //! * `fence-put` / `pscw-put`: OSU's put latency with fence (a put, then a
 //!   fence at both ranks) and with post/start/complete/wait (the target
 //!   posts and waits, the origin starts, puts and completes), per epoch;
+//! * `put-overlap` / `get-overlap`: the origin-side overlap figure of the
+//!   truly one-sided paper (notes §5, its §5.5): in a `lock_all` epoch
+//!   the origin times a burst of 16 puts (gets) of one size and `flush`
+//!   (`T_comm`), then the burst, a computation of `T_comp = 1.2 T_comm`
+//!   and `flush` (`T_total`); the value is `(T_comm + T_comp - T_total) /
+//!   T_comm`, 1 when the transfer hides entirely behind the computation,
+//!   0 when the two run one after the other (sizes of 4 KiB and up; each
+//!   time is the fastest of 3 tries, so that a descheduled try does not
+//!   count);
 //! * `skew-origin`: the benchmark of the truly one-sided paper (notes §5):
 //!   the origin's time for one exclusive lock epoch of 16 puts of 256 KiB
 //!   while the target computes an `n × n` matrix product outside the
@@ -23,7 +32,7 @@
 //!
 //! `hmpi-bench compare rma` measures the MPI peers too: the same worker
 //! built with feature `mpi` runs `put-latency`, `get-latency`, `put-bw`,
-//! `get-bw` and the skew benchmark through rsmpi's raw C bindings
+//! `get-bw`, the overlap figure and the skew benchmark through rsmpi's raw C bindings
 //! (`mpi::ffi::MPI_Win_allocate`, `MPI_Win_lock_all`, `MPI_Put`,
 //! `MPI_Get`, `MPI_Win_flush`, `MPI_Win_lock`, `MPI_Win_unlock`), the
 //! calls OSU's C programs make, with the same loops and sizes
@@ -67,6 +76,19 @@ const ACC: &str = "acc-latency";
 const FOP: &str = "fop-latency";
 const FENCE: &str = "fence-put";
 const PSCW: &str = "pscw-put";
+const PUT_OVERLAP: &str = "put-overlap";
+const GET_OVERLAP: &str = "get-overlap";
+/// The overlap figure's unit: a share of the communication time.
+const OVERLAP_UNIT: &str = "fraction";
+/// Operations of one overlap burst (the paper's 16).
+const OVERLAP_BURST: usize = 16;
+/// The computation inserted, relative to the burst's time (the paper's
+/// 1.2).
+const OVERLAP_COMP: f64 = 1.2;
+/// The least size of the overlap figure.
+const OVERLAP_MIN: usize = 4 << 10;
+/// Tries of each overlap time; the fastest counts.
+const OVERLAP_TRIES: usize = 3;
 const UNIT: &str = "us";
 const BW_UNIT: &str = "MB/s";
 /// Operations in flight per bandwidth iteration (OSU's window).
@@ -165,11 +187,13 @@ fn run(opts: &Options, progress: &Progress) -> Result<Outcome, BenchError> {
 }
 
 /// Every workload of the hmpi worker, in table order.
-const ALL: [&str; 10] = [
+const ALL: [&str; 12] = [
     PUT,
     GET,
     PUT_BW,
     GET_BW,
+    PUT_OVERLAP,
+    GET_OVERLAP,
     ACC,
     FOP,
     FENCE,
@@ -179,7 +203,16 @@ const ALL: [&str; 10] = [
 ];
 
 /// The workloads `compare rma` measures on every backend, in table order.
-pub const COMPARED: [&str; 6] = [PUT, GET, PUT_BW, GET_BW, SKEW, SKEW_TARGET];
+pub const COMPARED: [&str; 8] = [
+    PUT,
+    GET,
+    PUT_BW,
+    GET_BW,
+    PUT_OVERLAP,
+    GET_OVERLAP,
+    SKEW,
+    SKEW_TARGET,
+];
 
 /// The compared workloads with a latency or bandwidth target (2 ranks):
 /// the size it is judged at, whether higher is better, and the bound on
@@ -316,16 +349,25 @@ fn parse_line(line: &str) -> Option<Sample> {
     let backend = w.next()?;
     let name = w.next()?;
     let workload = ALL.into_iter().find(|&k| k == name)?;
+    let overlap = workload == PUT_OVERLAP || workload == GET_OVERLAP;
     let unit = if workload == PUT_BW || workload == GET_BW {
         BW_UNIT
+    } else if overlap {
+        OVERLAP_UNIT
     } else {
         UNIT
     };
     let size: usize = w.next()?.parse().ok()?;
+    // An overlap below 0 is a measurement (the computation ran slower
+    // beside the transfer); times and bandwidths are not.
     let values: Vec<f64> = w
         .next()?
         .split(',')
-        .map(|x| x.parse().ok().filter(|v: &f64| v.is_finite() && *v >= 0.0))
+        .map(|x| {
+            x.parse()
+                .ok()
+                .filter(|v: &f64| v.is_finite() && (overlap || *v >= 0.0))
+        })
         .collect::<Option<_>>()?;
     Sample::from_reps(workload, backend, 2, size, unit, &values)
 }
@@ -389,6 +431,49 @@ fn parse_job(args: &[String]) -> Result<Job, BenchError> {
 
 /// `c = a × b` for `n × n` matrices, naively (the target's computation;
 /// no library call inside).
+/// Computes (register arithmetic only, no memory traffic) for `d`.
+fn compute(d: Duration) {
+    let t = Instant::now();
+    let mut x = 1u64;
+    while t.elapsed() < d {
+        for _ in 0..256 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+    }
+    std::hint::black_box(x);
+}
+
+/// The sizes of the overlap figure among `sizes`.
+fn overlap_sizes(sizes: &[usize]) -> impl Iterator<Item = usize> + '_ {
+    sizes.iter().copied().filter(|&s| s >= OVERLAP_MIN)
+}
+
+/// One repetition of the overlap figure: `issue` starts a burst,
+/// `complete` completes it (a flush). Returns `(T_comm + T_comp -
+/// T_total) / T_comm`.
+fn overlap_rep<E>(
+    mut issue: impl FnMut() -> Result<(), E>,
+    mut complete: impl FnMut() -> Result<(), E>,
+) -> Result<f64, E> {
+    let mut comm = f64::INFINITY;
+    for _ in 0..OVERLAP_TRIES {
+        let t = Instant::now();
+        issue()?;
+        complete()?;
+        comm = comm.min(t.elapsed().as_secs_f64());
+    }
+    let comp = Duration::from_secs_f64(comm * OVERLAP_COMP);
+    let mut total = f64::INFINITY;
+    for _ in 0..OVERLAP_TRIES {
+        let t = Instant::now();
+        issue()?;
+        compute(comp);
+        complete()?;
+        total = total.min(t.elapsed().as_secs_f64());
+    }
+    Ok((comm + comp.as_secs_f64() - total) / comm)
+}
+
 fn matmul(n: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
     for i in 0..n {
         for j in 0..n {
@@ -513,6 +598,33 @@ fn hmpi_worker(job: &Job) -> Result<Option<Vec<String>>, BenchError> {
                     mbs.push(bytes / t.elapsed().as_secs_f64() / 1e6);
                 }
                 lines.push(format_line(BACKEND, w, size, &mbs));
+            }
+        }
+        // The overlap figure: bursts of puts (gets), computation, flush.
+        for size in overlap_sizes(&job.sizes) {
+            for (w, put) in [(PUT_OVERLAP, true), (GET_OVERLAP, false)] {
+                let mut v = Vec::with_capacity(job.reps);
+                for rep in 0..=job.reps {
+                    let x = overlap_rep(
+                        || -> Result<(), hmpi::Error> {
+                            for _ in 0..OVERLAP_BURST {
+                                if put {
+                                    e.put(1, &src[..size], 0)?;
+                                } else {
+                                    e.get(1, &mut dst[..size], 0)?;
+                                }
+                            }
+                            Ok(())
+                        },
+                        || e.flush(1),
+                    )
+                    .map_err(failed)?;
+                    if rep > 0 {
+                        // The first repetition warms up.
+                        v.push(x);
+                    }
+                }
+                lines.push(format_line(BACKEND, w, size, &v));
             }
         }
         // Accumulate and fetch-and-op latency, on a window of u64s.
@@ -702,8 +814,9 @@ mod tests {
 #[cfg(feature = "mpi")]
 mod peer {
     use super::{
-        format_line, iters, matmul, BenchError, Job, BW_WINDOW, GET, GET_BW, IDLE, MATRIX, PUT,
-        PUT_BW, QUICK_MATRIX, SKEW, SKEW_BYTES, SKEW_PUTS, SKEW_TARGET,
+        format_line, iters, matmul, overlap_rep, overlap_sizes, BenchError, Job, BW_WINDOW, GET,
+        GET_BW, GET_OVERLAP, IDLE, MATRIX, OVERLAP_BURST, PUT, PUT_BW, PUT_OVERLAP, QUICK_MATRIX,
+        SKEW, SKEW_BYTES, SKEW_PUTS, SKEW_TARGET,
     };
     use mpi::collective::CommunicatorCollectives;
     use mpi::datatype::Equivalence;
@@ -889,6 +1002,31 @@ mod peer {
                         mbs.push(bytes / t.elapsed().as_secs_f64() / 1e6);
                     }
                     lines.push(format_line(label, w, size, &mbs));
+                }
+            }
+            for size in overlap_sizes(&job.sizes) {
+                for (w, put) in [(PUT_OVERLAP, true), (GET_OVERLAP, false)] {
+                    let buf = if put {
+                        src.as_mut_ptr()
+                    } else {
+                        dst.as_mut_ptr()
+                    };
+                    let mut v = Vec::with_capacity(job.reps);
+                    for rep in 0..=job.reps {
+                        let x = overlap_rep(
+                            || -> Result<(), BenchError> {
+                                for _ in 0..OVERLAP_BURST {
+                                    win.transfer(put, buf, size, 1, 0)?;
+                                }
+                                Ok(())
+                            },
+                            || win.flush(1),
+                        )?;
+                        if rep > 0 {
+                            v.push(x);
+                        }
+                    }
+                    lines.push(format_line(label, w, size, &v));
                 }
             }
             // SAFETY: closes the lock_all epoch opened above.

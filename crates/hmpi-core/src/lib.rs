@@ -29,6 +29,8 @@
 //! * [`window`]: one-sided communication: windows ([`window::Window`],
 //!   [`window::Win`]) and put, get and atomics that never wait for the
 //!   target;
+//! * [`copy_agent`]: threads that help with large copies (window put and
+//!   get);
 //! * [`error`]: [`Error`] (MPI's error classes) and [`Result`];
 //! * [`launch`]: the launcher as a library ([`launch::Launcher`]), used by
 //!   the `hmpirun` binary and by multi-process tests and benchmarks;
@@ -71,6 +73,7 @@ pub mod attr;
 pub mod buffered;
 pub mod collective;
 pub mod comm;
+pub mod copy_agent;
 pub mod datatype;
 pub mod env;
 pub mod environment;

@@ -6,7 +6,8 @@
 //! ranks accumulating into one location, compare-and-swap as a lock); a
 //! target that sleeps outside the library while origins work on its
 //! window; post/start/complete/wait with ranks that receive nothing;
-//! hints; bad arguments.
+//! hints; bad arguments; the same operations with copy agents sharing
+//! every put and get, and a bad copy-agent variable.
 
 use hmpi_core::datatype::{BasicType, Datatype, UserDatatype};
 use hmpi_core::info::Info;
@@ -778,6 +779,14 @@ fn hints(world: &SimpleCommunicator) {
     s.free().unwrap();
 }
 
+/// `HMPI_COPY_AGENTS` is not a number: window creation fails at every
+/// member with an error that names it, and the rank goes on.
+fn bad_agents(world: &SimpleCommunicator) {
+    let e = Window::<u64>::allocate(world, 8).unwrap_err().to_string();
+    assert!(e.contains("HMPI_COPY_AGENTS"), "{e}");
+    world.barrier().unwrap();
+}
+
 fn ops_rank(u: Universe) {
     let world = u.world();
     for mem in [Mem::Allocated, Mem::System, Mem::HeapVec] {
@@ -802,6 +811,7 @@ fn main() {
                 "dynamic" => dynamic_and_shared(&world),
                 "bad" => bad(&world),
                 "hints" => hints(&world),
+                "bad_agents" => bad_agents(&world),
                 _ => return None,
             }
             Some(())
@@ -848,6 +858,23 @@ fn main() {
                     let r = rank_tests::launch("hints", n, &[]);
                     rank_tests::assert_ran(&r, "hints");
                 }
+            }),
+            ("every_operation_with_copy_agents", || {
+                let env = [
+                    ("HMPI_COPY_AGENTS", "3".to_string()),
+                    ("HMPI_COPY_MIN", "0".to_string()),
+                ];
+                for n in [2, 3] {
+                    let r = rank_tests::launch("ops", n, &env);
+                    rank_tests::assert_ran(&r, "ops");
+                }
+                let r = rank_tests::launch("derived", 3, &env);
+                rank_tests::assert_ran(&r, "derived");
+            }),
+            ("a_bad_copy_agent_variable_fails_window_creation", || {
+                let env = [("HMPI_COPY_AGENTS", "many".to_string())];
+                let r = rank_tests::launch("bad_agents", 2, &env);
+                rank_tests::assert_ran(&r, "bad_agents");
             }),
             ("bad_arguments_are_errors", || {
                 for n in [1, 2] {

@@ -28,7 +28,10 @@
 //! The model is unified ([`Model::Unified`]): the window is the memory
 //! itself. Every operation has completed, at the origin and at the
 //! target, when its call returns (the request of `rput` … is complete at
-//! once), so `flush` and its kin only order memory.
+//! once), so `flush` and its kin only order memory. A large contiguous
+//! put or get within the node heap is shared between the caller and the
+//! process's copy agents ([`crate::copy_agent`]), and returns when every
+//! part of it is in place.
 //!
 //! # Synchronisation, without the target
 //!
@@ -115,6 +118,7 @@ pub use typed::{
 };
 
 use crate::comm::{Communicator, SimpleCommunicator};
+use crate::copy_agent;
 use crate::error::{Error, Result};
 use crate::group::Group;
 use crate::info::Info;
@@ -254,6 +258,9 @@ pub struct Win {
     locked: Box<[AtomicBool]>,
     /// The `no_locks` hint: `lock` and `lock_all` are refused.
     no_locks: AtomicBool,
+    /// The process's copy agents, which share large contiguous puts and
+    /// gets with the caller.
+    agents: &'static copy_agent::Pool,
     freed: bool,
 }
 
@@ -328,6 +335,11 @@ impl Win {
         let comm = comm.duplicate()?;
         let n = comm.size() as u32;
         let me = comm.rank() as u32;
+        // A bad copy-agent variable fails the window at every member.
+        let (agents, part) = match copy_agent::pool() {
+            Ok(a) => (Some(a), part),
+            Err(e) => (None, Err(e)),
+        };
         let (part, mut failure) = match part {
             Ok(p) => (Some(p), None),
             Err(e) => (None, Some(e)),
@@ -365,7 +377,7 @@ impl Win {
                 reason: format!("member {bad} could not make its part of the window"),
             }));
         }
-        let (Some(part), None) = (part, failure) else {
+        let (Some(part), None, Some(agents)) = (part, failure, agents) else {
             return Err(Error::Internal("a window part vanished".into()));
         };
         let block = match block {
@@ -406,6 +418,7 @@ impl Win {
             all_locked: AtomicBool::new(false),
             locked: (0..n).map(|_| AtomicBool::new(false)).collect(),
             no_locks: AtomicBool::new(false),
+            agents,
             freed: false,
         })
     }

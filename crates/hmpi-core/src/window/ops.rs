@@ -190,12 +190,12 @@ impl Win {
             if let (Some(oo), Some(to)) = (odt.dense_offset(), tdt.dense_offset()) {
                 // SAFETY: the caller's guarantee for the origin; the
                 // target's bytes are inside its window (checked), mapped
-                // here; `copy` allows an overlap (a put within one's own
-                // window).
+                // here; the agents' `copy` allows an overlap (a put within
+                // one's own window) and returns complete.
                 unsafe {
-                    std::ptr::copy(
-                        origin.wrapping_offset(oo),
+                    self.agents.copy(
                         (t.addr as usize as *mut u8).wrapping_offset(to),
+                        origin.wrapping_offset(oo),
                         bytes,
                     )
                 };
@@ -241,9 +241,9 @@ impl Win {
             if let (Some(oo), Some(to)) = (odt.dense_offset(), tdt.dense_offset()) {
                 // SAFETY: as in `put`, the other way round.
                 unsafe {
-                    std::ptr::copy(
-                        (t.addr as usize as *const u8).wrapping_offset(to),
+                    self.agents.copy(
                         origin.wrapping_offset(oo),
+                        (t.addr as usize as *const u8).wrapping_offset(to),
                         bytes,
                     )
                 };
@@ -670,6 +670,14 @@ impl Win {
         let segs = Win::segments(t, count, dt);
         let s = b.size();
         if Win::hardware(t, b, &segs) {
+            if let (None, Some(inp)) = (&fetched, input) {
+                // SAFETY: every element of `segs` is an aligned element of
+                // `s` bytes inside the window in the node heap
+                // (`hardware`, `target`).
+                if unsafe { bulk(&segs, s, b, op, inp) } {
+                    return Ok(());
+                }
+            }
             let mut fetched = fetched;
             let mut p = 0usize;
             for &(a, l) in &segs {
@@ -722,6 +730,76 @@ impl Win {
             }
             self.write_target(t, count, dt, &segs, &cur)
         })
+    }
+}
+
+/// Calls `f` with the address of every element of `segs` (`s` bytes
+/// each) and its operand in `input`, in packing order.
+#[inline(always)]
+fn each(segs: &[(u64, usize)], s: usize, input: &[u8], mut f: impl FnMut(usize, &[u8])) {
+    let mut p = 0usize;
+    for &(a, l) in segs {
+        let mut off = 0usize;
+        while off + s <= l && p + s <= input.len() {
+            f(a as usize + off, &input[p..p + s]);
+            p += s;
+            off += s;
+        }
+    }
+}
+
+/// An accumulate without a result whose operation is one atomic
+/// instruction per element (integer `SUM`, `BAND`, `BOR`, `BXOR`, and
+/// `REPLACE`): the operation is chosen once per call, not per element,
+/// and each element is still one atomic read-modify-write (or store), so
+/// every element stays atomic against concurrent atomics on it. False,
+/// with nothing done, for the other operations.
+///
+/// # Safety
+/// Every element of `segs` is an aligned element of `s` bytes (4 or 8),
+/// mapped here.
+unsafe fn bulk(
+    segs: &[(u64, usize)],
+    s: usize,
+    b: BasicType,
+    op: SystemOperation,
+    input: &[u8],
+) -> bool {
+    use SystemOperation as S;
+    let int = matches!(
+        b,
+        BasicType::I64 | BasicType::U64 | BasicType::I32 | BasicType::U32
+    );
+    // Every ordering below is AcqRel (Release for the store), as in
+    // `atomic8`: the element's atomics are ordered with each other and
+    // with the epoch's synchronisation around them.
+    macro_rules! ops {
+        ($au:ty, $of:ident) => {{
+            // SAFETY: the caller's guarantee for every `addr` passed.
+            let w = |addr: usize| unsafe { &*(addr as *const $au) };
+            match op {
+                S::Replace => each(segs, s, input, |a, v| w(a).store($of(v), Ordering::Release)),
+                S::Sum if int => each(segs, s, input, |a, v| {
+                    w(a).fetch_add($of(v), Ordering::AcqRel);
+                }),
+                S::BitwiseAnd if int => each(segs, s, input, |a, v| {
+                    w(a).fetch_and($of(v), Ordering::AcqRel);
+                }),
+                S::BitwiseOr if int => each(segs, s, input, |a, v| {
+                    w(a).fetch_or($of(v), Ordering::AcqRel);
+                }),
+                S::BitwiseXor if int => each(segs, s, input, |a, v| {
+                    w(a).fetch_xor($of(v), Ordering::AcqRel);
+                }),
+                _ => return false,
+            }
+            true
+        }};
+    }
+    match s {
+        8 => ops!(AtomicU64, u64_of),
+        4 => ops!(AtomicU32, u32_of),
+        _ => false,
     }
 }
 
@@ -818,3 +896,61 @@ atomic_elem!(
     BasicType::I32,
     BasicType::U32
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every operation `bulk` takes, on 8- and 4-byte elements in two
+    /// segments with a gap, against the element-wise result; the others
+    /// are left to the per-element path.
+    #[test]
+    fn bulk_accumulates_match_element_wise() {
+        use SystemOperation as S;
+        type Elementwise = fn(u64, u64) -> u64;
+        let ops: [(S, Elementwise); 5] = [
+            (S::Replace, |_, v| v),
+            (S::Sum, |t, v| t.wrapping_add(v)),
+            (S::BitwiseAnd, |t, v| t & v),
+            (S::BitwiseOr, |t, v| t | v),
+            (S::BitwiseXor, |t, v| t ^ v),
+        ];
+        for (op, f) in ops {
+            let mut t64: Vec<u64> = (0..10).map(|i| i * 0x0101_0101_0101 + 3).collect();
+            let input: Vec<u64> = (0..7).map(|i| u64::MAX - i * 977).collect();
+            let base = t64.as_mut_ptr() as u64;
+            // Elements 0..3 and 5..9.
+            let segs = [(base, 3 * 8), (base + 5 * 8, 4 * 8)];
+            let mut want = t64.clone();
+            for (k, i) in [0, 1, 2, 5, 6, 7, 8].into_iter().enumerate() {
+                want[i] = f(want[i], input[k]);
+            }
+            let bytes: Vec<u8> = input.iter().flat_map(|v| v.to_ne_bytes()).collect();
+            // SAFETY: aligned u64 elements of `t64`.
+            assert!(unsafe { bulk(&segs, 8, BasicType::U64, op, &bytes) });
+            assert_eq!(t64, want, "{op:?}");
+
+            let mut t32: Vec<u32> = (0..6).map(|i| i * 0x0101_0101 + 1).collect();
+            let in32: Vec<u32> = (0..6).map(|i| u32::MAX - i * 31).collect();
+            let segs = [(t32.as_mut_ptr() as u64, 6 * 4)];
+            let want: Vec<u32> = t32
+                .iter()
+                .zip(&in32)
+                .map(|(&t, &v)| f(u64::from(t), u64::from(v)) as u32)
+                .collect();
+            let bytes: Vec<u8> = in32.iter().flat_map(|v| v.to_ne_bytes()).collect();
+            // SAFETY: aligned u32 elements of `t32`.
+            assert!(unsafe { bulk(&segs, 4, BasicType::I32, op, &bytes) });
+            assert_eq!(t32, want, "{op:?}");
+        }
+        // Floats sum and integer max go element by element.
+        let mut x = [1.0f64];
+        let segs = [(x.as_mut_ptr() as u64, 8)];
+        let one = 2.0f64.to_ne_bytes();
+        // SAFETY: an aligned f64 element (not touched: false).
+        assert!(!unsafe { bulk(&segs, 8, BasicType::F64, S::Sum, &one) });
+        // SAFETY: as above.
+        assert!(!unsafe { bulk(&segs, 8, BasicType::U64, S::Max, &one) });
+        assert_eq!(x, [1.0]);
+    }
+}
