@@ -46,8 +46,8 @@ const TESTS: &[(&str, fn())] = &[
         intercommunicators_info_and_constructors,
     ),
     (
-        "comm_creation_does_not_slow_down",
-        comm_creation_does_not_slow_down,
+        "many_communicators_reuse_their_ids",
+        many_communicators_reuse_their_ids,
     ),
     ("malloc_is_the_shared_heap", malloc_is_the_shared_heap),
     (
@@ -462,7 +462,7 @@ fn communicators_and_groups() {
     build_and_run("tests/comms.c", "comms", (cores + 3).max(5));
 }
 
-fn comm_creation_does_not_slow_down() {
+fn many_communicators_reuse_their_ids() {
     build_and_run("tests/comm_ids.c", "comm_ids", 2);
 }
 

@@ -982,3 +982,27 @@ impl Communicator for SimpleCommunicator {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A freed id is the next one proposed, so ids do not grow with the
+    /// number of communicators made before (the agreement then costs the
+    /// same whatever the history).
+    #[test]
+    fn freed_context_ids_are_reused() {
+        // One process: the agreement's allreduce is the value itself.
+        let alone = |v: u32, _: fn(u32, u32) -> u32| Ok(v);
+        let a = agree_by(alone).unwrap();
+        let b = agree_by(alone).unwrap();
+        assert_ne!(a.0, b.0);
+        let freed = a.0;
+        drop(a);
+        for _ in 0..1000 {
+            let c = agree_by(alone).unwrap();
+            assert_eq!(c.0, freed);
+        }
+        drop(b);
+    }
+}
