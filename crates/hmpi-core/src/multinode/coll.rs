@@ -11,7 +11,10 @@
 //! contribution travels to every rank and each combines them in rank order.
 //!
 //! `scatterv`'s and `alltoallv`'s last node-local step is point-to-point
-//! on the heap from the leader to each member.
+//! on the heap from the leader to each member, as is that of the scans and
+//! of `reduce_scatter`: each leader combines its node's contributions, the
+//! leaders exchange their node's total through MPI (`MPI_Allgatherv`), and
+//! each leader hands every member of its node its own result.
 
 use super::comm::{Inner, SpanningCommunicator};
 use crate::collective::{PartitionMut, Root};
@@ -191,6 +194,28 @@ impl Inner {
         Ok(buf)
     }
 
+    /// Piece `k` to the `k`-th member of this node (the leader keeps its
+    /// own); on a member, the leader's piece for it. Called with
+    /// `Some(pieces)` on the leader only.
+    fn local_deal(&self, pieces: Option<Vec<Vec<u8>>>) -> Result<Vec<u8>> {
+        let members = &self.node_members[self.my_node];
+        let Some(pieces) = pieces else {
+            return self.local_recv(members[0]);
+        };
+        if pieces.len() != members.len() {
+            return Err(Error::Internal("pieces for the wrong node".into()));
+        }
+        let mut own = Vec::new();
+        for (&r, p) in members.iter().zip(pieces) {
+            if r == self.rank {
+                own = p;
+            } else {
+                self.local_send(&p, r)?;
+            }
+        }
+        Ok(own)
+    }
+
     /// Per node, its members' pieces in rank order, from `all` by rank.
     fn by_node<'p>(&self, all: &'p [Vec<u8>]) -> Vec<Vec<&'p [u8]>> {
         self.node_members
@@ -201,7 +226,7 @@ impl Inner {
 }
 
 impl SpanningCommunicator {
-    fn check_root(&self, root: i32) -> Result<()> {
+    pub(super) fn check_root(&self, root: i32) -> Result<()> {
         self.active()?;
         if (0..self.inner.size).contains(&root) {
             Ok(())
@@ -523,5 +548,180 @@ impl SpanningCommunicator {
             .map(|d| as_bytes(&send[d * count..(d + 1) * count]).to_vec())
             .collect();
         from_bytes(&self.alltoallv_bytes(&pieces)?.concat())
+    }
+
+    /// The inclusive prefixes of `send` (`MPI_Scan`): on member `r`, the
+    /// contributions of members `0..=r` combined element by element with
+    /// `op`, in rank order. Every member gives the same number of elements.
+    pub fn scan<T: Plain>(&self, send: &[T], op: impl Fn(T, T) -> T) -> Result<Vec<T>> {
+        self.active()?;
+        let own = self.prefix(send, &op, true)?;
+        own.ok_or_else(|| Error::Internal("scan: no prefix".into()))
+    }
+
+    /// The exclusive prefixes of `send` (`MPI_Exscan`): on member `r > 0`,
+    /// the contributions of members `0..r` combined with `op` in rank
+    /// order; `None` on member 0 (MPI leaves its buffer undefined).
+    pub fn exscan<T: Plain>(&self, send: &[T], op: impl Fn(T, T) -> T) -> Result<Option<Vec<T>>> {
+        self.active()?;
+        self.prefix(send, &op, false)
+    }
+
+    /// The prefix of this member (inclusive or not): each leader folds its
+    /// node's contributions into per-member prefixes, the leaders exchange
+    /// their node totals, and each leader puts the earlier nodes' total in
+    /// front of each member's prefix. Nodes of non-consecutive ranks: every
+    /// contribution everywhere, each member folds its own prefix.
+    fn prefix<T: Plain>(
+        &self,
+        send: &[T],
+        op: &impl Fn(T, T) -> T,
+        inclusive: bool,
+    ) -> Result<Option<Vec<T>>> {
+        let i = &self.inner;
+        let upto = |r: i32| {
+            if inclusive {
+                r as usize + 1
+            } else {
+                r as usize
+            }
+        };
+        if !i.contiguous {
+            let mut all = self.allgatherv_bytes(as_bytes(send))?;
+            all.truncate(upto(i.rank));
+            return Ok(if all.is_empty() {
+                None
+            } else {
+                Some(fold(all, op)?)
+            });
+        }
+        let dealt = match i.local_gather(as_bytes(send))? {
+            None => i.local_deal(None)?,
+            Some(node) => {
+                let members = &i.node_members[i.my_node];
+                // The node's inclusive prefixes, member by member.
+                let mut incl: Vec<Vec<T>> = Vec::with_capacity(node.len());
+                for p in node {
+                    let v = from_bytes::<T>(&p)?;
+                    let next = match incl.last() {
+                        None => v,
+                        Some(a) => fold(vec![as_bytes(a).to_vec(), p], op)?,
+                    };
+                    incl.push(next);
+                }
+                let total = incl.last().cloned().unwrap_or_default();
+                let totals = i.leaders()?.allgatherv(as_bytes(&total))?;
+                // Nodes are numbered in rank order when ranks are
+                // consecutive: the earlier nodes are those before this one.
+                let before: Vec<Vec<u8>> = totals.into_iter().take(i.my_node).collect();
+                let earlier = if before.is_empty() {
+                    None
+                } else {
+                    Some(fold::<T>(before, op)?)
+                };
+                let mut pieces = Vec::with_capacity(members.len());
+                for k in 0..members.len() {
+                    let local = if inclusive {
+                        Some(&incl[k])
+                    } else if k > 0 {
+                        Some(&incl[k - 1])
+                    } else {
+                        None
+                    };
+                    let p = match (&earlier, local) {
+                        (Some(e), Some(l)) => {
+                            let v =
+                                fold::<T>(vec![as_bytes(e).to_vec(), as_bytes(l).to_vec()], op)?;
+                            encode(&[as_bytes(&v)])
+                        }
+                        (Some(e), None) => encode(&[as_bytes(e)]),
+                        (None, Some(l)) => encode(&[as_bytes(l)]),
+                        (None, None) => encode::<&[u8]>(&[]),
+                    };
+                    pieces.push(p);
+                }
+                i.local_deal(Some(pieces))?
+            }
+        };
+        let mut got = decode(&dealt)?;
+        match got.pop() {
+            Some(b) if got.is_empty() => from_bytes(&b).map(Some),
+            None => Ok(None),
+            Some(_) => Err(Error::Internal("scan: a damaged prefix".into())),
+        }
+    }
+
+    /// `send` combined element by element over every member with `op` in
+    /// rank order, cut into consecutive blocks of `counts[r]` elements,
+    /// block `r` on member `r` (`MPI_Reduce_scatter`). Every member gives
+    /// the same `counts` and `counts.iter().sum()` elements.
+    pub fn reduce_scatter<T: Plain>(
+        &self,
+        send: &[T],
+        counts: &[usize],
+        op: impl Fn(T, T) -> T,
+    ) -> Result<Vec<T>> {
+        self.active()?;
+        let i = &self.inner;
+        if counts.len() != i.size as usize {
+            return Err(Error::Arg {
+                reason: format!(
+                    "reduce_scatter: {} counts for {} members",
+                    counts.len(),
+                    i.size
+                ),
+            });
+        }
+        let total: usize = counts.iter().sum();
+        if send.len() != total {
+            return Err(Error::Arg {
+                reason: format!(
+                    "reduce_scatter: {} elements where the counts add up to {total}",
+                    send.len()
+                ),
+            });
+        }
+        let start: usize = counts[..i.rank as usize].iter().sum();
+        let mine = start..start + counts[i.rank as usize];
+        if !i.contiguous {
+            let all = fold(self.allgatherv_bytes(as_bytes(send))?, &op)?;
+            return Ok(all[mine].to_vec());
+        }
+        let dealt = match i.local_gather(as_bytes(send))? {
+            None => i.local_deal(None)?,
+            Some(node) => {
+                let partial = fold(node, &op)?;
+                let partials = i.leaders()?.allgatherv(as_bytes(&partial))?;
+                let all = fold::<T>(partials, &op)?;
+                if all.len() != total {
+                    return Err(Error::Arg {
+                        reason: "reduce_scatter: members give different counts".into(),
+                    });
+                }
+                let members = &i.node_members[i.my_node];
+                let pieces = members
+                    .iter()
+                    .map(|&r| {
+                        let s: usize = counts[..r as usize].iter().sum();
+                        as_bytes(&all[s..s + counts[r as usize]]).to_vec()
+                    })
+                    .collect();
+                i.local_deal(Some(pieces))?
+            }
+        };
+        from_bytes(&dealt)
+    }
+
+    /// `send` (`count` elements per member, `count · size` in all)
+    /// combined with `op` in rank order; block `r` on member `r`
+    /// (`MPI_Reduce_scatter_block`).
+    pub fn reduce_scatter_block<T: Plain>(
+        &self,
+        send: &[T],
+        count: usize,
+        op: impl Fn(T, T) -> T,
+    ) -> Result<Vec<T>> {
+        let counts = vec![count; self.inner.size as usize];
+        self.reduce_scatter(send, &counts, op)
     }
 }

@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::raw::{self, Status, ANY_SOURCE, ANY_TAG, PROC_NULL};
 use std::collections::VecDeque;
 use std::marker::PhantomData;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// A communicator spanning nodes (see the module docs). Cloning shares it.
 #[derive(Clone)]
@@ -72,6 +72,9 @@ pub(super) struct Inner {
     pub leaders: Option<RawComm>,
     /// Receives waiting for their turn (see the module docs).
     queue: Mutex<VecDeque<Arc<Mutex<Waiting>>>>,
+    /// The progress thread of the nonblocking collectives, started by the
+    /// first one.
+    pub progress: OnceLock<super::icoll::Progress>,
 }
 
 /// Where a peer is.
@@ -157,6 +160,7 @@ impl SpanningCommunicator {
                 remote,
                 leaders,
                 queue: Mutex::new(VecDeque::new()),
+                progress: OnceLock::new(),
             }),
         })
     }
