@@ -59,23 +59,48 @@ fn from_bytes<T: Plain>(b: &[u8]) -> Result<Vec<T>> {
         .collect())
 }
 
+/// `acc[k] = op(acc[k], piece[k])` for every element of `piece` (the
+/// bytes of a `[T]` as long as `acc`), in place.
+fn fold_into<T: Plain>(acc: &mut [T], piece: &[u8], op: &impl Fn(T, T) -> T) -> Result<()> {
+    let sz = std::mem::size_of::<T>().max(1);
+    if piece.len() != acc.len() * sz {
+        return Err(Error::Arg {
+            reason: format!(
+                "reduce: members give {} and {} elements",
+                acc.len(),
+                piece.len() / sz
+            ),
+        });
+    }
+    for (a, c) in acc.iter_mut().zip(piece.chunks_exact(sz)) {
+        // SAFETY: `c` holds size_of::<T>() bytes and every pattern is a
+        // valid `T` (`Plain`); read unaligned.
+        let x = unsafe { std::ptr::read_unaligned(c.as_ptr().cast::<T>()) };
+        *a = op(*a, x);
+    }
+    Ok(())
+}
+
 /// The pieces (each the bytes of a `[T]`) combined element by element
 /// with `op`, in order; all pieces must hold the same number of elements.
 fn fold<T: Plain>(parts: Vec<Vec<u8>>, op: &impl Fn(T, T) -> T) -> Result<Vec<T>> {
-    let mut acc: Option<Vec<T>> = None;
-    for p in parts {
-        let v = from_bytes::<T>(&p)?;
-        acc = Some(match acc {
-            None => v,
-            Some(a) if a.len() == v.len() => a.into_iter().zip(v).map(|(x, y)| op(x, y)).collect(),
-            Some(a) => {
-                return Err(Error::Arg {
-                    reason: format!("reduce: members give {} and {} elements", a.len(), v.len()),
-                })
-            }
-        });
+    let mut it = parts.into_iter();
+    let Some(first) = it.next() else {
+        return Ok(Vec::new());
+    };
+    let mut acc = from_bytes::<T>(&first)?;
+    for p in it {
+        fold_into(&mut acc, &p, op)?;
     }
-    Ok(acc.unwrap_or_default())
+    Ok(acc)
+}
+
+/// The bytes of `v`, writable.
+fn as_bytes_mut<T: Plain>(v: &mut [T]) -> &mut [u8] {
+    // SAFETY: `Plain` types have no padding and every byte pattern is a
+    // valid value, so any bytes written leave valid `T`s; the length is
+    // the slice's size in bytes.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), std::mem::size_of_val(v)) }
 }
 
 /// Pieces as one buffer: their count, their lengths, their bytes.
@@ -436,15 +461,33 @@ impl SpanningCommunicator {
         if !i.contiguous {
             return fold(self.allgatherv_bytes(as_bytes(send))?, &op);
         }
-        let node = i.local_gather(as_bytes(send))?;
-        let mut data = Vec::new();
-        if let Some(node) = node {
-            let partial = fold(node, &op)?;
-            let partials = i.leaders()?.allgatherv(as_bytes(&partial))?;
-            data = as_bytes(&fold(partials, &op)?).to_vec();
+        // Every member gives as many elements as this one (MPI's rule), so
+        // the node phases move fixed lengths: no lengths travel, and the
+        // leader combines in place.
+        let c: &SimpleCommunicator = &i.coll_local;
+        let root = c.process_at_rank(0);
+        let mine = as_bytes(send);
+        let mut out: Vec<T> = send.to_vec();
+        if c.rank() != 0 {
+            root.gather_into(mine)?;
+        } else {
+            let mut all = vec![0u8; mine.len() * c.size() as usize];
+            root.gather_into_root(mine, &mut all[..])?;
+            // The leader is the node's lowest rank: `out` (its own) comes
+            // first, the members' follow in rank order.
+            for piece in all.chunks_exact(mine.len().max(1)).skip(1) {
+                fold_into(&mut out, piece, &op)?;
+            }
+            let partials = i.leaders()?.allgatherv(as_bytes(&out))?;
+            out = fold(partials, &op)?;
+            if out.len() != send.len() {
+                return Err(Error::Arg {
+                    reason: "allreduce: members give different counts".into(),
+                });
+            }
         }
-        i.local_bcast(&mut data)?;
-        from_bytes(&data)
+        root.broadcast_into(as_bytes_mut(&mut out))?;
+        Ok(out)
     }
 
     /// `send` combined element by element over every member with `op`,

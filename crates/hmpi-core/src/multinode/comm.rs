@@ -290,11 +290,18 @@ impl SpanningCommunicator {
                 // ends (waited for below; an error of the wait leaves
                 // nothing pending, as MPI_Test completes it).
                 let mut req = unsafe { self.inner.remote.isend(buf, r, tag, sync) }?;
+                // Spins, then yields, as `SpanRequest::wait` does.
+                let mut polls = 0u32;
                 loop {
                     if req.test()?.is_some() {
                         return Ok(());
                     }
-                    std::thread::yield_now();
+                    if polls < SPIN_POLLS {
+                        polls += 1;
+                        std::hint::spin_loop();
+                    } else {
+                        std::thread::yield_now();
+                    }
                 }
             }
             _ => Ok(()),
@@ -395,6 +402,30 @@ impl SpanningCommunicator {
         let route = self.route(source, true)?;
         if route == Route::Null {
             return Ok(self.request(State::Done(null_status())));
+        }
+        // A receive from a known source while no receive waits in the
+        // queue: nothing earlier can conflict, so it is posted in its
+        // engine at once, as `progress_queue` would, without a queue entry
+        // (no allocation or second lock per message on the common path).
+        // The queue's lock is held while posting so that no wildcard
+        // receive slips in between the check and the post.
+        if let Route::Local(l) = route {
+            let q = self.queue();
+            if q.is_empty() {
+                // SAFETY: the caller keeps `buf` until the request
+                // completes (this function's contract).
+                let r = unsafe { raw::irecv(&self.inner.local, buf, l, tag) }?;
+                drop(q);
+                return Ok(self.request(State::Local(r)));
+            }
+        } else if let Route::Remote(r) = route {
+            let q = self.queue();
+            if q.is_empty() {
+                // SAFETY: as above.
+                let r = unsafe { self.inner.remote.irecv(buf.as_mut_ptr(), buf.len(), r, tag) }?;
+                drop(q);
+                return Ok(self.request(State::Remote(r)));
+            }
         }
         let w = Arc::new(Mutex::new(Waiting {
             buf: buf.as_mut_ptr(),
@@ -734,6 +765,9 @@ enum State<'a> {
     Taken,
 }
 
+/// Tests of a request before its wait starts yielding the processor.
+const SPIN_POLLS: u32 = 2000;
+
 /// A nonblocking operation of a [`SpanningCommunicator`]; completed by
 /// [`SpanRequest::test`] / [`SpanRequest::wait`] (dropping it waits).
 pub struct SpanRequest<'a> {
@@ -837,12 +871,22 @@ impl SpanRequest<'_> {
     }
 
     fn wait_mut(&mut self) -> Result<Status> {
+        // Spins on tests first (a message from another node through MPI
+        // often arrives within a few polls, and giving up the processor
+        // costs a time slice on a busy machine), then yields between
+        // tests so that more ranks than cores still progress.
+        let mut polls = 0u32;
         loop {
             if let Some(st) = self.test()? {
                 self.state = State::Taken;
                 return Ok(st);
             }
-            std::thread::yield_now();
+            if polls < SPIN_POLLS {
+                polls += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
         }
     }
 
