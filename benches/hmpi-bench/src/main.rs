@@ -35,7 +35,9 @@
 //! * [`opi`]: ownership passing (give/take) against the copy path and
 //!   (feature `iceoryx2`) iceoryx2, with the kernels in [`opi_kernels`];
 //! * [`rma`]: one-sided put/get latency and the skew benchmark on hmpi's
-//!   windows, and (`compare rma`) on the peers' `MPI_Win_allocate` windows.
+//!   windows, and (`compare rma`) on the peers' `MPI_Win_allocate` windows;
+//! * [`multinode`]: hmpi across virtual nodes against plain MPI, run as an
+//!   MPI program under `mpirun` (feature `multinode`).
 //!
 //! Features: `mimalloc` and `plots` (default) add the `alloc` workload's
 //! mimalloc backend and the PNG charts; `mpi` builds the rsmpi peer;
@@ -54,6 +56,7 @@ mod compare;
 mod floor;
 #[cfg(feature = "iceoryx2")]
 mod iceoryx;
+mod multinode;
 mod opi;
 mod opi_kernels;
 mod p2p;
@@ -258,6 +261,7 @@ pub const WORKLOADS: &[Workload] = &[
     alloc::WORKLOAD,
     opi::WORKLOAD,
     rma::WORKLOAD,
+    multinode::WORKLOAD,
 ];
 
 /// Progress lines on stderr, stamped with the time since the start.
