@@ -468,25 +468,32 @@ impl SpanningCommunicator {
         let root = c.process_at_rank(0);
         let mine = as_bytes(send);
         let mut out: Vec<T> = send.to_vec();
+        let alone = c.size() == 1;
         if c.rank() != 0 {
             root.gather_into(mine)?;
         } else {
-            let mut all = vec![0u8; mine.len() * c.size() as usize];
-            root.gather_into_root(mine, &mut all[..])?;
-            // The leader is the node's lowest rank: `out` (its own) comes
-            // first, the members' follow in rank order.
-            for piece in all.chunks_exact(mine.len().max(1)).skip(1) {
-                fold_into(&mut out, piece, &op)?;
+            if !alone {
+                let mut all = vec![0u8; mine.len() * c.size() as usize];
+                root.gather_into_root(mine, &mut all[..])?;
+                // The leader is the node's lowest rank: `out` (its own)
+                // comes first, the members' follow in rank order.
+                for piece in all.chunks_exact(mine.len().max(1)).skip(1) {
+                    fold_into(&mut out, piece, &op)?;
+                }
             }
-            let partials = i.leaders()?.allgatherv(as_bytes(&out))?;
-            out = fold(partials, &op)?;
-            if out.len() != send.len() {
-                return Err(Error::Arg {
-                    reason: "allreduce: members give different counts".into(),
-                });
+            // The partials have one length too: fixed-length allgather.
+            let partials = i.leaders()?.allgather_fixed(as_bytes(&out))?;
+            let mut pieces = partials.chunks_exact(mine.len().max(1));
+            if let Some(first) = pieces.next() {
+                out.copy_from_slice(&from_bytes::<T>(first)?);
+                for p in pieces {
+                    fold_into(&mut out, p, &op)?;
+                }
             }
         }
-        root.broadcast_into(as_bytes_mut(&mut out))?;
+        if !alone {
+            root.broadcast_into(as_bytes_mut(&mut out))?;
+        }
         Ok(out)
     }
 

@@ -871,17 +871,19 @@ impl SpanRequest<'_> {
     }
 
     fn wait_mut(&mut self) -> Result<Status> {
-        // Spins on tests first (a message from another node through MPI
-        // often arrives within a few polls, and giving up the processor
-        // costs a time slice on a busy machine), then yields between
-        // tests so that more ranks than cores still progress.
+        // On an MPI request, spins on tests first (a message from another
+        // node often arrives within a few polls, and giving up the
+        // processor costs a time slice on a busy machine), then yields
+        // between tests so that more ranks than cores still progress.
         let mut polls = 0u32;
         loop {
             if let Some(st) = self.test()? {
                 self.state = State::Taken;
                 return Ok(st);
             }
-            if polls < SPIN_POLLS {
+            // Only MPI's requests spin: the engine's own node-local ones
+            // are the peer's to complete, which may need this processor.
+            if polls < SPIN_POLLS && matches!(self.state, State::Remote(_)) {
                 polls += 1;
                 std::hint::spin_loop();
             } else {

@@ -323,6 +323,33 @@ impl RawComm {
         Ok(out)
     }
 
+    /// Every process's `mine`, concatenated by rank (`MPI_Allgather`);
+    /// every process gives the same length.
+    pub(crate) fn allgather_fixed(&self, mine: &[u8]) -> Result<Vec<u8>> {
+        let n = count(mine.len())?;
+        let size = usize::try_from(self.size()?).unwrap_or(0);
+        let mut all = vec![0u8; mine.len() * size];
+        let mut spare = [0u8; 1];
+        let recv = recv_ptr(&mut all, &mut spare);
+        check(
+            // SAFETY: `mine` holds `n` bytes; `recv` holds `n` per process
+            // (a spare byte when `n` is 0).
+            call(|| unsafe {
+                ffi::MPI_Allgather(
+                    mine.as_ptr().cast(),
+                    n,
+                    bytes(),
+                    recv,
+                    n,
+                    bytes(),
+                    self.handle,
+                )
+            }),
+            "Allgather",
+        )?;
+        Ok(all)
+    }
+
     /// Every process's bytes, by rank (`MPI_Allgatherv`, lengths first).
     pub(crate) fn allgatherv(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
         let lens = self.allgather_i64(mine.len() as i64)?;
