@@ -515,3 +515,28 @@ mod imp {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_follow_the_options() {
+        let mut o = Options::default();
+        assert_eq!(sizes(&o), vec![8, 64, 512, 4096, 32768, 262_144, 1 << 20]);
+        o.quick = true;
+        assert_eq!(sizes(&o), vec![8, 4096, 1 << 20]);
+        o.quick = false;
+        o.sizes = Some((64, 4096));
+        assert_eq!(sizes(&o), vec![64, 512, 4096]);
+        o.sizes = Some((3, 7));
+        assert!(sizes(&o).is_empty());
+    }
+
+    #[cfg(not(feature = "multinode"))]
+    #[test]
+    fn without_the_feature_it_says_how_to_build() {
+        let e = run(&Options::default(), &Progress::new()).err().unwrap();
+        assert!(matches!(e, BenchError::Usage(m) if m.contains("--features multinode")));
+    }
+}
