@@ -39,7 +39,9 @@
 //! * [`rma`]: one-sided put/get latency and the skew benchmark on hmpi's
 //!   windows, and (`compare rma`) on the peers' `MPI_Win_allocate` windows;
 //! * [`pgas`]: the global address space (put/get, fetch_add, GUPS, halo
-//!   exchange through global pointers), and (`compare pgas`) MPI RMA.
+//!   exchange through global pointers), and (`compare pgas`) MPI RMA;
+//! * [`multinode`]: hmpi across virtual nodes against plain MPI, run as an
+//!   MPI program under `mpirun` (feature `multinode`).
 //!
 //! Features: `mimalloc` and `plots` (default) add the `alloc` workload's
 //! mimalloc backend and the PNG charts; `mpi` builds the rsmpi peer;
@@ -59,6 +61,7 @@ mod floor;
 #[cfg(feature = "iceoryx2")]
 mod iceoryx;
 mod msgrate_mt;
+mod multinode;
 mod opi;
 mod opi_kernels;
 mod p2p;
@@ -268,6 +271,7 @@ pub const WORKLOADS: &[Workload] = &[
     rma::WORKLOAD,
     msgrate_mt::WORKLOAD,
     pgas::WORKLOAD,
+    multinode::WORKLOAD,
 ];
 
 /// Progress lines on stderr, stamped with the time since the start.

@@ -238,6 +238,8 @@ fn suite(universe: &hmpi_core::Universe, world: &SpanningCommunicator) {
     threads(world);
     stencil(world);
     collectives(world);
+    scans(world);
+    nonblocking_collectives(world);
     split_and_dup(world);
     errors(world);
     world.barrier().unwrap();
@@ -738,6 +740,187 @@ fn collectives(world: &SpanningCommunicator) {
     let got = world.all_to_all(&a2a, 2).unwrap();
     let want: Vec<i32> = (0..size).flat_map(|s| [s, rank]).collect();
     assert_eq!(got, want);
+    world.barrier().unwrap();
+}
+
+/// The serial prefix of members `0..upto` of `contrib`, combined with
+/// `op` in rank order (`None` for no member).
+fn serial_prefix<T: Copy>(
+    upto: i32,
+    contrib: impl Fn(i32) -> Vec<T>,
+    op: impl Fn(T, T) -> T,
+) -> Option<Vec<T>> {
+    let mut acc: Option<Vec<T>> = None;
+    for r in 0..upto {
+        let c = contrib(r);
+        acc = Some(match acc {
+            None => c,
+            Some(a) => a.into_iter().zip(c).map(|(x, y)| op(x, y)).collect(),
+        });
+    }
+    acc
+}
+
+/// Scan, exscan and reduce-scatter against serial computations, with
+/// sums and a non-commutative operation, on the world (nodes of
+/// consecutive ranks) and on a communicator whose nodes are not.
+fn scans(world: &SpanningCommunicator) {
+    let concat = |a: u64, b: u64| a * 10u64.pow(b.to_string().len() as u32) + b;
+    let interleaved = world
+        .split(Some(0), (world.rank() % 2) * world.size() + world.rank())
+        .unwrap()
+        .unwrap();
+    for c in [world, &interleaved] {
+        let (rank, size) = (c.rank(), c.size());
+        let contrib = |r: i32| -> Vec<i64> { vec![i64::from(r) * 3 - 1, 5, i64::from(r * r)] };
+        let s = c.scan(&contrib(rank), |a, b| a + b).unwrap();
+        assert_eq!(s, serial_prefix(rank + 1, contrib, |a, b| a + b).unwrap());
+        let e = c.exscan(&contrib(rank), |a, b| a + b).unwrap();
+        assert_eq!(e, serial_prefix(rank, contrib, |a, b| a + b), "exscan");
+        let digits = |r: i32| vec![r as u64 + 1];
+        let s = c.scan(&digits(rank), concat).unwrap();
+        assert_eq!(
+            s,
+            serial_prefix(rank + 1, digits, concat).unwrap(),
+            "scan order"
+        );
+        let e = c.exscan(&digits(rank), concat).unwrap();
+        assert_eq!(e, serial_prefix(rank, digits, concat), "exscan order");
+        // Empty contributions.
+        assert_eq!(c.scan::<u8>(&[], |a, b| a + b).unwrap(), Vec::<u8>::new());
+        // reduce_scatter_block: block r of the serial fold on member r.
+        let k = 3usize;
+        let rs = |r: i32| -> Vec<u64> {
+            (0..size as u64 * k as u64)
+                .map(|x| x * 7 + r as u64 + 1)
+                .collect()
+        };
+        let got = c.reduce_scatter_block(&rs(rank), k, |a, b| a + b).unwrap();
+        let full = serial_prefix(size, rs, |a, b| a + b).unwrap();
+        let at = rank as usize * k;
+        assert_eq!(got, full[at..at + k], "reduce_scatter_block");
+        let cat = |r: i32| -> Vec<u64> { vec![r as u64 + 1; size as usize * 2] };
+        let got = c.reduce_scatter_block(&cat(rank), 2, concat).unwrap();
+        let full = serial_prefix(size, cat, concat).unwrap();
+        assert_eq!(got, full[rank as usize * 2..rank as usize * 2 + 2]);
+        // reduce_scatter with uneven counts (some empty).
+        let counts: Vec<usize> = (0..size as usize).map(|r| (r * 2 + 1) % 4).collect();
+        let total: usize = counts.iter().sum();
+        let v = |r: i32| -> Vec<i32> { (0..total as i32).map(|x| x - r).collect() };
+        let got = c.reduce_scatter(&v(rank), &counts, |a, b| a + b).unwrap();
+        let full = serial_prefix(size, v, |a, b| a + b).unwrap();
+        let start: usize = counts[..rank as usize].iter().sum();
+        assert_eq!(got, full[start..start + counts[rank as usize]]);
+        // Bad counts are errors on every member.
+        assert!(c
+            .reduce_scatter(&v(rank), &counts[1..], |a, b| a + b)
+            .is_err());
+        assert!(c
+            .reduce_scatter(&v(rank)[1..], &counts, |a, b| a + b)
+            .is_err());
+        c.barrier().unwrap();
+    }
+}
+
+/// Nonblocking collectives: several in flight at once, completed out of
+/// order and by testing, each against its serial result.
+fn nonblocking_collectives(world: &SpanningCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    let concat = |a: u64, b: u64| a * 10u64.pow(b.to_string().len() as u32) + b;
+    let want: u64 = (1..=size)
+        .map(|r| r.to_string())
+        .collect::<String>()
+        .parse()
+        .unwrap();
+    let root = size - 1;
+    let b = world.ibarrier().unwrap();
+    let ar = world.iallreduce(vec![rank as u64 + 1], concat).unwrap();
+    let red = world.ireduce(vec![rank as u64 + 1], concat, root).unwrap();
+    let mut bc = world
+        .ibcast_bytes(
+            if rank == root {
+                filled(root, 5000, 8)
+            } else {
+                vec![]
+            },
+            root,
+        )
+        .unwrap();
+    let ag = world.iall_gather(vec![rank, -rank]).unwrap();
+    let g = world.igather(vec![rank as u8], 0).unwrap();
+    let src: Vec<u32> = (0..size as u32 * 2).collect();
+    let sc = world
+        .iscatter((rank == 0).then(|| src.clone()), 2, 0)
+        .unwrap();
+    let a2a = world
+        .iall_to_all((0..size).flat_map(|d| [rank, d]).collect(), 2)
+        .unwrap();
+    let agv = world
+        .iallgatherv_bytes(filled(rank, rank as usize * 11, 9))
+        .unwrap();
+    let gv = world.igatherv_bytes(filled(rank, 3, 10), root).unwrap();
+    let pieces: Vec<Vec<u8>> = (0..size).map(|r| filled(r, r as usize + 2, 11)).collect();
+    let sv = world
+        .iscatterv_bytes((rank == root).then(|| pieces.clone()), root)
+        .unwrap();
+    let a2av = world
+        .ialltoallv_bytes((0..size).map(|d| filled(rank, d as usize, 12)).collect())
+        .unwrap();
+    let sn = world.iscan(vec![rank as u64 + 1], concat).unwrap();
+    let ex = world.iexscan(vec![rank as u64 + 1], concat).unwrap();
+    let rsb = world
+        .ireduce_scatter_block(vec![rank as u64 + 1; size as usize], 1, concat)
+        .unwrap();
+    let rs = world
+        .ireduce_scatter(
+            vec![1i64; size as usize * 2],
+            vec![2; size as usize],
+            |a, b| a + b,
+        )
+        .unwrap();
+    // Completed in another order than started; one by testing.
+    while !bc.test() {
+        std::thread::yield_now();
+    }
+    assert_eq!(bc.wait().unwrap(), filled(root, 5000, 8));
+    let digits = |r: i32| vec![r as u64 + 1];
+    assert_eq!(ex.wait().unwrap(), serial_prefix(rank, digits, concat));
+    assert_eq!(
+        sn.wait().unwrap(),
+        serial_prefix(rank + 1, digits, concat).unwrap()
+    );
+    assert_eq!(ar.wait().unwrap(), vec![want]);
+    let r = red.wait().unwrap();
+    assert_eq!(r, (rank == root).then(|| vec![want]));
+    b.wait().unwrap();
+    let want_ag: Vec<i32> = (0..size).flat_map(|r| [r, -r]).collect();
+    assert_eq!(ag.wait().unwrap(), want_ag);
+    let gathered = g.wait().unwrap();
+    assert_eq!(gathered, (rank == 0).then(|| (0..size as u8).collect()));
+    assert_eq!(
+        sc.wait().unwrap(),
+        src[rank as usize * 2..rank as usize * 2 + 2]
+    );
+    let want_a2a: Vec<i32> = (0..size).flat_map(|s| [s, rank]).collect();
+    assert_eq!(a2a.wait().unwrap(), want_a2a);
+    let want_agv: Vec<Vec<u8>> = (0..size).map(|r| filled(r, r as usize * 11, 9)).collect();
+    assert_eq!(agv.wait().unwrap(), want_agv);
+    let got = gv.wait().unwrap();
+    if rank == root {
+        let w: Vec<Vec<u8>> = (0..size).map(|r| filled(r, 3, 10)).collect();
+        assert_eq!(got.unwrap(), w);
+    } else {
+        assert!(got.is_none());
+    }
+    assert_eq!(sv.wait().unwrap(), filled(rank, rank as usize + 2, 11));
+    let got = a2av.wait().unwrap();
+    for (s, p) in got.iter().enumerate() {
+        assert_eq!(p, &filled(s as i32, rank as usize, 12));
+    }
+    assert_eq!(rsb.wait().unwrap(), vec![want]);
+    assert_eq!(rs.wait().unwrap(), vec![i64::from(size); 2]);
+    // A bad root is refused when the operation is started.
+    assert!(world.ibcast_bytes(vec![], size).is_err());
     world.barrier().unwrap();
 }
 

@@ -11,7 +11,10 @@
 //! contribution travels to every rank and each combines them in rank order.
 //!
 //! `scatterv`'s and `alltoallv`'s last node-local step is point-to-point
-//! on the heap from the leader to each member.
+//! on the heap from the leader to each member, as is that of the scans and
+//! of `reduce_scatter`: each leader combines its node's contributions, the
+//! leaders exchange their node's total through MPI (`MPI_Allgatherv`), and
+//! each leader hands every member of its node its own result.
 
 use super::comm::{Inner, SpanningCommunicator};
 use crate::collective::{PartitionMut, Root};
@@ -56,23 +59,48 @@ fn from_bytes<T: Plain>(b: &[u8]) -> Result<Vec<T>> {
         .collect())
 }
 
+/// `acc[k] = op(acc[k], piece[k])` for every element of `piece` (the
+/// bytes of a `[T]` as long as `acc`), in place.
+fn fold_into<T: Plain>(acc: &mut [T], piece: &[u8], op: &impl Fn(T, T) -> T) -> Result<()> {
+    let sz = std::mem::size_of::<T>().max(1);
+    if piece.len() != acc.len() * sz {
+        return Err(Error::Arg {
+            reason: format!(
+                "reduce: members give {} and {} elements",
+                acc.len(),
+                piece.len() / sz
+            ),
+        });
+    }
+    for (a, c) in acc.iter_mut().zip(piece.chunks_exact(sz)) {
+        // SAFETY: `c` holds size_of::<T>() bytes and every pattern is a
+        // valid `T` (`Plain`); read unaligned.
+        let x = unsafe { std::ptr::read_unaligned(c.as_ptr().cast::<T>()) };
+        *a = op(*a, x);
+    }
+    Ok(())
+}
+
 /// The pieces (each the bytes of a `[T]`) combined element by element
 /// with `op`, in order; all pieces must hold the same number of elements.
 fn fold<T: Plain>(parts: Vec<Vec<u8>>, op: &impl Fn(T, T) -> T) -> Result<Vec<T>> {
-    let mut acc: Option<Vec<T>> = None;
-    for p in parts {
-        let v = from_bytes::<T>(&p)?;
-        acc = Some(match acc {
-            None => v,
-            Some(a) if a.len() == v.len() => a.into_iter().zip(v).map(|(x, y)| op(x, y)).collect(),
-            Some(a) => {
-                return Err(Error::Arg {
-                    reason: format!("reduce: members give {} and {} elements", a.len(), v.len()),
-                })
-            }
-        });
+    let mut it = parts.into_iter();
+    let Some(first) = it.next() else {
+        return Ok(Vec::new());
+    };
+    let mut acc = from_bytes::<T>(&first)?;
+    for p in it {
+        fold_into(&mut acc, &p, op)?;
     }
-    Ok(acc.unwrap_or_default())
+    Ok(acc)
+}
+
+/// The bytes of `v`, writable.
+fn as_bytes_mut<T: Plain>(v: &mut [T]) -> &mut [u8] {
+    // SAFETY: `Plain` types have no padding and every byte pattern is a
+    // valid value, so any bytes written leave valid `T`s; the length is
+    // the slice's size in bytes.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), std::mem::size_of_val(v)) }
 }
 
 /// Pieces as one buffer: their count, their lengths, their bytes.
@@ -191,6 +219,28 @@ impl Inner {
         Ok(buf)
     }
 
+    /// Piece `k` to the `k`-th member of this node (the leader keeps its
+    /// own); on a member, the leader's piece for it. Called with
+    /// `Some(pieces)` on the leader only.
+    fn local_deal(&self, pieces: Option<Vec<Vec<u8>>>) -> Result<Vec<u8>> {
+        let members = &self.node_members[self.my_node];
+        let Some(pieces) = pieces else {
+            return self.local_recv(members[0]);
+        };
+        if pieces.len() != members.len() {
+            return Err(Error::Internal("pieces for the wrong node".into()));
+        }
+        let mut own = Vec::new();
+        for (&r, p) in members.iter().zip(pieces) {
+            if r == self.rank {
+                own = p;
+            } else {
+                self.local_send(&p, r)?;
+            }
+        }
+        Ok(own)
+    }
+
     /// Per node, its members' pieces in rank order, from `all` by rank.
     fn by_node<'p>(&self, all: &'p [Vec<u8>]) -> Vec<Vec<&'p [u8]>> {
         self.node_members
@@ -201,7 +251,7 @@ impl Inner {
 }
 
 impl SpanningCommunicator {
-    fn check_root(&self, root: i32) -> Result<()> {
+    pub(super) fn check_root(&self, root: i32) -> Result<()> {
         self.active()?;
         if (0..self.inner.size).contains(&root) {
             Ok(())
@@ -411,15 +461,40 @@ impl SpanningCommunicator {
         if !i.contiguous {
             return fold(self.allgatherv_bytes(as_bytes(send))?, &op);
         }
-        let node = i.local_gather(as_bytes(send))?;
-        let mut data = Vec::new();
-        if let Some(node) = node {
-            let partial = fold(node, &op)?;
-            let partials = i.leaders()?.allgatherv(as_bytes(&partial))?;
-            data = as_bytes(&fold(partials, &op)?).to_vec();
+        // Every member gives as many elements as this one (MPI's rule), so
+        // the node phases move fixed lengths: no lengths travel, and the
+        // leader combines in place.
+        let c: &SimpleCommunicator = &i.coll_local;
+        let root = c.process_at_rank(0);
+        let mine = as_bytes(send);
+        let mut out: Vec<T> = send.to_vec();
+        let alone = c.size() == 1;
+        if c.rank() != 0 {
+            root.gather_into(mine)?;
+        } else {
+            if !alone {
+                let mut all = vec![0u8; mine.len() * c.size() as usize];
+                root.gather_into_root(mine, &mut all[..])?;
+                // The leader is the node's lowest rank: `out` (its own)
+                // comes first, the members' follow in rank order.
+                for piece in all.chunks_exact(mine.len().max(1)).skip(1) {
+                    fold_into(&mut out, piece, &op)?;
+                }
+            }
+            // The partials have one length too: fixed-length allgather.
+            let partials = i.leaders()?.allgather_fixed(as_bytes(&out))?;
+            let mut pieces = partials.chunks_exact(mine.len().max(1));
+            if let Some(first) = pieces.next() {
+                out.copy_from_slice(&from_bytes::<T>(first)?);
+                for p in pieces {
+                    fold_into(&mut out, p, &op)?;
+                }
+            }
         }
-        i.local_bcast(&mut data)?;
-        from_bytes(&data)
+        if !alone {
+            root.broadcast_into(as_bytes_mut(&mut out))?;
+        }
+        Ok(out)
     }
 
     /// `send` combined element by element over every member with `op`,
@@ -523,5 +598,180 @@ impl SpanningCommunicator {
             .map(|d| as_bytes(&send[d * count..(d + 1) * count]).to_vec())
             .collect();
         from_bytes(&self.alltoallv_bytes(&pieces)?.concat())
+    }
+
+    /// The inclusive prefixes of `send` (`MPI_Scan`): on member `r`, the
+    /// contributions of members `0..=r` combined element by element with
+    /// `op`, in rank order. Every member gives the same number of elements.
+    pub fn scan<T: Plain>(&self, send: &[T], op: impl Fn(T, T) -> T) -> Result<Vec<T>> {
+        self.active()?;
+        let own = self.prefix(send, &op, true)?;
+        own.ok_or_else(|| Error::Internal("scan: no prefix".into()))
+    }
+
+    /// The exclusive prefixes of `send` (`MPI_Exscan`): on member `r > 0`,
+    /// the contributions of members `0..r` combined with `op` in rank
+    /// order; `None` on member 0 (MPI leaves its buffer undefined).
+    pub fn exscan<T: Plain>(&self, send: &[T], op: impl Fn(T, T) -> T) -> Result<Option<Vec<T>>> {
+        self.active()?;
+        self.prefix(send, &op, false)
+    }
+
+    /// The prefix of this member (inclusive or not): each leader folds its
+    /// node's contributions into per-member prefixes, the leaders exchange
+    /// their node totals, and each leader puts the earlier nodes' total in
+    /// front of each member's prefix. Nodes of non-consecutive ranks: every
+    /// contribution everywhere, each member folds its own prefix.
+    fn prefix<T: Plain>(
+        &self,
+        send: &[T],
+        op: &impl Fn(T, T) -> T,
+        inclusive: bool,
+    ) -> Result<Option<Vec<T>>> {
+        let i = &self.inner;
+        let upto = |r: i32| {
+            if inclusive {
+                r as usize + 1
+            } else {
+                r as usize
+            }
+        };
+        if !i.contiguous {
+            let mut all = self.allgatherv_bytes(as_bytes(send))?;
+            all.truncate(upto(i.rank));
+            return Ok(if all.is_empty() {
+                None
+            } else {
+                Some(fold(all, op)?)
+            });
+        }
+        let dealt = match i.local_gather(as_bytes(send))? {
+            None => i.local_deal(None)?,
+            Some(node) => {
+                let members = &i.node_members[i.my_node];
+                // The node's inclusive prefixes, member by member.
+                let mut incl: Vec<Vec<T>> = Vec::with_capacity(node.len());
+                for p in node {
+                    let v = from_bytes::<T>(&p)?;
+                    let next = match incl.last() {
+                        None => v,
+                        Some(a) => fold(vec![as_bytes(a).to_vec(), p], op)?,
+                    };
+                    incl.push(next);
+                }
+                let total = incl.last().cloned().unwrap_or_default();
+                let totals = i.leaders()?.allgatherv(as_bytes(&total))?;
+                // Nodes are numbered in rank order when ranks are
+                // consecutive: the earlier nodes are those before this one.
+                let before: Vec<Vec<u8>> = totals.into_iter().take(i.my_node).collect();
+                let earlier = if before.is_empty() {
+                    None
+                } else {
+                    Some(fold::<T>(before, op)?)
+                };
+                let mut pieces = Vec::with_capacity(members.len());
+                for k in 0..members.len() {
+                    let local = if inclusive {
+                        Some(&incl[k])
+                    } else if k > 0 {
+                        Some(&incl[k - 1])
+                    } else {
+                        None
+                    };
+                    let p = match (&earlier, local) {
+                        (Some(e), Some(l)) => {
+                            let v =
+                                fold::<T>(vec![as_bytes(e).to_vec(), as_bytes(l).to_vec()], op)?;
+                            encode(&[as_bytes(&v)])
+                        }
+                        (Some(e), None) => encode(&[as_bytes(e)]),
+                        (None, Some(l)) => encode(&[as_bytes(l)]),
+                        (None, None) => encode::<&[u8]>(&[]),
+                    };
+                    pieces.push(p);
+                }
+                i.local_deal(Some(pieces))?
+            }
+        };
+        let mut got = decode(&dealt)?;
+        match got.pop() {
+            Some(b) if got.is_empty() => from_bytes(&b).map(Some),
+            None => Ok(None),
+            Some(_) => Err(Error::Internal("scan: a damaged prefix".into())),
+        }
+    }
+
+    /// `send` combined element by element over every member with `op` in
+    /// rank order, cut into consecutive blocks of `counts[r]` elements,
+    /// block `r` on member `r` (`MPI_Reduce_scatter`). Every member gives
+    /// the same `counts` and `counts.iter().sum()` elements.
+    pub fn reduce_scatter<T: Plain>(
+        &self,
+        send: &[T],
+        counts: &[usize],
+        op: impl Fn(T, T) -> T,
+    ) -> Result<Vec<T>> {
+        self.active()?;
+        let i = &self.inner;
+        if counts.len() != i.size as usize {
+            return Err(Error::Arg {
+                reason: format!(
+                    "reduce_scatter: {} counts for {} members",
+                    counts.len(),
+                    i.size
+                ),
+            });
+        }
+        let total: usize = counts.iter().sum();
+        if send.len() != total {
+            return Err(Error::Arg {
+                reason: format!(
+                    "reduce_scatter: {} elements where the counts add up to {total}",
+                    send.len()
+                ),
+            });
+        }
+        let start: usize = counts[..i.rank as usize].iter().sum();
+        let mine = start..start + counts[i.rank as usize];
+        if !i.contiguous {
+            let all = fold(self.allgatherv_bytes(as_bytes(send))?, &op)?;
+            return Ok(all[mine].to_vec());
+        }
+        let dealt = match i.local_gather(as_bytes(send))? {
+            None => i.local_deal(None)?,
+            Some(node) => {
+                let partial = fold(node, &op)?;
+                let partials = i.leaders()?.allgatherv(as_bytes(&partial))?;
+                let all = fold::<T>(partials, &op)?;
+                if all.len() != total {
+                    return Err(Error::Arg {
+                        reason: "reduce_scatter: members give different counts".into(),
+                    });
+                }
+                let members = &i.node_members[i.my_node];
+                let pieces = members
+                    .iter()
+                    .map(|&r| {
+                        let s: usize = counts[..r as usize].iter().sum();
+                        as_bytes(&all[s..s + counts[r as usize]]).to_vec()
+                    })
+                    .collect();
+                i.local_deal(Some(pieces))?
+            }
+        };
+        from_bytes(&dealt)
+    }
+
+    /// `send` (`count` elements per member, `count · size` in all)
+    /// combined with `op` in rank order; block `r` on member `r`
+    /// (`MPI_Reduce_scatter_block`).
+    pub fn reduce_scatter_block<T: Plain>(
+        &self,
+        send: &[T],
+        count: usize,
+        op: impl Fn(T, T) -> T,
+    ) -> Result<Vec<T>> {
+        let counts = vec![count; self.inner.size as usize];
+        self.reduce_scatter(send, &counts, op)
     }
 }

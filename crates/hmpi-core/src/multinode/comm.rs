@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::raw::{self, Status, ANY_SOURCE, ANY_TAG, PROC_NULL};
 use std::collections::VecDeque;
 use std::marker::PhantomData;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// A communicator spanning nodes (see the module docs). Cloning shares it.
 #[derive(Clone)]
@@ -72,6 +72,9 @@ pub(super) struct Inner {
     pub leaders: Option<RawComm>,
     /// Receives waiting for their turn (see the module docs).
     queue: Mutex<VecDeque<Arc<Mutex<Waiting>>>>,
+    /// The progress thread of the nonblocking collectives, started by the
+    /// first one.
+    pub progress: OnceLock<super::icoll::Progress>,
 }
 
 /// Where a peer is.
@@ -157,6 +160,7 @@ impl SpanningCommunicator {
                 remote,
                 leaders,
                 queue: Mutex::new(VecDeque::new()),
+                progress: OnceLock::new(),
             }),
         })
     }
@@ -286,11 +290,18 @@ impl SpanningCommunicator {
                 // ends (waited for below; an error of the wait leaves
                 // nothing pending, as MPI_Test completes it).
                 let mut req = unsafe { self.inner.remote.isend(buf, r, tag, sync) }?;
+                // Spins, then yields, as `SpanRequest::wait` does.
+                let mut polls = 0u32;
                 loop {
                     if req.test()?.is_some() {
                         return Ok(());
                     }
-                    std::thread::yield_now();
+                    if polls < SPIN_POLLS {
+                        polls += 1;
+                        std::hint::spin_loop();
+                    } else {
+                        std::thread::yield_now();
+                    }
                 }
             }
             _ => Ok(()),
@@ -391,6 +402,30 @@ impl SpanningCommunicator {
         let route = self.route(source, true)?;
         if route == Route::Null {
             return Ok(self.request(State::Done(null_status())));
+        }
+        // A receive from a known source while no receive waits in the
+        // queue: nothing earlier can conflict, so it is posted in its
+        // engine at once, as `progress_queue` would, without a queue entry
+        // (no allocation or second lock per message on the common path).
+        // The queue's lock is held while posting so that no wildcard
+        // receive slips in between the check and the post.
+        if let Route::Local(l) = route {
+            let q = self.queue();
+            if q.is_empty() {
+                // SAFETY: the caller keeps `buf` until the request
+                // completes (this function's contract).
+                let r = unsafe { raw::irecv(&self.inner.local, buf, l, tag) }?;
+                drop(q);
+                return Ok(self.request(State::Local(r)));
+            }
+        } else if let Route::Remote(r) = route {
+            let q = self.queue();
+            if q.is_empty() {
+                // SAFETY: as above.
+                let r = unsafe { self.inner.remote.irecv(buf.as_mut_ptr(), buf.len(), r, tag) }?;
+                drop(q);
+                return Ok(self.request(State::Remote(r)));
+            }
         }
         let w = Arc::new(Mutex::new(Waiting {
             buf: buf.as_mut_ptr(),
@@ -730,6 +765,9 @@ enum State<'a> {
     Taken,
 }
 
+/// Tests of a request before its wait starts yielding the processor.
+const SPIN_POLLS: u32 = 2000;
+
 /// A nonblocking operation of a [`SpanningCommunicator`]; completed by
 /// [`SpanRequest::test`] / [`SpanRequest::wait`] (dropping it waits).
 pub struct SpanRequest<'a> {
@@ -833,12 +871,24 @@ impl SpanRequest<'_> {
     }
 
     fn wait_mut(&mut self) -> Result<Status> {
+        // On an MPI request, spins on tests first (a message from another
+        // node often arrives within a few polls, and giving up the
+        // processor costs a time slice on a busy machine), then yields
+        // between tests so that more ranks than cores still progress.
+        let mut polls = 0u32;
         loop {
             if let Some(st) = self.test()? {
                 self.state = State::Taken;
                 return Ok(st);
             }
-            std::thread::yield_now();
+            // Only MPI's requests spin: the engine's own node-local ones
+            // are the peer's to complete, which may need this processor.
+            if polls < SPIN_POLLS && matches!(self.state, State::Remote(_)) {
+                polls += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
         }
     }
 

@@ -36,10 +36,12 @@
 
 mod coll;
 mod comm;
+mod icoll;
 pub(crate) mod mpi;
 
 pub use coll::Plain;
 pub use comm::{SpanRequest, SpanningCommunicator};
+pub use icoll::CollRequest;
 
 use crate::error::{Error, Result};
 use mpi::RawComm;

@@ -27,6 +27,12 @@ pub(crate) fn set_thread_multiple(multiple: bool) {
     SERIALISE.store(!multiple, Ordering::Relaxed);
 }
 
+/// Whether MPI provided `MPI_THREAD_MULTIPLE`.
+pub(crate) fn thread_multiple() -> bool {
+    // Relaxed: see `set_thread_multiple`.
+    !SERIALISE.load(Ordering::Relaxed)
+}
+
 /// Runs `f` (MPI calls) under the serialising lock when one is needed.
 pub(crate) fn call<R>(f: impl FnOnce() -> R) -> R {
     // Relaxed: see `set_thread_multiple`.
@@ -60,6 +66,18 @@ fn check(rc: c_int, what: &str) -> Result<()> {
     Err(Error::Comm {
         reason: format!("MPI {what}: {msg}"),
     })
+}
+
+/// Receive buffers for MPI: an empty `Vec`'s pointer is a dangling
+/// address shared by every empty buffer, and MPI takes a send and a
+/// receive buffer at the same address for an aliasing error (Open MPI:
+/// `MPI_ERR_ARG`); an empty receive buffer gets a distinct spare byte.
+fn recv_ptr(buf: &mut [u8], spare: &mut [u8; 1]) -> *mut c_void {
+    if buf.is_empty() {
+        spare.as_mut_ptr().cast()
+    } else {
+        buf.as_mut_ptr().cast()
+    }
 }
 
 /// A length as MPI's `int` count.
@@ -305,21 +323,51 @@ impl RawComm {
         Ok(out)
     }
 
+    /// Every process's `mine`, concatenated by rank (`MPI_Allgather`);
+    /// every process gives the same length.
+    pub(crate) fn allgather_fixed(&self, mine: &[u8]) -> Result<Vec<u8>> {
+        let n = count(mine.len())?;
+        let size = usize::try_from(self.size()?).unwrap_or(0);
+        let mut all = vec![0u8; mine.len() * size];
+        let mut spare = [0u8; 1];
+        let recv = recv_ptr(&mut all, &mut spare);
+        check(
+            // SAFETY: `mine` holds `n` bytes; `recv` holds `n` per process
+            // (a spare byte when `n` is 0).
+            call(|| unsafe {
+                ffi::MPI_Allgather(
+                    mine.as_ptr().cast(),
+                    n,
+                    bytes(),
+                    recv,
+                    n,
+                    bytes(),
+                    self.handle,
+                )
+            }),
+            "Allgather",
+        )?;
+        Ok(all)
+    }
+
     /// Every process's bytes, by rank (`MPI_Allgatherv`, lengths first).
     pub(crate) fn allgatherv(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
         let lens = self.allgather_i64(mine.len() as i64)?;
         let (counts, displs, total) = layout(&lens)?;
         let mut all = vec![0u8; total];
+        let mut spare = [0u8; 1];
         let n = count(mine.len())?;
+        let recv = recv_ptr(&mut all, &mut spare);
         check(
-            // SAFETY: `mine` holds `n` bytes; `all` holds the sum of `counts`
-            // at `displs`, which agree on every process (gathered above).
+            // SAFETY: `mine` holds `n` bytes; `recv` holds the sum of
+            // `counts` at `displs`, which agree on every process (gathered
+            // above), or is a spare byte when that sum is 0.
             call(|| unsafe {
                 ffi::MPI_Allgatherv(
                     mine.as_ptr().cast(),
                     n,
                     bytes(),
-                    all.as_mut_ptr().cast(),
+                    recv,
                     counts.as_ptr(),
                     displs.as_ptr(),
                     bytes(),
@@ -366,7 +414,9 @@ impl RawComm {
         let (counts, displs, total) = layout(&lens)?;
         let at_root = self.rank()? == root;
         let mut all = vec![0u8; if at_root { total } else { 0 }];
+        let mut spare = [0u8; 1];
         let n = count(mine.len())?;
+        let recv = recv_ptr(&mut all, &mut spare);
         check(
             // SAFETY: as in `allgatherv`; only the root's receive arguments
             // are read.
@@ -375,7 +425,7 @@ impl RawComm {
                     mine.as_ptr().cast(),
                     n,
                     bytes(),
-                    all.as_mut_ptr().cast(),
+                    recv,
                     counts.as_ptr(),
                     displs.as_ptr(),
                     bytes(),
@@ -421,17 +471,19 @@ impl RawComm {
         let lens_i: Vec<i64> = lens.iter().map(|&l| l as i64).collect();
         let (counts, displs, _) = layout(&lens_i)?;
         let mut out = vec![0u8; mine_len as usize];
+        let mut spare = [0u8; 1];
         let n = count(out.len())?;
+        let recv = recv_ptr(&mut out, &mut spare);
         check(
-            // SAFETY: the root's `flat` holds `counts` at `displs`; `out`
-            // holds this process's count.
+            // SAFETY: the root's `flat` holds `counts` at `displs`; `recv`
+            // holds this process's count (a spare byte for 0).
             call(|| unsafe {
                 ffi::MPI_Scatterv(
                     flat.as_ptr().cast(),
                     counts.as_ptr(),
                     displs.as_ptr(),
                     bytes(),
-                    out.as_mut_ptr().cast(),
+                    recv,
                     n,
                     bytes(),
                     root,
@@ -467,16 +519,19 @@ impl RawComm {
         let (rc, rd, rtotal) = layout(&rlens)?;
         let flat: Vec<u8> = pieces.concat();
         let mut all = vec![0u8; rtotal];
+        let mut spare = [0u8; 1];
+        let recv = recv_ptr(&mut all, &mut spare);
         check(
-            // SAFETY: `flat` holds `sc` at `sd`, `all` holds `rc` at `rd`;
-            // every pair agrees on its counts (exchanged above).
+            // SAFETY: `flat` holds `sc` at `sd`, `recv` holds `rc` at `rd`
+            // (or is a spare byte when they are all 0); every pair agrees
+            // on its counts (exchanged above).
             call(|| unsafe {
                 ffi::MPI_Alltoallv(
                     flat.as_ptr().cast(),
                     sc.as_ptr(),
                     sd.as_ptr(),
                     bytes(),
-                    all.as_mut_ptr().cast(),
+                    recv,
                     rc.as_ptr(),
                     rd.as_ptr(),
                     bytes(),
