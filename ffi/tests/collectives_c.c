@@ -280,7 +280,7 @@ int main(int argc, char **argv) {
     OK(MPI_Comm_size(MPI_COMM_WORLD, &n));
     check_rank = me;
 
-    /* 0, 1, and more than the 992-byte inline size of one contribution */
+    /* 0, 1, and more than the 1056-byte inline size of one contribution */
     const MPI_Count counts[] = {0, 1, 300};
     for (int mode = 0; mode < 3; mode++)
         for (int c = 0; c < 3; c++) {

@@ -3,7 +3,7 @@
 //! Every rank draws the same sequences from a shared seed (proptest
 //! strategies run with a seeded `TestRng`): per case, a list of
 //! collectives, each with its kind, root, count (0, small, or more than
-//! the 992-byte inline size of one contribution), datatype (three
+//! the 1056-byte inline size of one contribution), datatype (three
 //! predefined ones and a strided derived one whose gaps must stay
 //! untouched), operation, `MPI_IN_PLACE` or not, communicator (the world
 //! or a duplicate) and blocking or started. Started ones are completed at

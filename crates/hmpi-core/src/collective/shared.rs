@@ -5,10 +5,10 @@
 //! (a per-process counter; MPI requires every member to call the
 //! communicator's collectives in the same order, so the members agree on
 //! `e` without talking). A slot has four **phases**, used by the epochs
-//! in turn (`e % 4`), and each phase is one 1 KiB run of memory:
+//! in turn (`e % 4`), and each phase is one run of 17 cache lines:
 //!
 //! ```text
-//! phase:  arrive (u32) | finished (u32) | ptr (u64) | ptr2 (u64) | len (u64) | inline data (992 B)
+//! phase:  arrive (u32) | finished (u32) | ptr (u64) | ptr2 (u64) | len (u64) | inline data (1056 B)
 //! slot:   phase 0 | … | phase 3 | mid (u32) done (u32), on a line of their own
 //! ```
 //!
@@ -67,8 +67,10 @@ pub(crate) fn phase_of(e: u32) -> usize {
     (e % PHASES) as usize
 }
 
-/// Bytes of inline data in one phase of a slot.
-pub(crate) const INLINE: usize = 992;
+/// Bytes of inline data in one phase of a slot: at least 1 KiB, so that a
+/// contribution of 1 KiB needs no wait for its readers (see
+/// docs/performance.md, "Small collectives").
+pub(crate) const INLINE: usize = 1056;
 /// The top bit of a sequence word: a reader may be asleep on it.
 const SLEEPER: u32 = 1 << 31;
 /// The epoch bits of a sequence word.
@@ -234,7 +236,7 @@ struct Header {
     size: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<Phase>() == 1024);
+const _: () = assert!(std::mem::size_of::<Phase>() == 17 * 64);
 const _: () = assert!(std::mem::size_of::<Progress>() == 64);
 const _: () = assert!(std::mem::size_of::<Header>() == 64);
 
