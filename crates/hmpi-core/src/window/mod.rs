@@ -28,7 +28,11 @@
 //! The model is unified ([`Model::Unified`]): the window is the memory
 //! itself. Every operation has completed, at the origin and at the
 //! target, when its call returns (the request of `rput` … is complete at
-//! once), so `flush` and its kin only order memory. A large contiguous
+//! once), so `flush` and its kin only check the epoch: the store-to-load
+//! order MPI's completion implies is kept by the next operation of the
+//! thread that reads window memory (a fence owed by its puts and
+//! accumulates, see `ops`). A small dense put or get is one copy of
+//! registers after the checks; a large contiguous
 //! put or get within the node heap is shared between the caller and the
 //! process's copy agents ([`crate::copy_agent`]), and returns when every
 //! part of it is in place.
@@ -983,12 +987,11 @@ impl Win {
     }
 
     /// `MPI_Win_flush` / `MPI_Win_flush_local`: the operations to `rank`
-    /// are complete (they are at their calls); orders memory.
+    /// are complete (they are at their calls). No fence: the one order a
+    /// completed put still needs, before this thread's later reads of
+    /// window memory, is kept by those reads (see `ops`).
     pub fn flush(&self, rank: i32) -> Result<()> {
-        self.check_passive(rank, "MPI_Win_flush")?;
-        // SeqCst: the operations so far happen before the ones after.
-        fence(Ordering::SeqCst);
-        Ok(())
+        self.check_passive(rank, "MPI_Win_flush")
     }
 
     /// `MPI_Win_flush_all` / `MPI_Win_flush_local_all`.
@@ -1000,8 +1003,7 @@ impl Win {
                 return Err(sync_err("MPI_Win_flush_all outside a passive-target epoch"));
             }
         }
-        // SeqCst: as in `flush`.
-        fence(Ordering::SeqCst);
+        // No fence: as in `flush`.
         Ok(())
     }
 
@@ -1011,6 +1013,7 @@ impl Win {
         // SeqCst: orders this process's loads and stores to the window
         // around the call, as MPI_Win_sync promises.
         fence(Ordering::SeqCst);
+        ops::fenced();
         Ok(())
     }
 
