@@ -661,6 +661,7 @@ impl Win {
         Ok((p.size, p.disp_unit, p.base as usize as *mut u8))
     }
 
+    #[inline]
     fn peer(&self, rank: i32) -> Result<&Peer> {
         usize::try_from(rank)
             .ok()
@@ -971,6 +972,7 @@ impl Win {
         Ok(())
     }
 
+    #[inline]
     fn check_passive(&self, rank: i32, what: &str) -> Result<()> {
         if rank == vci::PROC_NULL {
             return Ok(());
@@ -990,6 +992,7 @@ impl Win {
     /// are complete (they are at their calls). No fence: the one order a
     /// completed put still needs, before this thread's later reads of
     /// window memory, is kept by those reads (see `ops`).
+    #[inline]
     pub fn flush(&self, rank: i32) -> Result<()> {
         self.check_passive(rank, "MPI_Win_flush")
     }
@@ -1131,16 +1134,24 @@ impl Win {
     /// epoch, waits for the target's post the first time.
     /// Whether this process holds `rank`'s lock or `lock_all`, without
     /// the mutex (`rank` is a member).
+    #[inline]
     fn lock_held(&self, rank: u32) -> bool {
         // Relaxed: see the fields; set flags are this process's epochs.
         self.all_locked.load(Ordering::Relaxed)
             || self.locked[rank as usize].load(Ordering::Relaxed)
     }
 
+    #[inline]
     fn check_access(&self, rank: u32, what: &str) -> Result<()> {
         if self.lock_held(rank) {
             return Ok(());
         }
+        self.check_access_epochs(rank, what)
+    }
+
+    /// [`Win::check_access`] outside a lock: the epochs under the mutex.
+    #[cold]
+    fn check_access_epochs(&self, rank: u32, what: &str) -> Result<()> {
         let mut e = self.epochs();
         if e.fence || e.lock_all.is_some() || e.locks[rank as usize].is_some() {
             return Ok(());

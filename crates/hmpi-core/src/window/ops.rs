@@ -291,6 +291,7 @@ impl Win {
     ///
     /// # Safety
     /// The origin's elements are readable at `origin`.
+    #[inline]
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn put(
         &self,
@@ -344,6 +345,7 @@ impl Win {
     ///
     /// # Safety
     /// The origin's elements are writable at `origin`.
+    #[inline]
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn get(
         &self,
