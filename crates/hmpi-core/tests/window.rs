@@ -7,7 +7,9 @@
 //! target that sleeps outside the library while origins work on its
 //! window; post/start/complete/wait with ranks that receive nothing;
 //! hints; bad arguments; the same operations with copy agents sharing
-//! every put and get, and a bad copy-agent variable.
+//! every put and get, and a bad copy-agent variable; small puts and gets
+//! of every size up to 65 bytes at every alignment against a model, and
+//! the store-to-load order a flushed put keeps for its thread's gets.
 
 use hmpi_core::datatype::{BasicType, Datatype, UserDatatype};
 use hmpi_core::info::Info;
@@ -787,6 +789,107 @@ fn bad_agents(world: &SimpleCommunicator) {
     world.barrier().unwrap();
 }
 
+/// Rank 0 puts every size 0..=65 at every target offset 0..16 from every
+/// origin offset 0..8 into rank 1's window (of bytes), flushes and gets
+/// it back, against a model of the window; guard bytes around the get's
+/// destination stay as they were; a run that ends past the window is
+/// `RmaRange` however small. Rank 1 then checks its memory against the
+/// same model.
+fn small(world: &SimpleCommunicator) {
+    const LEN: usize = 96;
+    let me = world.rank();
+    let win = Window::<u8>::allocate(world, LEN).unwrap();
+    let pat = |size: usize, t: usize, o: usize, i: usize| -> u8 {
+        (size * 131 + t * 17 + o * 7 + i * 29 + 1) as u8
+    };
+    let mut model = vec![0u8; LEN];
+    if me == 0 {
+        let e = win.lock_all().unwrap();
+        for size in 0..=65 {
+            for t in 0..16 {
+                for o in 0..8 {
+                    let mut src = [0xeeu8; 80];
+                    for i in 0..size {
+                        src[o + i] = pat(size, t, o, i);
+                    }
+                    e.put(1, &src[o..o + size], t as u64).unwrap();
+                    e.flush(1).unwrap();
+                    model[t..t + size].copy_from_slice(&src[o..o + size]);
+                    let mut dst = [0x55u8; 96];
+                    e.get(1, &mut dst[o + 8..o + 8 + size], t as u64).unwrap();
+                    e.flush(1).unwrap();
+                    assert_eq!(
+                        &dst[o + 8..o + 8 + size],
+                        &model[t..t + size],
+                        "size {size}, target offset {t}, origin offset {o}"
+                    );
+                    assert!(
+                        dst[..o + 8]
+                            .iter()
+                            .chain(&dst[o + 8 + size..])
+                            .all(|&b| b == 0x55),
+                        "a get of {size} bytes wrote outside its buffer"
+                    );
+                }
+            }
+            // One byte past the end, at every size.
+            let src = vec![1u8; size.max(1)];
+            let err = e.put(1, &src, (LEN - src.len() + 1) as u64).unwrap_err();
+            assert!(matches!(err, Error::RmaRange { .. }), "{err}");
+            let mut dst = vec![0u8; size.max(1)];
+            let past = (LEN - dst.len() + 1) as u64;
+            let err = e.get(1, &mut dst, past).unwrap_err();
+            assert!(matches!(err, Error::RmaRange { .. }), "{err}");
+        }
+        let mut all = vec![0u8; LEN];
+        e.get(1, &mut all, 0).unwrap();
+        assert_eq!(all, model, "rank 1's window");
+        e.unlock_all().unwrap();
+        world.process_at_rank(1).send(&model[..]).unwrap();
+    } else {
+        let (m, _) = world.process_at_rank(0).receive_vec::<u8>().unwrap();
+        model = m;
+    }
+    world.barrier().unwrap();
+    if me == 1 {
+        assert_eq!(win.read_local(), model, "rank 1's memory");
+    }
+    win.free().unwrap();
+}
+
+/// Store-to-load order after a flush (Dekker): in each round rank 0 puts
+/// the round into x and rank 1 into y (both in rank 0's window), each
+/// flushes and then gets the other's location; MPI completes each put at
+/// its flush, so the two gets cannot both miss this round's value.
+fn flushed_put_then_get(world: &SimpleCommunicator) {
+    const ROUNDS: u64 = 20_000;
+    let me = world.rank() as u64;
+    let win = Window::<u64>::allocate(world, 2).unwrap();
+    let e = win.lock_all().unwrap();
+    let (mine, theirs) = (me, 1 - me);
+    let mut missed = Vec::new();
+    for round in 1..=ROUNDS {
+        world.barrier().unwrap();
+        e.put(0, &[round], mine).unwrap();
+        e.flush(0).unwrap();
+        let mut got = [0u64];
+        e.get(0, &mut got, theirs).unwrap();
+        e.flush(0).unwrap();
+        missed.push(u8::from(got[0] < round));
+    }
+    e.unlock_all().unwrap();
+    if me == 0 {
+        let (other, _) = world.process_at_rank(1).receive_vec::<u8>().unwrap();
+        let both = (0..ROUNDS as usize)
+            .filter(|&i| missed[i] != 0 && other[i] != 0)
+            .count();
+        assert_eq!(both, 0, "rounds in which both gets missed the other's put");
+    } else {
+        world.process_at_rank(0).send(&missed[..]).unwrap();
+    }
+    win.free().unwrap();
+}
+
 fn ops_rank(u: Universe) {
     let world = u.world();
     for mem in [Mem::Allocated, Mem::System, Mem::HeapVec] {
@@ -812,6 +915,8 @@ fn main() {
                 "bad" => bad(&world),
                 "hints" => hints(&world),
                 "bad_agents" => bad_agents(&world),
+                "small" => small(&world),
+                "dekker" => flushed_put_then_get(&world),
                 _ => return None,
             }
             Some(())
@@ -875,6 +980,14 @@ fn main() {
                 let env = [("HMPI_COPY_AGENTS", "many".to_string())];
                 let r = rank_tests::launch("bad_agents", 2, &env);
                 rank_tests::assert_ran(&r, "bad_agents");
+            }),
+            ("small_puts_and_gets_at_every_size_and_alignment", || {
+                let r = rank_tests::launch("small", 2, &[]);
+                rank_tests::assert_ran(&r, "small");
+            }),
+            ("a_flushed_put_is_seen_by_the_other_origins_get", || {
+                let r = rank_tests::launch("dekker", 2, &[]);
+                rank_tests::assert_ran(&r, "dekker");
             }),
             ("bad_arguments_are_errors", || {
                 for n in [1, 2] {

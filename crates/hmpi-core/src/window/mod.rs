@@ -28,7 +28,11 @@
 //! The model is unified ([`Model::Unified`]): the window is the memory
 //! itself. Every operation has completed, at the origin and at the
 //! target, when its call returns (the request of `rput` … is complete at
-//! once), so `flush` and its kin only order memory. A large contiguous
+//! once), so `flush` and its kin only check the epoch: the store-to-load
+//! order MPI's completion implies is kept by the next operation of the
+//! thread that reads window memory (a fence owed by its puts and
+//! accumulates, see `ops`). A small dense put or get is one copy of
+//! registers after the checks; a large contiguous
 //! put or get within the node heap is shared between the caller and the
 //! process's copy agents ([`crate::copy_agent`]), and returns when every
 //! part of it is in place.
@@ -657,6 +661,7 @@ impl Win {
         Ok((p.size, p.disp_unit, p.base as usize as *mut u8))
     }
 
+    #[inline]
     fn peer(&self, rank: i32) -> Result<&Peer> {
         usize::try_from(rank)
             .ok()
@@ -967,6 +972,7 @@ impl Win {
         Ok(())
     }
 
+    #[inline]
     fn check_passive(&self, rank: i32, what: &str) -> Result<()> {
         if rank == vci::PROC_NULL {
             return Ok(());
@@ -983,12 +989,12 @@ impl Win {
     }
 
     /// `MPI_Win_flush` / `MPI_Win_flush_local`: the operations to `rank`
-    /// are complete (they are at their calls); orders memory.
+    /// are complete (they are at their calls). No fence: the one order a
+    /// completed put still needs, before this thread's later reads of
+    /// window memory, is kept by those reads (see `ops`).
+    #[inline]
     pub fn flush(&self, rank: i32) -> Result<()> {
-        self.check_passive(rank, "MPI_Win_flush")?;
-        // SeqCst: the operations so far happen before the ones after.
-        fence(Ordering::SeqCst);
-        Ok(())
+        self.check_passive(rank, "MPI_Win_flush")
     }
 
     /// `MPI_Win_flush_all` / `MPI_Win_flush_local_all`.
@@ -1000,8 +1006,7 @@ impl Win {
                 return Err(sync_err("MPI_Win_flush_all outside a passive-target epoch"));
             }
         }
-        // SeqCst: as in `flush`.
-        fence(Ordering::SeqCst);
+        // No fence: as in `flush`.
         Ok(())
     }
 
@@ -1011,6 +1016,7 @@ impl Win {
         // SeqCst: orders this process's loads and stores to the window
         // around the call, as MPI_Win_sync promises.
         fence(Ordering::SeqCst);
+        ops::fenced();
         Ok(())
     }
 
@@ -1128,16 +1134,24 @@ impl Win {
     /// epoch, waits for the target's post the first time.
     /// Whether this process holds `rank`'s lock or `lock_all`, without
     /// the mutex (`rank` is a member).
+    #[inline]
     fn lock_held(&self, rank: u32) -> bool {
         // Relaxed: see the fields; set flags are this process's epochs.
         self.all_locked.load(Ordering::Relaxed)
             || self.locked[rank as usize].load(Ordering::Relaxed)
     }
 
+    #[inline]
     fn check_access(&self, rank: u32, what: &str) -> Result<()> {
         if self.lock_held(rank) {
             return Ok(());
         }
+        self.check_access_epochs(rank, what)
+    }
+
+    /// [`Win::check_access`] outside a lock: the epochs under the mutex.
+    #[cold]
+    fn check_access_epochs(&self, rank: u32, what: &str) -> Result<()> {
         let mut e = self.epochs();
         if e.fence || e.lock_all.is_some() || e.locks[rank as usize].is_some() {
             return Ok(());

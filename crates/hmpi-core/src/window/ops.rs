@@ -5,13 +5,127 @@
 //! datatype); [`Win::target`] checks the epoch and the range and finds
 //! where the bytes are: plain memory here (the node heap, or this
 //! process's own window) or the target's address space (`remote`).
+//!
+//! A put or get of one dense run each side into memory mapped here is one
+//! copy after those checks (fixed-size register moves up to 64 bytes), with
+//! no lock and no allocation.
+//!
+//! Ordering: MPI completes an operation at the target at the latest at
+//! `flush`, and a completed put must be seen by this thread's later reads
+//! of the window (two origins that each put, flush and get the other's
+//! location cannot both miss). The copies are complete when their calls
+//! return; the one order the hardware does not give by itself is that of
+//! a store before a later load (a store may wait in the store buffer). So a
+//! thread that stored to window memory owes a full fence ([`owe`]), and
+//! its next operation that reads window memory pays it first ([`settle`]);
+//! `flush` itself need not fence: a put followed only by puts, flushes or
+//! other communication (whose stores the hardware keeps after the put's)
+//! costs no fence.
 
 use super::{remote, shared, Flavor, Win};
 use crate::datatype::{BasicType, Datatype};
 use crate::error::{Error, Result};
 use crate::op::{reduce_local_raw, Operation, SystemOperation};
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{fence, AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
+
+thread_local! {
+    /// This thread has stored to window memory (a put or an accumulate)
+    /// and not fenced since.
+    static OWED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Records that this thread stored to window memory.
+#[inline]
+pub(super) fn owe() {
+    OWED.set(true);
+}
+
+/// Before a read of window memory: the stores of this thread's earlier
+/// operations are visible to every process first.
+#[inline]
+pub(super) fn settle() {
+    if OWED.get() {
+        // SeqCst: a full fence orders the earlier operations' stores
+        // before the loads that follow (store-to-load, the order plain
+        // stores and loads lack); later stores keep their order anyway.
+        fence(Ordering::SeqCst);
+        OWED.set(false);
+    }
+}
+
+/// After a full fence by this thread: nothing is owed.
+#[inline]
+pub(super) fn fenced() {
+    OWED.set(false);
+}
+
+/// How an operation touches the target's memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Touch {
+    /// It stores only (put).
+    Store,
+    /// It loads only (get).
+    Load,
+    /// It loads and stores (the accumulates, compare-and-swap).
+    Both,
+}
+
+/// Copies `len <= 64` bytes from `src` to `dst` with fixed-size moves, every
+/// load before the first store (so the ranges may overlap).
+///
+/// # Safety
+/// `src` is readable and `dst` writable for `len` bytes; `len <= 64`.
+#[inline]
+unsafe fn copy_small(dst: *mut u8, src: *const u8, len: usize) {
+    // SAFETY: each access lies in [0, len) of its buffer (the caller's
+    // guarantee, with the arm's bounds on `len`); unaligned moves, no
+    // alignment assumed.
+    unsafe {
+        match len {
+            0 => {}
+            1 => dst.write(src.read()),
+            2..=3 => {
+                let a = src.cast::<u16>().read_unaligned();
+                let b = src.add(len - 2).cast::<u16>().read_unaligned();
+                dst.cast::<u16>().write_unaligned(a);
+                dst.add(len - 2).cast::<u16>().write_unaligned(b);
+            }
+            4..=7 => {
+                let a = src.cast::<u32>().read_unaligned();
+                let b = src.add(len - 4).cast::<u32>().read_unaligned();
+                dst.cast::<u32>().write_unaligned(a);
+                dst.add(len - 4).cast::<u32>().write_unaligned(b);
+            }
+            8..=16 => {
+                let a = src.cast::<u64>().read_unaligned();
+                let b = src.add(len - 8).cast::<u64>().read_unaligned();
+                dst.cast::<u64>().write_unaligned(a);
+                dst.add(len - 8).cast::<u64>().write_unaligned(b);
+            }
+            17..=32 => {
+                let a = src.cast::<u128>().read_unaligned();
+                let b = src.add(len - 16).cast::<u128>().read_unaligned();
+                dst.cast::<u128>().write_unaligned(a);
+                dst.add(len - 16).cast::<u128>().write_unaligned(b);
+            }
+            _ => {
+                let a = src.cast::<u128>().read_unaligned();
+                let b = src.add(16).cast::<u128>().read_unaligned();
+                let c = src.add(len - 32).cast::<u128>().read_unaligned();
+                let d = src.add(len - 16).cast::<u128>().read_unaligned();
+                dst.cast::<u128>().write_unaligned(a);
+                dst.add(16).cast::<u128>().write_unaligned(b);
+                dst.add(len - 32).cast::<u128>().write_unaligned(c);
+                dst.add(len - 16).cast::<u128>().write_unaligned(d);
+            }
+        }
+    }
+}
+
+/// The largest transfer [`copy_small`] makes.
+const SMALL: usize = 64;
 
 /// Where an operation lands.
 #[derive(Debug, Clone, Copy)]
@@ -75,7 +189,10 @@ fn same_size(a: usize, b: usize, what: &str) -> Result<()> {
 
 impl Win {
     /// Checks the epoch and the range of `count` elements of `dt` at
-    /// displacement `disp` of `rank`; `None` for `PROC_NULL`.
+    /// displacement `disp` of `rank`; `None` for `PROC_NULL`. Keeps the
+    /// store-to-load order of the module's docs for an operation that
+    /// `touch`es the target so.
+    #[inline]
     fn target(
         &self,
         rank: i32,
@@ -83,6 +200,7 @@ impl Win {
         count: usize,
         dt: &Datatype,
         what: &str,
+        touch: Touch,
     ) -> Result<Option<Target>> {
         if rank == vci::PROC_NULL {
             return Ok(None);
@@ -119,6 +237,12 @@ impl Win {
                     )));
                 }
             }
+        }
+        if touch != Touch::Store {
+            settle();
+        }
+        if touch != Touch::Load {
+            owe();
         }
         Ok(Some(Target {
             rank: rank as u32,
@@ -167,6 +291,7 @@ impl Win {
     ///
     /// # Safety
     /// The origin's elements are readable at `origin`.
+    #[inline]
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn put(
         &self,
@@ -180,7 +305,7 @@ impl Win {
     ) -> Result<()> {
         let bytes = odt.packed_size(ocount)?;
         same_size(bytes, tdt.packed_size(tcount)?, "MPI_Put")?;
-        let Some(t) = self.target(rank, disp, tcount, tdt, "MPI_Put")? else {
+        let Some(t) = self.target(rank, disp, tcount, tdt, "MPI_Put", Touch::Store)? else {
             return Ok(());
         };
         if bytes == 0 {
@@ -188,17 +313,19 @@ impl Win {
         }
         if t.direct {
             if let (Some(oo), Some(to)) = (odt.dense_offset(), tdt.dense_offset()) {
-                // SAFETY: the caller's guarantee for the origin; the
-                // target's bytes are inside its window (checked), mapped
-                // here; the agents' `copy` allows an overlap (a put within
-                // one's own window) and returns complete.
-                unsafe {
-                    self.agents.copy(
-                        (t.addr as usize as *mut u8).wrapping_offset(to),
-                        origin.wrapping_offset(oo),
-                        bytes,
-                    )
-                };
+                let dst = (t.addr as usize as *mut u8).wrapping_offset(to);
+                let src = origin.wrapping_offset(oo);
+                if bytes <= SMALL {
+                    // SAFETY: the caller's guarantee for the origin; the
+                    // target's bytes are inside its window (checked),
+                    // mapped here; `copy_small` allows an overlap (a put
+                    // within one's own window).
+                    unsafe { copy_small(dst, src, bytes) };
+                } else {
+                    // SAFETY: as above; the agents' `copy` allows an
+                    // overlap too and returns complete.
+                    unsafe { self.agents.copy(dst, src, bytes) };
+                }
                 return Ok(());
             }
             // SAFETY: the caller's guarantee.
@@ -218,6 +345,7 @@ impl Win {
     ///
     /// # Safety
     /// The origin's elements are writable at `origin`.
+    #[inline]
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn get(
         &self,
@@ -231,7 +359,7 @@ impl Win {
     ) -> Result<()> {
         let bytes = odt.packed_size(ocount)?;
         same_size(bytes, tdt.packed_size(tcount)?, "MPI_Get")?;
-        let Some(t) = self.target(rank, disp, tcount, tdt, "MPI_Get")? else {
+        let Some(t) = self.target(rank, disp, tcount, tdt, "MPI_Get", Touch::Load)? else {
             return Ok(());
         };
         if bytes == 0 {
@@ -239,14 +367,15 @@ impl Win {
         }
         if t.direct {
             if let (Some(oo), Some(to)) = (odt.dense_offset(), tdt.dense_offset()) {
-                // SAFETY: as in `put`, the other way round.
-                unsafe {
-                    self.agents.copy(
-                        origin.wrapping_offset(oo),
-                        (t.addr as usize as *const u8).wrapping_offset(to),
-                        bytes,
-                    )
-                };
+                let dst = origin.wrapping_offset(oo);
+                let src = (t.addr as usize as *const u8).wrapping_offset(to);
+                if bytes <= SMALL {
+                    // SAFETY: as in `put`, the other way round.
+                    unsafe { copy_small(dst, src, bytes) };
+                } else {
+                    // SAFETY: as in `put`, the other way round.
+                    unsafe { self.agents.copy(dst, src, bytes) };
+                }
                 return Ok(());
             }
         }
@@ -330,7 +459,9 @@ impl Win {
         let bytes = tdt.packed_size(tcount)?;
         let b = match tdt.basic_type() {
             Some(b) => b,
-            None if bytes == 0 => return self.target(rank, disp, 0, tdt, what).map(drop),
+            None if bytes == 0 => {
+                return self.target(rank, disp, 0, tdt, what, Touch::Both).map(drop)
+            }
             None => {
                 return Err(Error::Type {
                     reason: format!(
@@ -362,7 +493,7 @@ impl Win {
                 });
             }
         }
-        let Some(t) = self.target(rank, disp, tcount, tdt, what)? else {
+        let Some(t) = self.target(rank, disp, tcount, tdt, what, Touch::Both)? else {
             return Ok(());
         };
         if bytes == 0 {
@@ -437,7 +568,7 @@ impl Win {
             });
         };
         let s = b.size();
-        let Some(t) = self.target(rank, disp, 1, dt, "MPI_Compare_and_swap")? else {
+        let Some(t) = self.target(rank, disp, 1, dt, "MPI_Compare_and_swap", Touch::Both)? else {
             return Ok(());
         };
         let segs = Win::segments(&t, 1, dt);
