@@ -994,7 +994,9 @@ impl Win {
     /// window memory, is kept by those reads (see `ops`).
     #[inline]
     pub fn flush(&self, rank: i32) -> Result<()> {
-        self.check_passive(rank, "MPI_Win_flush")
+        self.check_passive(rank, "MPI_Win_flush")?;
+        store_order();
+        Ok(())
     }
 
     /// `MPI_Win_flush_all` / `MPI_Win_flush_local_all`.
@@ -1006,7 +1008,8 @@ impl Win {
                 return Err(sync_err("MPI_Win_flush_all outside a passive-target epoch"));
             }
         }
-        // No fence: as in `flush`.
+        // No fence on x86-64: as in `flush`.
+        store_order();
         Ok(())
     }
 
@@ -1185,4 +1188,16 @@ impl Drop for Win {
             let _ = self.comm.barrier();
         }
     }
+}
+
+/// What `flush` owes the stores of the operations it completes besides the
+/// store-to-load order that `ops` keeps: their order before this thread's
+/// later stores (a put after the flush, a message). x86-64 keeps stores in
+/// order by itself (TSO), so there it is nothing; elsewhere a release fence.
+#[inline(always)]
+fn store_order() {
+    #[cfg(not(target_arch = "x86_64"))]
+    // Release: the completed operations' stores come before every later
+    // store of this thread, as on x86-64 without a fence.
+    std::sync::atomic::fence(Ordering::Release);
 }

@@ -19,8 +19,9 @@
 //! thread that stored to window memory owes a full fence ([`owe`]), and
 //! its next operation that reads window memory pays it first ([`settle`]);
 //! `flush` itself need not fence: a put followed only by puts, flushes or
-//! other communication (whose stores the hardware keeps after the put's)
-//! costs no fence.
+//! other communication (whose stores x86-64 keeps after the put's; on
+//! other architectures `flush` adds a release fence for that order)
+//! costs no full fence.
 
 use super::{remote, shared, Flavor, Win};
 use crate::datatype::{BasicType, Datatype};
@@ -49,7 +50,8 @@ pub(super) fn settle() {
     if OWED.get() {
         // SeqCst: a full fence orders the earlier operations' stores
         // before the loads that follow (store-to-load, the order plain
-        // stores and loads lack); later stores keep their order anyway.
+        // stores and loads lack); later stores keep their order (on x86-64 by
+        // themselves, elsewhere through `flush`'s release fence).
         fence(Ordering::SeqCst);
         OWED.set(false);
     }
