@@ -275,7 +275,9 @@ fn inactive(h: Request) -> bool {
 }
 
 /// `MPI_Request_free` on a collective's request: an active one is
-/// completed first (the other ranks depend on this one's part).
+/// completed first (the other ranks depend on this one's part). A
+/// persistent point-to-point operation that refuses to be freed (see
+/// `persistent::P2p::release`) keeps its request and handle.
 ///
 /// # Safety
 /// `p` is the caller's valid handle pointer.
@@ -283,9 +285,12 @@ pub unsafe fn free(p: *mut Request) -> Res {
     // SAFETY: the caller's pointer, checked non-null by the caller.
     let h = unsafe { p.read() };
     let e = entry(h)?;
-    let (active, p2p) = {
+    let active = {
         let mut g = lock(&e);
-        (g.active.take(), g.p2p.as_mut().map(|op| op.release()))
+        if let Some(op) = g.p2p.as_mut() {
+            op.release()?;
+        }
+        g.active.take()
     };
     if let Some(mut req) = active {
         let _ = req.wait_mut();
@@ -293,7 +298,7 @@ pub unsafe fn free(p: *mut Request) -> Res {
     let _ = COLLS.remove(h.0);
     // SAFETY: as above.
     unsafe { p.write(abi::REQUEST_NULL) };
-    p2p.unwrap_or(Ok(()))
+    Ok(())
 }
 
 /// `MPI_Cancel` on a request of this module's kind: an active persistent

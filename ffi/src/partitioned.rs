@@ -18,7 +18,8 @@
 //! `MPI_Pready` and `MPI_Parrived` find it in a table of their own, without
 //! the request's lock, so that threads mark partitions ready while another
 //! one waits. Freeing an active partitioned request waits for its round
-//! first (the peer depends on it). `MPI_Cancel` refuses it
+//! first (the peer depends on it); a send with partitions not yet marked
+//! ready is refused instead (`MPI_ERR_REQUEST`: it could never complete). `MPI_Cancel` refuses it
 //! (`MPI_ERR_REQUEST`). The info argument is accepted and not used.
 //! Errors go to the request's communicator's handler (to
 //! `MPI_COMM_SELF`'s when the handle is not a partitioned request).
@@ -145,10 +146,23 @@ impl Part {
         }
     }
 
-    /// `MPI_Request_free`: a round in flight is waited for first.
+    /// `MPI_Request_free`: a round in flight is waited for first. A send
+    /// whose round still has partitions not marked ready could never
+    /// complete (nobody can mark them once the handle is gone; MPI calls
+    /// freeing an active partitioned request erroneous): refused with
+    /// `MPI_ERR_REQUEST`, the request kept.
     pub(crate) fn release(&mut self) -> Res {
         if !self.is_active() {
             return Ok(());
+        }
+        if let Side::Send(s) = &self.side {
+            if !s.all_ready() {
+                return err(
+                    abi::ERR_REQUEST,
+                    "freeing an active partitioned send whose partitions are not all \
+                     marked ready: its round could never complete",
+                );
+            }
         }
         // SAFETY: a null status is MPI_STATUS_IGNORE.
         unsafe { self.complete(std::ptr::null_mut(), true) }.map(drop)

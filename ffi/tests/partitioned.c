@@ -3,8 +3,8 @@
  * receives (4 partitions, polled with MPI_Parrived), restarted ROUNDS
  * times with the receive waited for first; a derived (non-contiguous)
  * datatype on the send side into a private stack buffer; MPI_Pready_range
- * and MPI_Pready_list; statuses and MPI_Request_get_status; PROC_NULL; and
- * the argument errors. */
+ * and MPI_Pready_list; statuses and MPI_Request_get_status; PROC_NULL; the
+ * argument errors; and freeing an active send with unready partitions. */
 #include "check.h"
 #include <pthread.h>
 #include <string.h>
@@ -174,6 +174,13 @@ int main(int argc, char **argv) {
     OK(MPI_Send_init(out, 1, MPI_INT, right, 0, MPI_COMM_WORLD, &plain));
     FAILS(MPI_ERR_REQUEST, MPI_Pready(0, plain)); /* not partitioned */
     OK(MPI_Request_free(&plain));
+    /* Freeing an active send with a partition not marked ready would leave
+     * a round that can never complete: refused, the request kept. */
+    OK(MPI_Start(&ns));
+    OK(MPI_Pready_range(0, 2, ns));
+    FAILS(MPI_ERR_REQUEST, MPI_Request_free(&ns));
+    CHECK(ns != MPI_REQUEST_NULL);
+    OK(MPI_Pready(3, ns));
 
     OK(MPI_Request_free(&ns));
     OK(MPI_Request_free(&vs));

@@ -493,6 +493,16 @@ impl SendCore {
         self.active.load(Ordering::Relaxed)
     }
 
+    /// Whether every partition of the round in flight has been marked
+    /// ready: only then can the round complete without more calls.
+    pub fn all_ready(&self) -> bool {
+        // Relaxed: see `start`; a mark made by another thread that this
+        // one has not synchronised with may be missed, which only makes
+        // the answer "not yet".
+        let r = self.round.load(Ordering::Relaxed);
+        self.ready.iter().all(|f| f.load(Ordering::Relaxed) == r)
+    }
+
     /// Starts a round (`MPI_Start`).
     pub fn start(self: &Arc<Self>) -> Result<()> {
         if self.is_active() {
@@ -1200,16 +1210,9 @@ impl Drop for Partition<'_> {
 
 impl Drop for PartitionedSend<'_> {
     fn drop(&mut self) {
-        let r = self.core.round.load(Ordering::Relaxed);
-        // Relaxed: every handle is gone (they borrow `self`), and their
-        // marks were made before that.
-        if self.is_active()
-            && self
-                .core
-                .ready
-                .iter()
-                .all(|f| f.load(Ordering::Relaxed) == r)
-        {
+        // Every handle is gone (they borrow `self`), and their marks were
+        // made before that.
+        if self.is_active() && self.core.all_ready() {
             // The buffer's borrow ends with us: send it all first.
             let _ = self.core.wait();
         }
