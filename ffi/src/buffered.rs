@@ -25,8 +25,9 @@
 //! ```
 
 use crate::abi::{self, Comm, Count, Datatype, Request};
+use crate::coll_large::Int;
 use crate::comm::CommEntry;
-use crate::datatype::{count_arg, type_ref};
+use crate::datatype::type_ref;
 use crate::errors::{api, api_comm, err, out, MpiError, Res};
 use hmpi_core::buffered;
 use std::ffi::{c_int, c_void};
@@ -79,15 +80,15 @@ fn detach(
 ///
 /// # Safety
 /// `buf` holds `count` elements of `datatype` (MPI's contract).
-unsafe fn bsend(
+unsafe fn bsend<I: Int>(
     c: &CommEntry,
     buf: *const c_void,
-    count: c_int,
+    count: I,
     datatype: Datatype,
     dest: c_int,
     tag: c_int,
 ) -> Res {
-    let n = count_arg(count)?;
+    let n = count.to_count("count")?;
     if n == 0 && dest == abi::PROC_NULL && datatype == abi::DATATYPE_NULL {
         return Ok(());
     }
@@ -114,30 +115,15 @@ unsafe fn bsend(
     Ok(())
 }
 
-/// A large count as the point-to-point routines take it.
-fn small_count(count: Count) -> Res<c_int> {
-    if count < 0 {
-        return err(abi::ERR_COUNT, format!("negative count {count}"));
-    }
-    c_int::try_from(count).map_err(|_| {
-        MpiError::new(
-            abi::ERR_COUNT,
-            format!(
-                "count {count} is beyond the point-to-point routines' limit of 2^31-1 elements"
-            ),
-        )
-    })
-}
-
 /// `MPI_Ibsend`: the copy is made now, so the request is complete.
 ///
 /// # Safety
 /// As for [`bsend`]; `request` is valid for a write when not null.
 #[allow(clippy::too_many_arguments)]
-unsafe fn ibsend(
+unsafe fn ibsend<I: Int>(
     func: &'static str,
     buf: *const c_void,
-    count: c_int,
+    count: I,
     datatype: Datatype,
     dest: c_int,
     tag: c_int,
@@ -247,11 +233,8 @@ mpi_fn! {
 
     /// [`MPI_Bsend`] with a large count.
     fn MPI_Bsend_c / PMPI_Bsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm) -> c_int {
-        api_comm("MPI_Bsend_c", comm, |c| {
-            let n = small_count(count)?;
-            // SAFETY: MPI's contract for the buffer.
-            unsafe { bsend(c, buf, n, datatype, dest, tag) }
-        })
+        // SAFETY: MPI's contract for the buffer.
+        api_comm("MPI_Bsend_c", comm, |c| unsafe { bsend(c, buf, count, datatype, dest, tag) })
     }
 
     /// Starts a buffered send (complete at once: the message is copied).
@@ -262,10 +245,7 @@ mpi_fn! {
 
     /// [`MPI_Ibsend`] with a large count.
     fn MPI_Ibsend_c / PMPI_Ibsend_c(buf: *const c_void, count: Count, datatype: Datatype, dest: c_int, tag: c_int, comm: Comm, request: *mut Request) -> c_int {
-        match small_count(count) {
-            // SAFETY: MPI's contract for the buffer and the request pointer.
-            Ok(n) => unsafe { ibsend("MPI_Ibsend_c", buf, n, datatype, dest, tag, comm, request) },
-            Err(e) => api_comm("MPI_Ibsend_c", comm, |_| Err(e)),
-        }
+        // SAFETY: MPI's contract for the buffer and the request pointer.
+        unsafe { ibsend("MPI_Ibsend_c", buf, count, datatype, dest, tag, comm, request) }
     }
 }

@@ -80,6 +80,7 @@ int main(int argc, char **argv) {
     FAILS(MPI_ERR_RANK, MPI_Bsend(in, 1, MPI_DOUBLE, size, 0, MPI_COMM_WORLD));
     FAILS(MPI_ERR_TAG, MPI_Bsend(in, 1, MPI_DOUBLE, right, -2, MPI_COMM_WORLD));
     FAILS(MPI_ERR_COUNT, MPI_Bsend(in, -1, MPI_DOUBLE, right, 0, MPI_COMM_WORLD));
+    FAILS(MPI_ERR_COUNT, MPI_Bsend_c(in, -1, MPI_DOUBLE, right, 0, MPI_COMM_WORLD));
     FAILS(MPI_ERR_TYPE, MPI_Bsend(in, 1, MPI_DATATYPE_NULL, right, 0, MPI_COMM_WORLD));
     OK(MPI_Bsend(NULL, 0, MPI_DATATYPE_NULL, MPI_PROC_NULL, 0, MPI_COMM_WORLD));
 
