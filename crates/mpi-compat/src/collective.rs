@@ -14,7 +14,7 @@ use crate::check;
 use crate::datatype::{
     dyn_pair, inout_buf, recv_buf, send_buf, Buffer, BufferMut, Dense, DynBuffer, DynBufferMut,
 };
-use crate::request::{Op, Request, Scope};
+use crate::request::{start_from, start_into, Op, Request, Scope};
 use crate::topology::{Communicator, Process, Rank};
 
 use hmpi_core::collective::{Partition as CorePartition, PartitionMut as CorePartitionMut};
@@ -265,14 +265,6 @@ where
     ))
 }
 
-/// A collective started in `scope` as a [`Request`] on `data`.
-fn started<'a, D: ?Sized, Sc>(
-    r: hmpi_core::request::CollectiveRequest<'a>,
-    data: *const D,
-) -> Request<'a, D, Sc> {
-    Request::new(Op::Coll(r), data)
-}
-
 /// Collectives over every process of a communicator (rsmpi's
 /// `CommunicatorCollectives`).
 pub trait CommunicatorCollectives: Communicator {
@@ -416,17 +408,10 @@ pub trait CommunicatorCollectives: Communicator {
         R: ?Sized + BufferMut,
         Sc: Scope<'a>,
     {
-        let data: *mut R = recvbuf;
-        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
-        // reference made here from it is the only one that reaches the
-        // buffer until the request completes, and the request reads
-        // through `data` only after that (see `Request::data`).
-        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let c = self.core();
-        started(
-            scope.with_core(|s| check(c.immediate_all_gather_into(s, Dense::of(sendbuf), recvbuf))),
-            data,
-        )
+        start_into(scope, recvbuf, Dense::of_mut, |s, recvbuf| {
+            c.immediate_all_gather_into(s, Dense::of(sendbuf), recvbuf)
+        })
     }
 
     /// `MPI_Ialltoall` in `scope`.
@@ -441,17 +426,10 @@ pub trait CommunicatorCollectives: Communicator {
         R: ?Sized + BufferMut,
         Sc: Scope<'a>,
     {
-        let data: *mut R = recvbuf;
-        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
-        // reference made here from it is the only one that reaches the
-        // buffer until the request completes, and the request reads
-        // through `data` only after that (see `Request::data`).
-        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let c = self.core();
-        started(
-            scope.with_core(|s| check(c.immediate_all_to_all_into(s, Dense::of(sendbuf), recvbuf))),
-            data,
-        )
+        start_into(scope, recvbuf, Dense::of_mut, |s, recvbuf| {
+            c.immediate_all_to_all_into(s, Dense::of(sendbuf), recvbuf)
+        })
     }
 
     /// `MPI_Iallreduce` in `scope`.
@@ -468,19 +446,10 @@ pub trait CommunicatorCollectives: Communicator {
         O: Operation,
         Sc: Scope<'a>,
     {
-        let data: *mut R = recvbuf;
-        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
-        // reference made here from it is the only one that reaches the
-        // buffer until the request completes, and the request reads
-        // through `data` only after that (see `Request::data`).
-        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let (c, op) = (self.core(), op.core_op());
-        started(
-            scope.with_core(|s| {
-                check(c.immediate_all_reduce_into(s, Dense::of(sendbuf), recvbuf, op))
-            }),
-            data,
-        )
+        start_into(scope, recvbuf, Dense::of_mut, |s, recvbuf| {
+            c.immediate_all_reduce_into(s, Dense::of(sendbuf), recvbuf, op)
+        })
     }
 
     /// `MPI_Ireduce_scatter_block` in `scope`.
@@ -497,19 +466,10 @@ pub trait CommunicatorCollectives: Communicator {
         O: Operation,
         Sc: Scope<'a>,
     {
-        let data: *mut R = recvbuf;
-        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
-        // reference made here from it is the only one that reaches the
-        // buffer until the request completes, and the request reads
-        // through `data` only after that (see `Request::data`).
-        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let (c, op) = (self.core(), op.core_op());
-        started(
-            scope.with_core(|s| {
-                check(c.immediate_reduce_scatter_block_into(s, Dense::of(sendbuf), recvbuf, op))
-            }),
-            data,
-        )
+        start_into(scope, recvbuf, Dense::of_mut, |s, recvbuf| {
+            c.immediate_reduce_scatter_block_into(s, Dense::of(sendbuf), recvbuf, op)
+        })
     }
 
     /// `MPI_Iscan` in `scope`.
@@ -526,17 +486,10 @@ pub trait CommunicatorCollectives: Communicator {
         O: Operation,
         Sc: Scope<'a>,
     {
-        let data: *mut R = recvbuf;
-        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
-        // reference made here from it is the only one that reaches the
-        // buffer until the request completes, and the request reads
-        // through `data` only after that (see `Request::data`).
-        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let (c, op) = (self.core(), op.core_op());
-        started(
-            scope.with_core(|s| check(c.immediate_scan_into(s, Dense::of(sendbuf), recvbuf, op))),
-            data,
-        )
+        start_into(scope, recvbuf, Dense::of_mut, |s, recvbuf| {
+            c.immediate_scan_into(s, Dense::of(sendbuf), recvbuf, op)
+        })
     }
 
     /// `MPI_Iexscan` in `scope`.
@@ -553,19 +506,10 @@ pub trait CommunicatorCollectives: Communicator {
         O: Operation,
         Sc: Scope<'a>,
     {
-        let data: *mut R = recvbuf;
-        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
-        // reference made here from it is the only one that reaches the
-        // buffer until the request completes, and the request reads
-        // through `data` only after that (see `Request::data`).
-        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let (c, op) = (self.core(), op.core_op());
-        started(
-            scope.with_core(|s| {
-                check(c.immediate_exclusive_scan_into(s, Dense::of(sendbuf), recvbuf, op))
-            }),
-            data,
-        )
+        start_into(scope, recvbuf, Dense::of_mut, |s, recvbuf| {
+            c.immediate_exclusive_scan_into(s, Dense::of(sendbuf), recvbuf, op)
+        })
     }
 
     /// `MPI_Iallgatherv` in `scope`.
@@ -582,18 +526,12 @@ pub trait CommunicatorCollectives: Communicator {
         D: Borrow<[i32]>,
         Sc: Scope<'a>,
     {
-        let data: *mut PartitionMut<'b, R, C, D> = recvbuf;
-        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
-        // reference made here from it is the only one that reaches the
-        // buffer until the request completes, and the request reads
-        // through `data` only after that (see `Request::data`).
-        let recvbuf = unsafe { &mut (*data).0 };
         let c = self.core();
-        started(
-            scope.with_core(|s| {
-                check(c.immediate_all_gather_varcount_into(s, Dense::of(sendbuf), recvbuf))
-            }),
-            data,
+        start_into(
+            scope,
+            recvbuf,
+            |p| &mut p.0,
+            |s, recvbuf| c.immediate_all_gather_varcount_into(s, Dense::of(sendbuf), recvbuf),
         )
     }
 
@@ -613,17 +551,12 @@ pub trait CommunicatorCollectives: Communicator {
         D2: Borrow<[i32]>,
         Sc: Scope<'a>,
     {
-        let data: *mut PartitionMut<'b, R, C2, D2> = recvbuf;
-        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
-        // reference made here from it is the only one that reaches the
-        // buffer until the request completes, and the request reads
-        // through `data` only after that (see `Request::data`).
-        let recvbuf = unsafe { &mut (*data).0 };
         let c = self.core();
-        started(
-            scope
-                .with_core(|s| check(c.immediate_all_to_all_varcount_into(s, &sendbuf.0, recvbuf))),
-            data,
+        start_into(
+            scope,
+            recvbuf,
+            |p| &mut p.0,
+            |s, recvbuf| c.immediate_all_to_all_varcount_into(s, &sendbuf.0, recvbuf),
         )
     }
 }
@@ -773,17 +706,10 @@ pub trait Root {
         scope: Sc,
         buf: &'a mut Buf,
     ) -> Request<'a, Buf, Sc> {
-        let data: *mut Buf = buf;
-        // SAFETY: `data` was just made from `buf`, borrowed for `'a`; the
-        // reference made here from it is the only one that reaches the
-        // buffer until the request completes, and the request reads
-        // through `data` only after that (see `Request::data`).
-        let buf = Dense::of_mut(unsafe { &mut *data });
         let p = self.core_root();
-        started(
-            scope.with_core(|s| check(CoreImmediateRoot::immediate_broadcast_into(p, s, buf))),
-            data,
-        )
+        start_into(scope, buf, Dense::of_mut, |s, buf| {
+            CoreImmediateRoot::immediate_broadcast_into(p, s, buf)
+        })
     }
 
     /// `MPI_Ireduce` in `scope` on a process other than the root.
@@ -794,17 +720,9 @@ pub trait Root {
         op: O,
     ) -> Request<'a, S, Sc> {
         let (p, op) = (self.core_root(), op.core_op());
-        started(
-            scope.with_core(|s| {
-                check(CoreImmediateRoot::immediate_reduce_into(
-                    p,
-                    s,
-                    Dense::of(sendbuf),
-                    op,
-                ))
-            }),
-            sendbuf,
-        )
+        start_from(scope, sendbuf, |s| {
+            CoreImmediateRoot::immediate_reduce_into(p, s, Dense::of(sendbuf), op)
+        })
     }
 
     /// `MPI_Ireduce` in `scope` at the root.
@@ -821,25 +739,10 @@ pub trait Root {
         recvbuf: &'a mut R,
         op: O,
     ) -> Request<'a, R, Sc> {
-        let data: *mut R = recvbuf;
-        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
-        // reference made here from it is the only one that reaches the
-        // buffer until the request completes, and the request reads
-        // through `data` only after that (see `Request::data`).
-        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let (p, op) = (self.core_root(), op.core_op());
-        started(
-            scope.with_core(|s| {
-                check(CoreImmediateRoot::immediate_reduce_into_root(
-                    p,
-                    s,
-                    Dense::of(sendbuf),
-                    recvbuf,
-                    op,
-                ))
-            }),
-            data,
-        )
+        start_into(scope, recvbuf, Dense::of_mut, |s, recvbuf| {
+            CoreImmediateRoot::immediate_reduce_into_root(p, s, Dense::of(sendbuf), recvbuf, op)
+        })
     }
 
     /// `MPI_Igather` in `scope` on a process other than the root.
@@ -849,16 +752,9 @@ pub trait Root {
         sendbuf: &'a S,
     ) -> Request<'a, S, Sc> {
         let p = self.core_root();
-        started(
-            scope.with_core(|s| {
-                check(CoreImmediateRoot::immediate_gather_into(
-                    p,
-                    s,
-                    Dense::of(sendbuf),
-                ))
-            }),
-            sendbuf,
-        )
+        start_from(scope, sendbuf, |s| {
+            CoreImmediateRoot::immediate_gather_into(p, s, Dense::of(sendbuf))
+        })
     }
 
     /// `MPI_Igather` in `scope` at the root.
@@ -873,24 +769,10 @@ pub trait Root {
         R: ?Sized + BufferMut,
         Sc: Scope<'a>,
     {
-        let data: *mut R = recvbuf;
-        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
-        // reference made here from it is the only one that reaches the
-        // buffer until the request completes, and the request reads
-        // through `data` only after that (see `Request::data`).
-        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let p = self.core_root();
-        started(
-            scope.with_core(|s| {
-                check(CoreImmediateRoot::immediate_gather_into_root(
-                    p,
-                    s,
-                    Dense::of(sendbuf),
-                    recvbuf,
-                ))
-            }),
-            data,
-        )
+        start_into(scope, recvbuf, Dense::of_mut, |s, recvbuf| {
+            CoreImmediateRoot::immediate_gather_into_root(p, s, Dense::of(sendbuf), recvbuf)
+        })
     }
 
     /// `MPI_Igatherv` in `scope` on a process other than the root.
@@ -900,16 +782,9 @@ pub trait Root {
         sendbuf: &'a S,
     ) -> Request<'a, S, Sc> {
         let p = self.core_root();
-        started(
-            scope.with_core(|s| {
-                check(CoreImmediateRoot::immediate_gather_varcount_into(
-                    p,
-                    s,
-                    Dense::of(sendbuf),
-                ))
-            }),
-            sendbuf,
-        )
+        start_from(scope, sendbuf, |s| {
+            CoreImmediateRoot::immediate_gather_varcount_into(p, s, Dense::of(sendbuf))
+        })
     }
 
     /// `MPI_Igatherv` in `scope` at the root.
@@ -926,23 +801,19 @@ pub trait Root {
         C: Borrow<[i32]>,
         D: Borrow<[i32]>,
     {
-        let data: *mut PartitionMut<'b, R, C, D> = recvbuf;
-        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
-        // reference made here from it is the only one that reaches the
-        // buffer until the request completes, and the request reads
-        // through `data` only after that (see `Request::data`).
-        let recvbuf = unsafe { &mut (*data).0 };
         let p = self.core_root();
-        started(
-            scope.with_core(|s| {
-                check(CoreImmediateRoot::immediate_gather_varcount_into_root(
+        start_into(
+            scope,
+            recvbuf,
+            |p| &mut p.0,
+            |s, recvbuf| {
+                CoreImmediateRoot::immediate_gather_varcount_into_root(
                     p,
                     s,
                     Dense::of(sendbuf),
                     recvbuf,
-                ))
-            }),
-            data,
+                )
+            },
         )
     }
 
@@ -952,17 +823,10 @@ pub trait Root {
         scope: Sc,
         recvbuf: &'a mut R,
     ) -> Request<'a, R, Sc> {
-        let data: *mut R = recvbuf;
-        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
-        // reference made here from it is the only one that reaches the
-        // buffer until the request completes, and the request reads
-        // through `data` only after that (see `Request::data`).
-        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let p = self.core_root();
-        started(
-            scope.with_core(|s| check(CoreImmediateRoot::immediate_scatter_into(p, s, recvbuf))),
-            data,
-        )
+        start_into(scope, recvbuf, Dense::of_mut, |s, recvbuf| {
+            CoreImmediateRoot::immediate_scatter_into(p, s, recvbuf)
+        })
     }
 
     /// `MPI_Iscatter` in `scope` at the root.
@@ -977,24 +841,10 @@ pub trait Root {
         S: ?Sized + Buffer,
         R: ?Sized + BufferMut,
     {
-        let data: *mut R = recvbuf;
-        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
-        // reference made here from it is the only one that reaches the
-        // buffer until the request completes, and the request reads
-        // through `data` only after that (see `Request::data`).
-        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let p = self.core_root();
-        started(
-            scope.with_core(|s| {
-                check(CoreImmediateRoot::immediate_scatter_into_root(
-                    p,
-                    s,
-                    Dense::of(sendbuf),
-                    recvbuf,
-                ))
-            }),
-            data,
-        )
+        start_into(scope, recvbuf, Dense::of_mut, |s, recvbuf| {
+            CoreImmediateRoot::immediate_scatter_into_root(p, s, Dense::of(sendbuf), recvbuf)
+        })
     }
 
     /// `MPI_Iscatterv` in `scope` on a process other than the root.
@@ -1003,21 +853,10 @@ pub trait Root {
         scope: Sc,
         recvbuf: &'a mut R,
     ) -> Request<'a, R, Sc> {
-        let data: *mut R = recvbuf;
-        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
-        // reference made here from it is the only one that reaches the
-        // buffer until the request completes, and the request reads
-        // through `data` only after that (see `Request::data`).
-        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let p = self.core_root();
-        started(
-            scope.with_core(|s| {
-                check(CoreImmediateRoot::immediate_scatter_varcount_into(
-                    p, s, recvbuf,
-                ))
-            }),
-            data,
-        )
+        start_into(scope, recvbuf, Dense::of_mut, |s, recvbuf| {
+            CoreImmediateRoot::immediate_scatter_varcount_into(p, s, recvbuf)
+        })
     }
 
     /// `MPI_Iscatterv` in `scope` at the root.
@@ -1034,21 +873,10 @@ pub trait Root {
         C: Borrow<[i32]>,
         D: Borrow<[i32]>,
     {
-        let data: *mut R = recvbuf;
-        // SAFETY: `data` was just made from `recvbuf`, borrowed for `'a`; the
-        // reference made here from it is the only one that reaches the
-        // buffer until the request completes, and the request reads
-        // through `data` only after that (see `Request::data`).
-        let recvbuf = Dense::of_mut(unsafe { &mut *data });
         let p = self.core_root();
-        started(
-            scope.with_core(|s| {
-                check(CoreImmediateRoot::immediate_scatter_varcount_into_root(
-                    p, s, &sendbuf.0, recvbuf,
-                ))
-            }),
-            data,
-        )
+        start_into(scope, recvbuf, Dense::of_mut, |s, recvbuf| {
+            CoreImmediateRoot::immediate_scatter_varcount_into_root(p, s, &sendbuf.0, recvbuf)
+        })
     }
 
     /// `MPI_Comm_spawn` rooted here: refused with an error (see

@@ -11,7 +11,7 @@ use crate::datatype::{
     inout_buf, packed_size_of, recv_buf, send_buf, value_from, vec_from, Buffer, BufferMut,
     Datatype, Dense, Equivalence,
 };
-use crate::request::{Op, Request, Scope};
+use crate::request::{start_from, start_into, Op, Request, Scope};
 use crate::topology::{AnyProcess, Process, Rank};
 use crate::{check, Count, Tag};
 
@@ -102,15 +102,10 @@ impl Message {
         scope: Sc,
         buf: &'a mut Buf,
     ) -> Request<'a, Buf, Sc> {
-        let data: *mut Buf = buf;
-        // SAFETY: `data` was just made from `buf`, borrowed for `'a`; the
-        // reference made here from it is the only one that reaches the
-        // buffer until the request completes, and the request reads
-        // through `data` only after that (see `Request::data`).
-        let buf = Dense::of_mut(unsafe { &mut *data });
         let msg = self.0;
-        let r = scope.with_core(|s| check(msg.immediate_matched_receive_into(s, buf)));
-        Request::new(Op::P2p(r), data)
+        start_into(scope, buf, Dense::of_mut, |s, buf| {
+            msg.immediate_matched_receive_into(s, buf)
+        })
     }
 }
 
@@ -235,19 +230,10 @@ pub trait Source {
         buf: &'a mut Buf,
         tag: Tag,
     ) -> Request<'a, Buf, Sc> {
-        let data: *mut Buf = buf;
-        // SAFETY: `data` was just made from `buf`, borrowed for `'a`; the
-        // reference made here from it is the only one that reaches the
-        // buffer until the request completes, and the request reads
-        // through `data` only after that (see `Request::data`).
-        let buf = Dense::of_mut(unsafe { &mut *data });
         let src = self.core_source();
-        let r = scope.with_core(|s| {
-            check(CoreSource::immediate_receive_into_with_tag(
-                src, s, buf, tag,
-            ))
-        });
-        Request::new(Op::P2p(r), data)
+        start_into(scope, buf, Dense::of_mut, |s, buf| {
+            CoreSource::immediate_receive_into_with_tag(src, s, buf, tag)
+        })
     }
 
     /// Starts a receive into `buf` in `scope`.
@@ -403,15 +389,9 @@ pub trait Destination {
         tag: Tag,
     ) -> Request<'a, Buf, Sc> {
         let d = self.core_destination();
-        let r = scope.with_core(|s| {
-            check(CoreDestination::immediate_send_with_tag(
-                d,
-                s,
-                Dense::of(buf),
-                tag,
-            ))
-        });
-        Request::new(Op::P2p(r), buf)
+        start_from(scope, buf, |s| {
+            CoreDestination::immediate_send_with_tag(d, s, Dense::of(buf), tag)
+        })
     }
 
     /// Starts a send of `buf` with tag 0 in `scope`.
@@ -454,15 +434,9 @@ pub trait Destination {
         tag: Tag,
     ) -> Request<'a, Buf, Sc> {
         let d = self.core_destination();
-        let r = scope.with_core(|s| {
-            check(CoreDestination::immediate_synchronous_send_with_tag(
-                d,
-                s,
-                Dense::of(buf),
-                tag,
-            ))
-        });
-        Request::new(Op::P2p(r), buf)
+        start_from(scope, buf, |s| {
+            CoreDestination::immediate_synchronous_send_with_tag(d, s, Dense::of(buf), tag)
+        })
     }
 
     /// Starts a synchronous send of `buf` with tag 0 in `scope`.
@@ -485,15 +459,9 @@ pub trait Destination {
         tag: Tag,
     ) -> Request<'a, Buf, Sc> {
         let d = self.core_destination();
-        let r = scope.with_core(|s| {
-            check(CoreDestination::immediate_ready_send_with_tag(
-                d,
-                s,
-                Dense::of(buf),
-                tag,
-            ))
-        });
-        Request::new(Op::P2p(r), buf)
+        start_from(scope, buf, |s| {
+            CoreDestination::immediate_ready_send_with_tag(d, s, Dense::of(buf), tag)
+        })
     }
 
     /// Starts a ready-mode send of `buf` with tag 0 in `scope`.

@@ -73,6 +73,61 @@ pub(crate) enum Op<'a> {
     Done,
 }
 
+impl<'a> From<core::Request<'a>> for Op<'a> {
+    fn from(r: core::Request<'a>) -> Self {
+        Op::P2p(r)
+    }
+}
+
+impl<'a> From<core::CollectiveRequest<'a>> for Op<'a> {
+    fn from(r: core::CollectiveRequest<'a>) -> Self {
+        Op::Coll(r)
+    }
+}
+
+/// Starts in `scope` an operation that writes into `out`: `view` turns
+/// the buffer into the form hmpi-core takes, `start` starts the operation
+/// on it (aborting, as rsmpi does, if hmpi-core refuses). The request
+/// hands `out` back only once the operation is complete.
+pub(crate) fn start_into<'a, D, V, T, Sc>(
+    scope: Sc,
+    out: &'a mut D,
+    view: impl FnOnce(&'a mut D) -> &'a mut V,
+    start: impl for<'e> FnOnce(&'a LocalScope<'a, 'e>, &'a mut V) -> hmpi_core::Result<T>,
+) -> Request<'a, D, Sc>
+where
+    D: ?Sized,
+    V: ?Sized + 'a,
+    T: Into<Op<'a>>,
+    Sc: Scope<'a>,
+{
+    let data: *mut D = out;
+    // SAFETY: `data` was just made from `out`, borrowed for `'a`; the
+    // reference made here from it is the only one that reaches the buffer
+    // until the request completes, and the request reads through `data`
+    // only after that (see `Request::data`).
+    let v = view(unsafe { &mut *data });
+    let op = scope.with_core(|s| crate::check(start(s, v)));
+    Request::new(op.into(), data)
+}
+
+/// Starts in `scope` an operation that only reads `input` (aborting, as
+/// rsmpi does, if hmpi-core refuses); the request hands `input` back once
+/// the operation is complete.
+pub(crate) fn start_from<'a, D, T, Sc>(
+    scope: Sc,
+    input: &'a D,
+    start: impl for<'e> FnOnce(&'a LocalScope<'a, 'e>) -> hmpi_core::Result<T>,
+) -> Request<'a, D, Sc>
+where
+    D: ?Sized,
+    T: Into<Op<'a>>,
+    Sc: Scope<'a>,
+{
+    let op = scope.with_core(|s| crate::check(start(s)));
+    Request::new(op.into(), input)
+}
+
 /// A nonblocking operation started in scope `S` on data `D` (rsmpi's
 /// `Request`).
 #[must_use = "a request should be completed (dropping it waits)"]
