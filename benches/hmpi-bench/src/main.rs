@@ -72,6 +72,7 @@ mod report;
 mod rma;
 mod stats;
 mod transport;
+mod worker;
 
 use hmpi::ShmHeap;
 use report::Sample;

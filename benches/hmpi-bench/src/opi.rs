@@ -45,6 +45,7 @@
 use crate::opi_kernels::{give_take_latency, Touch};
 use crate::p2p::ResultFile;
 use crate::report::{self, fmt_size, Sample};
+use crate::worker;
 use crate::{BenchError, Options, Outcome, Progress, Workload};
 use hmpi::hmpi_core::launch::{allowed_cpus, Bind, Launcher};
 use hmpi::traits::Communicator;
@@ -325,58 +326,9 @@ fn read_results(path: &Path) -> Result<Vec<Sample>, String> {
     Ok(text.lines().filter_map(parse_line).collect())
 }
 
-/// The worker's arguments.
-struct Job {
-    sizes: Vec<usize>,
-    reps: usize,
-    quick: bool,
-    out: String,
-}
-
-fn parse_job(args: &[String]) -> Result<Job, BenchError> {
-    let bad = |m: String| BenchError::Usage(format!("--worker {WORKER}: {m}"));
-    let mut job = Job {
-        sizes: Vec::new(),
-        reps: DEFAULT_REPS,
-        quick: false,
-        out: String::new(),
-    };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut value = || {
-            it.next()
-                .cloned()
-                .ok_or_else(|| bad(format!("{a} needs a value")))
-        };
-        match a.as_str() {
-            "--sizes" => {
-                job.sizes = value()?
-                    .split(',')
-                    .map(|s| s.parse().map_err(|_| bad(format!("bad size '{s}'"))))
-                    .collect::<Result<_, _>>()?
-            }
-            "--reps" => {
-                let v = value()?;
-                job.reps = v
-                    .parse()
-                    .ok()
-                    .filter(|&r| r > 0)
-                    .ok_or_else(|| bad(format!("bad --reps '{v}'")))?
-            }
-            "--out" => job.out = value()?,
-            "--quick" => job.quick = true,
-            other => return Err(bad(format!("unknown argument '{other}'"))),
-        }
-    }
-    if job.sizes.is_empty() || job.out.is_empty() {
-        return Err(bad("--sizes and --out are required".into()));
-    }
-    Ok(job)
-}
-
 /// One rank of the measurement.
 fn worker(args: &[String]) -> Result<(), BenchError> {
-    let job = parse_job(args)?;
+    let job = worker::parse(WORKER, args, DEFAULT_REPS, None)?;
     // Buffers in the node heap, so that given blocks move by pointer.
     crate::node_heap_allocator();
     let failed = |e: hmpi::Error| BenchError::Failed(format!("opi worker: {e}"));
@@ -665,21 +617,6 @@ mod tests {
             ..Options::default()
         };
         assert_eq!(sizes(&o), [5]);
-    }
-
-    #[test]
-    fn job_arguments() {
-        let a: Vec<String> = ["--sizes", "8,64", "--reps", "2", "--out", "/x", "--quick"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let j = parse_job(&a).unwrap();
-        assert_eq!(
-            (j.sizes, j.reps, j.quick, j.out.as_str()),
-            (vec![8, 64], 2, true, "/x")
-        );
-        assert!(parse_job(&["--reps".to_string(), "0".to_string()]).is_err());
-        assert!(parse_job(&[]).is_err());
     }
 
     #[test]

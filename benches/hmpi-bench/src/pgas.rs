@@ -43,6 +43,7 @@
 use crate::compare::{self, PAIRED, RATIO_UNIT};
 use crate::p2p::ResultFile;
 use crate::report::{self, Sample};
+use crate::worker::{self, Job};
 use crate::{rma, BenchError, Options, Outcome, Progress, Workload};
 use hmpi::hmpi_core::launch::{allowed_cpus, Bind, Launcher};
 use hmpi::pgas::{waitall, GlobalPtr, Gptr, Pgas};
@@ -298,63 +299,8 @@ pub fn run_hmpi(sizes: &[usize], reps: usize, quick: bool) -> Result<Vec<Sample>
     read_results(&file.0, BACKEND, sizes)
 }
 
-/// The worker's arguments.
-struct Job {
-    sizes: Vec<usize>,
-    reps: usize,
-    quick: bool,
-    out: String,
-    transport: String,
-    label: String,
-}
-
-fn parse_job(args: &[String]) -> Result<Job, BenchError> {
-    let bad = |m: String| BenchError::Usage(format!("--worker {WORKER}: {m}"));
-    let mut job = Job {
-        sizes: Vec::new(),
-        reps: 5,
-        quick: false,
-        out: String::new(),
-        transport: BACKEND.into(),
-        label: BACKEND.into(),
-    };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut value = || {
-            it.next()
-                .cloned()
-                .ok_or_else(|| bad(format!("{a} needs a value")))
-        };
-        match a.as_str() {
-            "--sizes" => {
-                job.sizes = value()?
-                    .split(',')
-                    .map(|s| s.parse().map_err(|_| bad(format!("bad size '{s}'"))))
-                    .collect::<Result<_, _>>()?
-            }
-            "--reps" => {
-                let v = value()?;
-                job.reps = v
-                    .parse()
-                    .ok()
-                    .filter(|&r| r > 0)
-                    .ok_or_else(|| bad(format!("bad --reps '{v}'")))?
-            }
-            "--out" => job.out = value()?,
-            "--quick" => job.quick = true,
-            "--transport" => job.transport = value()?,
-            "--label" => job.label = value()?,
-            other => return Err(bad(format!("unknown argument '{other}'"))),
-        }
-    }
-    if job.sizes.is_empty() || job.out.is_empty() {
-        return Err(bad("--sizes and --out are required".into()));
-    }
-    Ok(job)
-}
-
 fn worker(args: &[String]) -> Result<(), BenchError> {
-    let job = parse_job(args)?;
+    let job = worker::parse(WORKER, args, 5, Some(BACKEND))?;
     let lines = match job.transport.as_str() {
         BACKEND => hmpi_worker(&job)?,
         #[cfg(feature = "mpi")]

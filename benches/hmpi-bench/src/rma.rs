@@ -43,6 +43,7 @@
 
 use crate::p2p::ResultFile;
 use crate::report::{self, Sample};
+use crate::worker::{self, Job};
 use crate::{BenchError, Options, Outcome, Progress, Workload};
 use hmpi::collective::SystemOperation;
 use hmpi::hmpi_core::launch::{allowed_cpus, Bind, Launcher};
@@ -372,63 +373,6 @@ fn parse_line(line: &str) -> Option<Sample> {
     Sample::from_reps(workload, backend, 2, size, unit, &values)
 }
 
-/// The worker's arguments.
-struct Job {
-    sizes: Vec<usize>,
-    reps: usize,
-    quick: bool,
-    out: String,
-    /// `hmpi`, or `rsmpi` (feature `mpi`) for an MPI peer.
-    transport: String,
-    /// The backend label of the result lines.
-    label: String,
-}
-
-fn parse_job(args: &[String]) -> Result<Job, BenchError> {
-    let bad = |m: String| BenchError::Usage(format!("--worker {WORKER}: {m}"));
-    let mut job = Job {
-        sizes: Vec::new(),
-        reps: 5,
-        quick: false,
-        out: String::new(),
-        transport: BACKEND.into(),
-        label: BACKEND.into(),
-    };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut value = || {
-            it.next()
-                .cloned()
-                .ok_or_else(|| bad(format!("{a} needs a value")))
-        };
-        match a.as_str() {
-            "--sizes" => {
-                job.sizes = value()?
-                    .split(',')
-                    .map(|s| s.parse().map_err(|_| bad(format!("bad size '{s}'"))))
-                    .collect::<Result<_, _>>()?
-            }
-            "--reps" => {
-                let v = value()?;
-                job.reps = v
-                    .parse()
-                    .ok()
-                    .filter(|&r| r > 0)
-                    .ok_or_else(|| bad(format!("bad --reps '{v}'")))?
-            }
-            "--out" => job.out = value()?,
-            "--quick" => job.quick = true,
-            "--transport" => job.transport = value()?,
-            "--label" => job.label = value()?,
-            other => return Err(bad(format!("unknown argument '{other}'"))),
-        }
-    }
-    if job.sizes.is_empty() || job.out.is_empty() {
-        return Err(bad("--sizes and --out are required".into()));
-    }
-    Ok(job)
-}
-
 /// `c = a × b` for `n × n` matrices, naively (the target's computation;
 /// no library call inside).
 /// Computes (register arithmetic only, no memory traffic) for `d`.
@@ -487,7 +431,7 @@ fn matmul(n: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
 }
 
 fn worker(args: &[String]) -> Result<(), BenchError> {
-    let job = parse_job(args)?;
+    let job = worker::parse(WORKER, args, 5, Some(BACKEND))?;
     let lines = match job.transport.as_str() {
         BACKEND => hmpi_worker(&job)?,
         #[cfg(feature = "mpi")]
@@ -793,12 +737,15 @@ mod tests {
             a,
             ["--worker", "rma", "--sizes", "8,16", "--reps", "3", "--out", "/tmp/x", "--quick"]
         );
-        let job = parse_job(
+        let job = worker::parse(
+            WORKER,
             &a[2..]
                 .iter()
                 .map(|s| s.to_string())
                 .chain(["--transport", "rsmpi", "--label", "rsmpi-openmpi"].map(String::from))
                 .collect::<Vec<_>>(),
+            5,
+            Some(BACKEND),
         )
         .unwrap();
         assert_eq!(
