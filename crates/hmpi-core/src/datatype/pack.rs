@@ -34,7 +34,7 @@ impl Datatype {
         count
             .checked_mul(self.size())
             .filter(|&b| b <= isize::MAX as usize)
-            .ok_or(Error::TooLarge {
+            .ok_or_else(|| Error::TooLarge {
                 count: count as u64,
                 element_size: self.size(),
             })

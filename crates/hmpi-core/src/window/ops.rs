@@ -288,6 +288,47 @@ impl Win {
         v
     }
 
+    /// Where a small transfer of one dense run each side may go with no
+    /// more checks: the address in this process of `tcount` elements of
+    /// `tdt` at `disp` of `rank`, and their length, when the transfer is
+    /// between dense types of one size, at most [`SMALL`] bytes and not
+    /// empty, inside a window of fixed memory mapped here, within an epoch
+    /// of a lock held on `rank`. `None` sends the operation through the
+    /// general path, which makes every check and reports what is wrong.
+    #[inline(always)]
+    fn small_target(
+        &self,
+        ocount: usize,
+        odt: &Datatype,
+        rank: i32,
+        disp: u64,
+        tcount: usize,
+        tdt: &Datatype,
+    ) -> Option<(*mut u8, usize)> {
+        let r = usize::try_from(rank).ok()?;
+        let p = self.peers.get(r)?;
+        if !(p.heap || r == self.me as usize)
+            || self.flavor == Flavor::Dynamic
+            || !self.lock_held(r as u32)
+        {
+            return None;
+        }
+        let (o, t) = (odt.dense_offset()?, tdt.dense_offset()?);
+        let bytes = ocount.checked_mul(odt.size())?;
+        if bytes == 0 || bytes > SMALL || tcount.checked_mul(tdt.size())? != bytes || o != 0 {
+            return None;
+        }
+        // The run's first byte, from the window's base (a dense type's
+        // bytes start at its offset).
+        let lo = disp
+            .checked_mul(p.disp_unit)?
+            .checked_add_signed(t as i64)?;
+        if lo.checked_add(bytes as u64)? > p.size {
+            return None;
+        }
+        Some(((p.base + lo) as usize as *mut u8, bytes))
+    }
+
     /// `MPI_Put`: `ocount` elements of `odt` at `origin` into `tcount`
     /// elements of `tdt` at displacement `disp` of `rank`'s window.
     ///
@@ -305,6 +346,15 @@ impl Win {
         tcount: usize,
         tdt: &Datatype,
     ) -> Result<()> {
+        if let Some((dst, bytes)) = self.small_target(ocount, odt, rank, disp, tcount, tdt) {
+            owe();
+            // SAFETY: the caller's guarantee for the origin (one dense run
+            // at `origin`, offset 0); the target's bytes are inside its
+            // window, mapped here (`small_target`); `copy_small` allows an
+            // overlap (a put within one's own window).
+            unsafe { copy_small(dst, origin, bytes) };
+            return Ok(());
+        }
         let bytes = odt.packed_size(ocount)?;
         same_size(bytes, tdt.packed_size(tcount)?, "MPI_Put")?;
         let Some(t) = self.target(rank, disp, tcount, tdt, "MPI_Put", Touch::Store)? else {
@@ -359,6 +409,13 @@ impl Win {
         tcount: usize,
         tdt: &Datatype,
     ) -> Result<()> {
+        if let Some((src, bytes)) = self.small_target(ocount, odt, rank, disp, tcount, tdt) {
+            settle();
+            // SAFETY: as in `put`, the other way round: `origin` holds one
+            // dense run of `bytes` writable bytes at offset 0.
+            unsafe { copy_small(origin, src, bytes) };
+            return Ok(());
+        }
         let bytes = odt.packed_size(ocount)?;
         same_size(bytes, tdt.packed_size(tcount)?, "MPI_Get")?;
         let Some(t) = self.target(rank, disp, tcount, tdt, "MPI_Get", Touch::Load)? else {
