@@ -304,6 +304,55 @@ mod tests {
     }
 
     #[test]
+    fn subarrays_match_element_by_element() {
+        // Every element of the part, in the order of the array, merged.
+        let cases: &[(&[usize], &[usize], &[usize])] = &[
+            (&[9], &[4], &[3]),
+            (&[4, 6], &[2, 3], &[1, 2]),
+            (&[4, 6], &[4, 1], &[0, 5]),
+            (&[3, 4, 5], &[2, 2, 3], &[1, 0, 2]),
+            (&[2, 3, 2, 3], &[1, 2, 2, 1], &[1, 1, 0, 2]),
+        ];
+        for &(sizes, subsizes, starts) in cases {
+            for order in [Order::C, Order::Fortran] {
+                let t = UserDatatype::subarray(sizes, subsizes, starts, order, &int()).unwrap();
+                let nd = sizes.len();
+                // Dimensions from the slowest varying to the fastest.
+                let dims: Vec<usize> = match order {
+                    Order::C => (0..nd).collect(),
+                    Order::Fortran => (0..nd).rev().collect(),
+                };
+                let total: usize = subsizes.iter().product();
+                let mut want: Vec<Block> = Vec::new();
+                for k in 0..total {
+                    // The k-th element of the part, fastest dimension last.
+                    let (mut rest, mut off, mut mult) = (k, 0usize, 1usize);
+                    for &d in dims.iter().rev() {
+                        let i = starts[d] + rest % subsizes[d];
+                        rest /= subsizes[d];
+                        off += i * mult;
+                        mult *= sizes[d];
+                    }
+                    let at = (off * 4) as isize;
+                    match want.last_mut() {
+                        Some(l) if l.0 + l.1 as isize == at => l.1 += 4,
+                        _ => want.push((at, 4)),
+                    }
+                }
+                let what = format!("{sizes:?} {subsizes:?} {starts:?} {order:?}");
+                assert_eq!(t.blocks(), &want[..], "{what}");
+                let whole: usize = sizes.iter().product();
+                assert_eq!(
+                    (t.lower_bound(), t.extent()),
+                    (0, whole as isize * 4),
+                    "{what}"
+                );
+                assert_eq!(t.combiner(), Combiner::Subarray, "{what}");
+            }
+        }
+    }
+
+    #[test]
     fn a_known_darray_by_hand() {
         // 4x4 ints, block x block on a 2x2 grid, rank 3 = coords (1, 1):
         // rows 2-3, columns 2-3 (C order).
