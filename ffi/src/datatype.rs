@@ -392,7 +392,7 @@ pub fn count_arg(count: c_int) -> Res<usize> {
 ///
 /// # Safety
 /// `newtype` is valid for a write when not null.
-unsafe fn store(t: impl Into<CoreType>, committed: bool, newtype: *mut Datatype) -> Res {
+pub(crate) unsafe fn store(t: impl Into<CoreType>, committed: bool, newtype: *mut Datatype) -> Res {
     let p = out(newtype, "newtype")?;
     let t = t.into();
     let h = TYPES
@@ -403,11 +403,20 @@ unsafe fn store(t: impl Into<CoreType>, committed: bool, newtype: *mut Datatype)
     Ok(())
 }
 
+/// Stores a type that behaves as a predefined one (committed, never
+/// freed or renamed: the Fortran kind types) and returns its handle.
+pub(crate) fn store_fixed(t: CoreType) -> Res<Datatype> {
+    TYPES
+        .insert_with(|h| Arc::new(TypeInfo::new(t.with_handle(h), true, true, "")))
+        .map(Datatype)
+        .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many datatypes"))
+}
+
 /// `n` values from C.
 ///
 /// # Safety
 /// `p` is valid for `n` values when not null.
-unsafe fn array<'a, T>(p: *const T, n: usize, what: &str) -> Res<&'a [T]> {
+pub(crate) unsafe fn array<'a, T>(p: *const T, n: usize, what: &str) -> Res<&'a [T]> {
     if n == 0 {
         return Ok(&[]);
     }

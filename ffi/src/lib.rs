@@ -83,6 +83,7 @@ pub mod coll_large;
 pub mod comm;
 pub mod dart;
 pub mod datatype;
+pub mod derived;
 pub mod env;
 pub mod errors;
 pub mod handles;

@@ -319,16 +319,6 @@ refused! {
     MPI_Lookup_name / PMPI_Lookup_name(service_name: *const c_char, info: Info,
         port_name: *mut c_char) => world;
     MPI_Open_port / PMPI_Open_port(info: Info, port_name: *mut c_char) => world;
-    MPI_Pack_external / PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void,
-        incount: c_int, datatype: Datatype, outbuf: *mut c_void, outsize: Aint, position: *mut Aint
-    ) => world;
-    MPI_Pack_external_c / PMPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void,
-        incount: Count, datatype: Datatype, outbuf: *mut c_void, outsize: Count,
-        position: *mut Count) => world;
-    MPI_Pack_external_size / PMPI_Pack_external_size(datarep: *const c_char, incount: c_int,
-        datatype: Datatype, size: *mut Aint) => world;
-    MPI_Pack_external_size_c / PMPI_Pack_external_size_c(datarep: *const c_char, incount: Count,
-        datatype: Datatype, size: *mut Count) => world;
     MPI_Publish_name / PMPI_Publish_name(service_name: *const c_char, info: Info,
         port_name: *const c_char) => world;
     MPI_Register_datarep / PMPI_Register_datarep(datarep: *const c_char,
@@ -378,71 +368,6 @@ refused! {
     ) => world;
     MPI_Session_set_errhandler / PMPI_Session_set_errhandler(session: Session,
         errhandler: Errhandler) => world;
-    MPI_Type_contiguous_c / PMPI_Type_contiguous_c(count: Count, oldtype: Datatype,
-        newtype: *mut Datatype) => world;
-    MPI_Type_create_darray / PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int,
-        array_of_gsizes: *const c_int, array_of_distribs: *const c_int,
-        array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int,
-        oldtype: Datatype, newtype: *mut Datatype) => world;
-    MPI_Type_create_darray_c / PMPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int,
-        array_of_gsizes: *const Count, array_of_distribs: *const c_int,
-        array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int,
-        oldtype: Datatype, newtype: *mut Datatype) => world;
-    MPI_Type_create_f90_complex / PMPI_Type_create_f90_complex(p: c_int, r: c_int,
-        newtype: *mut Datatype) => world;
-    MPI_Type_create_f90_integer / PMPI_Type_create_f90_integer(r: c_int, newtype: *mut Datatype
-    ) => world;
-    MPI_Type_create_f90_real / PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut Datatype
-    ) => world;
-    MPI_Type_create_hindexed_c / PMPI_Type_create_hindexed_c(count: Count,
-        array_of_blocklengths: *const Count, array_of_displacements: *const Count,
-        oldtype: Datatype, newtype: *mut Datatype) => world;
-    MPI_Type_create_hindexed_block_c / PMPI_Type_create_hindexed_block_c(count: Count,
-        blocklength: Count, array_of_displacements: *const Count, oldtype: Datatype,
-        newtype: *mut Datatype) => world;
-    MPI_Type_create_hvector_c / PMPI_Type_create_hvector_c(count: Count, blocklength: Count,
-        stride: Count, oldtype: Datatype, newtype: *mut Datatype) => world;
-    MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c(count: Count,
-        blocklength: Count, array_of_displacements: *const Count, oldtype: Datatype,
-        newtype: *mut Datatype) => world;
-    MPI_Type_create_resized_c / PMPI_Type_create_resized_c(oldtype: Datatype, lb: Count,
-        extent: Count, newtype: *mut Datatype) => world;
-    MPI_Type_create_struct_c / PMPI_Type_create_struct_c(count: Count,
-        array_of_blocklengths: *const Count, array_of_displacements: *const Count,
-        array_of_types: *const Datatype, newtype: *mut Datatype) => world;
-    MPI_Type_create_subarray / PMPI_Type_create_subarray(ndims: c_int, array_of_sizes: *const c_int,
-        array_of_subsizes: *const c_int, array_of_starts: *const c_int, order: c_int,
-        oldtype: Datatype, newtype: *mut Datatype) => world;
-    MPI_Type_create_subarray_c / PMPI_Type_create_subarray_c(ndims: c_int,
-        array_of_sizes: *const Count, array_of_subsizes: *const Count,
-        array_of_starts: *const Count, order: c_int, oldtype: Datatype, newtype: *mut Datatype
-    ) => world;
-    MPI_Type_get_contents / PMPI_Type_get_contents(datatype: Datatype, max_integers: c_int,
-        max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int,
-        array_of_addresses: *mut Aint, array_of_datatypes: *mut Datatype) => world;
-    MPI_Type_get_contents_c / PMPI_Type_get_contents_c(datatype: Datatype, max_integers: Count,
-        max_addresses: Count, max_large_counts: Count, max_datatypes: Count,
-        array_of_integers: *mut c_int, array_of_addresses: *mut Aint,
-        array_of_large_counts: *mut Count, array_of_datatypes: *mut Datatype) => world;
-    MPI_Type_get_envelope / PMPI_Type_get_envelope(datatype: Datatype, num_integers: *mut c_int,
-        num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) => world;
-    MPI_Type_get_envelope_c / PMPI_Type_get_envelope_c(datatype: Datatype, num_integers: *mut Count,
-        num_addresses: *mut Count, num_large_counts: *mut Count, num_datatypes: *mut Count,
-        combiner: *mut c_int) => world;
-    MPI_Type_get_value_index / PMPI_Type_get_value_index(value_type: Datatype, index_type: Datatype,
-        pair_type: *mut Datatype) => world;
-    MPI_Type_indexed_c / PMPI_Type_indexed_c(count: Count, array_of_blocklengths: *const Count,
-        array_of_displacements: *const Count, oldtype: Datatype, newtype: *mut Datatype) => world;
-    MPI_Type_match_size / PMPI_Type_match_size(typeclass: c_int, size: c_int,
-        datatype: *mut Datatype) => world;
-    MPI_Type_vector_c / PMPI_Type_vector_c(count: Count, blocklength: Count, stride: Count,
-        oldtype: Datatype, newtype: *mut Datatype) => world;
-    MPI_Unpack_external / PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void,
-        insize: Aint, position: *mut Aint, outbuf: *mut c_void, outcount: c_int, datatype: Datatype
-    ) => world;
-    MPI_Unpack_external_c / PMPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void,
-        insize: Count, position: *mut Count, outbuf: *mut c_void, outcount: Count,
-        datatype: Datatype) => world;
     MPI_Unpublish_name / PMPI_Unpublish_name(service_name: *const c_char, info: Info,
         port_name: *const c_char) => world;
     MPI_T_category_changed / PMPI_T_category_changed(update_number: *mut c_int) => tool;

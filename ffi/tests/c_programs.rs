@@ -121,6 +121,10 @@ const TESTS: &[(&str, fn())] = &[
     ),
     ("large_count_packing", large_count_packing),
     (
+        "subarray_halo_darray_contents_external32",
+        subarray_halo_darray_contents_external32,
+    ),
+    (
         "unsupported_routine_is_fatal_by_default",
         unsupported_routine_is_fatal_by_default,
     ),
@@ -774,6 +778,12 @@ fn buffered_sends_within_the_attached_buffer() {
 
 fn large_count_packing() {
     build_and_run("tests/pack_c.c", "pack_c", 1);
+}
+
+fn subarray_halo_darray_contents_external32() {
+    for ranks in [2, 3] {
+        build_and_run("tests/types_more.c", "types_more", ranks);
+    }
 }
 
 fn unsupported_routines_refuse() {

@@ -16,7 +16,11 @@
 //!   bounds, alignment, blocks, density, basic element type) and
 //!   [`UserDatatype`]'s constructors;
 //! * [`pack`](mod@pack): packing and unpacking, safe over slices and raw
-//!   for the C library.
+//!   for the C library;
+//! * [`external`]: packing in the `"external32"` representation;
+//! * [`contents`]: how each type was built (envelope and contents), and
+//!   the predefined types chosen by Fortran kind or by size;
+//! * distributed arrays ([`UserDatatype::darray`]).
 //!
 //! # Example
 //! ```
@@ -37,9 +41,15 @@
 //! assert_eq!((t.size(), t.extent(), t.blocks()), (32, 32, &[(0, 32)][..]));
 //! ```
 
+pub mod contents;
+mod darray;
+pub mod external;
 pub mod pack;
 pub mod typemap;
 
+pub use contents::{
+    match_size, Combiner, Constructor, Contents, Distribution, Envelope, TypeClass,
+};
 pub use hmpi_derive::Equivalence;
 pub use typemap::{BasicType, Block, Datatype, Order, UserDatatype, MAX_BLOCKS};
 

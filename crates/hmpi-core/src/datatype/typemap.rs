@@ -28,6 +28,7 @@
 //! times its runs. Blocks are still counted as MPI lays them out: a map
 //! of more than [`MAX_BLOCKS`] blocks is refused, whatever its runs.
 
+use super::contents::{Constructor, How};
 use crate::{Error, Result};
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -266,8 +267,10 @@ pub(crate) struct TypeMap {
     /// The type map as a list of blocks, made when first asked for.
     flat: OnceLock<Vec<Block>>,
     elements: Elements,
-    predefined: Option<BasicType>,
-    handle: Option<usize>,
+    pub(crate) predefined: Option<BasicType>,
+    pub(crate) handle: Option<usize>,
+    /// How the type was built (`None`: a predefined type).
+    pub(crate) how: Option<Arc<How>>,
 }
 
 /// A datatype: the layout of one element of a message in memory (rsmpi's
@@ -338,6 +341,7 @@ impl Datatype {
                         elements: Elements::One(b),
                         predefined: Some(b),
                         handle: None,
+                        how: None,
                     }))
                 })
                 .collect()
@@ -738,6 +742,7 @@ impl Builder {
             elements: self.elements,
             predefined: None,
             handle: None,
+            how: None,
         })))
     }
 }
@@ -816,6 +821,16 @@ fn check_vector_size(count: usize, bl: usize, old: &Datatype) -> Result<()> {
 }
 
 impl UserDatatype {
+    /// A type just built, as a derived type.
+    pub(crate) fn from_datatype(t: Datatype) -> UserDatatype {
+        UserDatatype(t)
+    }
+
+    /// `t` recorded as made by `c`.
+    fn made(t: UserDatatype, c: Constructor) -> UserDatatype {
+        UserDatatype(t.0.made_by(c))
+    }
+
     /// The type as a [`Datatype`].
     pub fn as_datatype(&self) -> &Datatype {
         &self.0
@@ -831,7 +846,13 @@ impl UserDatatype {
     pub fn contiguous(count: usize, oldtype: &Datatype) -> Result<UserDatatype> {
         let mut b = Builder::new();
         b.add(0, count, oldtype)?;
-        Ok(UserDatatype(b.finish(false)?))
+        Ok(Self::made(
+            UserDatatype(b.finish(false)?),
+            Constructor::Contiguous {
+                count,
+                old: oldtype.clone(),
+            },
+        ))
     }
 
     /// `count` blocks of `blocklength` elements, `stride` elements apart
@@ -843,12 +864,40 @@ impl UserDatatype {
         oldtype: &Datatype,
     ) -> Result<UserDatatype> {
         let step = mul(stride, oldtype.extent())?;
-        Self::heterogeneous_vector(count, blocklength, step, oldtype)
+        let t = Self::heterogeneous_vector(count, blocklength, step, oldtype)?;
+        Ok(Self::made(
+            t,
+            Constructor::Vector {
+                count,
+                blocklength,
+                stride,
+                old: oldtype.clone(),
+            },
+        ))
     }
 
     /// `count` blocks of `blocklength` elements, `stride` bytes apart
     /// (`MPI_Type_create_hvector`).
     pub fn heterogeneous_vector(
+        count: usize,
+        blocklength: usize,
+        stride: isize,
+        oldtype: &Datatype,
+    ) -> Result<UserDatatype> {
+        let t = Self::hvector_map(count, blocklength, stride, oldtype)?;
+        Ok(Self::made(
+            t,
+            Constructor::Hvector {
+                count,
+                blocklength,
+                stride,
+                old: oldtype.clone(),
+            },
+        ))
+    }
+
+    /// The type map of an hvector.
+    fn hvector_map(
         count: usize,
         blocklength: usize,
         stride: isize,
@@ -890,7 +939,14 @@ impl UserDatatype {
         for (&n, &d) in blocklengths.iter().zip(displacements) {
             b.add(mul(d, ext)?, n, oldtype)?;
         }
-        Ok(UserDatatype(b.finish(false)?))
+        Ok(Self::made(
+            UserDatatype(b.finish(false)?),
+            Constructor::Indexed {
+                blocklengths: blocklengths.to_vec(),
+                displacements: displacements.to_vec(),
+                old: oldtype.clone(),
+            },
+        ))
     }
 
     /// Blocks of given lengths at given byte displacements
@@ -905,7 +961,14 @@ impl UserDatatype {
         for (&n, &d) in blocklengths.iter().zip(displacements) {
             b.add(d, n, oldtype)?;
         }
-        Ok(UserDatatype(b.finish(false)?))
+        Ok(Self::made(
+            UserDatatype(b.finish(false)?),
+            Constructor::Hindexed {
+                blocklengths: blocklengths.to_vec(),
+                displacements: displacements.to_vec(),
+                old: oldtype.clone(),
+            },
+        ))
     }
 
     /// Blocks of one length at given displacements, in elements
@@ -922,7 +985,14 @@ impl UserDatatype {
                 b.add(mul(d, ext)?, blocklength, oldtype)?;
             }
         }
-        Ok(UserDatatype(b.finish(false)?))
+        Ok(Self::made(
+            UserDatatype(b.finish(false)?),
+            Constructor::IndexedBlock {
+                blocklength,
+                displacements: displacements.to_vec(),
+                old: oldtype.clone(),
+            },
+        ))
     }
 
     /// Blocks of one length at given byte displacements
@@ -938,7 +1008,14 @@ impl UserDatatype {
                 b.add(d, blocklength, oldtype)?;
             }
         }
-        Ok(UserDatatype(b.finish(false)?))
+        Ok(Self::made(
+            UserDatatype(b.finish(false)?),
+            Constructor::HindexedBlock {
+                blocklength,
+                displacements: displacements.to_vec(),
+                old: oldtype.clone(),
+            },
+        ))
     }
 
     /// Blocks of different types at byte displacements
@@ -955,7 +1032,14 @@ impl UserDatatype {
         for ((&n, &d), t) in blocklengths.iter().zip(displacements).zip(types) {
             b.add(d, n, t.as_ref())?;
         }
-        Ok(UserDatatype(b.finish(true)?))
+        Ok(Self::made(
+            UserDatatype(b.finish(true)?),
+            Constructor::Struct {
+                blocklengths: blocklengths.to_vec(),
+                displacements: displacements.to_vec(),
+                types: types.iter().map(|t| t.as_ref().clone()).collect(),
+            },
+        ))
     }
 
     /// `oldtype` with another lower bound and extent
@@ -966,6 +1050,14 @@ impl UserDatatype {
         m.ub = add(lb, extent)?;
         m.predefined = None;
         m.handle = None;
+        m.how = Some(Arc::new(How {
+            constructor: Constructor::Resized {
+                lb,
+                extent,
+                old: oldtype.clone(),
+            },
+            large: false,
+        }));
         Ok(UserDatatype(Datatype(Arc::new(m))))
     }
 
@@ -974,6 +1066,10 @@ impl UserDatatype {
         let mut m = (*oldtype.0).clone();
         m.predefined = None;
         m.handle = None;
+        m.how = Some(Arc::new(How {
+            constructor: Constructor::Dup(oldtype.clone()),
+            large: false,
+        }));
         UserDatatype(Datatype(Arc::new(m)))
     }
 
@@ -1031,7 +1127,17 @@ impl UserDatatype {
         }
         let whole = mul(stride, signed(sizes[dims[nd - 1]])?)?;
         let placed = Self::heterogeneous_indexed_block(1, &[offset], &t)?;
-        Self::resized(&placed, 0, whole)
+        let t = Self::resized(&placed, 0, whole)?;
+        Ok(Self::made(
+            t,
+            Constructor::Subarray {
+                sizes: sizes.to_vec(),
+                subsizes: subsizes.to_vec(),
+                starts: starts.to_vec(),
+                order,
+                old: oldtype.clone(),
+            },
+        ))
     }
 }
 
