@@ -517,7 +517,10 @@ where
     R: ?Sized + BufferMut,
 {
     let (_, indeg) = degrees(comm)?;
-    let (sdt, rdt) = (sendbuf.element_datatype(), recvbuf.element_datatype());
+    let (sdt, rdt) = (
+        sendbuf.element_datatype_ref(),
+        recvbuf.element_datatype_ref(),
+    );
     let per = share(elements_mut(recvbuf), indeg, "receive")?;
     // SAFETY: the blocks are inside the buffers; the caller's guarantee
     // for their life.
@@ -550,7 +553,10 @@ where
     R: ?Sized + BufferMut,
 {
     let (outdeg, indeg) = degrees(comm)?;
-    let (sdt, rdt) = (sendbuf.element_datatype(), recvbuf.element_datatype());
+    let (sdt, rdt) = (
+        sendbuf.element_datatype_ref(),
+        recvbuf.element_datatype_ref(),
+    );
     let sper = share(elements(sendbuf), outdeg, "send")?;
     let rper = share(elements_mut(recvbuf), indeg, "receive")?;
     // SAFETY: the blocks are inside the buffers; the caller's guarantee
@@ -599,8 +605,8 @@ pub trait NeighborCollectives: Communicator {
         D: Borrow<[i32]>,
     {
         let comm = self.as_simple();
-        let sdt = sendbuf.element_datatype();
-        let rdt = recvbuf.buf.element_datatype();
+        let sdt = sendbuf.element_datatype_ref();
+        let rdt = recvbuf.buf.element_datatype_ref();
         let total = elements_mut(recvbuf.buf);
         let (c, d) = pieces(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
         // SAFETY: both buffers are borrowed for the call; the pieces are
@@ -655,8 +661,8 @@ pub trait NeighborCollectives: Communicator {
         )?;
         let total = elements_mut(recvbuf.buf);
         let (rc, rd) = pieces(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
-        let sdt = sendbuf.buf.element_datatype();
-        let rdt = recvbuf.buf.element_datatype();
+        let sdt = sendbuf.buf.element_datatype_ref();
+        let rdt = recvbuf.buf.element_datatype_ref();
         // SAFETY: both buffers are borrowed for the call; the pieces are
         // checked against them.
         unsafe {

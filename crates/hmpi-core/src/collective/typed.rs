@@ -124,17 +124,6 @@ pub(super) fn elements_mut<B: ?Sized + BufferMut>(b: &mut B) -> usize {
     b.as_bytes_mut().len() / es
 }
 
-/// `dt`, or for a plain predefined type the process's own instance of it,
-/// borrowed: the caller's reference is dropped now, so that no reference
-/// count changes (an atomic read-modify-write, which waits for the stores
-/// before it) after the engine has published.
-fn unshared(dt: Datatype) -> std::borrow::Cow<'static, Datatype> {
-    match dt.predefined().filter(|_| dt.handle().is_none()) {
-        Some(b) => std::borrow::Cow::Borrowed(Datatype::basic_static(b)),
-        None => std::borrow::Cow::Owned(dt),
-    }
-}
-
 fn send_buf<'d, B: ?Sized + Buffer>(b: &B, dt: &'d Datatype) -> Buf<'d> {
     Buf {
         ptr: b.as_bytes().as_ptr(),
@@ -183,8 +172,8 @@ pub trait CommunicatorCollectives: Communicator {
         D: Borrow<[i32]>,
     {
         let comm = self.as_simple();
-        let sdt = sendbuf.element_datatype();
-        let rdt = recvbuf.buf.element_datatype();
+        let sdt = sendbuf.element_datatype_ref();
+        let rdt = recvbuf.buf.element_datatype_ref();
         let total = elements_mut(recvbuf.buf);
         let (c, d) = layout(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
         let recv = recvbuf.buf.as_bytes_mut().as_mut_ptr();
@@ -239,8 +228,8 @@ pub trait CommunicatorCollectives: Communicator {
         )?;
         let total = elements_mut(recvbuf.buf);
         let (rc, rd) = layout(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
-        let sdt = sendbuf.buf.element_datatype();
-        let rdt = recvbuf.buf.element_datatype();
+        let sdt = sendbuf.buf.element_datatype_ref();
+        let rdt = recvbuf.buf.element_datatype_ref();
         // SAFETY: both buffers are borrowed for the call.
         unsafe {
             all_to_all(
@@ -355,8 +344,8 @@ unsafe fn all_gather<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
     recvbuf: &mut R,
     mode: Mode,
 ) -> Started {
-    let sdt = sendbuf.element_datatype();
-    let rdt = recvbuf.element_datatype();
+    let sdt = sendbuf.element_datatype_ref();
+    let rdt = recvbuf.element_datatype_ref();
     let total = elements_mut(recvbuf);
     let (c, d) = even(total, comm.peers() as usize, "all_gather_into")?;
     let recv = recvbuf.as_bytes_mut().as_mut_ptr();
@@ -386,8 +375,8 @@ unsafe fn all_to_all_even<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
     let n = comm.peers() as usize;
     let (sc, sd) = even(elements(sendbuf), n, "all_to_all_into")?;
     let (rc, rd) = even(elements_mut(recvbuf), n, "all_to_all_into")?;
-    let sdt = sendbuf.element_datatype();
-    let rdt = recvbuf.element_datatype();
+    let sdt = sendbuf.element_datatype_ref();
+    let rdt = recvbuf.element_datatype_ref();
     // SAFETY: the caller's guarantee.
     unsafe { all_to_all(comm, sendbuf, &sc, &sd, &sdt, recvbuf, &rc, &rd, &rdt, mode) }
 }
@@ -451,7 +440,7 @@ unsafe fn reduce_typed<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
     root: Option<i32>,
     mode: Mode,
 ) -> Started {
-    let dt = unshared(sendbuf.element_datatype());
+    let dt = sendbuf.element_datatype_ref();
     let count = elements(sendbuf);
     let recv = match recvbuf {
         Some(r) => {
@@ -502,7 +491,7 @@ unsafe fn reduce_scatter_block<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
             ),
         });
     }
-    let dt = sendbuf.element_datatype();
+    let dt = sendbuf.element_datatype_ref();
     let recv = recvbuf.as_bytes_mut().as_mut_ptr();
     // SAFETY: `sendbuf` holds `n × per` elements, `recvbuf` `per`; the
     // caller keeps them.
@@ -529,7 +518,7 @@ unsafe fn scan_typed<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
     exclusive: bool,
     mode: Mode,
 ) -> Started {
-    let dt = sendbuf.element_datatype();
+    let dt = sendbuf.element_datatype_ref();
     let count = elements(sendbuf);
     if elements_mut(recvbuf) != count {
         return Err(Error::Buffer {
@@ -581,8 +570,8 @@ where
     C: Borrow<[i32]>,
     D: Borrow<[i32]>,
 {
-    let sdt = sendbuf.element_datatype();
-    let rdt = recvbuf.buf.element_datatype();
+    let sdt = sendbuf.element_datatype_ref();
+    let rdt = recvbuf.buf.element_datatype_ref();
     let total = elements_mut(recvbuf.buf);
     let (c, d) = layout(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
     let recv = recvbuf.buf.as_bytes_mut().as_mut_ptr();
@@ -626,8 +615,8 @@ where
     )?;
     let total = elements_mut(recvbuf.buf);
     let (rc, rd) = layout(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
-    let sdt = sendbuf.buf.element_datatype();
-    let rdt = recvbuf.buf.element_datatype();
+    let sdt = sendbuf.buf.element_datatype_ref();
+    let rdt = recvbuf.buf.element_datatype_ref();
     // SAFETY: the pieces were checked against the buffers; the caller
     // keeps them.
     unsafe {
@@ -658,7 +647,7 @@ unsafe fn gather_to<S: ?Sized + Buffer>(
     recv: Option<(*mut u8, &[usize], &[usize], &Datatype)>,
     mode: Mode,
 ) -> Started {
-    let sdt = sendbuf.element_datatype();
+    let sdt = sendbuf.element_datatype_ref();
     let (ptr, c, d, rdt) = recv.unwrap_or((std::ptr::null_mut(), &[], &[], &sdt));
     // SAFETY: the caller's guarantee.
     unsafe {
@@ -687,7 +676,7 @@ unsafe fn scatter_from<R: ?Sized + BufferMut>(
     recvbuf: &mut R,
     mode: Mode,
 ) -> Started {
-    let rdt = recvbuf.element_datatype();
+    let rdt = recvbuf.element_datatype_ref();
     let count = elements_mut(recvbuf);
     let p = recvbuf.as_bytes_mut().as_mut_ptr() as *const u8;
     let (sp, c, d, sdt) = send.unwrap_or((std::ptr::null(), &[], &[], &rdt));
@@ -999,7 +988,7 @@ impl ImmediateRoot for Process<'_> {
         scope: &'s Scope<'s, '_>,
         buffer: &'s mut B,
     ) -> Result<CollectiveRequest<'s>> {
-        let dt = buffer.element_datatype();
+        let dt = buffer.element_datatype_ref();
         let count = elements_mut(buffer);
         let p = buffer.as_bytes_mut().as_mut_ptr();
         // SAFETY: the buffer is borrowed for the scope, which completes
@@ -1081,7 +1070,7 @@ impl ImmediateRoot for Process<'_> {
         self.is_root("immediate_gather_into_root")?;
         let n = self.comm().size() as usize;
         let (c, d) = even(elements_mut(recvbuf), n, "immediate_gather_into_root")?;
-        let rdt = recvbuf.element_datatype();
+        let rdt = recvbuf.element_datatype_ref();
         let recv = recvbuf.as_bytes_mut().as_mut_ptr();
         // SAFETY: as in `immediate_broadcast_into`; `recvbuf` holds `n`
         // pieces of `c[r]` elements.
@@ -1123,7 +1112,7 @@ impl ImmediateRoot for Process<'_> {
         self.is_root("immediate_gather_varcount_into_root")?;
         let total = elements_mut(recvbuf.buf);
         let (c, d) = layout(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
-        let rdt = recvbuf.buf.element_datatype();
+        let rdt = recvbuf.buf.element_datatype_ref();
         let recv = recvbuf.buf.as_bytes_mut().as_mut_ptr();
         // SAFETY: as in `immediate_broadcast_into`; the pieces were
         // checked against the buffer.
@@ -1160,7 +1149,7 @@ impl ImmediateRoot for Process<'_> {
         self.is_root("immediate_scatter_into_root")?;
         let n = self.comm().size() as usize;
         let (c, d) = even(elements(sendbuf), n, "immediate_scatter_into_root")?;
-        let sdt = sendbuf.element_datatype();
+        let sdt = sendbuf.element_datatype_ref();
         let send = sendbuf.as_bytes().as_ptr();
         // SAFETY: as in `immediate_broadcast_into`; `sendbuf` holds `n`
         // pieces of `c[r]` elements.
@@ -1205,7 +1194,7 @@ impl ImmediateRoot for Process<'_> {
             sendbuf.displs.borrow(),
             elements(sendbuf.buf),
         )?;
-        let sdt = sendbuf.buf.element_datatype();
+        let sdt = sendbuf.buf.element_datatype_ref();
         let send = sendbuf.buf.as_bytes().as_ptr();
         // SAFETY: as in `immediate_broadcast_into`; the pieces were
         // checked against the buffer.
@@ -1290,7 +1279,7 @@ pub trait Root {
 
 impl Root for Process<'_> {
     fn broadcast_into<B: ?Sized + BufferMut>(&self, buffer: &mut B) -> Result<()> {
-        let dt = unshared(buffer.element_datatype());
+        let dt = buffer.element_datatype_ref();
         let count = elements_mut(buffer);
         let p = buffer.as_bytes_mut().as_mut_ptr();
         // SAFETY: `buffer` holds `count` elements, borrowed for the call.
@@ -1299,7 +1288,7 @@ impl Root for Process<'_> {
 
     fn gather_into<S: ?Sized + Buffer>(&self, sendbuf: &S) -> Result<()> {
         self.not_root("gather_into")?;
-        let dt = sendbuf.element_datatype();
+        let dt = sendbuf.element_datatype_ref();
         // SAFETY: `sendbuf` is borrowed for the call; no receive buffer
         // away from the root.
         unsafe {
@@ -1325,8 +1314,8 @@ impl Root for Process<'_> {
         self.is_root("gather_into_root")?;
         let n = self.comm().size() as usize;
         let (c, d) = even(elements_mut(recvbuf), n, "gather_into_root")?;
-        let sdt = sendbuf.element_datatype();
-        let rdt = recvbuf.element_datatype();
+        let sdt = sendbuf.element_datatype_ref();
+        let rdt = recvbuf.element_datatype_ref();
         let recv = recvbuf.as_bytes_mut().as_mut_ptr();
         // SAFETY: `recvbuf` holds `n` pieces of `c[r]` elements.
         unsafe {
@@ -1362,8 +1351,8 @@ impl Root for Process<'_> {
         self.is_root("gather_varcount_into_root")?;
         let total = elements_mut(recvbuf.buf);
         let (c, d) = layout(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
-        let sdt = sendbuf.element_datatype();
-        let rdt = recvbuf.buf.element_datatype();
+        let sdt = sendbuf.element_datatype_ref();
+        let rdt = recvbuf.buf.element_datatype_ref();
         let recv = recvbuf.buf.as_bytes_mut().as_mut_ptr();
         // SAFETY: the pieces were checked against the buffer.
         unsafe {
@@ -1383,7 +1372,7 @@ impl Root for Process<'_> {
 
     fn scatter_into<R: ?Sized + BufferMut>(&self, recvbuf: &mut R) -> Result<()> {
         self.not_root("scatter_into")?;
-        let dt = recvbuf.element_datatype();
+        let dt = recvbuf.element_datatype_ref();
         let count = elements_mut(recvbuf);
         let p = recvbuf.as_bytes_mut().as_ptr();
         // SAFETY: `recvbuf` holds `count` elements, borrowed for the call.
@@ -1414,8 +1403,8 @@ impl Root for Process<'_> {
         self.is_root("scatter_into_root")?;
         let n = self.comm().size() as usize;
         let (c, d) = even(elements(sendbuf), n, "scatter_into_root")?;
-        let sdt = sendbuf.element_datatype();
-        let rdt = recvbuf.element_datatype();
+        let sdt = sendbuf.element_datatype_ref();
+        let rdt = recvbuf.element_datatype_ref();
         let count = elements_mut(recvbuf);
         let p = recvbuf.as_bytes_mut().as_ptr();
         // SAFETY: `sendbuf` holds `n` pieces of `c[r]` elements.
@@ -1459,8 +1448,8 @@ impl Root for Process<'_> {
             sendbuf.displs.borrow(),
             elements(sendbuf.buf),
         )?;
-        let sdt = sendbuf.buf.element_datatype();
-        let rdt = recvbuf.element_datatype();
+        let sdt = sendbuf.buf.element_datatype_ref();
+        let rdt = recvbuf.element_datatype_ref();
         let count = elements_mut(recvbuf);
         let p = recvbuf.as_bytes_mut().as_ptr();
         // SAFETY: the pieces were checked against the buffer.

@@ -53,6 +53,7 @@ pub use contents::{
 pub use hmpi_derive::Equivalence;
 pub use typemap::{BasicType, Block, Datatype, Order, UserDatatype, MAX_BLOCKS};
 
+use std::borrow::Cow;
 use std::mem::size_of_val;
 
 /// A plain-old-data type that can be sent as its bytes and received from
@@ -104,6 +105,13 @@ pub unsafe trait Equivalence: Copy + 'static {
             .map(Datatype::from)
             .unwrap_or(bytes)
     }
+
+    /// [`Equivalence::equivalent_datatype`], borrowed from the process's
+    /// table when it is predefined: no reference count changes (two atomic
+    /// read-modify-writes on a call's path otherwise).
+    fn equivalent_datatype_ref() -> Cow<'static, Datatype> {
+        Cow::Owned(Self::equivalent_datatype())
+    }
 }
 
 macro_rules! equivalence {
@@ -115,6 +123,9 @@ macro_rules! equivalence {
             unsafe impl Equivalence for $t {
                 fn equivalent_datatype() -> Datatype {
                     Datatype::basic(BasicType::$b)
+                }
+                fn equivalent_datatype_ref() -> Cow<'static, Datatype> {
+                    Cow::Borrowed(Datatype::basic_static(BasicType::$b))
                 }
             }
         )*
@@ -154,6 +165,11 @@ pub trait Buffer {
     fn element_size(&self) -> usize;
     /// The datatype of one element.
     fn element_datatype(&self) -> Datatype;
+    /// [`Buffer::element_datatype`], borrowed when it is predefined (no
+    /// reference count changes).
+    fn element_datatype_ref(&self) -> Cow<'static, Datatype> {
+        Cow::Owned(self.element_datatype())
+    }
 }
 
 /// Something whose bytes can be overwritten by a receive.
@@ -164,6 +180,11 @@ pub trait BufferMut {
     fn element_size(&self) -> usize;
     /// The datatype of one element.
     fn element_datatype(&self) -> Datatype;
+    /// [`BufferMut::element_datatype`], borrowed when it is predefined (no
+    /// reference count changes).
+    fn element_datatype_ref(&self) -> Cow<'static, Datatype> {
+        Cow::Owned(self.element_datatype())
+    }
 }
 
 /// The bytes of a slice of plain old data.
@@ -193,6 +214,9 @@ impl<T: Equivalence> Buffer for T {
     fn element_datatype(&self) -> Datatype {
         T::equivalent_datatype()
     }
+    fn element_datatype_ref(&self) -> Cow<'static, Datatype> {
+        T::equivalent_datatype_ref()
+    }
 }
 
 impl<T: Equivalence> Buffer for [T] {
@@ -204,6 +228,9 @@ impl<T: Equivalence> Buffer for [T] {
     }
     fn element_datatype(&self) -> Datatype {
         T::equivalent_datatype()
+    }
+    fn element_datatype_ref(&self) -> Cow<'static, Datatype> {
+        T::equivalent_datatype_ref()
     }
 }
 
@@ -217,6 +244,9 @@ impl<T: Equivalence> Buffer for Vec<T> {
     fn element_datatype(&self) -> Datatype {
         T::equivalent_datatype()
     }
+    fn element_datatype_ref(&self) -> Cow<'static, Datatype> {
+        T::equivalent_datatype_ref()
+    }
 }
 
 impl<T: Equivalence> BufferMut for T {
@@ -228,6 +258,9 @@ impl<T: Equivalence> BufferMut for T {
     }
     fn element_datatype(&self) -> Datatype {
         T::equivalent_datatype()
+    }
+    fn element_datatype_ref(&self) -> Cow<'static, Datatype> {
+        T::equivalent_datatype_ref()
     }
 }
 
@@ -241,6 +274,9 @@ impl<T: Equivalence> BufferMut for [T] {
     fn element_datatype(&self) -> Datatype {
         T::equivalent_datatype()
     }
+    fn element_datatype_ref(&self) -> Cow<'static, Datatype> {
+        T::equivalent_datatype_ref()
+    }
 }
 
 impl<T: Equivalence> BufferMut for Vec<T> {
@@ -252,6 +288,9 @@ impl<T: Equivalence> BufferMut for Vec<T> {
     }
     fn element_datatype(&self) -> Datatype {
         T::equivalent_datatype()
+    }
+    fn element_datatype_ref(&self) -> Cow<'static, Datatype> {
+        T::equivalent_datatype_ref()
     }
 }
 
