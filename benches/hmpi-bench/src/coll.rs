@@ -24,7 +24,8 @@
 //! point-to-point messages after the loop, outside the timing). As in
 //! the point-to-point kernels, each size runs its warm-up once and then
 //! `--reps` repetitions of the timed loop, each after a barrier, and the
-//! median is reported.
+//! median is reported. With `HMPI_BENCH_PER_RANK` set, every repetition
+//! also prints each rank's own average on standard error.
 //!
 //! Buffers are the worker's two page-aligned buffers of `ranks` times the
 //! largest size, allocated once after the backend started, so that in an
@@ -121,6 +122,10 @@ fn timed(t: &dyn Transport, iters: usize, mut call: impl FnMut() -> TResult<()>)
     Ok(total.as_secs_f64() * 1e6 / iters as f64)
 }
 
+/// With this variable set, each repetition also prints every rank's own
+/// average on standard error (which rank waits, which only publishes).
+const PER_RANK_VAR: &str = "HMPI_BENCH_PER_RANK";
+
 /// The average of every rank's `us` at rank 0 (OSU's `Avg Latency`),
 /// gathered with point-to-point messages.
 fn average(t: &dyn Transport, us: f64) -> TResult<Option<f64>> {
@@ -128,13 +133,17 @@ fn average(t: &dyn Transport, us: f64) -> TResult<Option<f64>> {
         t.send(&us.to_ne_bytes(), 0, TAG_TIME)?;
         return Ok(None);
     }
-    let mut sum = us;
+    let mut each = vec![us];
     for r in 1..t.size() {
         let mut b = [0u8; 8];
         t.recv(&mut b, r, TAG_TIME)?;
-        sum += f64::from_ne_bytes(b);
+        each.push(f64::from_ne_bytes(b));
     }
-    Ok(Some(sum / t.size() as f64))
+    if std::env::var_os(PER_RANK_VAR).is_some() {
+        let list: Vec<String> = each.iter().map(|v| format!("{v:.4}")).collect();
+        eprintln!("[hmpi-bench] per rank (us): {}", list.join(" "));
+    }
+    Ok(Some(each.iter().sum::<f64>() / t.size() as f64))
 }
 
 /// One repetition of `op` at per-rank size `size`, with the send and
