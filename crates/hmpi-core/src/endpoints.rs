@@ -49,8 +49,9 @@
 //! # Limits
 //! Communicator hints do not change the mapping of an endpoints
 //! communicator. A communicator derived from one (duplicate, split,
-//! create, an intercommunicator) is [`Error::Comm`]; so is a partitioned
-//! operation on one. Its group ([`Communicator::group`]) lists a process
+//! create, `create_group`, an intercommunicator, and so a window or a
+//! process topology, which duplicate) is [`Error::Comm`]; so is a
+//! partitioned operation on one. Its group ([`Communicator::group`]) lists a process
 //! once per endpoint.
 //!
 //! # Example
