@@ -179,12 +179,17 @@ fn mixed_rank(u: Universe) {
 
 /// Four endpoints per rank, each streaming windows of nonblocking sends
 /// to the endpoint of the same index in the other rank and receiving
-/// from it (from ANY_SOURCE every other round), then an allreduce.
+/// from it (from ANY_SOURCE every other round), then an allreduce; each
+/// endpoint's VCI carried its messages (the per-VCI statistics).
 fn threads_rank(u: Universe) {
     let world = u.world();
     let eps = world.create_endpoints(4).unwrap();
     const ROUNDS: u32 = 40;
     const WINDOW: u32 = 64;
+    let ep = endpoint().unwrap();
+    let received = |v: usize| ep.vci_stats(v).unwrap().received();
+    let vcis: Vec<usize> = eps.iter().map(|e| e.vci()).collect();
+    let before: Vec<u64> = vcis.iter().map(|&v| received(v)).collect();
     std::thread::scope(|sc| {
         for e in eps {
             sc.spawn(move || {
@@ -227,6 +232,10 @@ fn threads_rank(u: Universe) {
             });
         }
     });
+    for (&v, b) in vcis.iter().zip(before) {
+        let got = received(v) - b;
+        assert!(got >= u64::from(ROUNDS * WINDOW), "VCI {v}: {got} messages");
+    }
     world.barrier().unwrap();
 }
 
