@@ -334,8 +334,9 @@ impl SimpleCommunicator {
     /// rank `rank`, the world rank of the process of each member in
     /// `world` (a process appears once per endpoint), `from_world` the
     /// table from the sources that statuses name to ranks, and `part` the
-    /// map to the members' VCIs ([`crate::endpoints`]). Its collectives
-    /// are set up at the first one (every endpoint takes part in it).
+    /// map to the members' VCIs ([`crate::endpoints`]). Its collective
+    /// state is set up by the caller (`prepare_collectives`, once every
+    /// endpoint of the process exists) or else at the first collective.
     pub(crate) fn new_endpoint(
         id: ContextId,
         world: Vec<i32>,
