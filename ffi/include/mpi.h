@@ -1084,6 +1084,17 @@ int PMPIX_Stream_free(MPIX_Stream *stream);
 int MPIX_Stream_comm_create(MPI_Comm comm, MPIX_Stream stream, MPI_Comm *newcomm);
 int PMPIX_Stream_comm_create(MPI_Comm comm, MPIX_Stream stream, MPI_Comm *newcomm);
 
+/* Thread endpoints, with the MPI Forum endpoints proposal's signature (an
+ * extension): collective over parent; each process asks for its own
+ * my_num_ep (1 to 8) and gets that many handles of one new communicator
+ * whose ranks are the endpoints of every process (ordered by parent rank,
+ * then by endpoint index), one per thread, each on a VCI of its own (run
+ * with HMPI_VCIS at least my_num_ep + 1; VCI 0 serves one endpoint if
+ * needed). Each handle is an ordinary MPI_Comm (MPI_Comm_rank gives the
+ * endpoint's rank) freed with MPI_Comm_free. */
+int MPIX_Comm_create_endpoints(MPI_Comm parent_comm, int my_num_ep, MPI_Info info, MPI_Comm out_comm_handles[]);
+int PMPIX_Comm_create_endpoints(MPI_Comm parent_comm, int my_num_ep, MPI_Info info, MPI_Comm out_comm_handles[]);
+
 /* Every other routine of the MPI 5.0 standard ABI. libhmpi exports each
  * (MPI_X and PMPI_X) so that any program written for the ABI links, and
  * each refuses: it reports MPI_ERR_UNSUPPORTED_OPERATION through the error

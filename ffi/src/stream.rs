@@ -18,6 +18,23 @@
 //!
 //! A stream handle is used by one thread at a time: a second thread that
 //! passes it while `MPIX_Stream_comm_create` runs gets `MPI_ERR_ARG`.
+//!
+//! Thread endpoints, with the MPI Forum proposal's signature:
+//! `MPIX_Comm_create_endpoints(parent, my_num_ep, info, handles)` is
+//! collective over `parent` and writes `my_num_ep` communicator handles,
+//! one per endpoint of this process, each an ordinary `MPI_Comm` whose
+//! `MPI_Comm_rank` is the endpoint's rank (ranks ordered by parent rank,
+//! then by endpoint index) and which every point-to-point and collective
+//! routine takes; each is freed with `MPI_Comm_free`. The semantics are
+//! hmpi-core's ([`hmpi_core::endpoints`]): `my_num_ep` endpoints need
+//! `my_num_ep` VCIs of this rank (`HMPI_VCIS` ≥ `my_num_ep + 1` gives each
+//! one of its own, VCI 0 serves one if needed).
+//!
+//! ```c
+//! MPI_Comm ep[4];
+//! MPIX_Comm_create_endpoints(MPI_COMM_WORLD, 4, MPI_INFO_NULL, ep);
+//! /* thread i: */ MPI_Comm_rank(ep[i], &r); MPI_Send(..., ep[i]); MPI_Comm_free(&ep[i]);
+//! ```
 
 use crate::abi::{self, Comm, Info as InfoH};
 use crate::comm::store_comm;
@@ -115,6 +132,30 @@ mpi_fn! {
             let d = made?;
             // SAFETY: checked non-null.
             unsafe { store_comm(c, Some(d), newcomm) }
+        })
+    }
+
+    /// Creates `my_num_ep` endpoints of this process in a new communicator
+    /// of every member's endpoints and writes one handle per endpoint to
+    /// `out_comm_handles` (`MPIX_Comm_create_endpoints`). Collective over
+    /// `parent`; a count out of range (here `MPI_ERR_ARG`, elsewhere
+    /// `MPI_ERR_COMM`) or too few VCIs fails on every member. Info keys
+    /// are ignored.
+    fn MPIX_Comm_create_endpoints / PMPIX_Comm_create_endpoints(parent: Comm, my_num_ep: c_int, info: InfoH, out_comm_handles: *mut Comm) -> c_int {
+        api_comm("MPIX_Comm_create_endpoints", parent, |c| {
+            let handles = out(out_comm_handles, "out_comm_handles")?;
+            crate::info::hints_of(info)?;
+            // A negative count is out of range like 0: reported by the
+            // collective call, so that no member waits for this one.
+            let n = usize::try_from(my_num_ep).unwrap_or(0);
+            let eps = c.comm.create_endpoints(n)?;
+            for (i, e) in eps.into_iter().enumerate() {
+                // SAFETY: checked non-null; the caller's array holds
+                // `my_num_ep` handles (the proposal's contract), and
+                // `i < my_num_ep`.
+                unsafe { store_comm(c, Some(e.into_comm()), handles.add(i))? };
+            }
+            Ok(())
         })
     }
 }

@@ -85,6 +85,10 @@ const TESTS: &[(&str, fn())] = &[
         streams_and_communicator_hints,
     ),
     (
+        "thread_endpoints_of_different_counts",
+        thread_endpoints_of_different_counts,
+    ),
+    (
         "static_library_links_and_runs",
         static_library_links_and_runs,
     ),
@@ -565,6 +569,13 @@ fn streams_and_communicator_hints() {
     run_passes(&exe, "streams", 2, &[("HMPI_VCIS", "4")]);
     // One VCI per rank: no stream to reserve, hints still checked.
     run_passes(&exe, "streams", 2, &[("HMPI_VCIS", "1")]);
+}
+
+fn thread_endpoints_of_different_counts() {
+    let exe = compile("tests/endpoints.c", &[], &[]);
+    run_passes(&exe, "endpoints", 2, &[("HMPI_VCIS", "4")]);
+    // One VCI per rank: one endpoint each, on VCI 0.
+    run_passes(&exe, "endpoints", 2, &[("HMPI_VCIS", "1")]);
 }
 
 fn static_library_links_and_runs() {

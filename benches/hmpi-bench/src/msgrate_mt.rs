@@ -16,6 +16,9 @@
 //!   a VCI of its own;
 //! * `streams`: each pair on a stream communicator of its own
 //!   (`HMPI_VCIS=N+1`);
+//! * `endpoints`: one endpoints communicator of `N` endpoints per rank
+//!   (`HMPI_VCIS=N+1`), thread `i` of rank 0 (endpoint rank `i`) paired
+//!   with thread `i` of rank 1 (endpoint rank `N + i`);
 //! * `everywhere`: `2N` single-threaded ranks, rank `i` sending to
 //!   `N + i` (MPI everywhere).
 //!
@@ -23,11 +26,12 @@
 //! VCIs). `--peers openmpi,mpich` adds the MPI peers at
 //! `MPI_THREAD_MULTIPLE` (`peers/msgrate_mt.c`, built with each MPI's
 //! `mpicc` and run under its launcher: the same loop, a communicator per
-//! thread pair). The targets: streams ≥ 0.9× everywhere and ≥ 3× the best
-//! peer at the same `N`.
+//! thread pair). The targets: streams and endpoints ≥ 0.9× everywhere and
+//! ≥ 3× the best peer at the same `N`.
 
 use crate::report::{self, Sample};
 use crate::{BenchError, Options, Outcome, Progress, Workload};
+use hmpi::hmpi_core::endpoints::Endpoint;
 use hmpi::hmpi_core::hints::{CommHints, TagBits};
 use hmpi::hmpi_core::launch::{allowed_cpus, Bind, Launcher};
 use hmpi::hmpi_core::raw;
@@ -41,7 +45,8 @@ use std::time::{Duration, Instant};
 pub const WORKLOAD: Workload = Workload {
     name: "msgrate-mt",
     about:
-        "8-byte message rate, N threads per rank (one VCI, hints, streams) against N ranks per side",
+        "8-byte message rate, N threads per rank (one VCI, hints, streams, endpoints) against N \
+         ranks per side",
     run,
     worker: Some((WORKER, worker)),
 };
@@ -53,14 +58,17 @@ const SIZE: usize = 8;
 /// Messages in flight per iteration (OSU's window).
 const WINDOW: usize = 64;
 /// The backends, in table order.
-const BACKENDS: [&str; 4] = ["one-vci", "hints", "streams", "everywhere"];
-/// The target: streams over everywhere.
+const BACKENDS: [&str; 5] = ["one-vci", "hints", "streams", "endpoints", "everywhere"];
+/// The backends the targets are for.
+const TARGETED: [&str; 2] = ["streams", "endpoints"];
+/// The target: streams (endpoints) over everywhere.
 const TARGET: f64 = 0.9;
-/// The target: streams over the best MPI peer.
+/// The target: streams (endpoints) over the best MPI peer.
 const PEER_TARGET: f64 = 3.0;
 /// The MPI peers' program.
 const PEER_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/peers/msgrate_mt.c");
-/// The most threads per rank (streams need `N + 1` VCIs, at most 8).
+/// The most threads per rank (streams and endpoints need `N + 1` VCIs, at
+/// most 8).
 const MAX_THREADS: usize = 7;
 
 /// `N` from `--threads` (`1,2` when absent).
@@ -126,10 +134,12 @@ fn run(opts: &Options, progress: &Progress) -> Result<Outcome, BenchError> {
     columns.extend(peers.iter().map(|(l, _)| *l));
     let mut ratios = vec![
         ("streams", "everywhere"),
+        ("endpoints", "everywhere"),
         ("hints", "everywhere"),
         ("streams", "one-vci"),
     ];
     ratios.extend(peers.iter().map(|(l, _)| ("streams", *l)));
+    ratios.extend(peers.iter().map(|(l, _)| ("endpoints", *l)));
     text += &report::render_table(&samples, "msgrate-mt", &columns, &ratios);
     text += "targets:\n";
     for &n in &counts {
@@ -139,25 +149,27 @@ fn run(opts: &Options, progress: &Progress) -> Result<Outcome, BenchError> {
                 .find(|s| s.backend == b && s.threads == n as u32)
                 .map(|s| s.value)
         };
-        if let (Some(s), Some(e)) = (get("streams"), get("everywhere")) {
-            let r = s / e;
-            let _ = writeln!(
-                text,
-                "  N={n}: streams / everywhere = {r:.2}x (target >= {TARGET}x): {}",
-                if r >= TARGET { "met" } else { "NOT met" }
-            );
-        }
         let best = peers
             .iter()
             .filter_map(|(l, _)| get(l))
             .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.max(v))));
-        if let (Some(s), Some(p)) = (get("streams"), best) {
-            let r = s / p;
-            let _ = writeln!(
-                text,
-                "  N={n}: streams / best MPI peer = {r:.2}x (target >= {PEER_TARGET}x): {}",
-                if r >= PEER_TARGET { "met" } else { "NOT met" }
-            );
+        for t in TARGETED {
+            if let (Some(s), Some(e)) = (get(t), get("everywhere")) {
+                let r = s / e;
+                let _ = writeln!(
+                    text,
+                    "  N={n}: {t} / everywhere = {r:.2}x (target >= {TARGET}x): {}",
+                    if r >= TARGET { "met" } else { "NOT met" }
+                );
+            }
+            if let (Some(s), Some(p)) = (get(t), best) {
+                let r = s / p;
+                let _ = writeln!(
+                    text,
+                    "  N={n}: {t} / best MPI peer = {r:.2}x (target >= {PEER_TARGET}x): {}",
+                    if r >= PEER_TARGET { "met" } else { "NOT met" }
+                );
+            }
         }
     }
     Ok(Outcome {
@@ -174,7 +186,7 @@ fn measure(backend: &str, n: usize, iters: usize, reps: usize) -> Result<Vec<f64
     let (ranks, vcis) = match backend {
         "one-vci" => (2, 1),
         "hints" => (2, n.next_power_of_two()),
-        "streams" => (2, n + 1),
+        "streams" | "endpoints" => (2, n + 1),
         _ => (2 * n, 1),
     };
     // Threads of one rank must not share a core: bound only with one
@@ -386,6 +398,8 @@ enum PairComm {
     Plain(SimpleCommunicator),
     /// The thread's own stream communicator.
     Stream(StreamComm),
+    /// The thread's own endpoint.
+    Endpoint(Endpoint),
 }
 
 impl PairComm {
@@ -393,6 +407,7 @@ impl PairComm {
         match self {
             PairComm::Plain(c) => c,
             PairComm::Stream(c) => c,
+            PairComm::Endpoint(e) => e,
         }
     }
 }
@@ -428,8 +443,15 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
         }
         return Ok(());
     }
-    let peer = 1 - me;
     let send = me == 0;
+    // The partner of each thread: the other rank, or on an endpoints
+    // communicator the endpoint of the same index there.
+    let n_i = n as i32;
+    let peers: Vec<i32> = if backend == "endpoints" {
+        (0..n_i).map(|i| if send { n_i + i } else { i }).collect()
+    } else {
+        vec![1 - me; n]
+    };
     // One communicator per thread (clones share one for one-vci and
     // hints), and the tag of each thread.
     let bits = (n.next_power_of_two().trailing_zeros() as u8).max(1);
@@ -467,6 +489,13 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
             }
             (v, vec![0; n])
         }
+        "endpoints" => {
+            let eps = world.create_endpoints(n).map_err(fail)?;
+            (
+                eps.into_iter().map(PairComm::Endpoint).collect(),
+                vec![0; n],
+            )
+        }
         _ => return Err(bad()),
     };
     for rep in 0..reps {
@@ -474,20 +503,20 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
         // The first pair runs on the main thread (with one thread per
         // rank this is a single-threaded program, as `everywhere`); each
         // other thread takes its communicator (a stream communicator is
-        // `Send`, not `Sync`) and gives it back.
+        // or an endpoint is `Send`, not `Sync`) and gives it back.
         let mut times = Vec::new();
         std::thread::scope(|sc| {
             let hs: Vec<_> = comms
                 .drain(1..)
-                .zip(&tags[1..])
-                .map(|(c, &tag)| {
+                .zip(tags[1..].iter().zip(&peers[1..]))
+                .map(|(c, (&tag, &peer))| {
                     sc.spawn(move || {
                         let t = pair(c.comm(), peer, tag, send, iters);
                         (c, t)
                     })
                 })
                 .collect();
-            times.push(pair(comms[0].comm(), peer, tags[0], send, iters));
+            times.push(pair(comms[0].comm(), peers[0], tags[0], send, iters));
             for h in hs {
                 let (c, t) = h.join().expect("a pair's thread");
                 comms.push(c);

@@ -59,7 +59,7 @@ use crate::group::Group;
 use crate::info::Info;
 use crate::point_to_point::{AnyProcess, Process};
 use crate::raw::{self, Traffic};
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// `MPI_MAX_OBJECT_NAME`: a communicator's name has fewer bytes
@@ -84,12 +84,15 @@ const TAG_BCAST_LEN: i32 = 6;
 const TAG_BCAST_DATA: i32 = 7;
 
 /// Context ids claimed by communicators this process belongs to (besides
-/// the world's and self's).
-static CLAIMED: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
+/// the world's and self's), each with the number of its holders (more
+/// than one for the endpoints of an endpoints communicator,
+/// [`crate::endpoints`]).
+static CLAIMED: Mutex<BTreeMap<u32, usize>> = Mutex::new(BTreeMap::new());
 
-fn claimed() -> std::sync::MutexGuard<'static, BTreeSet<u32>> {
+fn claimed() -> std::sync::MutexGuard<'static, BTreeMap<u32, usize>> {
     // A panic while holding the lock cannot leave the set inconsistent
-    // (single insert/remove), so a poisoned lock is still usable.
+    // (single insert/remove/count change), so a poisoned lock is still
+    // usable.
     CLAIMED.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -97,21 +100,40 @@ fn claimed() -> std::sync::MutexGuard<'static, BTreeSet<u32>> {
 fn lowest_free(floor: u32) -> u32 {
     let set = claimed();
     let mut k = floor.max(SELF_ID + 1);
-    while set.contains(&k) {
+    while set.contains_key(&k) {
         k += 1;
     }
     k
 }
 
 /// A context id claimed in this process's set (see the module docs),
-/// released when dropped; the world's and self's are not in the set.
+/// released when its last holder drops it; the world's and self's are not
+/// in the set.
 #[derive(Debug)]
 pub(crate) struct ContextId(u32);
+
+impl ContextId {
+    /// One more holder of this id (another endpoint of the same
+    /// communicator in this process): the id stays claimed until every
+    /// holder is dropped.
+    pub(crate) fn share(&self) -> ContextId {
+        if self.0 > SELF_ID {
+            *claimed().entry(self.0).or_insert(0) += 1;
+        }
+        ContextId(self.0)
+    }
+}
 
 impl Drop for ContextId {
     fn drop(&mut self) {
         if self.0 > SELF_ID {
-            claimed().remove(&self.0);
+            let mut set = claimed();
+            if let Some(n) = set.get_mut(&self.0) {
+                *n -= 1;
+                if *n == 0 {
+                    set.remove(&self.0);
+                }
+            }
         }
     }
 }
@@ -133,7 +155,14 @@ pub(crate) fn agree_by(
         }
         // The guard of the set is released at the end of this
         // statement, before a failed claim (`None`) could be dropped.
-        let inserted = claimed().insert(k);
+        let inserted = {
+            let mut set = claimed();
+            let free = !set.contains_key(&k);
+            if free {
+                set.insert(k, 1);
+            }
+            free
+        };
         let mine = inserted.then(|| ContextId(k));
         // A failed agreement drops (releases) this rank's claim.
         if allreduce(u32::from(mine.is_some()), u32::min)? == 1 {
@@ -179,6 +208,9 @@ struct Inner {
     /// The name [`SimpleCommunicator::set_name`] gave it (`None`: the
     /// predefined name, or none).
     name: Mutex<Option<String>>,
+    /// For one endpoint of an endpoints communicator, the map of its
+    /// members to processes and VCIs ([`crate::endpoints`]).
+    endpoints: Option<crate::endpoints::EpPart>,
 }
 
 /// Whether every member's communicator rank is its world rank.
@@ -228,6 +260,7 @@ impl SimpleCommunicator {
                 attrs: crate::attr::Attributes::new(),
                 bsend: crate::buffered::Pool::new(),
                 name: Mutex::new(None),
+                endpoints: None,
             }),
         };
         c.tell_senders(ep);
@@ -290,10 +323,66 @@ impl SimpleCommunicator {
                 attrs: crate::attr::Attributes::new(),
                 bsend: crate::buffered::Pool::new(),
                 name: Mutex::new(None),
+                endpoints: None,
             }),
         };
         c.tell_senders(ep);
         Ok(c)
+    }
+
+    /// One endpoint of an endpoints communicator on context id `id`: its
+    /// rank `rank`, the world rank of the process of each member in
+    /// `world` (a process appears once per endpoint), `from_world` the
+    /// table from the sources that statuses name to ranks, and `part` the
+    /// map to the members' VCIs ([`crate::endpoints`]). Its collective
+    /// state is set up by the caller (`prepare_collectives`, once every
+    /// endpoint of the process exists) or else at the first collective.
+    pub(crate) fn new_endpoint(
+        id: ContextId,
+        world: Vec<i32>,
+        rank: i32,
+        from_world: Arc<[i32]>,
+        part: crate::endpoints::EpPart,
+    ) -> Result<SimpleCommunicator> {
+        let ep = endpoint()?;
+        let me = usize::try_from(rank)
+            .ok()
+            .and_then(|r| world.get(r).copied())
+            .ok_or_else(|| Error::Internal(format!("endpoint rank {rank} out of range")))?;
+        let c = SimpleCommunicator {
+            inner: Arc::new(Inner {
+                id,
+                identity: false,
+                group: Group::with_repeats(world, me),
+                rank,
+                from_world,
+                coll: OnceLock::new(),
+                topology: OnceLock::new(),
+                info: Mutex::new(Info::new()),
+                vci_map: Default::default(),
+                inter: None,
+                attrs: crate::attr::Attributes::new(),
+                bsend: crate::buffered::Pool::new(),
+                name: Mutex::new(None),
+                endpoints: Some(part),
+            }),
+        };
+        c.tell_senders(ep);
+        Ok(c)
+    }
+
+    /// Whether this is an endpoint of an endpoints communicator
+    /// ([`crate::endpoints`]): several of its ranks may live in one
+    /// process.
+    #[inline]
+    pub fn is_endpoints(&self) -> bool {
+        self.inner.endpoints.is_some()
+    }
+
+    /// The endpoint map of this communicator, if it is one of an
+    /// endpoints communicator.
+    pub(crate) fn endpoint_part(&self) -> Option<&crate::endpoints::EpPart> {
+        self.inner.endpoints.as_ref()
     }
 
     /// Tells the engine who may send in this communicator's contexts (its
@@ -465,6 +554,9 @@ impl SimpleCommunicator {
     #[inline(always)]
     pub fn send_context(&self, dest: i32, tag: i32) -> u32 {
         let i = &self.inner;
+        if let Some(e) = &i.endpoints {
+            return e.send_word(self.context(), dest);
+        }
         i.vci_map
             .send_word(self.context(), i.id.0, i.rank, dest, tag)
     }
@@ -476,8 +568,34 @@ impl SimpleCommunicator {
     #[inline(always)]
     pub fn recv_context(&self, source: i32, tag: i32) -> Result<u32> {
         let i = &self.inner;
+        if let Some(e) = &i.endpoints {
+            return Ok(e.recv_word(self.context(), source));
+        }
         i.vci_map
             .recv_word(self.context(), i.id.0, i.rank, source, tag)
+    }
+
+    /// The engine context word of an internal (collective) send to
+    /// `dest`: [`SimpleCommunicator::internal_context`], on the VCI of
+    /// `dest`'s endpoint for an endpoints communicator.
+    #[inline]
+    pub fn internal_send_context(&self, dest: i32) -> u32 {
+        let i = &self.inner;
+        match &i.endpoints {
+            None => self.internal_context(),
+            Some(e) => e.send_word(self.internal_context(), dest),
+        }
+    }
+
+    /// The engine context word of an internal (collective) receive from
+    /// `source`, as [`SimpleCommunicator::internal_send_context`].
+    #[inline]
+    pub fn internal_recv_context(&self, source: i32) -> u32 {
+        let i = &self.inner;
+        match &i.endpoints {
+            None => self.internal_context(),
+            Some(e) => e.recv_word(self.internal_context(), source),
+        }
     }
 
     /// The VCI mapping of this communicator.
@@ -523,6 +641,7 @@ impl SimpleCommunicator {
                 attrs: crate::attr::Attributes::new(),
                 bsend: crate::buffered::Pool::new(),
                 name: Mutex::new(None),
+                endpoints: None,
             }),
         }
     }
@@ -800,6 +919,15 @@ impl SimpleCommunicator {
     /// Agrees on a context id free on every rank of this communicator and
     /// claims it on every rank (see the module docs).
     pub(crate) fn agree_context_id(&self) -> Result<ContextId> {
+        if self.is_endpoints() {
+            // Two endpoints of one process would claim the same id in
+            // the same process's set, and the agreement would never end.
+            return Err(Error::Comm {
+                reason: "a communicator derived from an endpoints communicator (duplicate, \
+                         split, create) is not supported"
+                    .into(),
+            });
+        }
         agree_by(|v, op| self.allreduce_u32(v, op))
     }
 

@@ -68,6 +68,14 @@ impl Group {
         })
     }
 
+    /// A group in which a world rank may appear more than once: the
+    /// group of an endpoints communicator ([`crate::endpoints`]), whose
+    /// processes appear once per endpoint. Set operations and rank
+    /// translations see the first appearance of a process.
+    pub(crate) fn with_repeats(ranks: Vec<i32>, me: i32) -> Group {
+        Group::of(ranks, me)
+    }
+
     fn of(ranks: Vec<i32>, me: i32) -> Group {
         Group {
             ranks: ranks.into(),

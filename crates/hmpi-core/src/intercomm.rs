@@ -128,6 +128,17 @@ fn decode(bytes: &[u8]) -> Vec<i32> {
         .collect()
 }
 
+/// [`Error::Comm`] for an endpoints communicator ([`crate::endpoints`]):
+/// its endpoints would claim one context id twice in their process.
+fn not_endpoints(c: &SimpleCommunicator) -> Result<()> {
+    if c.is_endpoints() {
+        return Err(Error::Comm {
+            reason: "a communicator derived from an endpoints communicator is not supported".into(),
+        });
+    }
+    Ok(())
+}
+
 /// `MPI_Intercomm_create`: an intercommunicator between the group of
 /// `local` and the group of the process `remote_leader` of `peer`, whose
 /// leaders are `local_leader` (a rank of `local`) and `remote_leader` (a
@@ -145,6 +156,7 @@ pub fn intercomm_create(
             reason: "the local communicator of MPI_Intercomm_create is an intercommunicator".into(),
         });
     }
+    not_endpoints(local)?;
     if !(0..local.members()).contains(&local_leader) {
         return Err(Error::Rank {
             rank: local_leader,
@@ -409,6 +421,7 @@ pub fn create_group(
             reason: "MPI_Comm_create_group takes an intracommunicator".into(),
         });
     }
+    not_endpoints(comm)?;
     raw::check_send_tag(tag)?;
     // The members' communicator ranks, in the group's order.
     let mut ranks = Vec::with_capacity(group.size() as usize);
@@ -626,6 +639,7 @@ pub fn idup(
     hints: Option<Info>,
     done: impl FnOnce(Result<SimpleCommunicator>) + Send + 'static,
 ) -> Result<raw::Request<'static>> {
+    not_endpoints(c)?;
     let ep = crate::environment::endpoint()?;
     let me = c.local_world_ranks()[c.my_rank() as usize];
     let ctx = c.internal_context();

@@ -15,6 +15,8 @@
 //!   [`Process`](point_to_point::Process) and
 //!   [`AnyProcess`](point_to_point::AnyProcess), [`Status`];
 //! * [`request`]: nonblocking operations in a [`request::scope`];
+//! * [`stream`]: explicit streams (a VCI reserved for one thread) and
+//!   [`endpoints`]: thread endpoints (each thread a rank of its own);
 //! * [`partitioned`]: partitioned sends and receives (MPI 4.0), partitions
 //!   filled by threads as disjoint `&mut` slices;
 //! * [`topology`]: Cartesian, graph and distributed graph topologies
@@ -75,6 +77,7 @@ pub mod collective;
 pub mod comm;
 pub mod copy_agent;
 pub mod datatype;
+pub mod endpoints;
 pub mod env;
 pub mod environment;
 pub mod error;

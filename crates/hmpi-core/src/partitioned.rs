@@ -448,6 +448,7 @@ impl SendCore {
         dest: i32,
         tag: i32,
     ) -> Result<Arc<SendCore>> {
+        not_endpoints(comm)?;
         raw::check_send_tag(tag)?;
         let peer = raw::route(comm, dest)?;
         let part_bytes = check_parts(partitions, part_bytes)?;
@@ -811,6 +812,7 @@ impl RecvCore {
         source: i32,
         tag: i32,
     ) -> Result<RecvCore> {
+        not_endpoints(comm)?;
         raw::check_send_tag(tag)?;
         let peer = raw::route(comm, source)?;
         let part_bytes = check_parts(partitions, part_bytes)?;
@@ -1329,4 +1331,17 @@ impl Drop for PartitionedRecv<'_> {
     fn drop(&mut self) {
         let _ = self.core.wait();
     }
+}
+
+/// [`Error::Comm`] for an endpoints communicator ([`crate::endpoints`]):
+/// a partitioned operation meets its peer by process, which does not tell
+/// the endpoints of one process apart.
+fn not_endpoints(comm: &SimpleCommunicator) -> Result<()> {
+    if comm.is_endpoints() {
+        return Err(Error::Comm {
+            reason: "partitioned communication on an endpoints communicator is not supported"
+                .into(),
+        });
+    }
+    Ok(())
 }

@@ -191,7 +191,7 @@ impl Traffic {
     fn send_context(self, comm: &SimpleCommunicator, dest: i32, tag: i32) -> u32 {
         match self {
             Traffic::PointToPoint => comm.send_context(dest, tag),
-            Traffic::Internal => comm.internal_context(),
+            Traffic::Internal => comm.internal_send_context(dest),
         }
     }
 
@@ -200,7 +200,7 @@ impl Traffic {
     fn recv_context(self, comm: &SimpleCommunicator, source: i32, tag: i32) -> Result<u32> {
         match self {
             Traffic::PointToPoint => comm.recv_context(source, tag),
-            Traffic::Internal => Ok(comm.internal_context()),
+            Traffic::Internal => Ok(comm.internal_recv_context(source)),
         }
     }
 }

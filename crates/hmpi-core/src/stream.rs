@@ -114,6 +114,30 @@ impl Stream {
     }
 }
 
+/// Reserves up to `n` free VCIs of this rank (as [`Stream::new`] reserves
+/// one), lowest first; fewer if fewer are free. Thread endpoints
+/// ([`crate::endpoints`]) hold them as streams do.
+pub(crate) fn reserve_free(n: usize) -> Result<Vec<Arc<StreamVci>>> {
+    let count = endpoint()?.vci_count();
+    let mut held = reserved();
+    let free: Vec<usize> = (1..count)
+        .filter(|v| *held & (1 << v) == 0)
+        .take(n)
+        .collect();
+    for v in &free {
+        *held |= 1 << v;
+    }
+    drop(held);
+    Ok(free.into_iter().map(|v| Arc::new(StreamVci(v))).collect())
+}
+
+impl StreamVci {
+    /// The number of the VCI held.
+    pub(crate) fn number(&self) -> usize {
+        self.0
+    }
+}
+
 impl Universe {
     /// A new stream of this rank ([`Stream::new`]).
     pub fn stream(&self) -> Result<Stream> {

@@ -11,6 +11,7 @@
 //! — then completes the envelope for its sender or frees it. Given blocks
 //! go to [`crate::owned`].
 
+use crate::endpoint::status_source;
 use crate::envelope::{Envelope, Protocol};
 use crate::matching::{Arrival, Carrier, Key, Target};
 use crate::owned::Given;
@@ -24,7 +25,7 @@ use std::ptr::{self, NonNull};
 /// if `n < len`).
 pub(crate) fn delivered(key: Key, len: usize, n: usize) -> Status {
     Status {
-        source: key.source,
+        source: status_source(key.source, key.context),
         tag: key.tag,
         count: n as u64,
         error: (n < len).then_some(StatusError::Truncate {
@@ -145,7 +146,7 @@ impl Vci {
         }
         bump(&self.stats.received[proto as usize - 1]);
         let status = Status {
-            source: e.source() as i32,
+            source: status_source(e.source() as i32, e.context()),
             tag: e.tag(),
             count: n as u64,
             error,

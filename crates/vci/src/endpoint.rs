@@ -68,14 +68,71 @@ const SIZE_VAR: &str = "HMPI_SIZE";
 static CREATED: AtomicBool = AtomicBool::new(false);
 
 /// The largest communicator context that a context word carries (its
-/// low 28 bits); the bits above name a VCI ([`on_vci`]).
-pub const CONTEXT_MAX: u32 = (1 << VCI_SHIFT) - 1;
+/// low 25 bits); the three bits above name the sending endpoint
+/// ([`from_sender`]), the four above those a VCI ([`on_vci`]).
+pub const CONTEXT_MAX: u32 = (1 << SENDER_SHIFT) - 1;
 
 /// Where a context word keeps the number of the VCI it names.
 const VCI_SHIFT: u32 = 28;
 
+/// Where a context word keeps the index of the sending endpoint among its
+/// process's endpoints ([`from_sender`]).
+const SENDER_SHIFT: u32 = 25;
+
+/// The context word's bits of the sending endpoint's index.
+pub(crate) const SENDER_BITS: u32 = 0x7 << SENDER_SHIFT;
+
+/// How many endpoints of one process a context word tells apart
+/// ([`from_sender`]).
+pub const SENDERS: u32 = 8;
+
+/// How far apart the sources are that a status names for the endpoints of
+/// one process: a message whose context word names sending endpoint `j`
+/// ([`from_sender`]) of rank `r` reports source `r + j * SENDER_STRIDE`
+/// (see [`status_source`]).
+pub const SENDER_STRIDE: i32 = shmheap::segment::MAX_RANKS as i32;
+
+/// The context word `context` (its context and VCI) sent by endpoint `j`
+/// (`j < SENDERS`) of its process: a layer that lets several endpoints
+/// of a process be ranks of one communicator (hmpi-core's thread
+/// endpoints) tells them apart this way.
+///
+/// A receive from one rank matches only the words of the endpoint it
+/// names (the words must be equal); a receive from [`crate::ANY_SOURCE`]
+/// whose own word names endpoint 0 matches the words of every sending
+/// endpoint, and the status of a message names its sender as
+/// `rank + j * SENDER_STRIDE` ([`status_source`]). Index 0 is the plain
+/// word, so a layer that never names another endpoint sees no change.
+///
+/// ```
+/// use vci::endpoint::{from_sender, on_vci, sender_of, CONTEXT_MAX};
+/// let w = on_vci(from_sender(6, 3), 2);
+/// assert_eq!((w & CONTEXT_MAX, sender_of(w)), (6, 3));
+/// assert_eq!(from_sender(6, 0), 6);
+/// ```
+#[inline(always)]
+pub const fn from_sender(context: u32, j: u32) -> u32 {
+    (context & !SENDER_BITS) | ((j & 0x7) << SENDER_SHIFT)
+}
+
+/// The index of the sending endpoint that context word `context` names
+/// ([`from_sender`]; 0 for a plain word).
+#[inline(always)]
+pub const fn sender_of(context: u32) -> u32 {
+    (context & SENDER_BITS) >> SENDER_SHIFT
+}
+
+/// The source a status names for a message from rank `source` whose
+/// context word is `context`: `source + sender_of(context) *`
+/// [`SENDER_STRIDE`] (the rank itself for a plain word).
+#[inline(always)]
+pub const fn status_source(source: i32, context: u32) -> i32 {
+    source + sender_of(context) as i32 * SENDER_STRIDE
+}
+
 /// The context word of communicator context `context` (at most
-/// [`CONTEXT_MAX`]) that travels on VCI `v` (`v < vci_count()`, at most
+/// [`CONTEXT_MAX`], with the bits of its sending endpoint if
+/// [`from_sender`] gave them) that travels on VCI `v` (`v < vci_count()`, at most
 /// [`crate::slots::MAX_VCIS`] − 1) instead of `context % vci_count()`.
 ///
 /// The word is what messages carry and receives match, so a send and a
@@ -90,7 +147,7 @@ const VCI_SHIFT: u32 = 28;
 /// ```
 #[inline(always)]
 pub const fn on_vci(context: u32, v: usize) -> u32 {
-    (context & CONTEXT_MAX) | (((v as u32 & 0x7) + 1) << VCI_SHIFT)
+    (context & ((1 << VCI_SHIFT) - 1)) | (((v as u32 & 0x7) + 1) << VCI_SHIFT)
 }
 
 /// How [`Endpoint::isend`] and [`Endpoint::send`] complete a send.

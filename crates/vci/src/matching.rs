@@ -24,6 +24,7 @@
 //! assert!(!matches(3, 7, 1) && !matches(2, 7, 0));
 //! ```
 
+use crate::endpoint::{status_source, SENDER_BITS};
 use crate::envelope::Envelope;
 use crate::fastbox::Small;
 use crate::owned::OwnedBlock;
@@ -62,10 +63,14 @@ pub(crate) struct Key {
 
 impl Key {
     /// Whether a receive or probe with this key matches a message with key
-    /// `m` (which has no wildcards).
+    /// `m` (which has no wildcards). A receive from `ANY_SOURCE` matches
+    /// the words of every sending endpoint of its context
+    /// ([`crate::endpoint::from_sender`]); one from a rank only its own
+    /// word.
     #[inline]
     pub(crate) fn matches(&self, m: &Key) -> bool {
-        self.context == m.context
+        (self.context == m.context
+            || self.source == ANY_SOURCE && self.context == m.context & !SENDER_BITS)
             && (self.source == ANY_SOURCE || self.source == m.source)
             && (self.tag == ANY_TAG || self.tag == m.tag)
     }
@@ -131,7 +136,7 @@ impl Arrival {
     /// A probe's status for this message.
     pub(crate) fn status(&self) -> Status {
         Status {
-            source: self.key.source,
+            source: status_source(self.key.source, self.key.context),
             tag: self.key.tag,
             count: self.len,
             error: None,
@@ -232,5 +237,44 @@ fn take_at<T>(list: &mut VecDeque<T>, i: usize) -> Option<T> {
         list.pop_front()
     } else {
         list.remove(i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint::{from_sender, on_vci};
+
+    /// Words that name a sending endpoint: a receive from a rank matches
+    /// only its endpoint's, one from `ANY_SOURCE` every endpoint's (of
+    /// its own context and VCI), and the status tells the endpoints apart.
+    #[test]
+    fn sending_endpoints() {
+        let base = on_vci(8, 2);
+        let from = |s: i32, j: u32| Key {
+            source: s,
+            tag: 5,
+            context: from_sender(base, j),
+        };
+        let m = from(1, 3);
+        assert!(from(1, 3).matches(&m));
+        assert!(!from(1, 0).matches(&m) && !from(1, 2).matches(&m));
+        let any = Key {
+            source: ANY_SOURCE,
+            tag: ANY_TAG,
+            context: base,
+        };
+        assert!(any.matches(&m) && any.matches(&from(0, 0)));
+        // Another context or VCI is not matched, whatever the endpoint.
+        for other in [on_vci(10, 2), on_vci(8, 1), from_sender(8, 3)] {
+            let k = Key {
+                context: other,
+                ..any
+            };
+            assert!(!k.matches(&m));
+        }
+        let st = crate::deliver::delivered(m, 0, 0);
+        assert_eq!(st.source, 1 + 3 * crate::endpoint::SENDER_STRIDE);
+        assert_eq!(crate::deliver::delivered(from(1, 0), 0, 0).source, 1);
     }
 }

@@ -206,7 +206,10 @@ fn domains(comm: &SimpleCommunicator) -> Result<Vec<u32>> {
 /// go hierarchical. Collective the first time on a communicator (every
 /// member calls it at the same collective).
 pub(crate) fn plan(comm: &SimpleCommunicator) -> Result<Option<Arc<Hier>>> {
-    if INSIDE.with(Cell::get)
+    // An endpoints communicator cannot be split (its endpoints would
+    // share their process's context ids): its collectives stay flat.
+    if comm.is_endpoints()
+        || INSIDE.with(Cell::get)
         || forced()?.is_none() && given()?.is_none() && !cfg!(feature = "hwloc")
     {
         return Ok(None);

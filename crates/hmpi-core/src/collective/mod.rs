@@ -63,9 +63,10 @@ pub(crate) fn others_in_flight(comm: &SimpleCommunicator) -> bool {
 }
 
 /// The idle hook: moves every collective in flight on; forgets the
-/// communicators that have none left. Skips a turn rather than wait for
-/// the list's lock.
-fn progress_in_flight() {
+/// communicators that have none left (so that what they hold, such as
+/// the VCIs of streams and endpoints, goes back once the program drops
+/// them). Skips a turn rather than wait for the list's lock.
+pub(crate) fn progress_in_flight() {
     let Ok(mut v) = IN_FLIGHT.try_lock() else {
         return;
     };
