@@ -444,6 +444,44 @@ unsafe fn external32(datarep: *const c_char) -> Res {
     Ok(())
 }
 
+/// The common part of `MPI_Pack_external` and `MPI_Unpack_external`:
+/// `elements` elements of `datatype` at `user` (the side in the program's
+/// layout) against the external32 buffer of `size` bytes at `*position`.
+/// Returns the type, the count, the position and the external32 length,
+/// once the run `[position, position + length)` is known to lie inside
+/// the buffer (`MPI_ERR_TRUNCATE` otherwise).
+///
+/// # Safety
+/// `datarep` is a string and `position` valid when not null.
+unsafe fn external_span(
+    datarep: *const c_char,
+    user: *const c_void,
+    elements: i64,
+    datatype: Datatype,
+    size: i64,
+    position: *mut i64,
+) -> Res<(TypeRef, usize, usize, usize)> {
+    // SAFETY: the caller's string.
+    unsafe { external32(datarep) }?;
+    let n = count(elements)?;
+    let t = type_ref(datatype)?;
+    t.check_buffer(user, n)?;
+    let pos = out(position, "position")?;
+    // SAFETY: checked non-null.
+    let at = unsafe { pos.read() };
+    let bytes = t.ty.external32_size(n)?;
+    let (Ok(at), Ok(size)) = (usize::try_from(at), usize::try_from(size)) else {
+        return err(abi::ERR_ARG, "negative position or buffer size");
+    };
+    if at.checked_add(bytes).is_none_or(|end| end > size) {
+        return err(
+            abi::ERR_TRUNCATE,
+            format!("{bytes} bytes of external32 data do not fit at {at} of {size}"),
+        );
+    }
+    Ok((t, n, at, bytes))
+}
+
 /// `MPI_Pack_external` with any integer widths.
 ///
 /// # Safety
@@ -457,24 +495,9 @@ unsafe fn pack_external(
     outsize: i64,
     position: *mut i64,
 ) -> Res {
-    // SAFETY: the caller's string.
-    unsafe { external32(datarep) }?;
-    let n = count(incount)?;
-    let t = type_ref(datatype)?;
-    t.check_buffer(inbuf, n)?;
-    let pos = out(position, "position")?;
-    // SAFETY: checked non-null.
-    let at = unsafe { pos.read() };
-    let bytes = t.ty.external32_size(n)?;
-    let (Ok(at), Ok(size)) = (usize::try_from(at), usize::try_from(outsize)) else {
-        return err(abi::ERR_ARG, "negative position or outsize");
-    };
-    if at.checked_add(bytes).is_none_or(|end| end > size) {
-        return err(
-            abi::ERR_TRUNCATE,
-            format!("{bytes} bytes do not fit at {at} in {size}"),
-        );
-    }
+    // SAFETY: the caller's guarantees.
+    let (t, n, at, bytes) =
+        unsafe { external_span(datarep, inbuf, incount, datatype, outsize, position) }?;
     if bytes > 0 {
         out(outbuf, "outbuf")?;
         // SAFETY: `outbuf` holds `outsize` bytes (MPI's contract) and
@@ -484,8 +507,8 @@ unsafe fn pack_external(
             t.ty.pack_external_raw(inbuf.cast(), n, dst)?;
         }
     }
-    // SAFETY: checked non-null.
-    unsafe { pos.write((at + bytes) as i64) };
+    // SAFETY: checked non-null by `external_span`.
+    unsafe { position.write((at + bytes) as i64) };
     Ok(())
 }
 
@@ -502,24 +525,9 @@ unsafe fn unpack_external(
     outcount: i64,
     datatype: Datatype,
 ) -> Res {
-    // SAFETY: the caller's string.
-    unsafe { external32(datarep) }?;
-    let n = count(outcount)?;
-    let t = type_ref(datatype)?;
-    t.check_buffer(outbuf, n)?;
-    let pos = out(position, "position")?;
-    // SAFETY: checked non-null.
-    let at = unsafe { pos.read() };
-    let bytes = t.ty.external32_size(n)?;
-    let (Ok(at), Ok(size)) = (usize::try_from(at), usize::try_from(insize)) else {
-        return err(abi::ERR_ARG, "negative position or insize");
-    };
-    if at.checked_add(bytes).is_none_or(|end| end > size) {
-        return err(
-            abi::ERR_TRUNCATE,
-            format!("{bytes} bytes are not there at {at} of {size}"),
-        );
-    }
+    // SAFETY: the caller's guarantees.
+    let (t, n, at, bytes) =
+        unsafe { external_span(datarep, outbuf, outcount, datatype, insize, position) }?;
     if bytes > 0 {
         if inbuf.is_null() {
             return err(abi::ERR_ARG, "inbuf is a null pointer");
@@ -531,8 +539,8 @@ unsafe fn unpack_external(
             t.ty.unpack_external_raw(src, outbuf.cast(), n)?;
         }
     }
-    // SAFETY: checked non-null.
-    unsafe { pos.write((at + bytes) as i64) };
+    // SAFETY: checked non-null by `external_span`.
+    unsafe { position.write((at + bytes) as i64) };
     Ok(())
 }
 
