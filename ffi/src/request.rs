@@ -1,6 +1,8 @@
 //! Requests of the C interface: the engine's requests ([`raw::Request`]) behind
 //! `MPI_Request` handles, and the routines that complete them (wait, test,
-//! their `all`/`any`/`some` forms, cancel, free).
+//! their `all`/`any`/`some` forms, cancel, free) or look at them without
+//! freeing them (`MPI_Request_get_status` and MPI 5.0's `_all`, `_any` and
+//! `_some` forms).
 //!
 //! A request entry keeps what the operation needs until it completes: the
 //! engine's request (borrowing the program's buffer, which MPI says stays
