@@ -360,10 +360,9 @@ mpi_fn! {
             let h = unsafe { newgroup.read() };
             if let Ok(g) = group_ref(h) {
                 if let Ok(me) = SESSIONS.get(session.0) {
-                    PSET_GROUPS
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push((Arc::downgrade(&g), Arc::downgrade(&me)));
+                    let mut list = PSET_GROUPS.lock().unwrap_or_else(|p| p.into_inner());
+                    list.retain(|(wg, ws)| wg.strong_count() > 0 && ws.strong_count() > 0);
+                    list.push((Arc::downgrade(&g), Arc::downgrade(&me)));
                 }
             }
             Ok(())

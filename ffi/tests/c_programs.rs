@@ -795,9 +795,10 @@ fn sessions_without_and_with_init() {
     for ranks in [1, 2, 3] {
         run_passes(&exe, "sessions", ranks, &[]);
     }
-    // With MPI_Init first and MPI_Finalize before the last session ends.
-    for ranks in [1, 2] {
-        run_passes(&exe, "sessions", ranks, &[("SESSIONS_WITH_INIT", "1")]);
+    // With MPI_Init before or after the first session, and MPI_Finalize
+    // before the last session ends.
+    for (ranks, when) in [(1, "first"), (2, "first"), (2, "late")] {
+        run_passes(&exe, "sessions", ranks, &[("SESSIONS_WITH_INIT", when)]);
     }
 }
 

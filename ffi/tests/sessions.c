@@ -3,8 +3,9 @@
  * the self set, an intercommunicator from two groups, session error
  * handlers and the session buffer. Without SESSIONS_WITH_INIT the program
  * never calls MPI_Init (two sessions hold the runtime, one after the
- * other ends); with it, MPI_Init comes first and MPI_Finalize before the
- * last session ends, which keeps the runtime going. */
+ * other ends); with it, MPI_Init comes before the first session (or just
+ * after it, with SESSIONS_WITH_INIT=late) and MPI_Finalize before the last
+ * session ends, which keeps the runtime going. */
 #include "check.h"
 
 #include <stdint.h>
@@ -40,15 +41,27 @@ static void use_comm(MPI_Comm comm, int expect_size) {
 }
 
 int main(void) {
-    const int with_init = getenv("SESSIONS_WITH_INIT") != NULL;
+    /* SESSIONS_WITH_INIT=first: MPI_Init before the first session;
+     * =late: after it (the session started the runtime). */
+    const char *mode = getenv("SESSIONS_WITH_INIT");
+    const int with_init = mode != NULL;
+    const int late = with_init && strcmp(mode, "late") == 0;
     int flag = 0;
-    if (with_init) {
+    if (with_init && !late) {
         OK(MPI_Init(NULL, NULL));
         OK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN));
     }
     MPI_Session s = MPI_SESSION_NULL, other = MPI_SESSION_NULL;
     OK(MPI_Session_init(MPI_INFO_NULL, MPI_ERRORS_RETURN, &s));
     CHECK(s != MPI_SESSION_NULL);
+    if (late) {
+        OK(MPI_Initialized(&flag));
+        CHECK(!flag);
+        OK(MPI_Init(NULL, NULL));
+        OK(MPI_Initialized(&flag));
+        CHECK(flag);
+        OK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN));
+    }
     MPI_Info hints;
     OK(MPI_Info_create(&hints));
     OK(MPI_Info_set(hints, "org.hmpi.test", "yes"));
