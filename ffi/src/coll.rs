@@ -340,10 +340,15 @@ pub unsafe fn free(p: *mut Request) -> Res {
     if let Some(gr) = greq {
         // SAFETY: as above.
         unsafe { p.write(abi::REQUEST_NULL) };
-        if gr.free()? {
-            let _ = COLLS.remove(h.0);
-        }
-        return Ok(());
+        // The call that runs free_fn drops the handle (this one, or
+        // MPI_Grequest_complete's).
+        return match gr.free() {
+            Some(r) => {
+                let _ = COLLS.remove(h.0);
+                r
+            }
+            None => Ok(()),
+        };
     }
     let (active, p2p) = {
         let mut g = lock(&e);

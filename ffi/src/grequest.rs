@@ -105,8 +105,10 @@ impl Greq {
         self.complete.load(Ordering::Acquire)
     }
 
-    /// `MPI_Grequest_complete`: a freed request is released now.
-    fn mark_complete(&self) -> Res<bool> {
+    /// `MPI_Grequest_complete`: a freed request is released now. `Some`
+    /// when this call released it (then its handle goes), with the outcome
+    /// of `free_fn`.
+    fn mark_complete(&self) -> Res<Option<Res>> {
         // SYNC POINT: Release pairs with the Acquire in `is_complete`.
         if self.complete.swap(true, Ordering::AcqRel) {
             return err(
@@ -115,10 +117,7 @@ impl Greq {
             );
         }
         let freed = self.life.lock().unwrap_or_else(|p| p.into_inner()).freed;
-        if freed {
-            self.release()?;
-        }
-        Ok(freed)
+        Ok(if freed { self.release() } else { None })
     }
 
     /// Calls `query_fn` into `st`.
@@ -133,21 +132,22 @@ impl Greq {
         }
     }
 
-    /// Calls `free_fn` (once).
-    fn release(&self) -> Res {
+    /// Calls `free_fn` unless it ran already: `None` then, else its
+    /// outcome (exactly one caller gets `Some`, and frees the handle).
+    fn release(&self) -> Option<Res> {
         {
             let mut l = self.life.lock().unwrap_or_else(|p| p.into_inner());
             if l.released {
-                return Ok(());
+                return None;
             }
             l.released = true;
         }
         let c = self.calls.lock().unwrap_or_else(|p| p.into_inner());
-        match c.free {
+        Some(match c.free {
             // SAFETY: the program's callback with its state.
             Some(f) => code(unsafe { f(c.extra_state) }, "free_fn"),
             None => Ok(()),
-        }
+        })
     }
 
     /// Whether the request has finished (`MPI_Request_get_status`): then
@@ -185,7 +185,7 @@ impl Greq {
         }
         let mut st = null_status();
         let q = self.query(&mut st);
-        let f = self.release();
+        let f = self.release().unwrap_or(Ok(()));
         if let Err(e) = &q {
             st.error = e.class;
         }
@@ -195,20 +195,21 @@ impl Greq {
     }
 
     /// `MPI_Request_free`: releases a finished request now; one still
-    /// running is released by `MPI_Grequest_complete`. Whether the handle
-    /// goes now (else `MPI_Grequest_complete` still needs it).
-    pub fn free(&self) -> Res<bool> {
+    /// running is released by `MPI_Grequest_complete`. `Some` when this
+    /// call released it (then its handle goes), with the outcome of
+    /// `free_fn`; `None` while `MPI_Grequest_complete` still needs the
+    /// handle (or released it meanwhile, and drops it).
+    pub fn free(&self) -> Option<Res> {
         if self.is_complete() {
-            self.release()?;
-            return Ok(true);
+            return self.release();
         }
         self.life.lock().unwrap_or_else(|p| p.into_inner()).freed = true;
-        // MPI_Grequest_complete may have come in between.
+        // MPI_Grequest_complete may have come in between: whichever of the
+        // two releases it drops the handle.
         if self.is_complete() {
-            self.release()?;
-            return Ok(true);
+            return self.release();
         }
-        Ok(false)
+        None
     }
 
     /// `MPI_Cancel`: calls `cancel_fn` with whether it has completed.
@@ -284,11 +285,14 @@ mpi_fn! {
                     format!("{:#x} is not a generalized request", request.0),
                 );
             };
-            if g.mark_complete()? {
+            match g.mark_complete()? {
                 // Freed before: the handle goes now.
-                crate::coll::forget(request);
+                Some(r) => {
+                    crate::coll::forget(request);
+                    r
+                }
+                None => Ok(()),
             }
-            Ok(())
         })
     }
 }
@@ -351,10 +355,11 @@ mod tests {
     fn a_failing_query_is_the_error_and_a_freed_request_is_released_on_complete() {
         let mut n: c_int = 0;
         let g = greq(query_fails, &mut n);
-        assert!(!g.free().unwrap());
+        assert!(g.free().is_none());
         assert_eq!(n, 0);
-        assert!(g.mark_complete().unwrap());
+        assert!(matches!(g.mark_complete(), Ok(Some(Ok(())))));
         assert_eq!(n, 100);
+        assert!(g.free().is_none()); // released once
         let mut m: c_int = 0;
         let g = greq(query_fails, &mut m);
         g.mark_complete().unwrap();
