@@ -769,4 +769,25 @@ mod tests {
         assert_eq!(class_name(63), None);
         assert_eq!(class_name(-1), None);
     }
+
+    #[test]
+    fn added_codes_are_numbered_above_the_standard_ones_and_not_reused() {
+        let mut u = UserCodes {
+            codes: BTreeMap::new(),
+            next: abi::ERR_LASTCODE + 1,
+        };
+        let class = u.add(None).unwrap();
+        let code = u.add(Some(class)).unwrap();
+        let arg = u.add(Some(abi::ERR_ARG)).unwrap();
+        assert_eq!((class, code, arg), (0x4000, 0x4001, 0x4002));
+        assert_eq!(u.codes[&code].class, class);
+        assert_eq!(u.codes[&arg].class, abi::ERR_ARG);
+        assert!(u.get_mut(abi::ERR_ARG, "code").is_err());
+        u.codes.remove(&arg);
+        u.publish();
+        assert_eq!(LAST_USED_CODE.load(Ordering::Relaxed), code);
+        assert_eq!(u.add(None).unwrap(), 0x4003);
+        u.next = c_int::MAX;
+        assert!(u.add(None).is_err());
+    }
 }
