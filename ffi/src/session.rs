@@ -283,8 +283,8 @@ mpi_fn! {
         })
     }
 
-    /// The name of process set `n`; with `*pset_len == 0`, only the
-    /// length it needs (NUL included).
+    /// The name of process set `n` (truncated to `*pset_len` bytes, NUL
+    /// included; nothing with 0); `*pset_len` becomes the size it needs.
     fn MPI_Session_get_nth_pset / PMPI_Session_get_nth_pset(
         session: Session,
         info: Info,
@@ -306,21 +306,21 @@ mpi_fn! {
             let len = out(pset_len, "pset_len")?;
             // SAFETY: checked non-null; the caller's int.
             let cap = unsafe { len.read() };
-            if cap == 0 {
-                // SAFETY: as above.
-                unsafe { len.write(name.len() as c_int + 1) };
-                return Ok(());
-            }
             let Ok(cap) = usize::try_from(cap) else {
                 return err(abi::ERR_ARG, format!("negative pset_len {cap}"));
             };
-            let buf = out(pset_name, "pset_name")?;
-            let k = name.len().min(cap - 1);
-            // SAFETY: the caller's buffer holds `cap` > k bytes.
-            unsafe {
-                std::ptr::copy_nonoverlapping(name.as_ptr(), buf.cast::<u8>(), k);
-                *buf.add(k) = 0;
+            if cap > 0 {
+                let buf = out(pset_name, "pset_name")?;
+                let k = name.len().min(cap - 1);
+                // SAFETY: the caller's buffer holds `cap` > k bytes.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(name.as_ptr(), buf.cast::<u8>(), k);
+                    *buf.add(k) = 0;
+                }
             }
+            // The size the name needs, NUL included, whatever was copied.
+            // SAFETY: as above.
+            unsafe { len.write(name.len() as c_int + 1) };
             Ok(())
         })
     }

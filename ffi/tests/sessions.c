@@ -79,13 +79,13 @@ int main(void) {
     CHECK(len == (int)strlen("mpi://WORLD") + 1);
     len = sizeof name;
     OK(MPI_Session_get_nth_pset(s, MPI_INFO_NULL, 0, &len, name));
-    CHECK(strcmp(name, "mpi://WORLD") == 0);
+    CHECK(strcmp(name, "mpi://WORLD") == 0 && len == (int)strlen("mpi://WORLD") + 1);
     len = sizeof name;
     OK(MPI_Session_get_nth_pset(s, MPI_INFO_NULL, 1, &len, name));
-    CHECK(strcmp(name, "mpi://SELF") == 0);
-    len = 5; /* truncated, NUL-terminated */
+    CHECK(strcmp(name, "mpi://SELF") == 0 && len == (int)strlen("mpi://SELF") + 1);
+    len = 5; /* truncated, NUL-terminated; the size needed comes back */
     OK(MPI_Session_get_nth_pset(s, MPI_INFO_NULL, 1, &len, name));
-    CHECK(strcmp(name, "mpi:") == 0);
+    CHECK(strcmp(name, "mpi:") == 0 && len == (int)strlen("mpi://SELF") + 1);
     len = sizeof name;
     FAILS(MPI_ERR_ARG, MPI_Session_get_nth_pset(s, MPI_INFO_NULL, 2, &len, name));
     FAILS(MPI_ERR_ARG, MPI_Session_get_nth_pset(s, MPI_INFO_NULL, -1, &len, name));
