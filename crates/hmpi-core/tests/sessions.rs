@@ -23,6 +23,10 @@ const TESTS: &[(&str, fn())] = &[
         "a_session_outlives_the_world_model",
         a_session_outlives_the_world_model,
     ),
+    (
+        "threads_open_sessions_and_make_communicators_at_once",
+        threads_open_sessions_and_make_communicators_at_once,
+    ),
 ];
 
 fn main() {
@@ -31,6 +35,7 @@ fn main() {
             match role {
                 "alone" => alone_rank(),
                 "mixed" => mixed_rank(),
+                "threads" => threads_rank(),
                 _ => return None,
             }
             Some(())
@@ -49,6 +54,12 @@ fn sessions_alone_hold_and_end_the_runtime() {
 fn a_session_outlives_the_world_model() {
     for ranks in [1, 3] {
         rank_tests::assert_ran(&rank_tests::launch("mixed", ranks, &[]), "mixed");
+    }
+}
+
+fn threads_open_sessions_and_make_communicators_at_once() {
+    for ranks in [2, 3] {
+        rank_tests::assert_ran(&rank_tests::launch("threads", ranks, &[]), "threads");
     }
 }
 
@@ -152,4 +163,29 @@ fn mixed_rank() {
     drop(s); // the last holder: ends the runtime
     assert!(hmpi_core::is_finalized());
     assert!(matches!(hmpi_core::init(), Err(Error::Finalized)));
+}
+
+fn threads_rank() {
+    // Four threads open the runtime at once (one of them starts it, the
+    // others join), each makes a communicator of the world with a tag of
+    // its own and uses it while the others do the same.
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let s = Session::init().unwrap();
+                let g = s.group_from_pset("mpi://WORLD").unwrap();
+                let c = s.comm_from_group(&g, &format!("test.thread.{t}")).unwrap();
+                for _ in 0..20 {
+                    exercise(&c);
+                }
+                s
+            })
+        })
+        .collect();
+    let sessions: Vec<Session> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    assert!(hmpi_core::is_initialized());
+    for s in sessions {
+        s.finalize().unwrap();
+    }
+    assert!(hmpi_core::is_finalized());
 }
