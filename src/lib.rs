@@ -5,7 +5,7 @@
 //! * [`ShmHeap`] and the shared heap ([`shmheap`]): every rank's heap lives
 //!   in one region mapped at the same address in every rank of the node;
 //! * the runtime ([`hmpi_core`]), with rsmpi's names re-exported here:
-//!   [`init`] / [`Universe`], communicators ([`SimpleCommunicator`], the
+//!   [`init`] / [`Universe`] (or MPI 4's [`session`]s), communicators ([`SimpleCommunicator`], the
 //!   [`traits`]), [`Group`], typed point-to-point, the [`collective`]s,
 //!   [`datatype`]s and `#[derive(Equivalence)]`, reduction operations
 //!   ([`op`]), [`request::scope`], the launcher (`hmpirun`, and
@@ -56,7 +56,9 @@ pub use hmpi_core::{
     GroupRelation, Result, SimpleCommunicator, Status, Universe, ANY_SOURCE, ANY_TAG, PROC_NULL,
     TAG_UB,
 };
-pub use hmpi_core::{attr, buffered, endpoints, hints, partitioned, persistent, stream};
+pub use hmpi_core::{
+    attr, buffered, endpoints, hints, partitioned, persistent, session, stream,
+};
 pub use opi;
 pub use opi::{
     fingerprint, fusion, Givable, Give, GiveError, OpiBuf, Policy, Take, TakeSlot, Transferable,

@@ -1068,6 +1068,49 @@ HMPI_DECLARE(int, Comm_detach_buffer, (MPI_Comm comm, void *buffer_addr, int *si
 HMPI_DECLARE(int, Comm_detach_buffer_c, (MPI_Comm comm, void *buffer_addr, MPI_Count *size));
 HMPI_DECLARE(int, Comm_flush_buffer, (MPI_Comm comm));
 
+/* Buffer flushes as requests (MPI 4.1; flushed at the call, the request complete already). */
+HMPI_DECLARE(int, Buffer_iflush, (MPI_Request *request));
+HMPI_DECLARE(int, Comm_iflush_buffer, (MPI_Comm comm, MPI_Request *request));
+
+/* User error classes, codes and strings (numbered above MPI_ERR_LASTCODE). */
+HMPI_DECLARE(int, Add_error_class, (int *errorclass));
+HMPI_DECLARE(int, Add_error_code, (int errorclass, int *errorcode));
+HMPI_DECLARE(int, Add_error_string, (int errorcode, const char *string));
+HMPI_DECLARE(int, Remove_error_class, (int errorclass));
+HMPI_DECLARE(int, Remove_error_code, (int errorcode));
+HMPI_DECLARE(int, Remove_error_string, (int errorcode));
+
+/* Generalized requests, completed by MPI_Grequest_complete and the wait/test family. */
+HMPI_DECLARE(int, Grequest_start, (MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn, MPI_Grequest_cancel_function *cancel_fn, void *extra_state, MPI_Request *request));
+HMPI_DECLARE(int, Grequest_complete, (MPI_Request request));
+
+/* Request statuses of arrays, freeing none (MPI 5.0). */
+HMPI_DECLARE(int, Request_get_status_all, (int count, const MPI_Request array_of_requests[], int *flag, MPI_Status *array_of_statuses));
+HMPI_DECLARE(int, Request_get_status_any, (int count, const MPI_Request array_of_requests[], int *indx, int *flag, MPI_Status *status));
+HMPI_DECLARE(int, Request_get_status_some, (int incount, const MPI_Request array_of_requests[], int *outcount, int array_of_indices[], MPI_Status *array_of_statuses));
+
+/* Sessions (MPI 4.0): process sets mpi://WORLD and mpi://SELF, communicators from groups,
+ * session error handlers and buffers. */
+HMPI_DECLARE(int, Session_init, (MPI_Info info, MPI_Errhandler errhandler, MPI_Session *session));
+HMPI_DECLARE(int, Session_finalize, (MPI_Session *session));
+HMPI_DECLARE(int, Session_get_num_psets, (MPI_Session session, MPI_Info info, int *npset_names));
+HMPI_DECLARE(int, Session_get_nth_pset, (MPI_Session session, MPI_Info info, int n, int *pset_len, char *pset_name));
+HMPI_DECLARE(int, Session_get_pset_info, (MPI_Session session, const char *pset_name, MPI_Info *info));
+HMPI_DECLARE(int, Session_get_info, (MPI_Session session, MPI_Info *info_used));
+HMPI_DECLARE(int, Group_from_session_pset, (MPI_Session session, const char *pset_name, MPI_Group *newgroup));
+HMPI_DECLARE(int, Comm_create_from_group, (MPI_Group group, const char *stringtag, MPI_Info info, MPI_Errhandler errhandler, MPI_Comm *newcomm));
+HMPI_DECLARE(int, Intercomm_create_from_groups, (MPI_Group local_group, int local_leader, MPI_Group remote_group, int remote_leader, const char *stringtag, MPI_Info info, MPI_Errhandler errhandler, MPI_Comm *newintercomm));
+HMPI_DECLARE(int, Session_create_errhandler, (MPI_Session_errhandler_function *session_errhandler_fn, MPI_Errhandler *errhandler));
+HMPI_DECLARE(int, Session_set_errhandler, (MPI_Session session, MPI_Errhandler errhandler));
+HMPI_DECLARE(int, Session_get_errhandler, (MPI_Session session, MPI_Errhandler *errhandler));
+HMPI_DECLARE(int, Session_call_errhandler, (MPI_Session session, int errorcode));
+HMPI_DECLARE(int, Session_attach_buffer, (MPI_Session session, void *buffer, int size));
+HMPI_DECLARE(int, Session_attach_buffer_c, (MPI_Session session, void *buffer, MPI_Count size));
+HMPI_DECLARE(int, Session_detach_buffer, (MPI_Session session, void *buffer_addr, int *size));
+HMPI_DECLARE(int, Session_detach_buffer_c, (MPI_Session session, void *buffer_addr, MPI_Count *size));
+HMPI_DECLARE(int, Session_flush_buffer, (MPI_Session session));
+HMPI_DECLARE(int, Session_iflush_buffer, (MPI_Session session, MPI_Request *request));
+
 /* Explicit streams, with MPICH's names and signatures (an extension, not
  * the standard ABI): MPIX_Stream_create reserves a VCI of this rank for the
  * calling thread (run with HMPI_VCIS at least one more than the streams a
@@ -1107,17 +1150,11 @@ HMPI_DECLARE(int, Abi_get_fortran_info, (MPI_Info *info));
 HMPI_DECLARE(int, Abi_get_info, (MPI_Info *info));
 HMPI_DECLARE(int, Abi_set_fortran_booleans, (int logical_size, void *logical_true, void *logical_false));
 HMPI_DECLARE(int, Abi_set_fortran_info, (MPI_Info info));
-HMPI_DECLARE(int, Add_error_class, (int *errorclass));
-HMPI_DECLARE(int, Add_error_code, (int errorclass, int *errorcode));
-HMPI_DECLARE(int, Add_error_string, (int errorcode, const char *string));
-HMPI_DECLARE(int, Buffer_iflush, (MPI_Request *request));
 HMPI_DECLARE(int, Close_port, (const char *port_name));
 HMPI_DECLARE(int, Comm_accept, (const char *port_name, MPI_Info info, int root, MPI_Comm comm, MPI_Comm *newcomm));
 HMPI_DECLARE(int, Comm_connect, (const char *port_name, MPI_Info info, int root, MPI_Comm comm, MPI_Comm *newcomm));
-HMPI_DECLARE(int, Comm_create_from_group, (MPI_Group group, const char *stringtag, MPI_Info info, MPI_Errhandler errhandler, MPI_Comm *newcomm));
 HMPI_DECLARE(int, Comm_disconnect, (MPI_Comm *comm));
 HMPI_DECLARE(int, Comm_get_parent, (MPI_Comm *parent));
-HMPI_DECLARE(int, Comm_iflush_buffer, (MPI_Comm comm, MPI_Request *request));
 HMPI_DECLARE(int, Comm_join, (int fd, MPI_Comm *intercomm));
 HMPI_DECLARE(int, Comm_spawn, (const char *command, char *argv[], int maxprocs, MPI_Info info, int root, MPI_Comm comm, MPI_Comm *intercomm, int array_of_errcodes[]));
 HMPI_DECLARE(int, Comm_spawn_multiple, (int count, char *array_of_commands[], char **array_of_argv[], const int array_of_maxprocs[], const MPI_Info array_of_info[], int root, MPI_Comm comm, MPI_Comm *intercomm, int array_of_errcodes[]));
@@ -1210,37 +1247,11 @@ HMPI_DECLARE(int, File_write_ordered_end, (MPI_File fh, const void *buf, MPI_Sta
 HMPI_DECLARE(int, File_write_shared, (MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status));
 HMPI_DECLARE(int, File_write_shared_c, (MPI_File fh, const void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Status *status));
 HMPI_DECLARE(int, Get_hw_resource_info, (MPI_Info *hw_info));
-HMPI_DECLARE(int, Grequest_complete, (MPI_Request request));
-HMPI_DECLARE(int, Grequest_start, (MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn, MPI_Grequest_cancel_function *cancel_fn, void *extra_state, MPI_Request *request));
-HMPI_DECLARE(int, Group_from_session_pset, (MPI_Session session, const char *pset_name, MPI_Group *newgroup));
-HMPI_DECLARE(int, Intercomm_create_from_groups, (MPI_Group local_group, int local_leader, MPI_Group remote_group, int remote_leader, const char *stringtag, MPI_Info info, MPI_Errhandler errhandler, MPI_Comm *newintercomm));
 HMPI_DECLARE(int, Lookup_name, (const char *service_name, MPI_Info info, char *port_name));
 HMPI_DECLARE(int, Open_port, (MPI_Info info, char *port_name));
 HMPI_DECLARE(int, Publish_name, (const char *service_name, MPI_Info info, const char *port_name));
 HMPI_DECLARE(int, Register_datarep, (const char *datarep, MPI_Datarep_conversion_function *read_conversion_fn, MPI_Datarep_conversion_function *write_conversion_fn, MPI_Datarep_extent_function *dtype_file_extent_fn, void *extra_state));
 HMPI_DECLARE(int, Register_datarep_c, (const char *datarep, MPI_Datarep_conversion_function_c *read_conversion_fn, MPI_Datarep_conversion_function_c *write_conversion_fn, MPI_Datarep_extent_function *dtype_file_extent_fn, void *extra_state));
-HMPI_DECLARE(int, Remove_error_class, (int errorclass));
-HMPI_DECLARE(int, Remove_error_code, (int errorcode));
-HMPI_DECLARE(int, Remove_error_string, (int errorcode));
-HMPI_DECLARE(int, Request_get_status_all, (int count, const MPI_Request array_of_requests[], int *flag, MPI_Status *array_of_statuses));
-HMPI_DECLARE(int, Request_get_status_any, (int count, const MPI_Request array_of_requests[], int *indx, int *flag, MPI_Status *status));
-HMPI_DECLARE(int, Request_get_status_some, (int incount, const MPI_Request array_of_requests[], int *outcount, int array_of_indices[], MPI_Status *array_of_statuses));
-HMPI_DECLARE(int, Session_attach_buffer, (MPI_Session session, void *buffer, int size));
-HMPI_DECLARE(int, Session_attach_buffer_c, (MPI_Session session, void *buffer, MPI_Count size));
-HMPI_DECLARE(int, Session_call_errhandler, (MPI_Session session, int errorcode));
-HMPI_DECLARE(int, Session_create_errhandler, (MPI_Session_errhandler_function *session_errhandler_fn, MPI_Errhandler *errhandler));
-HMPI_DECLARE(int, Session_detach_buffer, (MPI_Session session, void *buffer_addr, int *size));
-HMPI_DECLARE(int, Session_detach_buffer_c, (MPI_Session session, void *buffer_addr, MPI_Count *size));
-HMPI_DECLARE(int, Session_finalize, (MPI_Session *session));
-HMPI_DECLARE(int, Session_flush_buffer, (MPI_Session session));
-HMPI_DECLARE(int, Session_get_errhandler, (MPI_Session session, MPI_Errhandler *errhandler));
-HMPI_DECLARE(int, Session_get_info, (MPI_Session session, MPI_Info *info_used));
-HMPI_DECLARE(int, Session_get_nth_pset, (MPI_Session session, MPI_Info info, int n, int *pset_len, char *pset_name));
-HMPI_DECLARE(int, Session_get_num_psets, (MPI_Session session, MPI_Info info, int *npset_names));
-HMPI_DECLARE(int, Session_get_pset_info, (MPI_Session session, const char *pset_name, MPI_Info *info));
-HMPI_DECLARE(int, Session_iflush_buffer, (MPI_Session session, MPI_Request *request));
-HMPI_DECLARE(int, Session_init, (MPI_Info info, MPI_Errhandler errhandler, MPI_Session *session));
-HMPI_DECLARE(int, Session_set_errhandler, (MPI_Session session, MPI_Errhandler errhandler));
 HMPI_DECLARE(int, Unpublish_name, (const char *service_name, MPI_Info info, const char *port_name));
 
 /* The tool information interface. */

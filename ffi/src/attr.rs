@@ -19,7 +19,8 @@
 //! process), `MPI_IO` (`MPI_ANY_SOURCE`: every process may do I/O),
 //! `MPI_WTIME_IS_GLOBAL` (1: one clock for the node), `MPI_APPNUM` (0),
 //! `MPI_UNIVERSE_SIZE` (the number of processes of the job) and
-//! `MPI_LASTUSEDCODE` (the last error code, `MPI_ERR_LASTCODE`); as MPI
+//! `MPI_LASTUSEDCODE` (the largest error code in use: `MPI_ERR_LASTCODE`,
+//! or the last one the program added); as MPI
 //! says, the value is a pointer to an `int`. They cannot be set or
 //! deleted.
 //!
@@ -190,7 +191,12 @@ fn comm_get(
     api_comm(func, comm, |c| {
         let v = out(value, "attribute_val")?;
         let f = out(flag, "flag")?;
-        let got = if predefined(key) {
+        let got = if key == LASTUSEDCODE {
+            // A value that changes as the program adds error codes.
+            comm_ref(abi::COMM_WORLD)
+                .ok()
+                .map(|_| crate::errors::LAST_USED_CODE.as_ptr() as usize)
+        } else if predefined(key) {
             predefined_value(key).map(|r| r as *const c_int as usize)
         } else {
             c.comm.attributes().get(Kind::Comm, key)?

@@ -11,7 +11,10 @@
 //! [`crate::persistent`]) whose every start is an `MPI_Ibsend`.
 //! A communicator may have a buffer of its own (MPI 4.1:
 //! `MPI_Comm_attach_buffer`, `_detach_buffer`, `_flush_buffer`), which its
-//! buffered sends use instead of the process's.
+//! buffered sends use instead of the process's. `MPI_Buffer_iflush` and
+//! `MPI_Comm_iflush_buffer` flush at the call and give a request that is
+//! complete already (as `MPI_Ibsend`'s); sessions have buffers too
+//! ([`crate::session`]).
 //! `MPI_BUFFER_AUTOMATIC` is refused with `MPI_ERR_BUFFER`: the program
 //! attaches memory of its own.
 //!
@@ -223,6 +226,29 @@ mpi_fn! {
     /// Waits until `comm`'s buffered messages have gone.
     fn MPI_Comm_flush_buffer / PMPI_Comm_flush_buffer(comm: Comm) -> c_int {
         api_comm("MPI_Comm_flush_buffer", comm, |c| Ok(buffered::flush_comm(&c.comm)?))
+    }
+
+    /// [`MPI_Buffer_flush`] as a request (flushed at the call; the request
+    /// is complete already).
+    fn MPI_Buffer_iflush / PMPI_Buffer_iflush(request: *mut Request) -> c_int {
+        api("MPI_Buffer_iflush", || {
+            out(request, "request")?;
+            buffered::flush()?;
+            crate::session::completed_request(request)
+        })
+    }
+
+    /// [`MPI_Comm_flush_buffer`] as a request (flushed at the call; the
+    /// request is complete already).
+    fn MPI_Comm_iflush_buffer / PMPI_Comm_iflush_buffer(comm: Comm, request: *mut Request) -> c_int {
+        api_comm("MPI_Comm_iflush_buffer", comm, |c| {
+            let p = out(request, "request")?;
+            buffered::flush_comm(&c.comm)?;
+            let r = crate::coll::completed(c.clone())?;
+            // SAFETY: checked non-null; the caller's request variable.
+            unsafe { p.write(r) };
+            Ok(())
+        })
     }
 
     /// Sends in buffered mode: copies the message and returns.

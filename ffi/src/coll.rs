@@ -32,6 +32,7 @@ use crate::coll_large::{scaled, times, Int};
 use crate::comm::CommRef;
 use crate::datatype::type_ref;
 use crate::errors::{api_comm, err, out, MpiError, Res};
+use crate::grequest::GreqRef;
 use crate::handles::{Table, KIND_COLL};
 use crate::op::op_ref;
 use crate::persistent::P2p;
@@ -62,6 +63,8 @@ struct Entry {
     /// A persistent point-to-point operation instead of a collective
     /// (see [`crate::persistent`]).
     p2p: Option<P2p>,
+    /// A generalized request instead (see [`crate::grequest`]).
+    greq: Option<GreqRef>,
 }
 
 static COLLS: Table<Arc<Mutex<Entry>>> = Table::new(KIND_COLL);
@@ -79,6 +82,7 @@ pub fn completed(comm: CommRef) -> Res<Request> {
         plan: None,
         active: None,
         p2p: None,
+        greq: None,
     };
     COLLS
         .insert(Arc::new(Mutex::new(e)))
@@ -140,6 +144,7 @@ fn store(p: *mut Request, c: &CommRef, plan: Option<Plan>, active: Option<CollRe
         plan,
         active,
         p2p: None,
+        greq: None,
     }));
     let h = COLLS
         .insert(e)
@@ -158,11 +163,44 @@ pub(crate) fn store_persistent(c: &CommRef, op: P2p) -> Res<Request> {
         plan: None,
         active: None,
         p2p: Some(op),
+        greq: None,
     }));
     COLLS
         .insert(e)
         .map(Request)
         .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many persistent requests"))
+}
+
+/// Stores a generalized request (`MPI_Grequest_start`) under a request
+/// handle of this module's kind, so that the completion routines take it.
+pub(crate) fn store_greq(c: CommRef, g: GreqRef) -> Res<Request> {
+    let e = Arc::new(Mutex::new(Entry {
+        comm: c,
+        plan: None,
+        active: None,
+        p2p: None,
+        greq: Some(g),
+    }));
+    COLLS
+        .insert(e)
+        .map(Request)
+        .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many requests"))
+}
+
+/// The generalized request behind `h`, if it is one.
+pub(crate) fn greq_of(h: Request) -> Option<GreqRef> {
+    if !is_coll(h) {
+        return None;
+    }
+    let e = COLLS.get(h.0).ok()?;
+    let g = lock(&e).greq.clone();
+    g
+}
+
+/// Drops the handle of a generalized request that was freed before it
+/// completed (from `MPI_Grequest_complete`).
+pub(crate) fn forget(h: Request) {
+    let _ = COLLS.remove(h.0);
 }
 
 /// Starts a persistent collective or point-to-point operation (`MPI_Start`
@@ -208,6 +246,18 @@ pub unsafe fn complete(p: *mut Request, status: *mut MpiStatus, wait: bool) -> R
     let h = unsafe { p.read() };
     let e = entry(h)?;
     let mut g = lock(&e);
+    if let Some(gr) = g.greq.clone() {
+        // Not under the entry's lock: MPI_Grequest_complete takes it.
+        drop(g);
+        // SAFETY: the caller's status pointer.
+        let Some(r) = (unsafe { gr.complete(status, wait) }) else {
+            return Ok(false);
+        };
+        let _ = COLLS.remove(h.0);
+        // SAFETY: the caller's pointer.
+        unsafe { p.write(abi::REQUEST_NULL) };
+        return r.map(|()| true);
+    }
     if let Some(op) = g.p2p.as_mut() {
         // SAFETY: the caller's status pointer.
         let done = unsafe { op.complete(status, wait) };
@@ -248,6 +298,9 @@ pub unsafe fn complete(p: *mut Request, status: *mut MpiStatus, wait: bool) -> R
 pub fn is_done(h: Request) -> Res<bool> {
     let e = entry(h)?;
     let mut g = lock(&e);
+    if let Some(gr) = g.greq.as_ref() {
+        return Ok(gr.is_finished());
+    }
     if let Some(op) = g.p2p.as_ref() {
         return op.is_done();
     }
@@ -260,7 +313,7 @@ pub fn is_done(h: Request) -> Res<bool> {
 /// Whether `h` is an inactive persistent request (never started, or
 /// completed since): the `any` and `some` completions skip it, as they skip
 /// `MPI_REQUEST_NULL`.
-fn inactive(h: Request) -> bool {
+pub(crate) fn inactive(h: Request) -> bool {
     if !is_coll(h) {
         return false;
     }
@@ -285,6 +338,20 @@ pub unsafe fn free(p: *mut Request) -> Res {
     // SAFETY: the caller's pointer, checked non-null by the caller.
     let h = unsafe { p.read() };
     let e = entry(h)?;
+    let greq = lock(&e).greq.clone();
+    if let Some(gr) = greq {
+        // SAFETY: as above.
+        unsafe { p.write(abi::REQUEST_NULL) };
+        // The call that runs free_fn drops the handle (this one, or
+        // MPI_Grequest_complete's).
+        return match gr.free() {
+            Some(r) => {
+                let _ = COLLS.remove(h.0);
+                r
+            }
+            None => Ok(()),
+        };
+    }
     let active = {
         let mut g = lock(&e);
         if let Some(op) = g.p2p.as_mut() {
@@ -307,6 +374,10 @@ pub unsafe fn free(p: *mut Request) -> Res {
 pub fn cancel(h: Request) -> Res {
     let e = entry(h)?;
     let mut g = lock(&e);
+    if let Some(gr) = g.greq.clone() {
+        drop(g);
+        return gr.cancel();
+    }
     match g.p2p.as_mut() {
         Some(op) => op.cancel(),
         None => err(

@@ -40,7 +40,7 @@ pub struct CommEntry {
 }
 
 impl CommEntry {
-    fn new(comm: SimpleCommunicator, handle: Comm, errhandler: Handler) -> Self {
+    pub(crate) fn new(comm: SimpleCommunicator, handle: Comm, errhandler: Handler) -> Self {
         CommEntry {
             handle,
             comm,
@@ -165,7 +165,9 @@ pub(crate) fn release_held_comm(h: Comm) {
 #[inline]
 pub fn comm_ref(c: Comm) -> Res<CommRef> {
     match c {
-        abi::COMM_WORLD | abi::COMM_SELF if hmpi_core::is_finalized() => Err(not_initialized()),
+        abi::COMM_WORLD | abi::COMM_SELF if hmpi_core::environment::world_finalized() => {
+            Err(not_initialized())
+        }
         abi::COMM_WORLD => WORLD.get().map(CommRef::Static).ok_or_else(not_initialized),
         abi::COMM_SELF => SELF.get().map(CommRef::Static).ok_or_else(not_initialized),
         abi::COMM_NULL => Err(MpiError::new(
@@ -206,6 +208,24 @@ pub(crate) unsafe fn store_comm(
         .insert_with(|h| Arc::new(CommEntry::new(comm, Comm(h), errhandler)))
         .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many communicators"))?;
     // SAFETY: as above.
+    unsafe { newcomm.write(Comm(h)) };
+    Ok(())
+}
+
+/// Stores a new communicator with the error handler `errhandler` (one
+/// made from a group, which has no parent) and writes its handle.
+///
+/// # Safety
+/// `newcomm` is valid for a write.
+pub(crate) unsafe fn store_comm_with(
+    comm: SimpleCommunicator,
+    errhandler: Handler,
+    newcomm: *mut Comm,
+) -> Res {
+    let h = COMMS
+        .insert_with(|h| Arc::new(CommEntry::new(comm, Comm(h), errhandler)))
+        .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "too many communicators"))?;
+    // SAFETY: the caller's guarantee.
     unsafe { newcomm.write(Comm(h)) };
     Ok(())
 }

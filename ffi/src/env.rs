@@ -9,7 +9,9 @@
 //! Every thread may call every routine: the level provided is always
 //! `MPI_THREAD_MULTIPLE`. `MPI_Finalize` completes requests that the
 //! program freed while pending, then finalizes the runtime (a barrier over
-//! the world). The heap stays shared after it.
+//! the world) unless a session still holds it (see [`crate::session`]:
+//! the runtime then ends with the last session). The heap stays shared
+//! after it.
 //!
 //! In C:
 //! ```c
@@ -40,9 +42,7 @@ fn init() -> Result<(), MpiError> {
         // SYNC POINT: Acquire pairs with the Release store below.
         return err(abi::ERR_OTHER, "MPI_Init was already called");
     }
-    if std::env::var_os(shmheap::env::SHM_NAME).is_some() && !shmheap::is_attached() {
-        crate::alloc::may_attach().map_err(|m| MpiError::new(abi::ERR_OTHER, m))?;
-    }
+    attach_heap()?;
     let u = hmpi_core::init()?;
     crate::comm::init_predefined(&u);
     *UNIVERSE.lock().unwrap_or_else(|p| p.into_inner()) = Some(u);
@@ -51,6 +51,15 @@ fn init() -> Result<(), MpiError> {
     // SYNC POINT: Release publishes the predefined communicators to
     // threads that check MPI_Initialized (Acquire).
     INITIALIZED.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// Joins the node's heap before the runtime starts (`MPI_Init` and the
+/// first `MPI_Session_init`), when the launcher named one.
+pub(crate) fn attach_heap() -> Result<(), MpiError> {
+    if std::env::var_os(shmheap::env::SHM_NAME).is_some() && !shmheap::is_attached() {
+        crate::alloc::may_attach().map_err(|m| MpiError::new(abi::ERR_OTHER, m))?;
+    }
     Ok(())
 }
 
@@ -87,7 +96,7 @@ mpi_fn! {
     fn MPI_Finalize / PMPI_Finalize() -> c_int {
         api("MPI_Finalize", || {
             let Some(u) = UNIVERSE.lock().unwrap_or_else(|p| p.into_inner()).take() else {
-                return err(abi::ERR_OTHER, if hmpi_core::is_finalized() {
+                return err(abi::ERR_OTHER, if hmpi_core::environment::world_finalized() {
                     "MPI_Finalize was already called"
                 } else {
                     "MPI_Init has not been called"
@@ -113,8 +122,10 @@ mpi_fn! {
     /// Whether `MPI_Finalize` was called.
     fn MPI_Finalized / PMPI_Finalized(flag: *mut c_int) -> c_int {
         api("MPI_Finalized", || {
+            // The world model's end (sessions may keep the runtime going).
+            let v = hmpi_core::environment::world_finalized();
             // SAFETY: the caller's int pointer.
-            unsafe { put(flag, "flag", c_int::from(hmpi_core::is_finalized())) }
+            unsafe { put(flag, "flag", c_int::from(v)) }
         })
     }
 

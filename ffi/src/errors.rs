@@ -16,8 +16,13 @@
 //!   `MPI_Win_create_errhandler` is for windows only, see `win.rs`).
 //!
 //! Error codes are the standard ABI's error classes themselves, so
-//! `MPI_Error_class(code) == code`. A panic inside the library never
-//! crosses the C boundary: it becomes `MPI_ERR_INTERN`.
+//! `MPI_Error_class(code) == code` for them. A program adds classes and
+//! codes of its own (`MPI_Add_error_class`, `MPI_Add_error_code`, with
+//! strings by `MPI_Add_error_string`): they are numbered from
+//! `MPI_ERR_LASTCODE + 1` up, never reused once removed, and
+//! `MPI_Error_class`, `MPI_Error_string` and the `MPI_LASTUSEDCODE`
+//! attribute (the largest one in use) know them. A panic inside the
+//! library never crosses the C boundary: it becomes `MPI_ERR_INTERN`.
 //!
 //! In C:
 //! ```c
@@ -30,9 +35,12 @@
 use crate::abi::{self, Comm, Errhandler};
 use crate::comm::{comm_ref, CommRef};
 use crate::handles::{Table, KIND_ERRHANDLER};
+use std::collections::BTreeMap;
+use std::ffi::CStr;
 use std::ffi::{c_char, c_int};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// What went wrong: the MPI error class, a message, and the communicator
 /// whose error handler is called (`None`: `MPI_COMM_SELF`'s). Boxed, so
@@ -145,11 +153,123 @@ pub fn class_name(class: c_int) -> Option<&'static str> {
         .map(|(name, _)| *name)
 }
 
+/// How a fatal error's line names its class: `MPI_ERR_...`, or the number
+/// of a class the program added.
+fn class_label(code: c_int) -> String {
+    if let Some(n) = class_name(code) {
+        return n.to_owned();
+    }
+    match user_class_of(code) {
+        Some(c) => format!("user error class {c}"),
+        None => "MPI_ERR_UNKNOWN".to_owned(),
+    }
+}
+
+// ------------------------------------------------------ user error classes
+
+/// An error class or code the program added: its class (itself for a
+/// class) and its string.
+struct UserCode {
+    class: c_int,
+    text: Option<String>,
+}
+
+/// The classes and codes the program added, and the next number.
+struct UserCodes {
+    codes: BTreeMap<c_int, UserCode>,
+    next: c_int,
+}
+
+static USER_CODES: Mutex<UserCodes> = Mutex::new(UserCodes {
+    codes: BTreeMap::new(),
+    next: abi::ERR_LASTCODE + 1,
+});
+
+/// The value of the `MPI_LASTUSEDCODE` attribute: the largest error code
+/// in use (`MPI_ERR_LASTCODE` while the program added none). MPI hands out
+/// a pointer to it, so it lives here, updated as codes come and go.
+pub static LAST_USED_CODE: AtomicI32 = AtomicI32::new(abi::ERR_LASTCODE);
+
+fn user_codes() -> std::sync::MutexGuard<'static, UserCodes> {
+    USER_CODES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl UserCodes {
+    fn add(&mut self, class: Option<c_int>) -> Res<c_int> {
+        let code = self.next;
+        self.next = code
+            .checked_add(1)
+            .ok_or_else(|| MpiError::new(abi::ERR_NO_MEM, "no error code is left"))?;
+        self.codes.insert(
+            code,
+            UserCode {
+                class: class.unwrap_or(code),
+                text: None,
+            },
+        );
+        self.publish();
+        Ok(code)
+    }
+
+    /// Sets `MPI_LASTUSEDCODE` to the largest code in use.
+    fn publish(&self) {
+        let last = self
+            .codes
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(abi::ERR_LASTCODE);
+        // Relaxed: the value alone is read through the attribute; the
+        // table itself is under its lock.
+        LAST_USED_CODE.store(last, Ordering::Relaxed);
+    }
+
+    /// The entry of a code the program added (`MPI_ERR_ARG` otherwise).
+    fn get_mut(&mut self, code: c_int, what: &str) -> Res<&mut UserCode> {
+        self.codes.get_mut(&code).ok_or_else(|| {
+            MpiError::new(
+                abi::ERR_ARG,
+                format!("{code} is not an error {what} the program added"),
+            )
+        })
+    }
+}
+
+/// The class of an error code the program added (`None`: not one).
+fn user_class_of(code: c_int) -> Option<c_int> {
+    user_codes().codes.get(&code).map(|u| u.class)
+}
+
+/// The class of any valid error code: a standard class is its own, an
+/// added code has the class it was added to.
+fn class_of_code(code: c_int) -> Res<c_int> {
+    if class_name(code).is_some() {
+        return Ok(code);
+    }
+    user_class_of(code)
+        .ok_or_else(|| MpiError::new(abi::ERR_ARG, format!("{code} is not an error code")))
+}
+
+/// Whether `class` is a class a code may be added to: a standard one
+/// other than `MPI_SUCCESS`, or one the program added.
+fn is_class(class: c_int) -> bool {
+    if class_name(class).is_some() {
+        return class != abi::SUCCESS;
+    }
+    user_codes()
+        .codes
+        .get(&class)
+        .is_some_and(|u| u.class == class)
+}
+
 /// A user error handler (`MPI_Comm_create_errhandler`).
 pub type CommErrhandlerFn = unsafe extern "C" fn(*mut Comm, *mut c_int, ...);
 
 /// A user error handler for windows (`MPI_Win_create_errhandler`).
 pub type WinErrhandlerFn = unsafe extern "C" fn(*mut crate::abi::Win, *mut c_int, ...);
+
+/// A user error handler for sessions (`MPI_Session_create_errhandler`).
+pub type SessionErrhandlerFn = unsafe extern "C" fn(*mut crate::abi::Session, *mut c_int, ...);
 
 /// An error handler attached to a communicator.
 #[derive(Clone, Debug)]
@@ -180,6 +300,7 @@ pub struct UserHandler {
 pub enum UserFn {
     Comm(CommErrhandlerFn),
     Win(WinErrhandlerFn),
+    Session(SessionErrhandlerFn),
 }
 
 impl UserFn {
@@ -187,6 +308,7 @@ impl UserFn {
         match self {
             UserFn::Comm(_) => "communicators",
             UserFn::Win(_) => "windows",
+            UserFn::Session(_) => "sessions",
         }
     }
 }
@@ -254,12 +376,12 @@ fn rank_text() -> String {
 }
 
 /// Ends the job after an error under `MPI_ERRORS_ARE_FATAL`.
-fn fatal(func: &str, e: &MpiError) -> ! {
+pub(crate) fn fatal(func: &str, e: &MpiError) -> ! {
     let line = format!(
         "hmpi: rank {}: {func}: {} [{}]\n",
         rank_text(),
         e.msg,
-        class_name(e.class).unwrap_or("MPI_ERR_UNKNOWN")
+        class_label(e.class)
     );
     // One write(2) for the whole line (standard error is unbuffered, and
     // `eprintln!` writes each formatted piece on its own): the lines of
@@ -301,23 +423,62 @@ fn call_handler(func: &str, comm: &CommRef, e: MpiError) -> c_int {
     }
 }
 
-/// Runs a routine's body: no panic crosses the C boundary, an error goes
-/// through the error handler.
-pub fn api(func: &'static str, body: impl FnOnce() -> Res) -> c_int {
+/// Calls `handler` for `e` outside any communicator: for a session (a
+/// session handler gets `*object`) or for a routine whose error handler is
+/// an argument (`MPI_Comm_create_from_group`: a communicator handler gets
+/// `MPI_COMM_NULL`). Returns the code to give back.
+pub fn call_object_handler(
+    func: &str,
+    handler: &Handler,
+    object: crate::abi::Session,
+    e: MpiError,
+) -> c_int {
+    match handler {
+        Handler::Predefined(h) if *h == abi::ERRORS_RETURN => e.class,
+        Handler::Predefined(_) => fatal(func, &e),
+        Handler::User(_, u) => {
+            let mut code = e.class;
+            match u.f {
+                UserFn::Session(f) => {
+                    let mut s = object;
+                    // SAFETY: a function the program registered with
+                    // MPI_Session_create_errhandler, called as MPI
+                    // specifies (the session and the code by pointer).
+                    unsafe { f(&mut s, &mut code) };
+                }
+                UserFn::Comm(f) => {
+                    let mut c = abi::COMM_NULL;
+                    // SAFETY: as in `call_handler`; no communicator exists.
+                    unsafe { f(&mut c, &mut code) };
+                }
+                UserFn::Win(_) => {}
+            }
+            e.class
+        }
+    }
+}
+
+/// Runs a body, catching a panic as `MPI_ERR_INTERN`.
+pub fn guarded<T>(body: impl FnOnce() -> Res<T>) -> Res<T> {
     match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => abi::SUCCESS,
-        Ok(Err(e)) => raise(func, e),
+        Ok(r) => r,
         Err(p) => {
             let what = p
                 .downcast_ref::<&str>()
                 .map(|s| (*s).to_owned())
                 .or_else(|| p.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            raise(
-                func,
-                MpiError::new(abi::ERR_INTERN, format!("internal panic: {what}")),
-            )
+            err(abi::ERR_INTERN, format!("internal panic: {what}"))
         }
+    }
+}
+
+/// Runs a routine's body: no panic crosses the C boundary, an error goes
+/// through the error handler.
+pub fn api(func: &'static str, body: impl FnOnce() -> Res) -> c_int {
+    match guarded(body) {
+        Ok(()) => abi::SUCCESS,
+        Err(e) => raise(func, e),
     }
 }
 
@@ -403,22 +564,129 @@ mpi_fn! {
     /// The text of an error code.
     fn MPI_Error_string / PMPI_Error_string(code: c_int, string: *mut c_char, len: *mut c_int) -> c_int {
         api("MPI_Error_string", || {
-            let Some(&(name, text)) = usize::try_from(code).ok().and_then(|c| abi::ERROR_CLASSES.get(c)) else {
-                return err(abi::ERR_ARG, format!("{code} is not an error code"));
+            let text = match usize::try_from(code).ok().and_then(|c| abi::ERROR_CLASSES.get(c)) {
+                Some(&(name, text)) => format!("{name}: {text}"),
+                // An added code: its string, empty until one is set.
+                None => match user_codes().codes.get(&code) {
+                    Some(u) => u.text.clone().unwrap_or_default(),
+                    None => return err(abi::ERR_ARG, format!("{code} is not an error code")),
+                },
             };
             // SAFETY: MPI requires MPI_MAX_ERROR_STRING bytes at `string`.
-            unsafe { put_string(string, abi::MAX_ERROR_STRING, len, &format!("{name}: {text}")) }
+            unsafe { put_string(string, abi::MAX_ERROR_STRING, len, &text) }
         })
     }
 
-    /// The class of an error code (the code itself).
+    /// The class of an error code (a standard code is its own class).
     fn MPI_Error_class / PMPI_Error_class(code: c_int, class: *mut c_int) -> c_int {
         api("MPI_Error_class", || {
-            if class_name(code).is_none() {
-                return err(abi::ERR_ARG, format!("{code} is not an error code"));
-            }
+            let c = class_of_code(code)?;
             // SAFETY: an int pointer from the caller.
-            unsafe { put(class, "errorclass", code) }
+            unsafe { put(class, "errorclass", c) }
+        })
+    }
+
+    /// Adds an error class (numbered above `MPI_ERR_LASTCODE`).
+    fn MPI_Add_error_class / PMPI_Add_error_class(errorclass: *mut c_int) -> c_int {
+        api_active("MPI_Add_error_class", || {
+            let p = out(errorclass, "errorclass")?;
+            let c = user_codes().add(None)?;
+            // SAFETY: checked non-null; the caller's int.
+            unsafe { p.write(c) };
+            Ok(())
+        })
+    }
+
+    /// Adds an error code to a class (standard or added).
+    fn MPI_Add_error_code / PMPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) -> c_int {
+        api_active("MPI_Add_error_code", || {
+            let p = out(errorcode, "errorcode")?;
+            if !is_class(errorclass) {
+                return err(abi::ERR_ARG, format!("{errorclass} is not an error class"));
+            }
+            let c = user_codes().add(Some(errorclass))?;
+            // SAFETY: checked non-null; the caller's int.
+            unsafe { p.write(c) };
+            Ok(())
+        })
+    }
+
+    /// Sets the string of an added class or code (`MPI_Error_string`'s
+    /// answer; fewer than `MPI_MAX_ERROR_STRING` bytes).
+    fn MPI_Add_error_string / PMPI_Add_error_string(errorcode: c_int, string: *const c_char) -> c_int {
+        api_active("MPI_Add_error_string", || {
+            if string.is_null() {
+                return err(abi::ERR_ARG, "the error string is a null pointer");
+            }
+            // SAFETY: a NUL-terminated string from the caller (checked non-null).
+            let text = unsafe { CStr::from_ptr(string) }.to_string_lossy().into_owned();
+            if text.len() >= abi::MAX_ERROR_STRING {
+                return err(
+                    abi::ERR_ARG,
+                    format!(
+                        "an error string of {} bytes: MPI_MAX_ERROR_STRING is {}",
+                        text.len(),
+                        abi::MAX_ERROR_STRING
+                    ),
+                );
+            }
+            if class_name(errorcode).is_some() {
+                return err(
+                    abi::ERR_ARG,
+                    format!("{errorcode} is a standard error code: its string is fixed"),
+                );
+            }
+            user_codes().get_mut(errorcode, "code")?.text = Some(text);
+            Ok(())
+        })
+    }
+
+    /// Removes an added class (none of its codes may remain).
+    fn MPI_Remove_error_class / PMPI_Remove_error_class(errorclass: c_int) -> c_int {
+        api_active("MPI_Remove_error_class", || {
+            let mut u = user_codes();
+            if u.get_mut(errorclass, "class")?.class != errorclass {
+                return err(abi::ERR_ARG, format!("{errorclass} is an error code, not a class"));
+            }
+            let codes = u
+                .codes
+                .iter()
+                .filter(|&(&k, v)| v.class == errorclass && k != errorclass)
+                .count();
+            if codes > 0 {
+                return err(
+                    abi::ERR_ARG,
+                    format!("error class {errorclass} still has {codes} codes: remove them first"),
+                );
+            }
+            u.codes.remove(&errorclass);
+            u.publish();
+            Ok(())
+        })
+    }
+
+    /// Removes an added code.
+    fn MPI_Remove_error_code / PMPI_Remove_error_code(errorcode: c_int) -> c_int {
+        api_active("MPI_Remove_error_code", || {
+            let mut u = user_codes();
+            if u.get_mut(errorcode, "code")?.class == errorcode {
+                return err(abi::ERR_ARG, format!("{errorcode} is an error class, not a code"));
+            }
+            u.codes.remove(&errorcode);
+            u.publish();
+            Ok(())
+        })
+    }
+
+    /// Removes the string of an added class or code.
+    fn MPI_Remove_error_string / PMPI_Remove_error_string(errorcode: c_int) -> c_int {
+        api_active("MPI_Remove_error_string", || {
+            let mut u = user_codes();
+            let e = u.get_mut(errorcode, "code")?;
+            if e.text.take().is_none() {
+                return err(abi::ERR_ARG, format!("error code {errorcode} has no string"));
+            }
+            Ok(())
         })
     }
 
@@ -500,5 +768,26 @@ mod tests {
         assert_eq!(class_name(abi::ERR_ABI), Some("MPI_ERR_ABI"));
         assert_eq!(class_name(63), None);
         assert_eq!(class_name(-1), None);
+    }
+
+    #[test]
+    fn added_codes_are_numbered_above_the_standard_ones_and_not_reused() {
+        let mut u = UserCodes {
+            codes: BTreeMap::new(),
+            next: abi::ERR_LASTCODE + 1,
+        };
+        let class = u.add(None).unwrap();
+        let code = u.add(Some(class)).unwrap();
+        let arg = u.add(Some(abi::ERR_ARG)).unwrap();
+        assert_eq!((class, code, arg), (0x4000, 0x4001, 0x4002));
+        assert_eq!(u.codes[&code].class, class);
+        assert_eq!(u.codes[&arg].class, abi::ERR_ARG);
+        assert!(u.get_mut(abi::ERR_ARG, "code").is_err());
+        u.codes.remove(&arg);
+        u.publish();
+        assert_eq!(LAST_USED_CODE.load(Ordering::Relaxed), code);
+        assert_eq!(u.add(None).unwrap(), 0x4003);
+        u.next = c_int::MAX;
+        assert!(u.add(None).is_err());
     }
 }

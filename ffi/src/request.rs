@@ -1,6 +1,8 @@
 //! Requests of the C interface: the engine's requests ([`raw::Request`]) behind
 //! `MPI_Request` handles, and the routines that complete them (wait, test,
-//! their `all`/`any`/`some` forms, cancel, free).
+//! their `all`/`any`/`some` forms, cancel, free) or look at them without
+//! freeing them (`MPI_Request_get_status` and MPI 5.0's `_all`, `_any` and
+//! `_some` forms).
 //!
 //! A request entry keeps what the operation needs until it completes: the
 //! engine's request (borrowing the program's buffer, which MPI says stays
@@ -828,6 +830,81 @@ unsafe fn finish_some(
     Ok(())
 }
 
+/// `MPI_Request_get_status`: whether `request` finished (then its status
+/// is written), without freeing it.
+///
+/// # Safety
+/// `flag` and `status` are null or valid for a write.
+unsafe fn get_status(request: Request, flag: *mut c_int, status: *mut MpiStatus) -> Res {
+    out(flag, "flag")?;
+    if request == abi::REQUEST_NULL {
+        // SAFETY: the caller's pointers.
+        unsafe {
+            flag.write(1);
+            store_status(status, null_status());
+        }
+        return Ok(());
+    }
+    if let Some(g) = coll::greq_of(request) {
+        // A generalized request's status is its query_fn's.
+        // SAFETY: the caller's status pointer.
+        let done = unsafe { g.peek(status) }?;
+        // SAFETY: checked non-null.
+        unsafe { flag.write(c_int::from(done)) };
+        return Ok(());
+    }
+    if coll::is_coll(request) {
+        let done = coll::is_done(request)?;
+        // SAFETY: the caller's pointers.
+        unsafe {
+            flag.write(c_int::from(done));
+            if done {
+                store_status(status, null_status());
+            }
+        }
+        return Ok(());
+    }
+    let ReqEntry { mut req, mut rest } = checkout(request)?;
+    let r = req.0.test();
+    let st = match r {
+        Ok(None) => None,
+        Ok(Some(st)) => Some(st),
+        Err(e) => Some(engine_status(Err(e)).unwrap_or(raw::Status::empty())),
+    };
+    if let Some(st) = st {
+        // The data lands now; the status stays for later calls.
+        rest.unpack_early(st.count);
+        let (s, _) = to_mpi_status(&st, &rest.comm);
+        // SAFETY: the caller's status pointer.
+        unsafe { store_status(status, s) };
+    }
+    REQUESTS.checkin(request.0, ReqEntry { req, rest });
+    // SAFETY: checked non-null.
+    unsafe { flag.write(c_int::from(st.is_some())) };
+    Ok(())
+}
+
+/// Whether `h` finished, its status written (unless `status` is null),
+/// without freeing it; a null or inactive request has finished, with the
+/// empty status.
+fn peek(h: Request, status: *mut MpiStatus) -> Res<bool> {
+    if idle(h) {
+        // SAFETY: the caller's status pointer (MPI's contract).
+        unsafe { store_status(status, null_status()) };
+        return Ok(true);
+    }
+    let mut flag: c_int = 0;
+    // SAFETY: `flag` is ours; `status` the caller's.
+    unsafe { get_status(h, &mut flag, status) }?;
+    Ok(flag != 0)
+}
+
+/// `MPI_REQUEST_NULL` or an inactive persistent request: the `any` and
+/// `some` forms skip it.
+fn idle(h: Request) -> bool {
+    h == abi::REQUEST_NULL || coll::inactive(h)
+}
+
 // ---------------------------------------------------------------- routines
 
 mpi_fn! {
@@ -1218,44 +1295,123 @@ mpi_fn! {
 
     /// Whether a request finished, without freeing it.
     fn MPI_Request_get_status / PMPI_Request_get_status(request: Request, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
-        api_active("MPI_Request_get_status", || {
+        // SAFETY: the caller's pointers.
+        api_active("MPI_Request_get_status", || unsafe { get_status(request, flag, status) })
+    }
+
+    /// Whether every request of the array finished (then their statuses),
+    /// freeing none (MPI 5.0).
+    fn MPI_Request_get_status_all / PMPI_Request_get_status_all(
+        count: c_int,
+        array_of_requests: *const Request,
+        flag: *mut c_int,
+        array_of_statuses: *mut MpiStatus,
+    ) -> c_int {
+        api_active("MPI_Request_get_status_all", || {
             out(flag, "flag")?;
-            if request == abi::REQUEST_NULL {
-                // SAFETY: the caller's pointers.
-                unsafe {
-                    flag.write(1);
+            // SAFETY: `array_of_requests` holds `count` handles (MPI's contract).
+            let hs = unsafe { handles(count, array_of_requests.cast_mut()) }?;
+            for &h in hs.iter() {
+                if !peek(h, std::ptr::null_mut())? {
+                    // SAFETY: checked non-null.
+                    unsafe { flag.write(0) };
+                    return Ok(());
+                }
+            }
+            for (i, &h) in hs.iter().enumerate() {
+                let at = if array_of_statuses.is_null() {
+                    std::ptr::null_mut()
+                } else {
+                    // SAFETY: the array holds `count` statuses (MPI's contract).
+                    unsafe { array_of_statuses.add(i) }
+                };
+                peek(h, at)?;
+            }
+            // SAFETY: checked non-null.
+            unsafe { flag.write(1) };
+            Ok(())
+        })
+    }
+
+    /// Whether one request of the array finished (its index and status),
+    /// freeing none (MPI 5.0); `MPI_UNDEFINED` and a true flag when every
+    /// entry is null or inactive.
+    fn MPI_Request_get_status_any / PMPI_Request_get_status_any(
+        count: c_int,
+        array_of_requests: *const Request,
+        indx: *mut c_int,
+        flag: *mut c_int,
+        status: *mut MpiStatus,
+    ) -> c_int {
+        api_active("MPI_Request_get_status_any", || {
+            out(indx, "index")?;
+            out(flag, "flag")?;
+            // SAFETY: `array_of_requests` holds `count` handles (MPI's contract).
+            let hs = unsafe { handles(count, array_of_requests.cast_mut()) }?;
+            let mut all_null = true;
+            for (i, &h) in hs.iter().enumerate() {
+                if idle(h) {
+                    continue;
+                }
+                all_null = false;
+                if peek(h, status)? {
+                    // SAFETY: checked non-null.
+                    unsafe {
+                        indx.write(i as c_int);
+                        flag.write(1);
+                    }
+                    return Ok(());
+                }
+            }
+            // SAFETY: checked non-null; the caller's status pointer.
+            unsafe {
+                indx.write(abi::UNDEFINED);
+                flag.write(c_int::from(all_null));
+                if all_null {
                     store_status(status, null_status());
                 }
-                return Ok(());
             }
-            if coll::is_coll(request) {
-                let done = coll::is_done(request)?;
-                // SAFETY: the caller's pointers.
-                unsafe {
-                    flag.write(c_int::from(done));
-                    if done {
-                        store_status(status, null_status());
-                    }
+            Ok(())
+        })
+    }
+
+    /// The requests of the array that finished (their indices and
+    /// statuses), freeing none (MPI 5.0); `MPI_UNDEFINED` when every entry
+    /// is null or inactive.
+    fn MPI_Request_get_status_some / PMPI_Request_get_status_some(
+        incount: c_int,
+        array_of_requests: *const Request,
+        outcount: *mut c_int,
+        array_of_indices: *mut c_int,
+        array_of_statuses: *mut MpiStatus,
+    ) -> c_int {
+        api_active("MPI_Request_get_status_some", || {
+            out(outcount, "outcount")?;
+            // SAFETY: `array_of_requests` holds `incount` handles (MPI's contract).
+            let hs = unsafe { handles(incount, array_of_requests.cast_mut()) }?;
+            let (mut all_null, mut n) = (true, 0usize);
+            for (i, &h) in hs.iter().enumerate() {
+                if idle(h) {
+                    continue;
                 }
-                return Ok(());
+                all_null = false;
+                let at = if array_of_statuses.is_null() {
+                    std::ptr::null_mut()
+                } else {
+                    // SAFETY: the array holds room for every request (MPI's
+                    // contract).
+                    unsafe { array_of_statuses.add(n) }
+                };
+                if peek(h, at)? {
+                    out(array_of_indices, "array_of_indices")?;
+                    // SAFETY: as above.
+                    unsafe { array_of_indices.add(n).write(i as c_int) };
+                    n += 1;
+                }
             }
-            let ReqEntry { mut req, mut rest } = checkout(request)?;
-            let r = req.0.test();
-            let st = match r {
-                Ok(None) => None,
-                Ok(Some(st)) => Some(st),
-                Err(e) => Some(engine_status(Err(e)).unwrap_or(raw::Status::empty())),
-            };
-            if let Some(st) = st {
-                // The data lands now; the status stays for later calls.
-                rest.unpack_early(st.count);
-                let (s, _) = to_mpi_status(&st, &rest.comm);
-                // SAFETY: the caller's status pointer.
-                unsafe { store_status(status, s) };
-            }
-            REQUESTS.checkin(request.0, ReqEntry { req, rest });
+            let v = if all_null { abi::UNDEFINED } else { n as c_int };
             // SAFETY: checked non-null.
-            unsafe { flag.write(c_int::from(st.is_some())) };
+            unsafe { outcount.write(v) };
             Ok(())
         })
     }

@@ -6,8 +6,8 @@
 //!
 //! * it reports `MPI_ERR_UNSUPPORTED_OPERATION` through the error handler
 //!   of its communicator argument when it has one that is valid, and of
-//!   `MPI_COMM_WORLD` otherwise (a refused window routine too; files and
-//!   sessions cannot exist here, so they have no handler of their own). Under the default
+//!   `MPI_COMM_WORLD` otherwise (a refused window routine too; files
+//!   cannot exist here, so they have no handler of their own). Under the default
 //!   `MPI_ERRORS_ARE_FATAL` that ends the job with
 //!   `hmpi: rank R: MPI_Xxx: not supported by libhmpi
 //!   [MPI_ERR_UNSUPPORTED_OPERATION]`; under `MPI_ERRORS_RETURN` the code
@@ -33,7 +33,6 @@
 
 use crate::abi::{
     self, Aint, Comm, Count, Datatype, Errhandler, File, Group, Info, MpiStatus, Offset, Request,
-    Session,
 };
 use crate::comm::comm_ref;
 use crate::errors::{api, MpiError};
@@ -126,20 +125,13 @@ refused! {
     MPI_Abi_set_fortran_booleans / PMPI_Abi_set_fortran_booleans(logical_size: c_int,
         logical_true: *mut c_void, logical_false: *mut c_void) => world;
     MPI_Abi_set_fortran_info / PMPI_Abi_set_fortran_info(info: Info) => world;
-    MPI_Add_error_class / PMPI_Add_error_class(errorclass: *mut c_int) => world;
-    MPI_Add_error_code / PMPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) => world;
-    MPI_Add_error_string / PMPI_Add_error_string(errorcode: c_int, string: *const c_char) => world;
-    MPI_Buffer_iflush / PMPI_Buffer_iflush(request: *mut Request) => world;
     MPI_Close_port / PMPI_Close_port(port_name: *const c_char) => world;
     MPI_Comm_accept / PMPI_Comm_accept(port_name: *const c_char, info: Info, root: c_int,
         comm: Comm, newcomm: *mut Comm) => comm;
     MPI_Comm_connect / PMPI_Comm_connect(port_name: *const c_char, info: Info, root: c_int,
         comm: Comm, newcomm: *mut Comm) => comm;
-    MPI_Comm_create_from_group / PMPI_Comm_create_from_group(group: Group, stringtag: *const c_char,
-        info: Info, errhandler: Errhandler, newcomm: *mut Comm) => world;
     MPI_Comm_disconnect / PMPI_Comm_disconnect(comm: *mut Comm) => world;
     MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut Comm) => world;
-    MPI_Comm_iflush_buffer / PMPI_Comm_iflush_buffer(comm: Comm, request: *mut Request) => comm;
     MPI_Comm_join / PMPI_Comm_join(fd: c_int, intercomm: *mut Comm) => world;
     MPI_Comm_spawn / PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char,
         maxprocs: c_int, info: Info, root: c_int, comm: Comm, intercomm: *mut Comm,
@@ -308,14 +300,6 @@ refused! {
     MPI_File_write_shared_c / PMPI_File_write_shared_c(fh: File, buf: *const c_void, count: Count,
         datatype: Datatype, status: *mut MpiStatus) => world;
     MPI_Get_hw_resource_info / PMPI_Get_hw_resource_info(hw_info: *mut Info) => world;
-    MPI_Grequest_complete / PMPI_Grequest_complete(request: Request) => world;
-    MPI_Grequest_start / PMPI_Grequest_start(query_fn: Callback, free_fn: Callback,
-        cancel_fn: Callback, extra_state: *mut c_void, request: *mut Request) => world;
-    MPI_Group_from_session_pset / PMPI_Group_from_session_pset(session: Session,
-        pset_name: *const c_char, newgroup: *mut Group) => world;
-    MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local_group: Group,
-        local_leader: c_int, remote_group: Group, remote_leader: c_int, stringtag: *const c_char,
-        info: Info, errhandler: Errhandler, newintercomm: *mut Comm) => world;
     MPI_Lookup_name / PMPI_Lookup_name(service_name: *const c_char, info: Info,
         port_name: *mut c_char) => world;
     MPI_Open_port / PMPI_Open_port(info: Info, port_name: *mut c_char) => world;
@@ -327,47 +311,6 @@ refused! {
     MPI_Register_datarep_c / PMPI_Register_datarep_c(datarep: *const c_char,
         read_conversion_fn: Callback, write_conversion_fn: Callback, dtype_file_extent_fn: Callback,
         extra_state: *mut c_void) => world;
-    MPI_Remove_error_class / PMPI_Remove_error_class(errorclass: c_int) => world;
-    MPI_Remove_error_code / PMPI_Remove_error_code(errorcode: c_int) => world;
-    MPI_Remove_error_string / PMPI_Remove_error_string(errorcode: c_int) => world;
-    MPI_Request_get_status_all / PMPI_Request_get_status_all(count: c_int,
-        array_of_requests: *const Request, flag: *mut c_int, array_of_statuses: *mut MpiStatus
-    ) => world;
-    MPI_Request_get_status_any / PMPI_Request_get_status_any(count: c_int,
-        array_of_requests: *const Request, indx: *mut c_int, flag: *mut c_int,
-        status: *mut MpiStatus) => world;
-    MPI_Request_get_status_some / PMPI_Request_get_status_some(incount: c_int,
-        array_of_requests: *const Request, outcount: *mut c_int, array_of_indices: *mut c_int,
-        array_of_statuses: *mut MpiStatus) => world;
-    MPI_Session_attach_buffer / PMPI_Session_attach_buffer(session: Session, buffer: *mut c_void,
-        size: c_int) => world;
-    MPI_Session_attach_buffer_c / PMPI_Session_attach_buffer_c(session: Session,
-        buffer: *mut c_void, size: Count) => world;
-    MPI_Session_call_errhandler / PMPI_Session_call_errhandler(session: Session, errorcode: c_int
-    ) => world;
-    MPI_Session_create_errhandler / PMPI_Session_create_errhandler(session_errhandler_fn: Callback,
-        errhandler: *mut Errhandler) => world;
-    MPI_Session_detach_buffer / PMPI_Session_detach_buffer(session: Session,
-        buffer_addr: *mut c_void, size: *mut c_int) => world;
-    MPI_Session_detach_buffer_c / PMPI_Session_detach_buffer_c(session: Session,
-        buffer_addr: *mut c_void, size: *mut Count) => world;
-    MPI_Session_finalize / PMPI_Session_finalize(session: *mut Session) => world;
-    MPI_Session_flush_buffer / PMPI_Session_flush_buffer(session: Session) => world;
-    MPI_Session_get_errhandler / PMPI_Session_get_errhandler(session: Session,
-        errhandler: *mut Errhandler) => world;
-    MPI_Session_get_info / PMPI_Session_get_info(session: Session, info_used: *mut Info) => world;
-    MPI_Session_get_nth_pset / PMPI_Session_get_nth_pset(session: Session, info: Info, n: c_int,
-        pset_len: *mut c_int, pset_name: *mut c_char) => world;
-    MPI_Session_get_num_psets / PMPI_Session_get_num_psets(session: Session, info: Info,
-        npset_names: *mut c_int) => world;
-    MPI_Session_get_pset_info / PMPI_Session_get_pset_info(session: Session,
-        pset_name: *const c_char, info: *mut Info) => world;
-    MPI_Session_iflush_buffer / PMPI_Session_iflush_buffer(session: Session, request: *mut Request
-    ) => world;
-    MPI_Session_init / PMPI_Session_init(info: Info, errhandler: Errhandler, session: *mut Session
-    ) => world;
-    MPI_Session_set_errhandler / PMPI_Session_set_errhandler(session: Session,
-        errhandler: Errhandler) => world;
     MPI_Unpublish_name / PMPI_Unpublish_name(service_name: *const c_char, info: Info,
         port_name: *const c_char) => world;
     MPI_T_category_changed / PMPI_T_category_changed(update_number: *mut c_int) => tool;

@@ -102,6 +102,14 @@ const TESTS: &[(&str, fn())] = &[
         every_declared_function_is_exported,
     ),
     ("unsupported_routines_refuse", unsupported_routines_refuse),
+    (
+        "sessions_without_and_with_init",
+        sessions_without_and_with_init,
+    ),
+    (
+        "generalized_requests_and_error_classes",
+        generalized_requests_and_error_classes,
+    ),
     ("one_sided_windows_in_c", one_sided_windows_in_c),
     (
         "persistent_point_to_point_restarted",
@@ -799,6 +807,27 @@ fn subarray_halo_darray_contents_external32() {
 
 fn unsupported_routines_refuse() {
     build_and_run("tests/unsupported.c", "unsupported", 2);
+}
+
+fn sessions_without_and_with_init() {
+    let exe = compile("tests/sessions.c", &[], &[]);
+    // Sessions alone (the runtime started and ended by them); 3 ranks is
+    // more than cores.
+    for ranks in [1, 2, 3] {
+        run_passes(&exe, "sessions", ranks, &[]);
+    }
+    // With MPI_Init before or after the first session, and MPI_Finalize
+    // before the last session ends.
+    for (ranks, when) in [(1, "first"), (2, "first"), (2, "late")] {
+        run_passes(&exe, "sessions", ranks, &[("SESSIONS_WITH_INIT", when)]);
+    }
+}
+
+fn generalized_requests_and_error_classes() {
+    let exe = compile("tests/grequest.c", &[], &[]);
+    for ranks in [1, 3] {
+        run_passes(&exe, "grequest", ranks, &[]);
+    }
 }
 
 fn a_call_before_init_is_fatal_by_default() {

@@ -5,7 +5,10 @@
 //!
 //! The process attaches one buffer ([`attach`]), and a communicator may
 //! have one of its own (MPI 4.1's `MPI_Comm_attach_buffer`:
-//! [`attach_to`]), which its buffered sends use instead; each buffered message
+//! [`attach_to`]), which its buffered sends use instead, as may a session
+//! ([`crate::session::Session::attach_buffer`]), whose buffer the
+//! communicators made from its groups use when they have none of their
+//! own; each buffered message
 //! takes its size plus [`BSEND_OVERHEAD`] bytes of that capacity until the
 //! engine has delivered it, and a message that does not fit what is left
 //! is [`Error::Buffer`] (`MPI_ERR_BUFFER`), as is a buffered send with no
@@ -37,7 +40,7 @@
 use crate::comm::SimpleCommunicator;
 use crate::error::{Error, Result};
 use crate::raw;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// The capacity each buffered message takes besides its data
 /// (`MPI_BSEND_OVERHEAD`).
@@ -69,9 +72,14 @@ struct State {
 }
 
 /// One attached buffer and the messages that take its capacity (the
-/// process's, or a communicator's).
+/// process's, a communicator's or a session's).
 #[derive(Default)]
-pub struct Pool(Mutex<State>);
+pub struct Pool {
+    state: Mutex<State>,
+    /// A communicator's: the pool of the session it was made in, used
+    /// when this one has no buffer.
+    session: OnceLock<Arc<Pool>>,
+}
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -87,15 +95,41 @@ impl std::fmt::Debug for Pool {
 impl Pool {
     /// No buffer attached.
     pub const fn new() -> Pool {
-        Pool(Mutex::new(State {
-            attached: None,
-            used: 0,
-            pending: Vec::new(),
-        }))
+        Pool {
+            state: Mutex::new(State {
+                attached: None,
+                used: 0,
+                pending: Vec::new(),
+            }),
+            session: OnceLock::new(),
+        }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// [`attach`] to this pool (a session's).
+    ///
+    /// # Safety
+    /// As for [`attach`], until [`Pool::detach`] returns it.
+    pub unsafe fn attach(&self, base: *mut u8, size: usize) -> Result<()> {
+        attach_in(self, base, size)
+    }
+
+    /// [`detach`] from this pool.
+    pub fn detach(&self) -> Result<(*mut u8, usize)> {
+        detach_in(self)
+    }
+
+    /// [`flush`] of this pool.
+    pub fn flush(&self) -> Result<()> {
+        drain(self)
+    }
+
+    /// Makes `session` the pool this (a communicator's) falls back to.
+    pub(crate) fn set_session(&self, session: Arc<Pool>) {
+        let _ = self.session.set(session);
     }
 
     fn is_attached(&self) -> bool {
@@ -225,9 +259,12 @@ pub fn bsend(comm: &SimpleCommunicator, buf: &[u8], dest: i32, tag: i32) -> Resu
             count: buf.len() as u64,
             element_size: 1,
         })?;
-    let pool = match comm.bsend_pool().is_attached() {
-        true => comm.bsend_pool(),
-        false => &PROCESS,
+    // The communicator's buffer, else its session's, else the process's.
+    let own = comm.bsend_pool();
+    let pool = match own.session.get() {
+        _ if own.is_attached() => own,
+        Some(p) if p.is_attached() => p,
+        _ => &PROCESS,
     };
     let mut s = pool.state();
     reap(&mut s);

@@ -11,6 +11,16 @@
 //! communication in this process returns [`Error::Finalized`]. A second
 //! `init` (before or after finalize) is an error: one runtime per process.
 //!
+//! The runtime has two kinds of holders, as MPI 4 has two process models:
+//! the world model (the [`Universe`] of [`init`]) and any number of
+//! sessions ([`crate::session::Session`]). The first holder of a process
+//! starts the runtime (the collective start above, whichever kind it is
+//! on each rank); the runtime ends (the final barrier, then finished)
+//! when the last holder ends, so a program may use sessions without
+//! [`init`], or both together, in any order. Once ended it cannot start
+//! again (the endpoint is made once per process): a session or [`init`]
+//! after that is [`Error::Finalized`].
+//!
 //! The endpoint itself lives in a process-wide static and is never
 //! destroyed (its shared part must outlive every peer's use of it, which is
 //! the engine's rule), so communicators and requests never dangle, even if
@@ -36,11 +46,10 @@
 
 use crate::comm::{Communicator, SimpleCommunicator};
 use crate::error::{Error, Result};
-use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 const UNINIT: u8 = 0;
-const INITIALIZING: u8 = 1;
 const ACTIVE: u8 = 2;
 const FINALIZED: u8 = 3;
 
@@ -91,38 +100,49 @@ pub struct Universe {
     world: SimpleCommunicator,
 }
 
-/// Initializes the runtime: creates this process's endpoint (collective
-/// over every rank of the job). Errors: [`Error::AlreadyInitialized`] on a
-/// second call while active, [`Error::Finalized`] after finalize, or the
-/// engine's error if the endpoint cannot be created (then `init` may be
-/// retried).
-pub fn init() -> Result<Universe> {
-    // AcqRel: one winner; the loser's load sees the final state below.
-    if let Err(s) =
-        STATE.compare_exchange(UNINIT, INITIALIZING, Ordering::AcqRel, Ordering::Acquire)
-    {
-        return Err(if s == FINALIZED {
-            Error::Finalized
-        } else {
-            Error::AlreadyInitialized
-        });
+/// Who holds the runtime (see the module docs): its start and its end
+/// happen under this lock, so a holder that arrives while another thread
+/// starts or ends the runtime waits for the outcome.
+struct Holders {
+    /// The world model: `None` never started, `Some(true)` active,
+    /// `Some(false)` finalized.
+    world: Option<bool>,
+    /// Open sessions.
+    sessions: usize,
+    /// The runtime's world communicator while it is active (the final
+    /// barrier's, and what sessions build on).
+    comm: Option<SimpleCommunicator>,
+}
+
+static HOLDERS: Mutex<Holders> = Mutex::new(Holders {
+    world: None,
+    sessions: 0,
+    comm: None,
+});
+
+/// Whether the world model was finalized (`MPI_Finalized`), even while
+/// sessions keep the runtime going.
+static WORLD_ENDED: AtomicBool = AtomicBool::new(false);
+
+fn holders() -> MutexGuard<'static, Holders> {
+    HOLDERS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Starts the runtime unless it runs already; its world communicator.
+fn start(h: &mut Holders) -> Result<SimpleCommunicator> {
+    if let Some(c) = &h.comm {
+        return Ok(c.clone());
+    }
+    // Acquire: pairs with the Release stores below and in `finish`.
+    if STATE.load(Ordering::Acquire) == FINALIZED {
+        return Err(Error::Finalized);
     }
     // Multi-node hook (feature `mpi`): under mpirun / mpiexec, join MPI
     // and attach this node's heap segment before the endpoint is made on it.
     #[cfg(feature = "mpi")]
-    if let Err(e) = crate::multinode::start() {
-        // Release: nothing was published; a retry starts afresh.
-        STATE.store(UNINIT, Ordering::Release);
-        return Err(e);
-    }
-    let ep = match vci::Endpoint::new() {
-        Ok(ep) => ep,
-        Err(e) => {
-            // Release: nothing was published; a retry starts afresh.
-            STATE.store(UNINIT, Ordering::Release);
-            return Err(e.into());
-        }
-    };
+    crate::multinode::start()?;
+    // A failure leaves nothing published: a retry starts afresh.
+    let ep = vci::Endpoint::new()?;
     if ENDPOINT.set(ep).is_err() {
         return Err(Error::Internal("endpoint set twice".into()));
     }
@@ -139,6 +159,83 @@ pub fn init() -> Result<Universe> {
     }
     let world = SimpleCommunicator::world()?;
     world.prepare_collectives();
+    h.comm = Some(world.clone());
+    Ok(world)
+}
+
+/// Which holder ends.
+#[derive(Clone, Copy)]
+pub(crate) enum Holder {
+    World,
+    Session,
+}
+
+/// Ends one holder; the last one ends the runtime (a barrier over the
+/// world unless this thread panics, then finished), and returns the
+/// barrier's error.
+pub(crate) fn release(who: Holder) -> Result<()> {
+    let mut h = holders();
+    match who {
+        Holder::World => {
+            h.world = Some(false);
+            // Relaxed: a flag for MPI_Finalized; the runtime's own state
+            // is published by STATE.
+            WORLD_ENDED.store(true, Ordering::Relaxed);
+        }
+        Holder::Session => h.sessions = h.sessions.saturating_sub(1),
+    }
+    if h.world == Some(true) || h.sessions > 0 {
+        return Ok(());
+    }
+    let Some(world) = h.comm.take() else {
+        return Ok(());
+    };
+    // A rank leaves only when every rank has reached its end. A panicking
+    // rank skips the barrier: its peers may be waiting for its messages,
+    // and its failure ends the job through the launcher.
+    let r = if std::thread::panicking() {
+        Ok(())
+    } else {
+        world.barrier()
+    };
+    finish();
+    r
+}
+
+/// Opens a session's hold on the runtime (starting it if this is the
+/// process's first holder); the runtime's world communicator.
+pub(crate) fn open_session() -> Result<SimpleCommunicator> {
+    let mut h = holders();
+    let world = start(&mut h)?;
+    h.sessions += 1;
+    Ok(world)
+}
+
+/// The runtime's world communicator while any holder keeps it going
+/// ([`Error::NotInitialized`] / [`Error::Finalized`] otherwise).
+pub(crate) fn runtime_world() -> Result<SimpleCommunicator> {
+    match &holders().comm {
+        Some(c) => Ok(c.clone()),
+        None if is_finalized() => Err(Error::Finalized),
+        None => Err(Error::NotInitialized),
+    }
+}
+
+/// Initializes the runtime for the world model: creates this process's
+/// endpoint (collective over every rank of the job) unless a session
+/// started it already. Errors: [`Error::AlreadyInitialized`] on a second
+/// call while active, [`Error::Finalized`] after finalize (or after the
+/// runtime ended with the last session), or the engine's error if the
+/// endpoint cannot be created (then `init` may be retried).
+pub fn init() -> Result<Universe> {
+    let mut h = holders();
+    match h.world {
+        Some(true) => return Err(Error::AlreadyInitialized),
+        Some(false) => return Err(Error::Finalized),
+        None => {}
+    }
+    let world = start(&mut h)?;
+    h.world = Some(true);
     Ok(Universe { world })
 }
 
@@ -155,10 +252,19 @@ pub fn is_initialized() -> bool {
     STATE.load(Ordering::Acquire) == ACTIVE
 }
 
-/// Whether the runtime was finalized in this process.
+/// Whether the runtime was finalized in this process (its last holder,
+/// the world model or a session, ended).
 pub fn is_finalized() -> bool {
     // Acquire: see `endpoint`.
     STATE.load(Ordering::Acquire) == FINALIZED
+}
+
+/// Whether the world model was finalized in this process (`MPI_Finalized`):
+/// true from [`Universe::finalize`] on, also while sessions still keep the
+/// runtime going.
+pub fn world_finalized() -> bool {
+    // Relaxed: a flag set once; nothing else is read through it.
+    WORLD_ENDED.load(Ordering::Relaxed)
 }
 
 impl Universe {
@@ -179,12 +285,12 @@ impl Universe {
     }
 
     /// Finalizes now, reporting an error of the final barrier (dropping
-    /// the universe does the same and ignores it).
+    /// the universe does the same and ignores it). The runtime ends here
+    /// unless a session still holds it (then it ends with the last
+    /// session).
     pub fn finalize(self) -> Result<()> {
-        let r = self.world.barrier();
-        finish();
         std::mem::forget(self);
-        r
+        release(Holder::World)
     }
 }
 
@@ -210,14 +316,8 @@ fn finish() {
 
 impl Drop for Universe {
     fn drop(&mut self) {
-        // A rank leaves only when every rank has reached finalize; errors
-        // cannot be reported from drop (use `finalize` to see them). A
-        // panicking rank skips the barrier: its peers may be waiting for
-        // its messages, and its failure ends the job through the launcher.
-        if !std::thread::panicking() {
-            let _ = self.world.barrier();
-        }
-        finish();
+        // Errors cannot be reported from drop (use `finalize` to see them).
+        let _ = release(Holder::World);
     }
 }
 

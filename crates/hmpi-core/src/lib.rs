@@ -3,6 +3,8 @@
 //!
 //! * [`environment`]: [`init`] / [`Universe`] (finalize on drop), [`time`],
 //!   [`processor_name`], [`abort`];
+//! * [`session`]: sessions (MPI 4.0): the runtime without [`init`],
+//!   process sets, communicators made from groups;
 //! * [`comm`]: communicators ([`SimpleCommunicator`], the [`traits::Communicator`]
 //!   trait): world, self, `duplicate`, `split`, `split_shared`;
 //! * [`group`]: [`Group`] and its set operations;
@@ -94,6 +96,7 @@ pub mod persistent;
 pub mod point_to_point;
 pub mod raw;
 pub mod request;
+pub mod session;
 pub mod stream;
 pub mod topology;
 pub mod window;
