@@ -56,9 +56,7 @@ pub use hmpi_core::{
     GroupRelation, Result, SimpleCommunicator, Status, Universe, ANY_SOURCE, ANY_TAG, PROC_NULL,
     TAG_UB,
 };
-pub use hmpi_core::{
-    attr, buffered, endpoints, hints, partitioned, persistent, session, stream,
-};
+pub use hmpi_core::{attr, buffered, endpoints, hints, partitioned, persistent, session, stream};
 pub use opi;
 pub use opi::{
     fingerprint, fusion, Givable, Give, GiveError, OpiBuf, Policy, Take, TakeSlot, Transferable,

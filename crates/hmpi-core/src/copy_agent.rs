@@ -18,23 +18,26 @@
 //! with its agents asleep just exits.
 //!
 //! Configuration ([`Config::from_env`]): `HMPI_COPY_AGENTS=n` agents per
-//! process (0 turns them off; default [`DEFAULT_AGENTS`]), and
-//! `HMPI_COPY_MIN=bytes`, the least copy they help with (default
-//! [`DEFAULT_MIN`]). Window put and get use the process's pool
-//! ([`pool`]); a bad value fails window creation with an error naming the
-//! variable.
+//! process that share every large copy (0, the default, turns them off),
+//! or `auto`: one agent that shares a copy only while a CPU is likely
+//! free — some rank of the node asleep in a wait of the runtime, leaving
+//! fewer awake ranks than CPUs ([`shmheap::segment::free_cpus`]);
+//! otherwise the caller copies alone, since an agent would only take
+//! turns with a rank (and one descheduled in the middle of a chunk makes
+//! its caller wait). `HMPI_COPY_MIN=bytes` is the least copy they help
+//! with (default [`DEFAULT_MIN`]). Window put and get use the process's
+//! pool ([`pool`]); a bad value fails window creation with an error
+//! naming the variable.
 //!
-//! Off by default: an agent gains only where a core is free, and on the
-//! 2-core machines this project is measured on the other core is the
-//! target rank's or another process's; paired measurements there showed
-//! no consistent difference at 1 MiB (`docs/benchmarks.md`, "One-sided: rma"), and
-//! an agent descheduled in the middle of a chunk makes its caller wait.
+//! Off by default: on the 2-core machines this project is measured on,
+//! paired runs with and without agents went either way
+//! (`docs/benchmarks.md`, "One-sided: rma").
 //!
 //! # Example
 //! ```
 //! use hmpi_core::copy_agent::{Config, Pool};
 //!
-//! let pool = Pool::new(Config { agents: 1, min: 4096 }).unwrap();
+//! let pool = Pool::new(Config { agents: 1, min: 4096, when_free: false }).unwrap();
 //! let src: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
 //! let mut dst = vec![0u8; src.len()];
 //! // SAFETY: both buffers hold `src.len()` bytes and do not overlap.
@@ -48,7 +51,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use shmheap::sync::futex::{futex_wait, futex_wake};
+use shmheap::sync::futex::{futex_wait_uncounted, futex_wake};
 
 use crate::error::{Error, Result};
 
@@ -58,6 +61,9 @@ pub const AGENTS_VAR: &str = "HMPI_COPY_AGENTS";
 pub const MIN_VAR: &str = "HMPI_COPY_MIN";
 /// Agents per process unless `HMPI_COPY_AGENTS` says otherwise.
 pub const DEFAULT_AGENTS: usize = 0;
+/// The value of `HMPI_COPY_AGENTS` that asks for one agent sharing copies
+/// only while a CPU is likely free.
+pub const AUTO: &str = "auto";
 /// The least copy agents help with unless `HMPI_COPY_MIN` says otherwise.
 pub const DEFAULT_MIN: usize = 256 << 10;
 /// The most agents a process may ask for.
@@ -91,6 +97,11 @@ pub struct Config {
     pub agents: usize,
     /// The least copy, in bytes, that is shared with the agents.
     pub min: usize,
+    /// Share a copy only while a CPU is likely free: some rank of the node
+    /// asleep in a wait of the runtime, leaving fewer awake ranks than
+    /// CPUs ([`shmheap::segment::free_cpus`]). Otherwise the caller copies
+    /// alone, as the agent would only take turns with a rank.
+    pub when_free: bool,
 }
 
 impl Default for Config {
@@ -98,6 +109,7 @@ impl Default for Config {
         Config {
             agents: DEFAULT_AGENTS,
             min: DEFAULT_MIN,
+            when_free: false,
         }
     }
 }
@@ -124,7 +136,10 @@ impl Config {
                 }),
             }
         };
-        if let Some(n) = var(AGENTS_VAR, MAX_AGENTS, "agents")? {
+        if lookup(AGENTS_VAR).is_some_and(|v| v == AUTO) {
+            c.agents = 1;
+            c.when_free = true;
+        } else if let Some(n) = var(AGENTS_VAR, MAX_AGENTS, "agents, or auto")? {
             c.agents = n;
         }
         if let Some(n) = var(MIN_VAR, usize::MAX, "bytes")? {
@@ -146,6 +161,11 @@ struct Shared {
     claim: AtomicU64,
     /// Chunks of the current copy finished (by anyone).
     done: AtomicUsize,
+    /// The CPUs the agents may run on (0 until the first agent started):
+    /// with [`Config::when_free`], the node's CPUs that
+    /// [`shmheap::segment::free_cpus`] counts from. The caller's own
+    /// affinity may be one core (a bound rank).
+    cpus: AtomicUsize,
     /// The copy's parameters, written before `claim` publishes them.
     src: AtomicUsize,
     dst: AtomicUsize,
@@ -208,6 +228,9 @@ impl Shared {
     /// An agent's life: wait for a copy, help with it, again.
     fn agent(&self) {
         unbind();
+        // Relaxed: a hint for `Pool::copy`, which reads 0 (no sharing)
+        // until the agent has widened its affinity.
+        self.cpus.store(runnable_cpus(), Ordering::Relaxed);
         // Relaxed: only compared with later values of the same word.
         let mut seen = self.generation.load(Ordering::Relaxed);
         loop {
@@ -243,7 +266,7 @@ impl Shared {
                         // Relaxed: as above.
                         && !self.stop.load(Ordering::Relaxed)
                     {
-                        futex_wait(&self.generation, seen, MAX_SLEEP);
+                        futex_wait_uncounted(&self.generation, seen, MAX_SLEEP);
                     }
                     // SeqCst: the counterpart of the increment.
                     self.sleepers.fetch_sub(1, Ordering::SeqCst);
@@ -271,6 +294,19 @@ fn unbind() {
             libc::CPU_SET(c, &mut set);
         }
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// The CPUs the calling thread may run on (1 if the kernel cannot say).
+fn runnable_cpus() -> usize {
+    // SAFETY: a zeroed `cpu_set_t` is a valid empty set, filled by
+    // `sched_getaffinity` for this thread (pid 0) with the size given.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return 1;
+        }
+        (libc::CPU_COUNT(&set) as usize).max(1)
     }
 }
 
@@ -340,6 +376,9 @@ impl Pool {
             || len < self.config.min
             || self.config.agents == 0
             || overlap
+            // Relaxed: see `Shared::cpus`.
+            || (self.config.when_free
+                && shmheap::segment::free_cpus(self.shared.cpus.load(Ordering::Relaxed)) == 0)
             // Acquire: pairs with the Release store that ends another
             // thread's shared copy, after which the words are ours.
             || self.busy.swap(true, Ordering::Acquire)
@@ -446,7 +485,8 @@ mod tests {
             c,
             Config {
                 agents: 3,
-                min: 1 << 20
+                min: 1 << 20,
+                when_free: false,
             }
         );
         for bad in [
@@ -458,7 +498,17 @@ mod tests {
             let e = Config::from_lookup(env(bad)).unwrap_err().to_string();
             assert!(e.contains(bad[0].0), "{e}");
         }
-        assert!(Pool::new(Config { agents: 65, min: 0 }).is_err());
+        let auto = Config::from_lookup(env(&[(AGENTS_VAR, "auto")])).unwrap();
+        assert!(auto.when_free && auto.agents == 1);
+        assert!(!Config::default().when_free);
+        let none = Config::from_lookup(env(&[(AGENTS_VAR, "0")])).unwrap();
+        assert_eq!(none.agents, 0);
+        assert!(Pool::new(Config {
+            agents: 65,
+            min: 0,
+            when_free: false
+        })
+        .is_err());
     }
 
     /// Every size up to a few chunks and every relative alignment, cut
@@ -466,7 +516,15 @@ mod tests {
     /// the bytes around the destination stay untouched.
     #[test]
     fn split_copies_of_every_size_and_alignment() {
-        let pool = Pool::with_chunk_min(Config { agents: 2, min: 0 }, 64).unwrap();
+        let pool = Pool::with_chunk_min(
+            Config {
+                agents: 2,
+                min: 0,
+                when_free: false,
+            },
+            64,
+        )
+        .unwrap();
         let src = pattern(4096 + 64, 7);
         // Under Miri, fewer sizes and alignments: the agents' hand-offs
         // are what it checks, and each copy is interpreted.
@@ -507,6 +565,7 @@ mod tests {
         let pool = Pool::new(Config {
             agents: 1,
             min: 256 << 10,
+            when_free: false,
         })
         .unwrap();
         for len in [(256 << 10) - 1, 256 << 10, (1 << 20) + 13, 3 << 20] {
@@ -533,6 +592,7 @@ mod tests {
             Config {
                 agents: 8,
                 min: 1024,
+                when_free: false,
             },
             1024,
         )
@@ -562,7 +622,12 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore)] // 300 KB copied byte by byte is slow under Miri
     fn no_agents() {
-        let pool = Pool::new(Config { agents: 0, min: 0 }).unwrap();
+        let pool = Pool::new(Config {
+            agents: 0,
+            min: 0,
+            when_free: false,
+        })
+        .unwrap();
         let src = pattern(300_000, 9);
         let mut dst = vec![0u8; src.len()];
         // SAFETY: both hold `src.len()` bytes, distinct vectors.

@@ -277,6 +277,9 @@ pub struct SegmentHeader {
     unlinked: AtomicU32,
     /// A barrier over all ranks of the node.
     barrier: NodeBarrier,
+    /// Threads of the node's ranks asleep in a wait of the runtime (see
+    /// [`asleep`]): a hint that cores are free.
+    sleeping: AtomicU32,
 }
 
 const _: () = assert!(std::mem::size_of::<SegmentHeader>() <= REGISTRY_OFFSET);
@@ -510,6 +513,42 @@ pub fn contains(addr: usize) -> bool {
         < SEG_END
             .load(Ordering::Relaxed)
             .wrapping_sub(SEG_START.load(Ordering::Relaxed))
+}
+
+/// Counts the calling thread as asleep in a wait of the runtime while `f`
+/// runs (a futex wait or a short sleep), for [`free_cpus`]. Outside a
+/// segment it only runs `f`.
+pub(crate) fn asleep<R>(f: impl FnOnce() -> R) -> R {
+    // Acquire: pairs with the attach's Release store; the header is mapped.
+    let h = HEADER.load(Ordering::Acquire);
+    // SAFETY: a non-null HEADER points to the attached segment's header,
+    // mapped for the rest of the process's life.
+    let Some(h) = (unsafe { h.as_ref() }) else {
+        return f();
+    };
+    // Relaxed: a hint read by other ranks; nothing is published with it.
+    h.sleeping.fetch_add(1, Ordering::Relaxed);
+    let r = f();
+    // Relaxed: as above.
+    h.sleeping.fetch_sub(1, Ordering::Relaxed);
+    r
+}
+
+/// How many of `cpus` CPUs (those the node's ranks share) are likely
+/// free: `cpus` less the node's ranks that are not asleep in a wait of the
+/// runtime (at most one per rank counted; threads of a rank that never
+/// wait in the runtime are not seen). 0 outside a segment. A hint, for
+/// work that a free core could share (copy agents).
+pub fn free_cpus(cpus: usize) -> usize {
+    // Acquire: as in `asleep`.
+    let h = HEADER.load(Ordering::Acquire);
+    // SAFETY: as in `asleep`.
+    let Some(h) = (unsafe { h.as_ref() }) else {
+        return 0;
+    };
+    // Relaxed: a hint (see `asleep`).
+    let asleep = h.sleeping.load(Ordering::Relaxed).min(h.ranks) as usize;
+    cpus.saturating_sub(h.ranks as usize - asleep)
 }
 
 impl Segment {

@@ -151,3 +151,32 @@ fn stats_see_allocations() {
     drop(big);
     assert!(shmheap::stats(1).is_none(), "no rank 1 in a world of one");
 }
+
+#[test]
+fn a_thread_asleep_in_a_wait_frees_a_cpu() {
+    use shmheap::sync::futex::{futex_wait, futex_wake};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    setup();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let word = AtomicU32::new(0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while word.load(Ordering::Acquire) == 0 {
+                futex_wait(&word, 0, std::time::Duration::from_millis(50));
+            }
+        });
+        // The one rank counts as asleep while its thread sleeps in a wait:
+        // every CPU is free (awake, it leaves one fewer).
+        let mut seen = 0;
+        for _ in 0..10_000 {
+            seen = shmheap::segment::free_cpus(cpus);
+            if seen == cpus {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        word.store(1, Ordering::Release);
+        futex_wake(&word, 1);
+        assert_eq!(seen, cpus, "the sleeping thread was never counted");
+    });
+}

@@ -78,8 +78,9 @@ Environment (sizes take K, M, G, T suffixes):
   HMPI_VCIS=N                  communication channels per rank     [1]
   HMPI_SOLO=0|1                lock-free path while one thread
                                communicates                        [1]
-  HMPI_COPY_AGENTS=N           threads per rank that help with
-                               large window puts and gets          [0]
+  HMPI_COPY_AGENTS=N|auto      threads per rank that help with
+                               large window puts and gets (auto: one,
+                               while a CPU is free)                [0]
   HMPI_COPY_MIN=SIZE           least put or get they help with     [256K]
   HMPI_COLL_DOMAINS=K          collectives: pretend the ranks form
                                K cache domains (tests the hierarchy)

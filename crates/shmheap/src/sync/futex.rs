@@ -38,7 +38,15 @@ const MAX_SLEEP: Duration = Duration::from_millis(2);
 
 /// Sleeps while `*word == expected`, at most `timeout`. Returns early on a
 /// wake-up, a signal or a changed value; callers re-check their condition.
+/// The thread counts as asleep in the node's runtime meanwhile
+/// ([`crate::segment::free_cpus`]).
 pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
+    crate::segment::asleep(|| futex_wait_uncounted(word, expected, timeout));
+}
+
+/// [`futex_wait`] for a helper thread of the runtime (a copy agent), whose
+/// sleep says nothing about a rank's core.
+pub fn futex_wait_uncounted(word: &AtomicU32, expected: u32, timeout: Duration) {
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
@@ -105,7 +113,7 @@ impl Backoff {
         } else if self.step < SPIN_LIMIT + YIELD_LIMIT {
             std::thread::yield_now();
         } else {
-            std::thread::sleep(Duration::from_micros(50));
+            crate::segment::asleep(|| std::thread::sleep(Duration::from_micros(50)));
         }
         self.step = self.step.saturating_add(1);
     }
