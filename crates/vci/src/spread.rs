@@ -15,7 +15,10 @@
 //!   sharing one claim word ([`OPEN`] until a part matches). Posting takes
 //!   the VCIs one at a time, never two locks at once: on each it first
 //!   looks for a matching unexpected message (and claims the receive
-//!   before taking it), else posts its part. Progress that matches a part
+//!   before taking it), else posts its part; only on the first VCI does
+//!   it take everything that has arrived beforehand (elsewhere what has
+//!   not been taken meets the part at the next progress, as it meets any
+//!   posted receive). Progress that matches a part
 //!   against an arriving message claims the receive first (a compare and
 //!   swap under that VCI's lock) and delivers only if it won; a part whose
 //!   receive was claimed elsewhere is dropped by whichever progress meets
@@ -204,7 +207,11 @@ enum Part {
 }
 
 impl Vci {
-    /// Posts one part of a receive with key `key` (see the module docs).
+    /// Posts one part of a receive with key `key` (see the module docs);
+    /// `drain`: take everything that has arrived first (on the first
+    /// VCI, where the receive most likely finds its message; elsewhere
+    /// what has not been taken meets the posted part at the next
+    /// progress, as it meets any posted receive).
     ///
     /// # Safety
     ///
@@ -216,6 +223,7 @@ impl Vci {
         key: Key,
         claim: &Arc<AtomicU32>,
         mine: u32,
+        drain: bool,
     ) -> Part {
         let mut guard = self.lock();
         let p = &mut *guard;
@@ -223,7 +231,9 @@ impl Vci {
         if claim.load(Ordering::Acquire) != OPEN {
             return Part::Lost;
         }
-        self.progress_all(p);
+        if drain {
+            self.progress_all(p);
+        }
         let part = PartClaim {
             word: claim.clone(),
             mine,
@@ -310,11 +320,12 @@ impl Endpoint {
                 tag,
                 context: word,
             };
+            let drain = spread.parts.is_empty();
             // SAFETY: the caller's contract: the target stays valid until
             // the request (which withdraws every part) completes.
             match unsafe {
                 self.vci_at(v)
-                    .post_part(target, key, &spread.claim, mark(v))
+                    .post_part(target, key, &spread.claim, mark(v), drain)
             } {
                 Part::Posted(id) => spread.parts.push((v, id)),
                 Part::Matched(st) => {
