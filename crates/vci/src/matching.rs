@@ -176,10 +176,11 @@ impl PartClaim {
     /// Takes the receive for this part if no part has matched and the
     /// receive is not cancelled.
     pub(crate) fn claim(&self) -> bool {
-        // AcqRel/Acquire: the word only decides which part matches; the
-        // data that part delivers is published by its VCI lock (the
-        // request reads it under that lock). Acquire/Release on the word
-        // itself keep a claim ordered after the posting that created it.
+        // AcqRel/Acquire: the word decides which part matches; what that
+        // part delivers is published by its VCI lock, under which the
+        // request collects it, so Relaxed would do. The stronger orders
+        // cost nothing on this cold path and let a reader of the word
+        // (`Spread::claimed`, Acquire) rely on it alone.
         self.word
             .compare_exchange(
                 crate::spread::OPEN,
