@@ -1,7 +1,8 @@
 /* Many threads per rank in C: communicator hints through the info keys
  * (MPI_Comm_dup_with_info, MPI_Comm_set_info, MPI_Comm_get_info reporting
  * what is in effect, wildcards the hints rule out refused), four threads on
- * a tag-bit communicator, and MPICH's explicit streams: three threads per
+ * a tag-bit communicator and on one that allows overtaking (receives from
+ * ANY_SOURCE find the messages on every VCI), and MPICH's explicit streams: three threads per
  * rank, each on a stream communicator of its own, ping-ponging at once.
  * Run with HMPI_VCIS=4 (streams) and HMPI_VCIS=1 (no stream to reserve). */
 #include "check.h"
@@ -112,6 +113,35 @@ int main(int argc, char **argv) {
     OK(MPI_Comm_free(&tagged));
     OK(MPI_Comm_free(&hinted));
     OK(MPI_Info_free(&info));
+
+    /* Overtaking allowed: each thread sends on its own VCI, and receives
+     * (from ANY_SOURCE) look on every VCI. Then a receive posted before a
+     * synchronous send towards each other, with both wildcards. */
+    MPI_Comm loose;
+    OK(MPI_Comm_dup(MPI_COMM_WORLD, &loose));
+    OK(MPI_Info_create(&t));
+    OK(MPI_Info_set(t, "mpi_assert_allow_overtaking", "true"));
+    OK(MPI_Info_set(t, "mpi_assert_exact_length", "true"));
+    OK(MPI_Comm_set_info(loose, t));
+    OK(MPI_Info_free(&t));
+    OK(MPI_Comm_get_info(loose, &used));
+    CHECK(info_is(used, "mpi_assert_allow_overtaking", "true"));
+    CHECK(info_is(used, "mpi_assert_exact_length", "true"));
+    OK(MPI_Info_free(&used));
+    for (int i = 0; i < THREADS; i++) {
+        jobs[i].comm = loose;
+        jobs[i].tag = 30 + i;
+        jobs[i].any_source = 1;
+    }
+    run(jobs, THREADS);
+    long out = 40 + check_rank, in = -1;
+    MPI_Request rq;
+    MPI_Status st;
+    OK(MPI_Irecv(&in, 1, MPI_LONG, MPI_ANY_SOURCE, MPI_ANY_TAG, loose, &rq));
+    OK(MPI_Ssend(&out, 1, MPI_LONG, 1 - check_rank, 9, loose));
+    OK(MPI_Wait(&rq, &st));
+    CHECK(in == 40 + (1 - check_rank) && st.MPI_SOURCE == 1 - check_rank && st.MPI_TAG == 9);
+    OK(MPI_Comm_free(&loose));
 
     /* Streams. */
     MPIX_Stream s[STREAMS];

@@ -35,7 +35,7 @@
 //! * [`opi`]: ownership passing (give/take) against the copy path and
 //!   (feature `iceoryx2`) iceoryx2, with the kernels in [`opi_kernels`];
 //! * [`msgrate_mt`]: `msgrate-mt`, the 8-byte message rate of N threads
-//!   per rank (one VCI, hints, streams) against N ranks per side;
+//!   per rank (one VCI, hints, overtaking, streams) against N ranks per side;
 //! * [`rma`]: one-sided put/get latency and the skew benchmark on hmpi's
 //!   windows, and (`compare rma`) on the peers' `MPI_Win_allocate` windows;
 //! * [`pgas`]: the global address space (put/get, fetch_add, GUPS, halo

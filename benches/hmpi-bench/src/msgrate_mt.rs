@@ -14,6 +14,11 @@
 //!   `mpi_assert_no_any_tag` and the tag-bit hints (thread index in the
 //!   tag), `HMPI_VCIS` the next power of two ≥ `N`, so that each pair gets
 //!   a VCI of its own;
+//! * `overtaking`: one duplicate with `mpi_assert_allow_overtaking`
+//!   alone, a tag per pair, `HMPI_VCIS` as for `hints`: each sending
+//!   thread on its own VCI, each receive posted on every VCI (until it
+//!   finds its message on its own thread's VCI, the first it looks at);
+//!   what the hint costs against `hints`, which names each pair's VCI;
 //! * `streams`: each pair on a stream communicator of its own
 //!   (`HMPI_VCIS=N+1`);
 //! * `endpoints`: one endpoints communicator of `N` endpoints per rank
@@ -45,8 +50,8 @@ use std::time::{Duration, Instant};
 pub const WORKLOAD: Workload = Workload {
     name: "msgrate-mt",
     about:
-        "8-byte message rate, N threads per rank (one VCI, hints, streams, endpoints) against N \
-         ranks per side",
+        "8-byte message rate, N threads per rank (one VCI, hints, overtaking, streams, endpoints) \
+         against N ranks per side",
     run,
     worker: Some((WORKER, worker)),
 };
@@ -58,7 +63,14 @@ const SIZE: usize = 8;
 /// Messages in flight per iteration (OSU's window).
 const WINDOW: usize = 64;
 /// The backends, in table order.
-const BACKENDS: [&str; 5] = ["one-vci", "hints", "streams", "endpoints", "everywhere"];
+const BACKENDS: [&str; 6] = [
+    "one-vci",
+    "hints",
+    "overtaking",
+    "streams",
+    "endpoints",
+    "everywhere",
+];
 /// The backends the targets are for.
 const TARGETED: [&str; 2] = ["streams", "endpoints"];
 /// The target: streams (endpoints) over everywhere.
@@ -136,6 +148,7 @@ fn run(opts: &Options, progress: &Progress) -> Result<Outcome, BenchError> {
         ("streams", "everywhere"),
         ("endpoints", "everywhere"),
         ("hints", "everywhere"),
+        ("overtaking", "hints"),
         ("streams", "one-vci"),
     ];
     ratios.extend(peers.iter().map(|(l, _)| ("streams", *l)));
@@ -185,7 +198,7 @@ fn measure(backend: &str, n: usize, iters: usize, reps: usize) -> Result<Vec<f64
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let (ranks, vcis) = match backend {
         "one-vci" => (2, 1),
-        "hints" => (2, n.next_power_of_two()),
+        "hints" | "overtaking" => (2, n.next_power_of_two()),
         "streams" | "endpoints" => (2, n + 1),
         _ => (2 * n, 1),
     };
@@ -478,6 +491,17 @@ fn worker(args: &[String]) -> Result<(), BenchError> {
             (
                 (0..n).map(|_| PairComm::Plain(c.clone())).collect(),
                 (0..n as i32).map(|t| t | t << bits).collect(),
+            )
+        }
+        "overtaking" => {
+            let h = CommHints {
+                allow_overtaking: true,
+                ..CommHints::default()
+            };
+            let c = world.dup_with_hints(&h).map_err(fail)?;
+            (
+                (0..n).map(|_| PairComm::Plain(c.clone())).collect(),
+                (0..n as i32).collect(),
             )
         }
         "streams" => {

@@ -373,7 +373,14 @@ fn msgrate_mt_measures_every_backend_for_each_thread_count() {
     let mut got: Vec<(String, u32)> = rows.iter().map(|r| (r.1.clone(), r.2)).collect();
     got.sort();
     let mut want = Vec::new();
-    for b in ["everywhere", "hints", "one-vci", "streams"] {
+    for b in [
+        "endpoints",
+        "everywhere",
+        "hints",
+        "one-vci",
+        "overtaking",
+        "streams",
+    ] {
         for n in [1, 2] {
             want.push((b.to_owned(), n));
         }

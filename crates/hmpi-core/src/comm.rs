@@ -550,7 +550,8 @@ impl SimpleCommunicator {
 
     /// The engine context word of a point-to-point send of this
     /// communicator to `dest` with `tag`: its context, or, with hints or
-    /// streams, that context on the VCI they pick ([`crate::hints`]).
+    /// streams, that context on the VCI they pick ([`crate::hints`]; with
+    /// `mpi_assert_allow_overtaking`, the sending thread's VCI).
     #[inline(always)]
     pub fn send_context(&self, dest: i32, tag: i32) -> u32 {
         let i = &self.inner;
@@ -563,7 +564,8 @@ impl SimpleCommunicator {
 
     /// The engine context word of a point-to-point receive or probe of
     /// this communicator from `source` (or `ANY_SOURCE`) with `tag` (or
-    /// `ANY_TAG`), as [`SimpleCommunicator::send_context`];
+    /// `ANY_TAG`), as [`SimpleCommunicator::send_context`] (with
+    /// `mpi_assert_allow_overtaking`, a word that names every VCI);
     /// [`Error::Arg`] for a wildcard that a hint rules out.
     #[inline(always)]
     pub fn recv_context(&self, source: i32, tag: i32) -> Result<u32> {

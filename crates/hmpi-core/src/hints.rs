@@ -14,8 +14,8 @@
 //! | `mpi_assert_no_any_tag` | `true`/`false` | the VCI follows the tag; a receive or probe with `ANY_TAG` is an error |
 //! | `hmpi_vci_tag_bits_send` | `lo:len` | tag bits `lo..lo+len` hold the sender's thread index |
 //! | `hmpi_vci_tag_bits_recv` | `lo:len` | tag bits `lo..lo+len` hold the receiver's thread index |
-//! | `mpi_assert_allow_overtaking` | `true`/`false` | accepted and reported; the mapping does not use it |
-//! | `mpi_assert_exact_length` | `true`/`false` | accepted and reported; the mapping does not use it |
+//! | `mpi_assert_allow_overtaking` | `true`/`false` | a send travels on its thread's VCI; receives and probes look on every VCI |
+//! | `mpi_assert_exact_length` | `true`/`false` | accepted and reported; changes nothing in this engine (below) |
 //!
 //! With `k` the communicator's context id, `n` the VCIs per rank, `s` the
 //! sender's communicator rank, `t` the tag, `a` and `b` the sender's and
@@ -25,20 +25,49 @@
 //! * with tag bits (either key): `(k + a + b·2^la) mod n`, so that the
 //!   pair of threads (sender thread, receiver thread) picks the stream;
 //!   `ANY_TAG` is an error (the tag decides the VCI);
+//! * with `allow_overtaking` (and no tag bits): `(c + i) mod n`, with `c`
+//!   the context word and `i` the sending thread's index
+//!   ([`vci::endpoint::thread_index`]: the lowest index no other live
+//!   thread of the process holds), so that `n` threads sending on one
+//!   communicator use `n` streams; a receive or probe names every VCI
+//!   ([`vci::endpoint::on_every_vci`]);
 //! * with `no_any_source` and `no_any_tag`: `(k + s + t) mod n`;
 //! * with `no_any_source` alone: `(k + s) mod n`;
 //! * with `no_any_tag` alone: `(k + t) mod n`;
 //! * otherwise: as without hints.
 //!
-//! Each rule depends only on what both the sender and every receive that
-//! may match know, so a message and its receive always meet on one VCI,
-//! and messages with the same source and tag keep their order (MPI's
-//! non-overtaking rule holds for every receive the hints allow). A receive
-//! that breaks its communicator's hint is [`Error::Arg`], never a silent
-//! mismatch. `allow_overtaking` would let one (source, tag) pair spread
-//! over VCIs only if a receive searched every VCI, which the engine's
-//! matching (one VCI per receive) does not do; `exact_length` changes
-//! nothing here either. Both are kept and reported.
+//! Each rule but `allow_overtaking`'s depends only on what both the sender
+//! and every receive that may match know, so a message and its receive
+//! always meet on one VCI, and messages with the same source and tag keep
+//! their order (MPI's non-overtaking rule holds for every receive the hints
+//! allow). A receive that breaks its communicator's hint is
+//! [`Error::Arg`], never a silent mismatch.
+//!
+//! With `allow_overtaking` only the sender knows its thread, so the engine
+//! posts a receive on every VCI at once, one part per VCI sharing a claim
+//! word: the first part to match (under its VCI's lock) claims the
+//! receive, the others are withdrawn, and a matched probe takes its
+//! message off one VCI's list. Every message is received exactly once, a
+//! receive is matchable as soon as it is posted (so a receive posted
+//! before a send that waits for its own match cannot deadlock), and
+//! `ANY_SOURCE` and `ANY_TAG` work; what is lost is order between the
+//! messages of one sender that went on different VCIs, which the hint
+//! gives up (the engine's `spread` module has the details). The receive
+//! side pays for it: a receive takes up to `n` VCI locks to post and as
+//! many to withdraw, so the hint pays where senders are many threads and
+//! a message usually waits on the receiving thread's own VCI (the first a
+//! receive looks at). With no-wildcard hints as well, the wildcards stay
+//! errors (what the program promised); with tag bits, the tag bits decide
+//! (the receive then knows its VCI).
+//!
+//! `exact_length` changes nothing in this engine: the sender picks the
+//! protocol (fast box, inline, single copy, kernel assisted, bounce
+//! buffer) from the message alone, before any receive is known; the
+//! receiver reads the length from the header it matches on (the fast-box
+//! slot's or the envelope's first line) and copies `min(length, buffer)`,
+//! so the truncation check is one comparison of values already loaded;
+//! and no size is negotiated between the ranks that the hint could let a
+//! receive skip. It is kept and reported.
 //!
 //! Hints are collective: every member sets the same ones (as MPI asks of
 //! the `mpi_assert_*` keys), and changes them (`MPI_Comm_set_info`) only
@@ -148,9 +177,11 @@ pub struct CommHints {
     pub no_any_source: bool,
     /// `mpi_assert_no_any_tag`.
     pub no_any_tag: bool,
-    /// `mpi_assert_allow_overtaking` (kept, not used by the mapping).
+    /// `mpi_assert_allow_overtaking`: sends travel on their thread's VCI,
+    /// receives look on every VCI.
     pub allow_overtaking: bool,
-    /// `mpi_assert_exact_length` (kept, not used by the mapping).
+    /// `mpi_assert_exact_length` (kept and reported; nothing in this
+    /// engine gains from it, see the module docs).
     pub exact_length: bool,
     /// `hmpi_vci_tag_bits_send`: the tag bits of the sender's thread.
     pub tag_bits_send: Option<TagBits>,
@@ -236,6 +267,9 @@ impl CommHints {
         if self.tag_bits_send.is_some() || self.tag_bits_recv.is_some() {
             w |= W_TAG_BITS;
         }
+        if self.allow_overtaking {
+            w |= W_OVERTAKE;
+        }
         let field = |f: Option<TagBits>| f.map_or(0, |b| u64::from(b.lo) | u64::from(b.len) << 8);
         w | field(self.tag_bits_send) << 16 | field(self.tag_bits_recv) << 32
     }
@@ -245,6 +279,7 @@ const W_NO_ANY_SOURCE: u64 = 1;
 const W_NO_ANY_TAG: u64 = 2;
 const W_TAG_BITS: u64 = 4;
 const W_STREAM: u64 = 8;
+const W_OVERTAKE: u64 = 16;
 
 fn field_at(w: u64, shift: u32) -> Option<TagBits> {
     let len = (w >> (shift + 8)) as u8;
@@ -310,7 +345,7 @@ impl VciMap {
     pub(crate) fn send_word(&self, ctx: u32, k: u32, me: i32, dest: i32, tag: i32) -> u32 {
         match self.word() {
             0 => ctx,
-            w => self.mapped(w, ctx, k, me, dest, tag),
+            w => self.mapped(w, ctx, k, me, dest, tag, false),
         }
     }
 
@@ -343,15 +378,18 @@ impl VciMap {
                     }
                 }
                 // The message came from `source` to `me`.
-                Ok(self.mapped(w, ctx, k, source, me, tag))
+                Ok(self.mapped(w, ctx, k, source, me, tag, true))
             }
         }
     }
 
+    /// The context word of a message from `src` to `dest` with `tag`
+    /// under hint word `w`: for a receive or probe if `recv`.
     #[cold]
-    fn mapped(&self, w: u64, ctx: u32, k: u32, src: i32, dest: i32, tag: i32) -> u32 {
-        let n = match crate::environment::endpoint() {
-            Ok(ep) if ep.vci_count() > 1 => ep.vci_count() as u64,
+    #[allow(clippy::too_many_arguments)]
+    fn mapped(&self, w: u64, ctx: u32, k: u32, src: i32, dest: i32, tag: i32, recv: bool) -> u32 {
+        let (ep, n) = match crate::environment::endpoint() {
+            Ok(ep) if ep.vci_count() > 1 => (ep, ep.vci_count() as u64),
             // One VCI: nothing to spread (the hints' checks still hold).
             _ => return ctx,
         };
@@ -371,6 +409,12 @@ impl VciMap {
             let la = field_at(w, 16).map_or(0, |b| b.len);
             let b = field_at(w, 32).map_or(0, |b| b.of(tag));
             k + u64::from(a) + (u64::from(b) << la)
+        } else if w & W_OVERTAKE != 0 {
+            // The sending thread's VCI; a receive looks on every VCI.
+            return match recv {
+                false => ep.thread_vci(ctx),
+                true => vci::endpoint::on_every_vci(ctx),
+            };
         } else {
             let s = if w & W_NO_ANY_SOURCE != 0 {
                 src.max(0) as u64
@@ -449,6 +493,21 @@ mod tests {
             m.send_word(6, 3, 0, 1, 1),
             m.recv_word(6, 3, 1, ANY_SOURCE, 1).unwrap()
         );
+        // Overtaking allows both wildcards; without an endpoint of several
+        // VCIs (a unit test has none) both sides keep the plain context.
+        m.set(&CommHints {
+            allow_overtaking: true,
+            ..CommHints::default()
+        });
+        assert_eq!(m.recv_word(6, 3, 1, ANY_SOURCE, ANY_TAG).unwrap(), 6);
+        assert_eq!(m.send_word(6, 3, 0, 1, 5), 6);
+        // With a no-wildcard hint as well, its wildcard stays an error.
+        m.set(&CommHints {
+            allow_overtaking: true,
+            no_any_tag: true,
+            ..CommHints::default()
+        });
+        assert!(m.recv_word(6, 3, 1, ANY_SOURCE, ANY_TAG).is_err());
         m.set(&CommHints::default());
         assert!(m.recv_word(6, 3, 1, ANY_SOURCE, ANY_TAG).is_ok());
     }

@@ -59,10 +59,19 @@ fn hint_cases() -> Vec<(&'static str, CommHints, usize)> {
     };
     vec![
         ("none", d, 1),
+        // One sending thread per rank: its messages take its one VCI
+        // (and keep their order there); several threads: `overtake_rank`.
         (
             "allow_overtaking",
             CommHints {
                 allow_overtaking: true,
+                ..d
+            },
+            1,
+        ),
+        (
+            "exact_length",
+            CommHints {
                 exact_length: true,
                 ..d
             },
@@ -195,6 +204,180 @@ fn spread_rank(u: Universe) {
         .unwrap()
         .unwrap();
     assert!(s.hints().no_any_source);
+    world.barrier().unwrap();
+}
+
+/// Message `n` of the overtaking test: its length and its bytes.
+fn overtake_len(n: u32) -> usize {
+    [4, 12, 200, 3000, 70_000][n as usize % 5]
+}
+
+fn overtake_msg(n: u32) -> Vec<u8> {
+    let mut v: Vec<u8> = (0..overtake_len(n))
+        .map(|i| (i as u32).wrapping_mul(31).wrapping_add(n) as u8)
+        .collect();
+    v[..4].copy_from_slice(&n.to_le_bytes());
+    v
+}
+
+/// Four threads of rank 0 send on one communicator with
+/// `mpi_assert_allow_overtaking`, all with the same tag (standard,
+/// nonblocking and synchronous sends; fast box, inline and single copy);
+/// three threads of rank 1 receive them with blocking receives from
+/// `ANY_SOURCE`/`ANY_TAG`, windows of nonblocking receives and matched
+/// probes. Every message arrives exactly once and intact, and with four
+/// VCIs the four sending threads' messages arrive on four VCIs (with
+/// one, on it). Then both ranks receive before a synchronous send to
+/// each other (posted on every VCI, so no deadlock), and the wildcard a
+/// no-wildcard hint rules out stays an error beside overtaking.
+fn overtake_rank(u: Universe) {
+    use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    let world = u.world();
+    let me = world.rank();
+    let peer = 1 - me;
+    let c = world
+        .dup_with_hints(&CommHints {
+            allow_overtaking: true,
+            ..CommHints::default()
+        })
+        .unwrap();
+    assert!(c.hints().allow_overtaking);
+    assert_eq!(c.info().get("mpi_assert_allow_overtaking"), Some("true"));
+    const SENDERS: u32 = 4;
+    const M: u32 = 200;
+    const TOTAL: u32 = SENDERS * M;
+    let before = received_per_vci();
+    if me == 0 {
+        std::thread::scope(|sc| {
+            for t in 0..SENDERS {
+                let c = &c;
+                sc.spawn(move || {
+                    for i in 0..M {
+                        let n = t * M + i;
+                        let m = overtake_msg(n);
+                        match i % 4 {
+                            0 => {
+                                // SAFETY: waited for at once, while `m` lives.
+                                let r = unsafe { raw::isend(c, &m, peer, 7, false) }.unwrap();
+                                r.wait().unwrap();
+                            }
+                            1 => raw::send_mode(c, &m, peer, 7, true).unwrap(),
+                            _ => raw::send(c, &m, peer, 7).unwrap(),
+                        }
+                    }
+                });
+            }
+        });
+    } else {
+        let claimed = AtomicU32::new(0);
+        let got: Vec<Vec<u32>> = std::thread::scope(|sc| {
+            let hs: Vec<_> = (0..3)
+                .map(|r| {
+                    let (c, claimed) = (&c, &claimed);
+                    sc.spawn(move || {
+                        let mut mine = Vec::new();
+                        let mut check = |buf: &[u8], st: &raw::Status| {
+                            let n = u32::from_le_bytes(buf[..4].try_into().unwrap());
+                            assert_eq!((st.source, st.tag), (0, 7));
+                            assert_eq!(st.count as usize, overtake_len(n));
+                            assert_eq!(&buf[..overtake_len(n)], &overtake_msg(n)[..], "{n}");
+                            mine.push(n);
+                        };
+                        loop {
+                            let k = claimed.fetch_add(4, Relaxed);
+                            if k >= TOTAL {
+                                break mine;
+                            }
+                            let want = 4.min(TOTAL - k) as usize;
+                            match r {
+                                0 => {
+                                    for j in 0..want {
+                                        let mut b = vec![0u8; 70_000];
+                                        let mut st = raw::Status::empty();
+                                        let (src, tag) = match j % 2 {
+                                            0 => (ANY_SOURCE, ANY_TAG),
+                                            _ => (0, 7),
+                                        };
+                                        raw::recv_with_status(c, &mut b, src, tag, &mut st)
+                                            .unwrap();
+                                        check(&b, &st);
+                                    }
+                                }
+                                1 => {
+                                    let mut bufs = vec![vec![0u8; 70_000]; want];
+                                    let reqs: Vec<_> = bufs
+                                        .iter_mut()
+                                        .map(|b| {
+                                            // SAFETY: waited for below,
+                                            // while `bufs` lives.
+                                            unsafe { raw::irecv(c, b, ANY_SOURCE, 7) }.unwrap()
+                                        })
+                                        .collect();
+                                    let sts: Vec<_> =
+                                        reqs.into_iter().map(|q| q.wait().unwrap()).collect();
+                                    for (b, st) in bufs.iter().zip(&sts) {
+                                        check(b, st);
+                                    }
+                                }
+                                _ => {
+                                    for _ in 0..want {
+                                        let (msg, st) = raw::mprobe(c, 0, ANY_TAG).unwrap();
+                                        let mut b = vec![0u8; st.count as usize];
+                                        let st2 = raw::mrecv(c, msg, &mut b).unwrap();
+                                        assert_eq!(st2.count, st.count);
+                                        check(&b, &st);
+                                    }
+                                }
+                            }
+                        }
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut all: Vec<u32> = got.concat();
+        all.sort_unstable();
+        assert_eq!(all, (0..TOTAL).collect::<Vec<_>>(), "each message once");
+        let after = received_per_vci();
+        let used = vcis_used(&before, &after);
+        println!(
+            "overtaking: {used} of {} VCIs carried {TOTAL} messages",
+            vcis()
+        );
+        assert_eq!(used, vcis().min(SENDERS as usize), "{before:?} {after:?}");
+        assert!(matches!(raw::iprobe(&c, ANY_SOURCE, ANY_TAG), Ok(None)));
+    }
+    c.barrier().unwrap();
+    // A receive before a synchronous send towards each other, from two
+    // threads per rank: each receive is posted (on every VCI) before its
+    // thread's send waits for its own match.
+    std::thread::scope(|sc| {
+        for t in 0..2 {
+            let c = &c;
+            sc.spawn(move || {
+                let mut b = vec![0u8; 3000];
+                // SAFETY: waited for below, while `b` lives.
+                let r = unsafe { raw::irecv(c, &mut b, peer, 20 + t) }.unwrap();
+                raw::send_mode(c, &overtake_msg(3 + 5 * t as u32), peer, 20 + t, true).unwrap();
+                let st = r.wait().unwrap();
+                assert_eq!((st.tag, st.count), (20 + t, 3000));
+                assert_eq!(b, overtake_msg(3 + 5 * t as u32));
+            });
+        }
+    });
+    c.barrier().unwrap();
+    let strict = world
+        .dup_with_hints(&CommHints {
+            allow_overtaking: true,
+            no_any_source: true,
+            ..CommHints::default()
+        })
+        .unwrap();
+    assert!(matches!(
+        raw::iprobe(&strict, ANY_SOURCE, 0),
+        Err(Error::Arg { .. })
+    ));
+    assert!(matches!(raw::iprobe(&strict, peer, ANY_TAG), Ok(None)));
     world.barrier().unwrap();
 }
 
@@ -407,6 +590,7 @@ fn main() {
                 "streams" => streams_rank(u),
                 "deadlock" => deadlock_rank(u),
                 "threads" => threads_rank(u),
+                "overtake" => overtake_rank(u),
                 _ => return None,
             }
             Some(())
@@ -416,12 +600,21 @@ fn main() {
                 let r = rank_tests::launch("spread", 3, &env("4"));
                 rank_tests::assert_ran(&r, "spread");
             }),
-            ("without_hints_order_holds_with_four_vcis", || {
-                for n in [2, 3] {
-                    let r = rank_tests::launch("order", n, &env("4"));
+            ("without_hints_order_holds_with_four_and_eight_vcis", || {
+                for (n, v) in [(2, "4"), (3, "4"), (3, "8")] {
+                    let r = rank_tests::launch("order", n, &env(v));
                     rank_tests::assert_ran(&r, "order");
                 }
             }),
+            (
+                "allow_overtaking_spreads_threads_and_receives_each_once",
+                || {
+                    for v in ["4", "3", "1"] {
+                        let r = rank_tests::launch("overtake", 2, &env(v));
+                        rank_tests::assert_ran(&r, "overtake");
+                    }
+                },
+            ),
             ("streams_from_several_threads_at_once", || {
                 let r = rank_tests::launch("streams", 2, &env("4"));
                 rank_tests::assert_ran(&r, "streams");

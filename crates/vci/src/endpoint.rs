@@ -13,7 +13,10 @@
 //! VCI, and threads working on different communicators take different
 //! locks; a word made by [`on_vci`] names its VCI instead, which spreads
 //! one communicator's traffic (a receive matches only words equal to its
-//! own, so what a message and its receive name must agree). Each rank has one doorbell (in its VCI 0): whoever
+//! own, so what a message and its receive name must agree); a receive or
+//! probe whose word is made by [`on_every_vci`] looks on every VCI, for
+//! messages sent on their thread's VCI ([`Endpoint::thread_vci`]; see
+//! `spread.rs`). Each rank has one doorbell (in its VCI 0): whoever
 //! waits sleeps there, and a waiter sweeps the other VCIs of its process
 //! now and then, so no request starves behind a VCI nobody waits on. Ranks are the node segment's local ranks;
 //! `HMPI_RANK` and `HMPI_SIZE`, when set (by the launcher), must agree with
@@ -73,7 +76,7 @@ static CREATED: AtomicBool = AtomicBool::new(false);
 pub const CONTEXT_MAX: u32 = (1 << SENDER_SHIFT) - 1;
 
 /// Where a context word keeps the number of the VCI it names.
-const VCI_SHIFT: u32 = 28;
+pub(crate) const VCI_SHIFT: u32 = 28;
 
 /// Where a context word keeps the index of the sending endpoint among its
 /// process's endpoints ([`from_sender`]).
@@ -149,6 +152,8 @@ pub const fn status_source(source: i32, context: u32) -> i32 {
 pub const fn on_vci(context: u32, v: usize) -> u32 {
     (context & ((1 << VCI_SHIFT) - 1)) | (((v as u32 & 0x7) + 1) << VCI_SHIFT)
 }
+
+pub use crate::spread::{is_every_vci, on_every_vci, thread_index};
 
 /// How [`Endpoint::isend`] and [`Endpoint::send`] complete a send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -825,6 +830,15 @@ impl Endpoint {
             return Ok(Start::Finished(Status::empty()));
         }
         let target = Target::Buffer { buf, cap: len };
+        if is_every_vci(context) {
+            let Some(out) = place() else {
+                return Ok(Start::NoPlace);
+            };
+            // SAFETY: as below; `place` gave `out` for a request (the
+            // caller's contract).
+            unsafe { out.write(self.post_spread(target, source, tag, context)) };
+            return Ok(Start::Written);
+        }
         let place = || place().ok_or(());
         // SAFETY: as in `irecv`: the caller keeps `buf` valid until the
         // request completes.
@@ -859,6 +873,10 @@ impl Endpoint {
         let v = self.vci_of(context);
         if source == PROC_NULL {
             return Ok(Request::complete(self, v, Status::empty()));
+        }
+        if is_every_vci(context) {
+            // SAFETY: the caller's contract.
+            return Ok(unsafe { self.post_spread(target, source, tag, context) });
         }
         // SAFETY: the caller's contract.
         let posted = unsafe { self.vcis[v].post_recv(target, source, tag, context, || Ok(())) };
@@ -951,6 +969,10 @@ impl Endpoint {
             *out = Status::empty();
             return Ok(());
         };
+        if is_every_vci(context) {
+            // SAFETY: the caller's contract.
+            return unsafe { self.recv_spread(target, key, out) };
+        }
         let vci = &self.vcis[v];
         let mut seen = u64::MAX;
         self.wait_on(v, Watch::source(source, context), |full| {
@@ -972,6 +994,9 @@ impl Endpoint {
         let Some((v, key)) = self.recv_key(source, tag, context)? else {
             return Ok(Some(Status::empty()));
         };
+        if is_every_vci(context) {
+            return Ok(self.iprobe_spread(key));
+        }
         let vci = &self.vcis[v];
         let found = vci.iprobe(&mut vci.lock(), key);
         Ok(found)
@@ -983,6 +1008,9 @@ impl Endpoint {
         let Some((v, key)) = self.recv_key(source, tag, context)? else {
             return Ok(Status::empty());
         };
+        if is_every_vci(context) {
+            return self.probe_spread(key);
+        }
         let vci = &self.vcis[v];
         self.wait_on(v, Watch::source(source, context), |_| {
             vci.iprobe(&mut vci.lock(), key)
@@ -1003,6 +1031,9 @@ impl Endpoint {
         let Some((v, key)) = self.recv_key(source, tag, context)? else {
             return Ok(Some(self.no_proc_message()));
         };
+        if is_every_vci(context) {
+            return Ok(self.improbe_spread(key));
+        }
         let vci = &self.vcis[v];
         let found = vci.take_unexpected(&mut vci.lock(), key);
         Ok(found.map(|(a, st)| (Message::new(self, v, Some(a), st), st)))
@@ -1014,6 +1045,9 @@ impl Endpoint {
         let Some((v, key)) = self.recv_key(source, tag, context)? else {
             return Ok(self.no_proc_message());
         };
+        if is_every_vci(context) {
+            return self.mprobe_spread(key);
+        }
         let vci = &self.vcis[v];
         let (a, st): (Arrival, Status) = self
             .wait_on(v, Watch::source(source, context), |_| {

@@ -37,7 +37,9 @@
 //! `fastbox/ring.rs`, the lane lock in `fastbox/lane_lock.rs`), [`vci`] (a
 //! VCI's shared and private parts, its lock), `progress.rs` (draining the
 //! queue and the fast boxes, matching passes, the sweep of other VCIs),
-//! `post.rs` (posting receives, blocking attempts, probes), `deliver.rs`
+//! `post.rs` (posting receives, blocking attempts, probes), `spread.rs`
+//! (receives and probes on every VCI, for senders spread by thread:
+//! [`endpoint::on_every_vci`], [`Endpoint::thread_vci`]), `deliver.rs`
 //! (moving a matched message's data), one file per protocol —
 //! `immediate.rs`, `single_copy.rs`, `synergistic.rs`,
 //! [`kernel_assisted`], `two_copy.rs`, [`owned`] — and `wait.rs`,
@@ -91,6 +93,7 @@ pub mod request;
 mod single_copy;
 pub mod slots;
 mod solo;
+mod spread;
 mod stats;
 mod synergistic;
 mod two_copy;

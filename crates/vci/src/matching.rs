@@ -32,6 +32,8 @@ use crate::request::Status;
 use crate::{ANY_SOURCE, ANY_TAG};
 use std::collections::VecDeque;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 /// Where a receive puts the message it matches.
 #[derive(Debug, Clone, Copy)]
@@ -157,6 +159,42 @@ pub(crate) enum RecvState {
 pub(crate) struct RecvSlot {
     pub target: Target,
     pub state: RecvState,
+    /// For a part of a receive posted on several VCIs
+    /// ([`crate::spread`]): the claim its parts share.
+    pub claim: Option<PartClaim>,
+}
+
+/// Marks a posted-list entry that is one part of a receive posted on
+/// several VCIs ([`crate::spread`]); the rest of the entry's id is its
+/// slot. Slot indices stay far below it.
+pub(crate) const SPREAD_PART: u32 = 1 << 31;
+
+/// The claim word a receive's parts share (see [`crate::spread`]) and the
+/// value this part writes to win it.
+#[derive(Debug)]
+pub(crate) struct PartClaim {
+    pub word: Arc<AtomicU32>,
+    pub mine: u32,
+}
+
+impl PartClaim {
+    /// Takes the receive for this part if no part has matched and the
+    /// receive is not cancelled.
+    pub(crate) fn claim(&self) -> bool {
+        // AcqRel/Acquire: the word decides which part matches; what that
+        // part delivers is published by its VCI lock, under which the
+        // request collects it, so Relaxed would do. The stronger orders
+        // cost nothing on this cold path and let a reader of the word
+        // (`Spread::claimed`, Acquire) rely on it alone.
+        self.word
+            .compare_exchange(
+                crate::spread::OPEN,
+                self.mine,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
 }
 
 /// The private part of a VCI, under the VCI lock.
@@ -204,10 +242,52 @@ impl Private {
         Some(s)
     }
 
-    /// Takes the earliest posted receive matching `m` off the posted list.
+    /// Takes the earliest posted receive matching `m` off the posted list
+    /// and returns its slot.
+    #[inline]
     pub(crate) fn match_posted(&mut self, m: &Key) -> Option<u32> {
         let i = self.posted.iter().position(|(k, _)| k.matches(m))?;
-        take_at(&mut self.posted, i).map(|(_, id)| id)
+        let (_, id) = take_at(&mut self.posted, i)?;
+        if id & SPREAD_PART == 0 {
+            return Some(id);
+        }
+        self.match_part(m, i, id)
+    }
+
+    /// [`Private::match_posted`] when the match at `i` (taken off the
+    /// list, id `id`) is a part of a receive posted on several VCIs: the
+    /// part matches if it wins its receive's claim; a part whose receive
+    /// another part (or a cancel) took is dropped here (its request
+    /// withdraws its slot) and the search goes on after it.
+    #[cold]
+    fn match_part(&mut self, m: &Key, mut i: usize, mut id: u32) -> Option<u32> {
+        loop {
+            if id & SPREAD_PART == 0 {
+                return Some(id);
+            }
+            let slot = id & !SPREAD_PART;
+            let won = self
+                .slots
+                .get(slot as usize)
+                .and_then(|s| s.as_ref())
+                .and_then(|s| s.claim.as_ref())
+                .is_some_and(PartClaim::claim);
+            if won {
+                return Some(slot);
+            }
+            i += self.posted.range(i..).position(|(k, _)| k.matches(m))?;
+            id = take_at(&mut self.posted, i)?.1;
+        }
+    }
+
+    /// Withdraws part `slot` of a receive posted on several VCIs: its
+    /// posted entry (if no progress dropped it) and its slot.
+    pub(crate) fn withdraw_part(&mut self, slot: u32) {
+        let entry = slot | SPREAD_PART;
+        if let Some(i) = self.posted.iter().position(|&(_, x)| x == entry) {
+            let _ = take_at(&mut self.posted, i);
+        }
+        let _ = self.remove(slot);
     }
 
     /// Takes the earliest unexpected message matching `k` off the list.
@@ -232,7 +312,7 @@ impl Private {
 
 /// Takes entry `i` off `list`. A match is usually the oldest entry: that
 /// one comes off the front without `remove`'s shifting logic.
-fn take_at<T>(list: &mut VecDeque<T>, i: usize) -> Option<T> {
+pub(crate) fn take_at<T>(list: &mut VecDeque<T>, i: usize) -> Option<T> {
     if i == 0 {
         list.pop_front()
     } else {

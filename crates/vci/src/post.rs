@@ -96,6 +96,7 @@ impl Vci {
         let id = p.insert(RecvSlot {
             target,
             state: RecvState::Posted,
+            claim: None,
         });
         p.posted.push_back((key, id));
         Posted::Waiting(id, at)

@@ -34,6 +34,7 @@ use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::liveness::Watch;
 use crate::matching::Private;
+use crate::spread::Spread;
 use crate::vci::{PrivateGuard, Vci};
 use crate::{ANY_TAG, PROC_NULL};
 use std::marker::PhantomData;
@@ -130,6 +131,8 @@ enum State {
     },
     /// A receive registered with the VCI under this id.
     Recv(u32),
+    /// A receive posted on several VCIs ([`crate::spread`]).
+    Spread(Box<Spread>),
 }
 
 /// A nonblocking send or receive. `'a` covers the endpoint and the buffer.
@@ -158,6 +161,8 @@ const NEVER: u64 = u64::MAX;
 enum Depends {
     Peer(i32),
     Recv(u32),
+    /// A receive posted on several VCIs: its source and plain context.
+    Source(i32, u32),
     Nothing,
 }
 
@@ -177,6 +182,7 @@ impl Depends {
                     None => Watch::Nothing,
                 }
             }
+            Depends::Source(source, context) => Watch::source(source, context),
             Depends::Nothing => Watch::Nothing,
         }
     }
@@ -231,6 +237,40 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// The request of a receive posted on several VCIs (waiting on VCI
+    /// `vci`, its first).
+    pub(crate) fn spread(ep: &'a Endpoint, vci: usize, spread: Spread) -> Self {
+        Request {
+            ep,
+            vci,
+            state: State::Spread(Box::new(spread)),
+            seen: NEVER,
+            _buf: PhantomData,
+        }
+    }
+
+    /// Whether this is a pending receive posted on several VCIs.
+    #[inline(always)]
+    fn is_spread(&self) -> bool {
+        matches!(self.state, State::Spread(_))
+    }
+
+    /// One attempt of a receive posted on several VCIs (no VCI lock
+    /// held): progresses its VCIs until one of its parts has matched,
+    /// then withdraws them all and completes.
+    #[cold]
+    fn attempt_spread(&mut self) -> Option<Status> {
+        let State::Spread(s) = &self.state else {
+            return None;
+        };
+        let st = match s.progress(self.ep) {
+            crate::spread::OPEN => return None,
+            won => s.finish(self.ep, won),
+        };
+        self.state = State::Complete(st);
+        Some(st)
+    }
+
     /// A pending send whose receiver asked for help with a synergistic
     /// copy: copy blocks (without the VCI lock).
     fn help(&self) {
@@ -274,6 +314,9 @@ impl<'a> Request<'a> {
             State::Complete(st) => return Some(st),
             State::Send { .. } => return Self::poll_send(state),
             State::Recv(id) => vci.take_recv(p, id)?,
+            // Finished by `attempt_spread`, which takes its VCIs' locks
+            // one by one (never under another's).
+            State::Spread(_) => return None,
         };
         *state = State::Complete(st);
         Some(st)
@@ -312,6 +355,9 @@ impl<'a> Request<'a> {
         self.help();
         if let Some(st) = Self::poll_send(&mut self.state) {
             return Some(st);
+        }
+        if self.is_spread() {
+            return self.attempt_spread();
         }
         let vci = self.ep.vci_at(self.vci);
         if !full && !vci.news(self.seen) {
@@ -370,8 +416,16 @@ impl<'a> Request<'a> {
     /// completes with `cancelled` set. Returns whether it was cancelled (a
     /// send, or a receive that already matched, is not).
     pub fn cancel(&mut self) -> bool {
-        match self.state {
-            State::Recv(id) => self.ep.vci_at(self.vci).cancel_recv(id),
+        match &self.state {
+            State::Recv(id) => self.ep.vci_at(self.vci).cancel_recv(*id),
+            State::Spread(s) => {
+                if !s.cancel() {
+                    return false;
+                }
+                let st = s.finish(self.ep, crate::spread::CANCELLED);
+                self.state = State::Complete(st);
+                true
+            }
             _ => false,
         }
     }
@@ -383,6 +437,7 @@ impl<'a> Request<'a> {
             State::Complete(_) => Depends::Nothing,
             State::Send { status, .. } => Depends::Peer(status.source),
             State::Recv(id) => Depends::Recv(id),
+            State::Spread(ref s) => Depends::Source(s.source, s.context),
         }
     }
 
@@ -393,14 +448,23 @@ impl<'a> Request<'a> {
     /// that matched meanwhile is left to finish.
     fn abandon(&mut self, rank: u32) {
         let failed = StatusError::ProcFailed { rank };
-        match self.state {
+        match &self.state {
             State::Complete(_) => {}
-            State::Send { mut status, .. } => {
+            State::Spread(s) => {
+                if s.cancel() {
+                    let mut st = s.finish(self.ep, crate::spread::CANCELLED);
+                    st.cancelled = false;
+                    st.source = rank as i32;
+                    st.error = Some(failed);
+                    self.state = State::Complete(st);
+                }
+            }
+            &State::Send { mut status, .. } => {
                 status.error = Some(failed);
                 status.count = 0;
                 self.state = State::Complete(status);
             }
-            State::Recv(id) => {
+            &State::Recv(id) => {
                 let vci = self.ep.vci_at(self.vci);
                 if vci.cancel_recv(id) {
                     let mut g = vci.lock();
@@ -488,6 +552,12 @@ fn poll_set(requests: &mut [Option<Request<'_>>], full: bool) -> bool {
     for r in requests.iter_mut().flatten() {
         if r.is_complete() || Request::poll_send(&mut r.state).is_some() {
             any = true;
+            continue;
+        }
+        if r.is_spread() {
+            // Its VCIs' locks are taken one by one, none held meanwhile.
+            drop(held.take());
+            any |= r.attempt_spread().is_some();
             continue;
         }
         let vci: &Vci = r.ep.vci_at(r.vci);
@@ -580,6 +650,14 @@ fn poll_run<'a, S: RequestSlot<'a>>(requests: &mut [S], full: bool) {
     let mut held: Option<(usize, PrivateGuard<'a>)> = None;
     for r in requests.iter_mut().filter_map(S::request) {
         if r.is_complete() || Request::poll_send(&mut r.state).is_some() {
+            continue;
+        }
+        if r.is_spread() {
+            // Its VCIs' locks are taken one by one, none held meanwhile.
+            drop(held.take());
+            if r.attempt_spread().is_none() {
+                return;
+            }
             continue;
         }
         let vci: &Vci = r.ep.vci_at(r.vci);

@@ -37,6 +37,7 @@ const ROLES: &[(&str, fn())] = &[
     ("fastbox-order", fastbox_order_rank),
     ("fastbox-unexpected", fastbox_unexpected_rank),
     ("fastbox-posted", fastbox_posted_rank),
+    ("every-vci", every_vci_rank),
 ];
 
 const TESTS: &[(&str, fn())] = &[
@@ -117,6 +118,10 @@ const TESTS: &[(&str, fn())] = &[
     (
         "real_locks_pingpong_order_threads_and_mprobe",
         real_locks_pingpong_order_threads_and_mprobe,
+    ),
+    (
+        "receives_on_every_vci_take_each_message_once",
+        receives_on_every_vci_take_each_message_once,
     ),
 ];
 
@@ -203,6 +208,22 @@ fn real_locks_pingpong_order_threads_and_mprobe() {
         "mprobe",
     ] {
         run_ok(role, 2, &real);
+    }
+}
+
+/// Senders spread over VCIs by thread, receives and probes on every VCI
+/// (`on_every_vci`), with 4 VCIs, solo mode and real locks, and with one
+/// VCI (where the words fall back to the plain context's).
+fn receives_on_every_vci_take_each_message_once() {
+    for (vcis, solo) in [("4", "1"), ("4", "0"), ("3", "1"), ("1", "1")] {
+        run_ok(
+            "every-vci",
+            2,
+            &[
+                (vci::config::VCIS_VAR, vcis.to_string()),
+                (vci::config::SOLO_VAR, solo.to_string()),
+            ],
+        );
     }
 }
 
@@ -1339,6 +1360,208 @@ fn mprobe_rank() {
     }
     ep.barrier();
     assert!(me == 0 || ep.stats().matched_probe == 2 * M as u64 + 1);
+    ep.barrier();
+}
+
+// ------------------------------------------------------------ every VCI
+
+/// Receives and probes on every VCI against senders spread by thread:
+/// four threads of rank 0 send messages of one tag (immediate, fast box,
+/// single copy) on their threads' VCIs; three threads of rank 1 take them
+/// with posted receives (a window, wildcards), blocking receives and
+/// matched probes. Every message arrives exactly once, intact; several
+/// VCIs carried them. Then: receives posted on every VCI before a
+/// synchronous send towards each other (no deadlock), a cancelled one, a
+/// probe, and a request set mixing such receives with plain ones.
+fn every_vci_rank() {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    let ep = endpoint();
+    let me = ep.rank();
+    let peer = 1 - me;
+    const CTX: u32 = 6;
+    const SENDERS: usize = 4;
+    const M: usize = 150;
+    const RECEIVERS: usize = 3;
+    let len_of = |i: usize| [4, 40, 200, 3000, 70_000][i % 5];
+    let any = vci::endpoint::on_every_vci(CTX);
+    if me == 0 {
+        std::thread::scope(|s| {
+            for t in 0..SENDERS {
+                let ep = &ep;
+                s.spawn(move || {
+                    let word = ep.thread_vci(CTX);
+                    for i in 0..M {
+                        let n = t * M + i;
+                        let m = numbered(n, len_of(n));
+                        if i % 3 == 0 {
+                            isend(ep, &m, peer, 7, word).unwrap().wait().unwrap();
+                        } else {
+                            ep.send(&m, peer, 7, word, SendMode::Standard).unwrap();
+                        }
+                    }
+                });
+            }
+        });
+    } else {
+        let taken = AtomicUsize::new(0);
+        let seen: Vec<Vec<usize>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..RECEIVERS)
+                .map(|r| {
+                    let (ep, taken) = (&ep, &taken);
+                    s.spawn(move || {
+                        let mut mine = Vec::new();
+                        let mut got = |buf: &[u8], st: Status| {
+                            let n = number_of(buf);
+                            assert_eq!(st.count as usize, len_of(n));
+                            assert_eq!(&buf[..len_of(n)], &numbered(n, len_of(n))[..]);
+                            assert_eq!((st.source, st.tag), (0, 7));
+                            mine.push(n);
+                        };
+                        let total = SENDERS * M;
+                        // Each pass claims the messages it takes first.
+                        while taken.load(Relaxed) < total {
+                            let want = 4.min(total - taken.fetch_add(4, Relaxed).min(total));
+                            if want == 0 {
+                                break;
+                            }
+                            match r {
+                                0 => {
+                                    let mut bufs = vec![vec![0u8; 70_000]; want];
+                                    let reqs: Vec<_> = bufs
+                                        .iter_mut()
+                                        .enumerate()
+                                        .map(|(k, b)| {
+                                            let (src, tag) = if k % 2 == 0 {
+                                                (ANY_SOURCE, ANY_TAG)
+                                            } else {
+                                                (0, 7)
+                                            };
+                                            // SAFETY: waited for below.
+                                            unsafe {
+                                                ep.irecv(b.as_mut_ptr(), b.len(), src, tag, any)
+                                            }
+                                            .unwrap()
+                                        })
+                                        .collect();
+                                    let sts = ep.wait_all(reqs).unwrap();
+                                    for (b, st) in bufs.iter().zip(sts) {
+                                        got(b, st);
+                                    }
+                                }
+                                1 => {
+                                    for _ in 0..want {
+                                        let mut b = vec![0u8; 70_000];
+                                        let st = recv(ep, &mut b, 0, ANY_TAG, any).unwrap();
+                                        got(&b, st);
+                                    }
+                                }
+                                _ => {
+                                    for k in 0..want {
+                                        let (msg, st) = if k % 2 == 0 {
+                                            ep.mprobe(ANY_SOURCE, 7, any).unwrap()
+                                        } else {
+                                            loop {
+                                                if let Some(f) = ep.improbe(0, 7, any).unwrap() {
+                                                    break f;
+                                                }
+                                                std::thread::yield_now();
+                                            }
+                                        };
+                                        let mut b = vec![0u8; st.count as usize];
+                                        let st2 = msg.recv_into(&mut b).unwrap();
+                                        assert_eq!(st2, st);
+                                        got(&b, st);
+                                    }
+                                }
+                            }
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut all = seen.concat();
+        all.sort_unstable();
+        assert_eq!(all, (0..SENDERS * M).collect::<Vec<_>>());
+        let vcis = ep.vci_count();
+        let carried = (0..vcis)
+            .filter(|&v| ep.vci_stats(v).unwrap().received() > 0)
+            .count();
+        println!("every-vci: {vcis} VCIs, {carried} carried messages");
+        assert_eq!(
+            carried,
+            vcis.min(SENDERS),
+            "the senders' threads use their own VCIs"
+        );
+        // Nothing is left posted or unexpected: the stale parts are gone.
+        assert!(ep.iprobe(ANY_SOURCE, ANY_TAG, any).unwrap().is_none());
+    }
+    ep.barrier();
+    // Receives posted on every VCI, then synchronous sends towards each
+    // other from two threads: each receive is matchable before its
+    // thread's send waits for its own match.
+    std::thread::scope(|s| {
+        for t in 0..2 {
+            let ep = &ep;
+            s.spawn(move || {
+                let mut b = [0u8; 64];
+                // SAFETY: waited for below.
+                let r = unsafe { ep.irecv(b.as_mut_ptr(), b.len(), peer, 20 + t, any) }.unwrap();
+                let m = numbered(t as usize, 64);
+                ep.send(&m, peer, 20 + t, ep.thread_vci(CTX), SendMode::Synchronous)
+                    .unwrap();
+                let st = r.wait().unwrap();
+                assert_eq!((st.tag, number_of(&b)), (20 + t, t as usize));
+            });
+        }
+    });
+    // A cancelled receive on every VCI; a probe; a set with plain receives.
+    let mut b = [0u8; 8];
+    // SAFETY: completed below.
+    let mut r = unsafe { ep.irecv(b.as_mut_ptr(), b.len(), peer, 999, any) }.unwrap();
+    assert!(r.cancel());
+    assert!(r.wait().unwrap().cancelled);
+    ep.barrier();
+    if me == 0 {
+        ep.send(
+            &numbered(1, 8),
+            peer,
+            5,
+            ep.thread_vci(CTX),
+            SendMode::Standard,
+        )
+        .unwrap();
+        ep.send(&numbered(2, 8), peer, 6, CTX, SendMode::Standard)
+            .unwrap();
+        ep.send(
+            &numbered(3, 5000),
+            peer,
+            8,
+            ep.thread_vci(CTX),
+            SendMode::Standard,
+        )
+        .unwrap();
+    } else {
+        let st = ep.probe(0, 5, any).unwrap();
+        assert_eq!((st.tag, st.count), (5, 8));
+        let mut b1 = [0u8; 8];
+        let mut b2 = [0u8; 8];
+        let mut b3 = vec![0u8; 5000];
+        // SAFETY: waited for below.
+        let mut set = unsafe {
+            [
+                Some(ep.irecv(b3.as_mut_ptr(), b3.len(), 0, 8, any).unwrap()),
+                Some(ep.irecv(b1.as_mut_ptr(), 8, 0, 5, any).unwrap()),
+                Some(ep.irecv(b2.as_mut_ptr(), 8, 0, 6, CTX).unwrap()),
+            ]
+        };
+        let mut done = 0;
+        while done < 3 {
+            done += vci::wait_some(&mut set).len();
+        }
+        assert_eq!((number_of(&b1), number_of(&b2), number_of(&b3)), (1, 2, 3));
+    }
     ep.barrier();
 }
 
