@@ -238,6 +238,7 @@ fn suite(universe: &hmpi_core::Universe, world: &SpanningCommunicator) {
     threads(world);
     stencil(world);
     collectives(world);
+    predefined_reductions(world);
     scans(world);
     nonblocking_collectives(world);
     split_and_dup(world);
@@ -740,6 +741,124 @@ fn collectives(world: &SpanningCommunicator) {
     let got = world.all_to_all(&a2a, 2).unwrap();
     let want: Vec<i32> = (0..size).flat_map(|s| [s, rank]).collect();
     assert_eq!(got, want);
+    world.barrier().unwrap();
+}
+
+/// `all_reduce_into` with predefined operations (hmpi's kernels on the
+/// node, `MPI_Allreduce` among the leaders; 128-bit integers through the
+/// leaders' exchange) against a serial fold, on the world and on a
+/// communicator whose nodes' ranks are not consecutive; float sums
+/// bit-identical on every rank and in every call; bad arguments refused.
+fn predefined_reductions(world: &SpanningCommunicator) {
+    use hmpi_core::op::SystemOperation as Op;
+    let mixed = world
+        .split(Some(0), (world.rank() % 2) * world.size() + world.rank())
+        .unwrap()
+        .unwrap();
+    for c in [world, &mixed] {
+        let (rank, size) = (world.rank(), c.size());
+        // Integers: every operation that applies, 1 and 1000 elements.
+        let ops = [
+            Op::sum(),
+            Op::product(),
+            Op::max(),
+            Op::min(),
+            Op::logical_and(),
+            Op::logical_or(),
+            Op::logical_xor(),
+            Op::bitwise_and(),
+            Op::bitwise_or(),
+            Op::bitwise_xor(),
+        ];
+        let v = |r: i32, n: usize| -> Vec<i64> {
+            (0..n as i64)
+                .map(|i| (i * 7 + i64::from(r) * 13) % 11 - 3)
+                .collect()
+        };
+        for op in ops {
+            for n in [1usize, 1000] {
+                let mut got = vec![0i64; n];
+                c.all_reduce_into(&v(rank, n), &mut got, op).unwrap();
+                let mut want = v(0, n);
+                for r in 1..world.size() {
+                    for (w, x) in want.iter_mut().zip(v(r, n)) {
+                        *w = match op {
+                            Op::Sum => w.wrapping_add(x),
+                            Op::Product => w.wrapping_mul(x),
+                            Op::Max => (*w).max(x),
+                            Op::Min => (*w).min(x),
+                            Op::LogicalAnd => i64::from(*w != 0 && x != 0),
+                            Op::LogicalOr => i64::from(*w != 0 || x != 0),
+                            Op::LogicalXor => i64::from((*w != 0) != (x != 0)),
+                            Op::BitwiseAnd => *w & x,
+                            Op::BitwiseOr => *w | x,
+                            Op::BitwiseXor => *w ^ x,
+                            _ => unreachable!(),
+                        };
+                    }
+                }
+                assert_eq!(got, want, "{op:?} of {n} i64 over {size}");
+            }
+        }
+        // Narrow and unsigned types, and 128-bit ones (no MPI datatype).
+        let mut b = [0u8; 3];
+        c.all_reduce_into(&[1u8, 200, rank as u8], &mut b, Op::sum())
+            .unwrap();
+        let n = world.size() as u32;
+        let ranks: u32 = (0..n).sum();
+        assert_eq!(b, [n as u8, (200 * n) as u8, ranks as u8], "u8 sums wrap");
+        let mut h = [0u128; 2];
+        let big = (rank as u128) << 100;
+        c.all_reduce_into(&[big, 1], &mut h, Op::sum()).unwrap();
+        assert_eq!(h, [(u128::from(ranks)) << 100, u128::from(n)]);
+        c.all_reduce_into(&[big, rank as u128], &mut h, Op::max())
+            .unwrap();
+        assert_eq!(h, [u128::from(n - 1) << 100, u128::from(n - 1)]);
+        // 1 MiB of f64 whose sums are exact, then inexact sums: the same
+        // bits on every rank and in a second call.
+        let len = (1 << 20) / 8;
+        let send: Vec<f64> = (0..len)
+            .map(|i| (i % 1000) as f64 + f64::from(rank))
+            .collect();
+        let mut got = vec![0f64; len];
+        c.all_reduce_into(&send, &mut got, Op::sum()).unwrap();
+        for (i, g) in got.iter().enumerate() {
+            let want = (i % 1000) as f64 * f64::from(n) + f64::from(ranks);
+            assert_eq!(*g, want, "element {i} of the 1 MiB f64 sum");
+        }
+        let send: Vec<f64> = (0..4096)
+            .map(|i| 0.1 * f64::from(i) + 0.01 * f64::from(rank))
+            .collect();
+        let mut once = vec![0f64; send.len()];
+        let mut twice = vec![0f64; send.len()];
+        c.all_reduce_into(&send, &mut once, Op::sum()).unwrap();
+        c.all_reduce_into(&send, &mut twice, Op::sum()).unwrap();
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
+        assert_eq!(bits(&once), bits(&twice), "float sums differ between calls");
+        let everyone = c.all_gather(&bits(&once)).unwrap();
+        for (r, theirs) in everyone.chunks(send.len()).enumerate() {
+            assert_eq!(theirs, &bits(&once)[..], "rank {r}'s float sums differ");
+        }
+        let mut mx = [0f32; 1];
+        c.all_reduce_into(&[rank as f32 * -1.5], &mut mx, Op::min())
+            .unwrap();
+        assert_eq!(mx[0], (n - 1) as f32 * -1.5);
+        // Empty vectors, and the errors (the same on every rank).
+        let mut none: [u32; 0] = [];
+        c.all_reduce_into(&[], &mut none, Op::sum()).unwrap();
+        assert!(matches!(
+            c.all_reduce_into(&[1.0f64], &mut [0.0], Op::bitwise_and()),
+            Err(hmpi_core::Error::Op { .. })
+        ));
+        assert!(matches!(
+            c.all_reduce_into(&[1u32, 2], &mut [0u32], Op::sum()),
+            Err(hmpi_core::Error::Buffer { .. })
+        ));
+        assert!(matches!(
+            c.all_reduce_into(&[1u32], &mut [0u32], Op::max_loc()),
+            Err(hmpi_core::Error::Op { .. })
+        ));
+    }
     world.barrier().unwrap();
 }
 

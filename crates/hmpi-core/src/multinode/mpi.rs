@@ -1,5 +1,7 @@
 //! The system MPI as the spanning layer uses it: checked wrappers around
-//! rsmpi's raw bindings (`mpi::ffi`), on bytes only (`MPI_UINT8_T`).
+//! rsmpi's raw bindings (`mpi::ffi`), on bytes (`MPI_UINT8_T`), except
+//! reductions of numbers (`MPI_Allreduce`), which take MPI's datatype and
+//! operation for hmpi's ([`datatype_of`], [`op_of`]).
 //!
 //! Every call returns a [`Result`]: the communicators made here use
 //! `MPI_ERRORS_RETURN`, and a failed call becomes [`Error::Comm`] with
@@ -8,7 +10,9 @@
 //! layer above are loops of nonblocking tests, so a thread never holds the
 //! lock while it waits for a peer.
 
+use crate::datatype::BasicType;
 use crate::error::{Error, Result};
+use crate::op::SystemOperation;
 use mpi::ffi;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -112,6 +116,50 @@ fn mpi_tag(tag: i32) -> c_int {
 fn bytes() -> ffi::MPI_Datatype {
     // SAFETY: a constant handle rsmpi's shim initialises at load time.
     unsafe { ffi::RSMPI_UINT8_T }
+}
+
+/// MPI's predefined datatype for elements of `b`, for the fixed-width
+/// numbers MPI names (`None` for the others, such as 128-bit integers).
+pub(crate) fn datatype_of(b: BasicType) -> Option<ffi::MPI_Datatype> {
+    use BasicType::*;
+    // SAFETY: constant handles rsmpi's shim initialises at load time.
+    unsafe {
+        Some(match b {
+            I8 => ffi::RSMPI_INT8_T,
+            U8 => ffi::RSMPI_UINT8_T,
+            I16 => ffi::RSMPI_INT16_T,
+            U16 => ffi::RSMPI_UINT16_T,
+            I32 => ffi::RSMPI_INT32_T,
+            U32 => ffi::RSMPI_UINT32_T,
+            I64 => ffi::RSMPI_INT64_T,
+            U64 => ffi::RSMPI_UINT64_T,
+            F32 => ffi::RSMPI_FLOAT,
+            F64 => ffi::RSMPI_DOUBLE,
+            _ => return None,
+        })
+    }
+}
+
+/// MPI's predefined operation for `s`, for those a collective takes
+/// (`None` for `MAXLOC`, `MINLOC`, `REPLACE` and `NO_OP`).
+pub(crate) fn op_of(s: SystemOperation) -> Option<ffi::MPI_Op> {
+    use SystemOperation::*;
+    // SAFETY: constant handles rsmpi's shim initialises at load time.
+    unsafe {
+        Some(match s {
+            Sum => ffi::RSMPI_SUM,
+            Product => ffi::RSMPI_PROD,
+            Max => ffi::RSMPI_MAX,
+            Min => ffi::RSMPI_MIN,
+            LogicalAnd => ffi::RSMPI_LAND,
+            LogicalOr => ffi::RSMPI_LOR,
+            LogicalXor => ffi::RSMPI_LXOR,
+            BitwiseAnd => ffi::RSMPI_BAND,
+            BitwiseOr => ffi::RSMPI_BOR,
+            BitwiseXor => ffi::RSMPI_BXOR,
+            MaxLoc | MinLoc | Replace | NoOp => return None,
+        })
+    }
 }
 
 /// Whether MPI was finalized (then no handle may be freed).
@@ -299,6 +347,42 @@ impl RawComm {
             "Allreduce",
         )?;
         Ok(out)
+    }
+
+    /// `recv = send` combined over every process with `op` on `count`
+    /// elements of `dt` (`MPI_Allreduce`; MPI's own algorithm and its
+    /// combining order, the same on every process).
+    pub(crate) fn allreduce(
+        &self,
+        send: &[u8],
+        recv: &mut [u8],
+        count: usize,
+        dt: ffi::MPI_Datatype,
+        op: ffi::MPI_Op,
+    ) -> Result<()> {
+        if send.len() != recv.len() || send.as_ptr() == recv.as_ptr() {
+            return Err(Error::Internal(
+                "allreduce: send and receive buffers differ in length or alias".into(),
+            ));
+        }
+        let n = self::count(count)?;
+        check(
+            // SAFETY: `send` and `recv` are distinct buffers of the same
+            // length, which holds `count` elements of `dt` (the caller's
+            // pairing of `dt` with the element type); `op` and `dt` are
+            // predefined handles.
+            call(|| unsafe {
+                ffi::MPI_Allreduce(
+                    send.as_ptr().cast(),
+                    recv.as_mut_ptr().cast(),
+                    n,
+                    dt,
+                    op,
+                    self.handle,
+                )
+            }),
+            "Allreduce",
+        )
     }
 
     /// Every process's `v`, by rank (`MPI_Allgather` of an `i64`).
