@@ -672,7 +672,10 @@ impl RawComm {
             }
         });
         check(rc, "Isend")?;
-        Ok(RawRequest(req))
+        Ok(RawRequest {
+            handle: req,
+            recv_len: None,
+        })
     }
 
     /// Starts receiving into the `len` bytes at `buf` (`MPI_Irecv`).
@@ -705,7 +708,10 @@ impl RawComm {
             }),
             "Irecv",
         )?;
-        Ok(RawRequest(req))
+        Ok(RawRequest {
+            handle: req,
+            recv_len: Some(len),
+        })
     }
 
     /// Takes a matching message if there is one (`MPI_Improbe`).
@@ -802,7 +808,11 @@ impl RawMessage {
 
 /// A pending MPI request.
 #[derive(Debug)]
-pub(crate) struct RawRequest(ffi::MPI_Request);
+pub(crate) struct RawRequest {
+    handle: ffi::MPI_Request,
+    /// A receive's buffer length (`None` for a send).
+    recv_len: Option<usize>,
+}
 
 // SAFETY: a request handle may be tested from any thread (serialised by
 // `call` unless MPI is thread-multiple).
@@ -810,15 +820,32 @@ unsafe impl Send for RawRequest {}
 
 impl RawRequest {
     /// Its status once complete (`MPI_Test`); the request is then gone.
+    ///
+    /// A receive of a message longer than its buffer completes with
+    /// `truncated` in its status rather than as an error: MPI reports it
+    /// as `MPI_ERR_TRUNCATE` and frees the request (Open MPI and MPICH
+    /// alike). What MPI tells of it differs: Open MPI delivers the
+    /// buffer's worth of the message and counts the whole message in the
+    /// status; MPICH delivers nothing and counts 0. The status keeps what
+    /// is known: `len` the bytes delivered (at most the buffer's length),
+    /// `truncated` the message's length when MPI gave it, else the least it
+    /// can have been (the buffer's length + 1).
     pub(crate) fn test(&mut self) -> Result<Option<MpiStatus>> {
         let mut flag: c_int = 0;
         // SAFETY: as in `RawComm::improbe`.
         let mut st: ffi::MPI_Status = unsafe { std::mem::zeroed() };
-        check(
-            // SAFETY: a request MPI gave; outputs writable.
-            call(|| unsafe { ffi::MPI_Test(&mut self.0, &mut flag, &mut st) }),
-            "Test",
-        )?;
+        // SAFETY: a request MPI gave; outputs writable.
+        let rc = call(|| unsafe { ffi::MPI_Test(&mut self.handle, &mut flag, &mut st) });
+        if rc != 0 {
+            if let Some(cap) = self.recv_len.filter(|_| is_truncate(rc)) {
+                let mut out = MpiStatus::from(&st, false)?;
+                let told = out.len;
+                out.len = told.min(cap);
+                out.truncated = Some(if told > cap { told } else { cap + 1 } as u64);
+                return Ok(Some(out));
+            }
+            check(rc, "Test")?;
+        }
         if flag == 0 {
             return Ok(None);
         }
@@ -832,8 +859,20 @@ impl RawRequest {
     /// [`RawRequest::test`] as usual.
     pub(crate) fn cancel(&mut self) -> Result<()> {
         // SAFETY: a request MPI gave.
-        check(call(|| unsafe { ffi::MPI_Cancel(&mut self.0) }), "Cancel")
+        check(
+            call(|| unsafe { ffi::MPI_Cancel(&mut self.handle) }),
+            "Cancel",
+        )
     }
+}
+
+/// Whether MPI's error code `rc` is of class `MPI_ERR_TRUNCATE`.
+fn is_truncate(rc: c_int) -> bool {
+    let mut class: c_int = 0;
+    // SAFETY: any error code may be asked for its class; `class` is
+    // writable.
+    let ok = unsafe { ffi::MPI_Error_class(rc, &mut class) } == 0;
+    ok && class == ffi::MPI_ERR_TRUNCATE as c_int
 }
 
 /// What this layer keeps of an `MPI_Status`.
@@ -843,6 +882,9 @@ pub(crate) struct MpiStatus {
     pub tag: i32,
     pub len: usize,
     pub cancelled: bool,
+    /// For a receive whose message was longer than its buffer: the
+    /// message's length (see [`RawRequest::test`]).
+    pub truncated: Option<u64>,
 }
 
 impl MpiStatus {
@@ -858,6 +900,7 @@ impl MpiStatus {
             tag: st.MPI_TAG,
             len: usize::try_from(n).unwrap_or(0),
             cancelled,
+            truncated: None,
         })
     }
 }
