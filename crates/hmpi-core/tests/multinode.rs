@@ -243,6 +243,7 @@ fn suite(universe: &hmpi_core::Universe, world: &SpanningCommunicator) {
     scans(world);
     nonblocking_collectives(world);
     split_and_dup(world);
+    windows(world);
     errors(world);
     world.barrier().unwrap();
     if rank == 0 {
@@ -1176,6 +1177,123 @@ fn split_and_dup(world: &SpanningCommunicator) {
     let mut b = [0u8; 1];
     let st = dup.recv(&mut b, ANY_SOURCE, 3).unwrap();
     assert_eq!((st.source, b[0]), ((rank + size - 1) % size, b'd'));
+    world.barrier().unwrap();
+}
+
+/// A window across nodes: puts, gets, accumulates and fetch-and-ops to
+/// every member (direct on the node, MPI RMA to other nodes), fences,
+/// exclusive locks that serialise read-modify-writes of local and remote
+/// origins, shared locks, and the errors.
+fn windows(world: &SpanningCommunicator) {
+    use hmpi_core::op::SystemOperation as Op;
+    use hmpi_core::window::LockType;
+    use multinode::SpanWindow;
+    let (rank, size) = (world.rank(), world.size());
+    let n = 2 * size as usize + 4;
+    let (acc, fao, ctr) = (2 * size as u64, 2 * size as u64 + 2, 2 * size as u64 + 3);
+    let win = SpanWindow::<u64>::allocate(world, n).unwrap();
+    assert_eq!((win.len(), win.rank(), win.size()), (n, rank, size));
+    assert_eq!(win.read_local().unwrap(), vec![0; n]);
+    win.fence().unwrap();
+    // Every member puts its pair into its slot of every member.
+    let mine = [rank as u64 * 100 + 1, rank as u64 * 100 + 2];
+    for t in 0..size {
+        win.put(t, &mine, 2 * rank as u64).unwrap();
+        win.accumulate(t, &[1, rank as u64], acc, Op::sum())
+            .unwrap();
+    }
+    win.fence().unwrap();
+    let got = win.read_local().unwrap();
+    for r in 0..size as usize {
+        assert_eq!(
+            got[2 * r..2 * r + 2],
+            [r as u64 * 100 + 1, r as u64 * 100 + 2],
+            "slot {r}"
+        );
+    }
+    let ranks: u64 = (0..size as u64).sum();
+    assert_eq!(got[acc as usize..acc as usize + 2], [size as u64, ranks]);
+    // Gets from every member, of another member's slot.
+    for t in 0..size {
+        let s = (t + rank) % size;
+        let mut b = [0u64; 2];
+        win.get(t, &mut b, 2 * s as u64).unwrap();
+        assert_eq!(b, [s as u64 * 100 + 1, s as u64 * 100 + 2], "get from {t}");
+    }
+    // Fetch-and-add on the last member: every old value once.
+    let last = size - 1;
+    let old = win.fetch_and_op(last, 1, fao, Op::sum()).unwrap();
+    // The target of MPI's atomics must be in MPI until they are done.
+    win.fence().unwrap();
+    let mut olds = world.all_gather(&[old]).unwrap();
+    olds.sort_unstable();
+    assert_eq!(olds, (0..size as u64).collect::<Vec<_>>());
+    // Read-modify-writes under an exclusive lock of member 0 (a local
+    // origin for some, a remote one for others) lose no increment.
+    for _ in 0..5 {
+        let l = win.lock(0, LockType::Exclusive).unwrap();
+        assert!(matches!(
+            win.lock(0, LockType::Shared),
+            Err(hmpi_core::Error::RmaSync { .. })
+        ));
+        let mut v = [0u64];
+        l.get(&mut v, ctr).unwrap();
+        l.put(&[v[0] + 1], ctr).unwrap();
+        l.unlock().unwrap();
+    }
+    win.fence().unwrap();
+    {
+        let l = win.lock(0, LockType::Shared).unwrap();
+        let mut v = [0u64];
+        l.get(&mut v, ctr).unwrap();
+        assert_eq!(v[0], 5 * size as u64);
+        assert_eq!(l.fetch_and_op(0, fao, Op::sum()).unwrap(), 0);
+        l.flush().unwrap();
+    }
+    win.flush_all().unwrap();
+    win.fence().unwrap();
+    // Floats: max through MPI, from every member.
+    let fw = SpanWindow::<f64>::allocate(world, 1).unwrap();
+    for t in 0..size {
+        fw.accumulate(t, &[f64::from(rank) * 1.5], 0, Op::max())
+            .unwrap();
+    }
+    fw.fence().unwrap();
+    assert_eq!(fw.read_local().unwrap(), vec![f64::from(last) * 1.5]);
+    fw.write_local(&[-2.0]).unwrap();
+    fw.fence().unwrap();
+    let mut b = [0f64];
+    fw.get((rank + 1) % size, &mut b, 0).unwrap();
+    assert_eq!(b[0], -2.0);
+    // Errors.
+    let bad = |r: hmpi_core::Result<()>| r.unwrap_err();
+    assert!(matches!(
+        bad(win.put(0, &[1, 2], n as u64 - 1)),
+        hmpi_core::Error::RmaRange { .. }
+    ));
+    assert!(matches!(
+        bad(win.put(last, &[1], u64::MAX)),
+        hmpi_core::Error::RmaRange { .. }
+    ));
+    assert!(matches!(
+        bad(win.get(size, &mut [0], 0)),
+        hmpi_core::Error::Rank { .. }
+    ));
+    assert!(matches!(
+        bad(win.accumulate(last, &[1], 0, Op::replace())),
+        hmpi_core::Error::Op { .. }
+    ));
+    assert!(matches!(
+        bad(fw.accumulate(last, &[1.0], 0, Op::bitwise_or())),
+        hmpi_core::Error::Op { .. }
+    ));
+    assert!(matches!(
+        bad(fw.write_local(&[1.0, 2.0])),
+        hmpi_core::Error::RmaRange { .. }
+    ));
+    fw.fence().unwrap();
+    drop(fw);
+    drop(win);
     world.barrier().unwrap();
 }
 

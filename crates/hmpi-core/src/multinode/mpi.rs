@@ -766,6 +766,273 @@ impl RawComm {
     }
 }
 
+/// An MPI window over memory this layer does not own (`MPI_Win_create`
+/// on a [`RawComm`]), its errors returned, in a passive-target epoch on
+/// every member from creation to drop (`MPI_Win_lock_all` with
+/// `MPI_MODE_NOCHECK`): operations are allowed at any time and completed
+/// by [`RawWin::flush`].
+#[derive(Debug)]
+pub(crate) struct RawWin {
+    handle: ffi::MPI_Win,
+}
+
+// SAFETY: a window handle may be used from any thread (calls are
+// serialised by `call` unless MPI is thread-multiple).
+unsafe impl Send for RawWin {}
+// SAFETY: as above; the handle is never changed after creation.
+unsafe impl Sync for RawWin {}
+
+impl Drop for RawWin {
+    fn drop(&mut self) {
+        // A panicking thread leaves the window to the job's end (the
+        // universe's drop aborts it): freeing is collective, and the peers
+        // may never come.
+        if !finalized() && !std::thread::panicking() {
+            // SAFETY: a window this layer created, in the epoch `create`
+            // opened; nothing else frees it. MPI_Win_free is collective:
+            // every member drops its window at the same point of the
+            // program (the owner's contract, as for MPI).
+            call(|| unsafe {
+                ffi::MPI_Win_unlock_all(self.handle);
+                ffi::MPI_Win_free(&mut self.handle);
+            });
+        }
+    }
+}
+
+impl RawWin {
+    /// `MPI_Win_create` over the `size` bytes at `base` (`disp_unit` bytes
+    /// per displacement) on every member of `comm`, then
+    /// `MPI_Win_lock_all(MPI_MODE_NOCHECK)` (collective).
+    ///
+    /// # Safety
+    /// The memory stays valid for reads and writes by MPI (on behalf of
+    /// any member) until the window is dropped.
+    pub(crate) unsafe fn create(
+        comm: &RawComm,
+        base: *mut u8,
+        size: usize,
+        disp_unit: usize,
+    ) -> Result<RawWin> {
+        let size = ffi::MPI_Aint::try_from(size).map_err(|_| Error::TooLarge {
+            count: size as u64,
+            element_size: 1,
+        })?;
+        let unit = count(disp_unit)?;
+        // SAFETY: a constant handle.
+        let mut handle = unsafe { ffi::RSMPI_WIN_NULL };
+        check(
+            // SAFETY: the caller keeps `size` bytes at `base` valid while
+            // the window lives; `handle` is writable.
+            call(|| unsafe {
+                ffi::MPI_Win_create(
+                    base.cast(),
+                    size,
+                    unit,
+                    ffi::RSMPI_INFO_NULL,
+                    comm.handle,
+                    &mut handle,
+                )
+            }),
+            "Win_create",
+        )?;
+        let win = RawWin { handle };
+        check(
+            // SAFETY: a window just made; the handler is a constant.
+            call(|| unsafe { ffi::MPI_Win_set_errhandler(win.handle, ffi::RSMPI_ERRORS_RETURN) }),
+            "Win_set_errhandler",
+        )?;
+        check(
+            // SAFETY: a window just made, in no epoch yet.
+            call(|| unsafe { ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, win.handle) }),
+            "Win_lock_all",
+        )?;
+        Ok(win)
+    }
+
+    /// `MPI_Put` of the `len` bytes at `src` to displacement `disp` of
+    /// `rank`; complete at the target after [`RawWin::flush`].
+    ///
+    /// # Safety
+    /// `src` holds `len` bytes that stay unchanged until the flush; the
+    /// target's window holds `len` bytes from `disp`.
+    pub(crate) unsafe fn put(
+        &self,
+        src: *const u8,
+        len: usize,
+        rank: i32,
+        disp: u64,
+    ) -> Result<()> {
+        let n = count(len)?;
+        check(
+            // SAFETY: the caller's guarantee; byte datatypes on both sides.
+            call(|| unsafe {
+                ffi::MPI_Put(
+                    src.cast(),
+                    n,
+                    bytes(),
+                    rank,
+                    disp as ffi::MPI_Aint,
+                    n,
+                    bytes(),
+                    self.handle,
+                )
+            }),
+            "Put",
+        )
+    }
+
+    /// `MPI_Get` of `len` bytes from displacement `disp` of `rank` into
+    /// `dst`; there after [`RawWin::flush`].
+    ///
+    /// # Safety
+    /// `dst` is writable for `len` bytes and not otherwise accessed until
+    /// the flush; the target's window holds `len` bytes from `disp`.
+    pub(crate) unsafe fn get(&self, dst: *mut u8, len: usize, rank: i32, disp: u64) -> Result<()> {
+        let n = count(len)?;
+        check(
+            // SAFETY: the caller's guarantee.
+            call(|| unsafe {
+                ffi::MPI_Get(
+                    dst.cast(),
+                    n,
+                    bytes(),
+                    rank,
+                    disp as ffi::MPI_Aint,
+                    n,
+                    bytes(),
+                    self.handle,
+                )
+            }),
+            "Get",
+        )
+    }
+
+    /// `MPI_Accumulate` of `n` elements of `dt` at `src` into displacement
+    /// `disp` of `rank` with `op`.
+    ///
+    /// # Safety
+    /// As for [`RawWin::put`], with `n` elements of `dt`.
+    pub(crate) unsafe fn accumulate(
+        &self,
+        src: *const u8,
+        n: usize,
+        dt: ffi::MPI_Datatype,
+        rank: i32,
+        disp: u64,
+        op: ffi::MPI_Op,
+    ) -> Result<()> {
+        let n = count(n)?;
+        check(
+            // SAFETY: the caller's guarantee; predefined handles.
+            call(|| unsafe {
+                ffi::MPI_Accumulate(
+                    src.cast(),
+                    n,
+                    dt,
+                    rank,
+                    disp as ffi::MPI_Aint,
+                    n,
+                    dt,
+                    op,
+                    self.handle,
+                )
+            }),
+            "Accumulate",
+        )
+    }
+
+    /// `MPI_Fetch_and_op` of one element of `dt`, completed at once (the
+    /// result is read here): the element at `disp` of `rank` before.
+    ///
+    /// # Safety
+    /// `value` and `result` each hold one element of `dt`.
+    pub(crate) unsafe fn fetch_and_op(
+        &self,
+        value: *const u8,
+        result: *mut u8,
+        dt: ffi::MPI_Datatype,
+        rank: i32,
+        disp: u64,
+        op: ffi::MPI_Op,
+    ) -> Result<()> {
+        check(
+            // SAFETY: the caller's guarantee; predefined handles.
+            call(|| unsafe {
+                ffi::MPI_Fetch_and_op(
+                    value.cast(),
+                    result.cast(),
+                    dt,
+                    rank,
+                    disp as ffi::MPI_Aint,
+                    op,
+                    self.handle,
+                )
+            }),
+            "Fetch_and_op",
+        )?;
+        self.flush(rank)
+    }
+
+    /// `MPI_Fetch_and_op` with `MPI_SUM` of one `i64` at `disp` of `rank`,
+    /// completed at once: the element before.
+    pub(crate) fn fetch_add_i64(&self, value: i64, rank: i32, disp: u64) -> Result<i64> {
+        let mut out: i64 = 0;
+        // SAFETY: one i64 each, as MPI_INT64_T.
+        unsafe {
+            self.fetch_and_op(
+                (&value as *const i64).cast(),
+                (&mut out as *mut i64).cast(),
+                ffi::RSMPI_INT64_T,
+                rank,
+                disp,
+                ffi::RSMPI_SUM,
+            )
+        }?;
+        Ok(out)
+    }
+
+    /// `MPI_Win_flush`: this process's operations to `rank` are complete
+    /// at the origin and at the target.
+    pub(crate) fn flush(&self, rank: i32) -> Result<()> {
+        check(
+            // SAFETY: a window in its lock_all epoch.
+            call(|| unsafe { ffi::MPI_Win_flush(rank, self.handle) }),
+            "Win_flush",
+        )
+    }
+
+    /// `MPI_Win_flush_local`: the origin buffers of this process's
+    /// operations to `rank` may be reused (the operations may still be on
+    /// their way to the target).
+    pub(crate) fn flush_local(&self, rank: i32) -> Result<()> {
+        check(
+            // SAFETY: a window in its lock_all epoch.
+            call(|| unsafe { ffi::MPI_Win_flush_local(rank, self.handle) }),
+            "Win_flush_local",
+        )
+    }
+
+    /// `MPI_Win_flush_all`.
+    pub(crate) fn flush_all(&self) -> Result<()> {
+        check(
+            // SAFETY: as above.
+            call(|| unsafe { ffi::MPI_Win_flush_all(self.handle) }),
+            "Win_flush_all",
+        )
+    }
+
+    /// `MPI_Win_sync`: the window's memory and what MPI's operations
+    /// stored agree for this process's loads and stores.
+    pub(crate) fn sync(&self) -> Result<()> {
+        check(
+            // SAFETY: as above.
+            call(|| unsafe { ffi::MPI_Win_sync(self.handle) }),
+            "Win_sync",
+        )
+    }
+}
+
 /// A matched message of [`RawComm::improbe`], to receive with
 /// [`RawMessage::recv`].
 #[derive(Debug)]
