@@ -315,8 +315,9 @@ impl SpanningCommunicator {
     /// node through a receive posted in MPI, what MPI delivers of the
     /// head and tells of the length depends on the MPI: the status's
     /// `count` says how much is in `buf` (the whole buffer under Open MPI,
-    /// nothing under MPICH) and `message_len` is exact under Open MPI, the
-    /// least it can be (the buffer's length + 1) under MPICH.
+    /// nothing under MPICH) and `message_len` is exact under Open MPI (and
+    /// for long messages under MPICH), else the least it can be (the
+    /// buffer's length + 1).
     pub fn recv(&self, buf: &mut [u8], source: i32, tag: i32) -> Result<Status> {
         // SAFETY: the request is waited for before `buf`'s borrow ends.
         let req = unsafe { self.irecv(buf, source, tag) }?;

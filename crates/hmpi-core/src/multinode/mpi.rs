@@ -1093,10 +1093,11 @@ impl RawRequest {
     /// as `MPI_ERR_TRUNCATE` and frees the request (Open MPI and MPICH
     /// alike). What MPI tells of it differs: Open MPI delivers the
     /// buffer's worth of the message and counts the whole message in the
-    /// status; MPICH delivers nothing and counts 0. The status keeps what
-    /// is known: `len` the bytes delivered (at most the buffer's length),
-    /// `truncated` the message's length when MPI gave it, else the least it
-    /// can have been (the buffer's length + 1).
+    /// status; MPICH delivers nothing, and its count is the message's
+    /// length for long messages only. The status keeps what is known:
+    /// `len` the bytes delivered (the buffer's length under Open MPI, 0
+    /// otherwise), `truncated` MPI's count when it exceeds the buffer, else
+    /// the least the message can have been (the buffer's length + 1).
     pub(crate) fn test(&mut self) -> Result<Option<MpiStatus>> {
         let mut flag: c_int = 0;
         // SAFETY: as in `RawComm::improbe`.
@@ -1106,9 +1107,12 @@ impl RawRequest {
         if rc != 0 {
             if let Some(cap) = self.recv_len.filter(|_| is_truncate(rc)) {
                 let mut out = MpiStatus::from(&st, false)?;
+                // Open MPI delivered the buffer's worth and counts the
+                // message; MPICH delivered nothing, and its count is the
+                // message's length only when it exceeds the buffer.
                 let told = out.len;
-                out.len = told.min(cap);
-                out.truncated = Some(if told > cap { told } else { cap + 1 } as u64);
+                out.len = if open_mpi() { cap } else { 0 };
+                out.truncated = Some(told.max(cap + 1) as u64);
                 return Ok(Some(out));
             }
             check(rc, "Test")?;
@@ -1131,6 +1135,13 @@ impl RawRequest {
             "Cancel",
         )
     }
+}
+
+/// Whether the MPI library is Open MPI (asked once).
+fn open_mpi() -> bool {
+    static OPEN_MPI: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OPEN_MPI
+        .get_or_init(|| ::mpi::environment::library_version().is_ok_and(|v| v.contains("Open MPI")))
 }
 
 /// Whether MPI's error code `rc` is of class `MPI_ERR_TRUNCATE`.
