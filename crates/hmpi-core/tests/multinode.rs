@@ -232,15 +232,18 @@ fn suite(universe: &hmpi_core::Universe, world: &SpanningCommunicator) {
     probes(world);
     synchronous(world);
     sizes(world);
+    truncation(world);
     nonblocking(world);
     cancel(world);
     ownership(world);
     threads(world);
     stencil(world);
     collectives(world);
+    predefined_reductions(world);
     scans(world);
     nonblocking_collectives(world);
     split_and_dup(world);
+    windows(world);
     errors(world);
     world.barrier().unwrap();
     if rank == 0 {
@@ -422,6 +425,62 @@ fn sizes(world: &SpanningCommunicator) {
         }
     }
     world.barrier().unwrap();
+}
+
+/// A message longer than the receive buffer, from a peer on this node and
+/// from one on another (a receive posted in MPI): the receive completes
+/// with the truncation in its status, as on the node, not with an error.
+fn truncation(world: &SpanningCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    let open_mpi = multinode::library_version()
+        .unwrap_or_default()
+        .contains("Open MPI");
+    let (to, from) = ((rank + 1) % size, (rank + size - 1) % size);
+    // Open MPI 4's shared-memory transport writes the whole of a message
+    // longer than its eager limit (4 KiB) past a posted receive's buffer
+    // (its single-copy path), so between its virtual nodes only a short
+    // message is truncated here.
+    for (salt, n) in [(60u32, 100usize), (61, 1 << 20)] {
+        let cap = 10 + salt as usize;
+        let skip = |peer: i32| open_mpi && n > 4096 && !world.is_local(peer).unwrap();
+        let out = filled(rank, n, salt);
+        // SAFETY: waited for below, before `out` goes.
+        let sreq = (!skip(to)).then(|| unsafe { world.isend(&out, to, 50, false) }.unwrap());
+        if skip(from) {
+            if let Some(r) = sreq {
+                r.wait().unwrap();
+            }
+            world.barrier().unwrap();
+            continue;
+        }
+        let mut buf = vec![0u8; cap];
+        // SAFETY: waited for below, before `buf` goes.
+        let rreq = unsafe { world.irecv(&mut buf, from, 50) }.unwrap();
+        let st = rreq.wait().unwrap();
+        if let Some(r) = sreq {
+            r.wait().unwrap();
+        }
+        assert_eq!((st.source, st.tag), (from, 50), "truncated status");
+        let Some(hmpi_core::raw::StatusError::Truncate { message_len }) = st.error else {
+            panic!("a truncated receive from {from} reported {:?}", st.error);
+        };
+        let local = world.is_local(from).unwrap();
+        assert!(st.count <= cap as u64);
+        if local || open_mpi {
+            assert_eq!((message_len, st.count), (n as u64, cap as u64));
+        } else {
+            assert!(message_len > cap as u64);
+        }
+        let head = &buf[..st.count as usize];
+        for (i, &b) in head.iter().enumerate() {
+            assert_eq!(
+                b,
+                pattern(from, n, salt, i),
+                "byte {i} of a truncated receive"
+            );
+        }
+        world.barrier().unwrap();
+    }
 }
 
 /// Nonblocking receives, wildcard ones included, match in posting order.
@@ -743,6 +802,124 @@ fn collectives(world: &SpanningCommunicator) {
     world.barrier().unwrap();
 }
 
+/// `all_reduce_into` with predefined operations (hmpi's kernels on the
+/// node, `MPI_Allreduce` among the leaders; 128-bit integers through the
+/// leaders' exchange) against a serial fold, on the world and on a
+/// communicator whose nodes' ranks are not consecutive; float sums
+/// bit-identical on every rank and in every call; bad arguments refused.
+fn predefined_reductions(world: &SpanningCommunicator) {
+    use hmpi_core::op::SystemOperation as Op;
+    let mixed = world
+        .split(Some(0), (world.rank() % 2) * world.size() + world.rank())
+        .unwrap()
+        .unwrap();
+    for c in [world, &mixed] {
+        let (rank, size) = (world.rank(), c.size());
+        // Integers: every operation that applies, 1 and 1000 elements.
+        let ops = [
+            Op::sum(),
+            Op::product(),
+            Op::max(),
+            Op::min(),
+            Op::logical_and(),
+            Op::logical_or(),
+            Op::logical_xor(),
+            Op::bitwise_and(),
+            Op::bitwise_or(),
+            Op::bitwise_xor(),
+        ];
+        let v = |r: i32, n: usize| -> Vec<i64> {
+            (0..n as i64)
+                .map(|i| (i * 7 + i64::from(r) * 13) % 11 - 3)
+                .collect()
+        };
+        for op in ops {
+            for n in [1usize, 1000] {
+                let mut got = vec![0i64; n];
+                c.all_reduce_into(&v(rank, n), &mut got, op).unwrap();
+                let mut want = v(0, n);
+                for r in 1..world.size() {
+                    for (w, x) in want.iter_mut().zip(v(r, n)) {
+                        *w = match op {
+                            Op::Sum => w.wrapping_add(x),
+                            Op::Product => w.wrapping_mul(x),
+                            Op::Max => (*w).max(x),
+                            Op::Min => (*w).min(x),
+                            Op::LogicalAnd => i64::from(*w != 0 && x != 0),
+                            Op::LogicalOr => i64::from(*w != 0 || x != 0),
+                            Op::LogicalXor => i64::from((*w != 0) != (x != 0)),
+                            Op::BitwiseAnd => *w & x,
+                            Op::BitwiseOr => *w | x,
+                            Op::BitwiseXor => *w ^ x,
+                            _ => unreachable!(),
+                        };
+                    }
+                }
+                assert_eq!(got, want, "{op:?} of {n} i64 over {size}");
+            }
+        }
+        // Narrow and unsigned types, and 128-bit ones (no MPI datatype).
+        let mut b = [0u8; 3];
+        c.all_reduce_into(&[1u8, 200, rank as u8], &mut b, Op::sum())
+            .unwrap();
+        let n = world.size() as u32;
+        let ranks: u32 = (0..n).sum();
+        assert_eq!(b, [n as u8, (200 * n) as u8, ranks as u8], "u8 sums wrap");
+        let mut h = [0u128; 2];
+        let big = (rank as u128) << 100;
+        c.all_reduce_into(&[big, 1], &mut h, Op::sum()).unwrap();
+        assert_eq!(h, [(u128::from(ranks)) << 100, u128::from(n)]);
+        c.all_reduce_into(&[big, rank as u128], &mut h, Op::max())
+            .unwrap();
+        assert_eq!(h, [u128::from(n - 1) << 100, u128::from(n - 1)]);
+        // 1 MiB of f64 whose sums are exact, then inexact sums: the same
+        // bits on every rank and in a second call.
+        let len = (1 << 20) / 8;
+        let send: Vec<f64> = (0..len)
+            .map(|i| (i % 1000) as f64 + f64::from(rank))
+            .collect();
+        let mut got = vec![0f64; len];
+        c.all_reduce_into(&send, &mut got, Op::sum()).unwrap();
+        for (i, g) in got.iter().enumerate() {
+            let want = (i % 1000) as f64 * f64::from(n) + f64::from(ranks);
+            assert_eq!(*g, want, "element {i} of the 1 MiB f64 sum");
+        }
+        let send: Vec<f64> = (0..4096)
+            .map(|i| 0.1 * f64::from(i) + 0.01 * f64::from(rank))
+            .collect();
+        let mut once = vec![0f64; send.len()];
+        let mut twice = vec![0f64; send.len()];
+        c.all_reduce_into(&send, &mut once, Op::sum()).unwrap();
+        c.all_reduce_into(&send, &mut twice, Op::sum()).unwrap();
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
+        assert_eq!(bits(&once), bits(&twice), "float sums differ between calls");
+        let everyone = c.all_gather(&bits(&once)).unwrap();
+        for (r, theirs) in everyone.chunks(send.len()).enumerate() {
+            assert_eq!(theirs, &bits(&once)[..], "rank {r}'s float sums differ");
+        }
+        let mut mx = [0f32; 1];
+        c.all_reduce_into(&[rank as f32 * -1.5], &mut mx, Op::min())
+            .unwrap();
+        assert_eq!(mx[0], (n - 1) as f32 * -1.5);
+        // Empty vectors, and the errors (the same on every rank).
+        let mut none: [u32; 0] = [];
+        c.all_reduce_into(&[], &mut none, Op::sum()).unwrap();
+        assert!(matches!(
+            c.all_reduce_into(&[1.0f64], &mut [0.0], Op::bitwise_and()),
+            Err(hmpi_core::Error::Op { .. })
+        ));
+        assert!(matches!(
+            c.all_reduce_into(&[1u32, 2], &mut [0u32], Op::sum()),
+            Err(hmpi_core::Error::Buffer { .. })
+        ));
+        assert!(matches!(
+            c.all_reduce_into(&[1u32], &mut [0u32], Op::max_loc()),
+            Err(hmpi_core::Error::Op { .. })
+        ));
+    }
+    world.barrier().unwrap();
+}
+
 /// The serial prefix of members `0..upto` of `contrib`, combined with
 /// `op` in rank order (`None` for no member).
 fn serial_prefix<T: Copy>(
@@ -1000,6 +1177,123 @@ fn split_and_dup(world: &SpanningCommunicator) {
     let mut b = [0u8; 1];
     let st = dup.recv(&mut b, ANY_SOURCE, 3).unwrap();
     assert_eq!((st.source, b[0]), ((rank + size - 1) % size, b'd'));
+    world.barrier().unwrap();
+}
+
+/// A window across nodes: puts, gets, accumulates and fetch-and-ops to
+/// every member (direct on the node, MPI RMA to other nodes), fences,
+/// exclusive locks that serialise read-modify-writes of local and remote
+/// origins, shared locks, and the errors.
+fn windows(world: &SpanningCommunicator) {
+    use hmpi_core::op::SystemOperation as Op;
+    use hmpi_core::window::LockType;
+    use multinode::SpanWindow;
+    let (rank, size) = (world.rank(), world.size());
+    let n = 2 * size as usize + 4;
+    let (acc, fao, ctr) = (2 * size as u64, 2 * size as u64 + 2, 2 * size as u64 + 3);
+    let win = SpanWindow::<u64>::allocate(world, n).unwrap();
+    assert_eq!((win.len(), win.rank(), win.size()), (n, rank, size));
+    assert_eq!(win.read_local().unwrap(), vec![0; n]);
+    win.fence().unwrap();
+    // Every member puts its pair into its slot of every member.
+    let mine = [rank as u64 * 100 + 1, rank as u64 * 100 + 2];
+    for t in 0..size {
+        win.put(t, &mine, 2 * rank as u64).unwrap();
+        win.accumulate(t, &[1, rank as u64], acc, Op::sum())
+            .unwrap();
+    }
+    win.fence().unwrap();
+    let got = win.read_local().unwrap();
+    for r in 0..size as usize {
+        assert_eq!(
+            got[2 * r..2 * r + 2],
+            [r as u64 * 100 + 1, r as u64 * 100 + 2],
+            "slot {r}"
+        );
+    }
+    let ranks: u64 = (0..size as u64).sum();
+    assert_eq!(got[acc as usize..acc as usize + 2], [size as u64, ranks]);
+    // Gets from every member, of another member's slot.
+    for t in 0..size {
+        let s = (t + rank) % size;
+        let mut b = [0u64; 2];
+        win.get(t, &mut b, 2 * s as u64).unwrap();
+        assert_eq!(b, [s as u64 * 100 + 1, s as u64 * 100 + 2], "get from {t}");
+    }
+    // Fetch-and-add on the last member: every old value once.
+    let last = size - 1;
+    let old = win.fetch_and_op(last, 1, fao, Op::sum()).unwrap();
+    // The target of MPI's atomics must be in MPI until they are done.
+    win.fence().unwrap();
+    let mut olds = world.all_gather(&[old]).unwrap();
+    olds.sort_unstable();
+    assert_eq!(olds, (0..size as u64).collect::<Vec<_>>());
+    // Read-modify-writes under an exclusive lock of member 0 (a local
+    // origin for some, a remote one for others) lose no increment.
+    for _ in 0..5 {
+        let l = win.lock(0, LockType::Exclusive).unwrap();
+        assert!(matches!(
+            win.lock(0, LockType::Shared),
+            Err(hmpi_core::Error::RmaSync { .. })
+        ));
+        let mut v = [0u64];
+        l.get(&mut v, ctr).unwrap();
+        l.put(&[v[0] + 1], ctr).unwrap();
+        l.unlock().unwrap();
+    }
+    win.fence().unwrap();
+    {
+        let l = win.lock(0, LockType::Shared).unwrap();
+        let mut v = [0u64];
+        l.get(&mut v, ctr).unwrap();
+        assert_eq!(v[0], 5 * size as u64);
+        assert_eq!(l.fetch_and_op(0, fao, Op::sum()).unwrap(), 0);
+        l.flush().unwrap();
+    }
+    win.flush_all().unwrap();
+    win.fence().unwrap();
+    // Floats: max through MPI, from every member.
+    let fw = SpanWindow::<f64>::allocate(world, 1).unwrap();
+    for t in 0..size {
+        fw.accumulate(t, &[f64::from(rank) * 1.5], 0, Op::max())
+            .unwrap();
+    }
+    fw.fence().unwrap();
+    assert_eq!(fw.read_local().unwrap(), vec![f64::from(last) * 1.5]);
+    fw.write_local(&[-2.0]).unwrap();
+    fw.fence().unwrap();
+    let mut b = [0f64];
+    fw.get((rank + 1) % size, &mut b, 0).unwrap();
+    assert_eq!(b[0], -2.0);
+    // Errors.
+    let bad = |r: hmpi_core::Result<()>| r.unwrap_err();
+    assert!(matches!(
+        bad(win.put(0, &[1, 2], n as u64 - 1)),
+        hmpi_core::Error::RmaRange { .. }
+    ));
+    assert!(matches!(
+        bad(win.put(last, &[1], u64::MAX)),
+        hmpi_core::Error::RmaRange { .. }
+    ));
+    assert!(matches!(
+        bad(win.get(size, &mut [0], 0)),
+        hmpi_core::Error::Rank { .. }
+    ));
+    assert!(matches!(
+        bad(win.accumulate(last, &[1], 0, Op::replace())),
+        hmpi_core::Error::Op { .. }
+    ));
+    assert!(matches!(
+        bad(fw.accumulate(last, &[1.0], 0, Op::bitwise_or())),
+        hmpi_core::Error::Op { .. }
+    ));
+    assert!(matches!(
+        bad(fw.write_local(&[1.0, 2.0])),
+        hmpi_core::Error::RmaRange { .. }
+    ));
+    fw.fence().unwrap();
+    drop(fw);
+    drop(win);
     world.barrier().unwrap();
 }
 

@@ -10,6 +10,12 @@
 //! combines each node's contributions on its leader first; otherwise every
 //! contribution travels to every rank and each combines them in rank order.
 //!
+//! A reduction with a predefined operation on numbers
+//! ([`SpanningCommunicator::all_reduce_into`]) combines on the node with
+//! hmpi's operation kernels (its reduce and broadcast) and leaves the
+//! leaders' phase to MPI's `MPI_Allreduce` with MPI's datatype and
+//! operation.
+//!
 //! `scatterv`'s and `alltoallv`'s last node-local step is point-to-point
 //! on the heap from the leader to each member, as is that of the scans and
 //! of `reduce_scatter`: each leader combines its node's contributions, the
@@ -19,7 +25,9 @@
 use super::comm::{Inner, SpanningCommunicator};
 use crate::collective::{PartitionMut, Root};
 use crate::comm::{Communicator, SimpleCommunicator};
+use crate::datatype::{BasicType, Datatype, Equivalence};
 use crate::error::{Error, Result};
+use crate::op::{reduce_local, Operation, SystemOperation};
 use crate::raw;
 
 /// Element types the typed collectives take: plain numbers, every byte
@@ -101,6 +109,29 @@ fn as_bytes_mut<T: Plain>(v: &mut [T]) -> &mut [u8] {
     // valid value, so any bytes written leave valid `T`s; the length is
     // the slice's size in bytes.
     unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), std::mem::size_of_val(v)) }
+}
+
+thread_local! {
+    /// Each thread's scratch for the node partial of
+    /// [`SpanningCommunicator::all_reduce_into`] (16-byte words, the
+    /// largest alignment of a `Plain` type); it keeps the largest size
+    /// asked for.
+    static SCRATCH: std::cell::RefCell<Vec<u128>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `n` elements of `T` in `scratch`, grown (zeroed) as needed.
+fn scratch_for<T: Plain>(scratch: &mut Vec<u128>, n: usize) -> &mut [T] {
+    let words = std::mem::size_of::<T>()
+        .saturating_mul(n)
+        .div_ceil(std::mem::size_of::<u128>());
+    if scratch.len() < words {
+        scratch.resize(words, 0);
+    }
+    // SAFETY: the words hold at least `n · size_of::<T>()` initialised
+    // bytes, aligned to 16 (at least `T`'s alignment, `Plain` types being
+    // primitive numbers); every pattern is a valid `T` (`Plain`); the
+    // slice borrows `scratch` exclusively.
+    unsafe { std::slice::from_raw_parts_mut(scratch.as_mut_ptr().cast::<T>(), n) }
 }
 
 /// Pieces as one buffer: their count, their lengths, their bytes.
@@ -495,6 +526,113 @@ impl SpanningCommunicator {
             root.broadcast_into(as_bytes_mut(&mut out))?;
         }
         Ok(out)
+    }
+
+    /// `send` combined element by element over every member with the
+    /// predefined operation `op`, into `recv` on every member
+    /// (`MPI_Allreduce`, rsmpi's `all_reduce_into`). Every member gives as
+    /// many elements as `recv` holds.
+    ///
+    /// The node phases are hmpi's own reduce to the node's leader and
+    /// broadcast from it, combining with hmpi's operation kernels in their
+    /// fixed order; between them the leaders call MPI's `MPI_Allreduce`
+    /// with MPI's datatype and operation, which lets MPI pick its algorithm
+    /// and gives every leader the same bytes. Types and operations MPI has no handle for
+    /// (128-bit integers, `REPLACE`, `NO_OP`) exchange the leaders'
+    /// partials instead and combine them in node order. [`Error::Op`] for
+    /// an operation MPI does not define on `T` (as node-local reductions);
+    /// [`Error::Buffer`] when `send` and `recv` differ in length.
+    pub fn all_reduce_into<T: Plain + Equivalence>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: SystemOperation,
+    ) -> Result<()> {
+        self.active()?;
+        if send.len() != recv.len() {
+            return Err(Error::Buffer {
+                reason: format!(
+                    "allreduce: {} elements to send and room for {}",
+                    send.len(),
+                    recv.len()
+                ),
+            });
+        }
+        let dt = T::equivalent_datatype();
+        let basic = match op {
+            SystemOperation::Replace | SystemOperation::NoOp => dt.basic_type(),
+            _ => op.element_type(&dt)?,
+        };
+        let Some(basic) = basic else {
+            return Ok(());
+        };
+        if send.is_empty() {
+            // Every member gives the same count (MPI's rule): all return.
+            return Ok(());
+        }
+        let i = &self.inner;
+        let c: &SimpleCommunicator = &i.coll_local;
+        let root = c.process_at_rank(0);
+        let alone = c.size() == 1;
+        if c.rank() != 0 {
+            root.reduce_into(send, op)?;
+            return root.broadcast_into(recv);
+        }
+        // The node's partial: hmpi's reduce on the heap (the leader is
+        // the node's lowest rank, so local rank 0), into this thread's
+        // scratch (no allocation or copy per call).
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            let partial: &[T] = if alone {
+                send
+            } else {
+                let partial = scratch_for::<T>(&mut scratch, send.len());
+                root.reduce_into_root(send, &mut *partial, op)?;
+                partial
+            };
+            self.leaders_allreduce(partial, recv, op, basic, &dt)
+        })?;
+        if !alone {
+            root.broadcast_into(recv)?;
+        }
+        Ok(())
+    }
+
+    /// The leaders' phase of [`SpanningCommunicator::all_reduce_into`]:
+    /// `recv` = every node's `partial` combined with `op`.
+    fn leaders_allreduce<T: Plain + Equivalence>(
+        &self,
+        partial: &[T],
+        recv: &mut [T],
+        op: SystemOperation,
+        basic: BasicType,
+        dt: &Datatype,
+    ) -> Result<()> {
+        let i = &self.inner;
+        let leaders = i.leaders()?;
+        match (super::mpi::datatype_of(basic), super::mpi::op_of(op)) {
+            (Some(mdt), Some(mop)) => leaders.allreduce(
+                as_bytes(partial),
+                as_bytes_mut(recv),
+                partial.len(),
+                mdt,
+                mop,
+            )?,
+            _ => {
+                // Folded from the last node's partial down, each step
+                // `acc = partial(n) op acc`: the nodes' order, fixed.
+                let all = leaders.allgather_fixed(as_bytes(partial))?;
+                let len = std::mem::size_of_val(partial);
+                let mut pieces = all.chunks_exact(len).rev();
+                let acc = as_bytes_mut(recv);
+                acc.copy_from_slice(pieces.next().unwrap_or(&[]));
+                let op = Operation::from(op);
+                for p in pieces {
+                    reduce_local(p, &mut *acc, partial.len(), dt, &op)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// `send` combined element by element over every member with `op`,

@@ -311,8 +311,13 @@ impl SpanningCommunicator {
     /// Receives into `buf` from `source` (or `ANY_SOURCE`) with `tag` (or
     /// `ANY_TAG`); the status names the source by its rank here. A message
     /// longer than `buf` leaves its head in `buf` and the truncation in
-    /// the status (from another node through a nonblocking receive, MPI
-    /// reports it as [`Error::Comm`]).
+    /// the status (`error`: [`raw::StatusError::Truncate`]). From another
+    /// node through a receive posted in MPI, what MPI delivers of the
+    /// head and tells of the length depends on the MPI: the status's
+    /// `count` says how much is in `buf` (the whole buffer under Open MPI,
+    /// nothing under MPICH) and `message_len` is exact under Open MPI (and
+    /// for long messages under MPICH), else the least it can be (the
+    /// buffer's length + 1).
     pub fn recv(&self, buf: &mut [u8], source: i32, tag: i32) -> Result<Status> {
         // SAFETY: the request is waited for before `buf`'s borrow ends.
         let req = unsafe { self.irecv(buf, source, tag) }?;
@@ -722,12 +727,17 @@ fn null_status() -> Status {
     Status::empty()
 }
 
+/// A status of MPI's as hmpi's: a truncated receive carries
+/// [`raw::StatusError::Truncate`], as on the node.
 fn remote_status(st: &MpiStatus) -> Status {
     let mut out = Status::empty();
     out.source = st.source;
     out.tag = st.tag;
     out.count = st.len as u64;
     out.cancelled = st.cancelled;
+    out.error = st
+        .truncated
+        .map(|message_len| raw::StatusError::Truncate { message_len });
     out
 }
 

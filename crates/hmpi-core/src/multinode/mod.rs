@@ -38,10 +38,12 @@ mod coll;
 mod comm;
 mod icoll;
 pub(crate) mod mpi;
+mod window;
 
 pub use coll::Plain;
 pub use comm::{SpanRequest, SpanningCommunicator};
 pub use icoll::CollRequest;
+pub use window::{SpanLock, SpanWindow};
 
 use crate::error::{Error, Result};
 use mpi::RawComm;

@@ -1,5 +1,7 @@
 //! The system MPI as the spanning layer uses it: checked wrappers around
-//! rsmpi's raw bindings (`mpi::ffi`), on bytes only (`MPI_UINT8_T`).
+//! rsmpi's raw bindings (`mpi::ffi`), on bytes (`MPI_UINT8_T`), except
+//! reductions of numbers (`MPI_Allreduce`), which take MPI's datatype and
+//! operation for hmpi's ([`datatype_of`], [`op_of`]).
 //!
 //! Every call returns a [`Result`]: the communicators made here use
 //! `MPI_ERRORS_RETURN`, and a failed call becomes [`Error::Comm`] with
@@ -8,7 +10,9 @@
 //! layer above are loops of nonblocking tests, so a thread never holds the
 //! lock while it waits for a peer.
 
+use crate::datatype::BasicType;
 use crate::error::{Error, Result};
+use crate::op::SystemOperation;
 use mpi::ffi;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -112,6 +116,50 @@ fn mpi_tag(tag: i32) -> c_int {
 fn bytes() -> ffi::MPI_Datatype {
     // SAFETY: a constant handle rsmpi's shim initialises at load time.
     unsafe { ffi::RSMPI_UINT8_T }
+}
+
+/// MPI's predefined datatype for elements of `b`, for the fixed-width
+/// numbers MPI names (`None` for the others, such as 128-bit integers).
+pub(crate) fn datatype_of(b: BasicType) -> Option<ffi::MPI_Datatype> {
+    use BasicType::*;
+    // SAFETY: constant handles rsmpi's shim initialises at load time.
+    unsafe {
+        Some(match b {
+            I8 => ffi::RSMPI_INT8_T,
+            U8 => ffi::RSMPI_UINT8_T,
+            I16 => ffi::RSMPI_INT16_T,
+            U16 => ffi::RSMPI_UINT16_T,
+            I32 => ffi::RSMPI_INT32_T,
+            U32 => ffi::RSMPI_UINT32_T,
+            I64 => ffi::RSMPI_INT64_T,
+            U64 => ffi::RSMPI_UINT64_T,
+            F32 => ffi::RSMPI_FLOAT,
+            F64 => ffi::RSMPI_DOUBLE,
+            _ => return None,
+        })
+    }
+}
+
+/// MPI's predefined operation for `s`, for those a collective takes
+/// (`None` for `MAXLOC`, `MINLOC`, `REPLACE` and `NO_OP`).
+pub(crate) fn op_of(s: SystemOperation) -> Option<ffi::MPI_Op> {
+    use SystemOperation::*;
+    // SAFETY: constant handles rsmpi's shim initialises at load time.
+    unsafe {
+        Some(match s {
+            Sum => ffi::RSMPI_SUM,
+            Product => ffi::RSMPI_PROD,
+            Max => ffi::RSMPI_MAX,
+            Min => ffi::RSMPI_MIN,
+            LogicalAnd => ffi::RSMPI_LAND,
+            LogicalOr => ffi::RSMPI_LOR,
+            LogicalXor => ffi::RSMPI_LXOR,
+            BitwiseAnd => ffi::RSMPI_BAND,
+            BitwiseOr => ffi::RSMPI_BOR,
+            BitwiseXor => ffi::RSMPI_BXOR,
+            MaxLoc | MinLoc | Replace | NoOp => return None,
+        })
+    }
 }
 
 /// Whether MPI was finalized (then no handle may be freed).
@@ -299,6 +347,42 @@ impl RawComm {
             "Allreduce",
         )?;
         Ok(out)
+    }
+
+    /// `recv = send` combined over every process with `op` on `count`
+    /// elements of `dt` (`MPI_Allreduce`; MPI's own algorithm and its
+    /// combining order, the same on every process).
+    pub(crate) fn allreduce(
+        &self,
+        send: &[u8],
+        recv: &mut [u8],
+        count: usize,
+        dt: ffi::MPI_Datatype,
+        op: ffi::MPI_Op,
+    ) -> Result<()> {
+        if send.len() != recv.len() || send.as_ptr() == recv.as_ptr() {
+            return Err(Error::Internal(
+                "allreduce: send and receive buffers differ in length or alias".into(),
+            ));
+        }
+        let n = self::count(count)?;
+        check(
+            // SAFETY: `send` and `recv` are distinct buffers of the same
+            // length, which holds `count` elements of `dt` (the caller's
+            // pairing of `dt` with the element type); `op` and `dt` are
+            // predefined handles.
+            call(|| unsafe {
+                ffi::MPI_Allreduce(
+                    send.as_ptr().cast(),
+                    recv.as_mut_ptr().cast(),
+                    n,
+                    dt,
+                    op,
+                    self.handle,
+                )
+            }),
+            "Allreduce",
+        )
     }
 
     /// Every process's `v`, by rank (`MPI_Allgather` of an `i64`).
@@ -588,7 +672,10 @@ impl RawComm {
             }
         });
         check(rc, "Isend")?;
-        Ok(RawRequest(req))
+        Ok(RawRequest {
+            handle: req,
+            recv_len: None,
+        })
     }
 
     /// Starts receiving into the `len` bytes at `buf` (`MPI_Irecv`).
@@ -621,7 +708,10 @@ impl RawComm {
             }),
             "Irecv",
         )?;
-        Ok(RawRequest(req))
+        Ok(RawRequest {
+            handle: req,
+            recv_len: Some(len),
+        })
     }
 
     /// Takes a matching message if there is one (`MPI_Improbe`).
@@ -676,6 +766,273 @@ impl RawComm {
     }
 }
 
+/// An MPI window over memory this layer does not own (`MPI_Win_create`
+/// on a [`RawComm`]), its errors returned, in a passive-target epoch on
+/// every member from creation to drop (`MPI_Win_lock_all` with
+/// `MPI_MODE_NOCHECK`): operations are allowed at any time and completed
+/// by [`RawWin::flush`].
+#[derive(Debug)]
+pub(crate) struct RawWin {
+    handle: ffi::MPI_Win,
+}
+
+// SAFETY: a window handle may be used from any thread (calls are
+// serialised by `call` unless MPI is thread-multiple).
+unsafe impl Send for RawWin {}
+// SAFETY: as above; the handle is never changed after creation.
+unsafe impl Sync for RawWin {}
+
+impl Drop for RawWin {
+    fn drop(&mut self) {
+        // A panicking thread leaves the window to the job's end (the
+        // universe's drop aborts it): freeing is collective, and the peers
+        // may never come.
+        if !finalized() && !std::thread::panicking() {
+            // SAFETY: a window this layer created, in the epoch `create`
+            // opened; nothing else frees it. MPI_Win_free is collective:
+            // every member drops its window at the same point of the
+            // program (the owner's contract, as for MPI).
+            call(|| unsafe {
+                ffi::MPI_Win_unlock_all(self.handle);
+                ffi::MPI_Win_free(&mut self.handle);
+            });
+        }
+    }
+}
+
+impl RawWin {
+    /// `MPI_Win_create` over the `size` bytes at `base` (`disp_unit` bytes
+    /// per displacement) on every member of `comm`, then
+    /// `MPI_Win_lock_all(MPI_MODE_NOCHECK)` (collective).
+    ///
+    /// # Safety
+    /// The memory stays valid for reads and writes by MPI (on behalf of
+    /// any member) until the window is dropped.
+    pub(crate) unsafe fn create(
+        comm: &RawComm,
+        base: *mut u8,
+        size: usize,
+        disp_unit: usize,
+    ) -> Result<RawWin> {
+        let size = ffi::MPI_Aint::try_from(size).map_err(|_| Error::TooLarge {
+            count: size as u64,
+            element_size: 1,
+        })?;
+        let unit = count(disp_unit)?;
+        // SAFETY: a constant handle.
+        let mut handle = unsafe { ffi::RSMPI_WIN_NULL };
+        check(
+            // SAFETY: the caller keeps `size` bytes at `base` valid while
+            // the window lives; `handle` is writable.
+            call(|| unsafe {
+                ffi::MPI_Win_create(
+                    base.cast(),
+                    size,
+                    unit,
+                    ffi::RSMPI_INFO_NULL,
+                    comm.handle,
+                    &mut handle,
+                )
+            }),
+            "Win_create",
+        )?;
+        let win = RawWin { handle };
+        check(
+            // SAFETY: a window just made; the handler is a constant.
+            call(|| unsafe { ffi::MPI_Win_set_errhandler(win.handle, ffi::RSMPI_ERRORS_RETURN) }),
+            "Win_set_errhandler",
+        )?;
+        check(
+            // SAFETY: a window just made, in no epoch yet.
+            call(|| unsafe { ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, win.handle) }),
+            "Win_lock_all",
+        )?;
+        Ok(win)
+    }
+
+    /// `MPI_Put` of the `len` bytes at `src` to displacement `disp` of
+    /// `rank`; complete at the target after [`RawWin::flush`].
+    ///
+    /// # Safety
+    /// `src` holds `len` bytes that stay unchanged until the flush; the
+    /// target's window holds `len` bytes from `disp`.
+    pub(crate) unsafe fn put(
+        &self,
+        src: *const u8,
+        len: usize,
+        rank: i32,
+        disp: u64,
+    ) -> Result<()> {
+        let n = count(len)?;
+        check(
+            // SAFETY: the caller's guarantee; byte datatypes on both sides.
+            call(|| unsafe {
+                ffi::MPI_Put(
+                    src.cast(),
+                    n,
+                    bytes(),
+                    rank,
+                    disp as ffi::MPI_Aint,
+                    n,
+                    bytes(),
+                    self.handle,
+                )
+            }),
+            "Put",
+        )
+    }
+
+    /// `MPI_Get` of `len` bytes from displacement `disp` of `rank` into
+    /// `dst`; there after [`RawWin::flush`].
+    ///
+    /// # Safety
+    /// `dst` is writable for `len` bytes and not otherwise accessed until
+    /// the flush; the target's window holds `len` bytes from `disp`.
+    pub(crate) unsafe fn get(&self, dst: *mut u8, len: usize, rank: i32, disp: u64) -> Result<()> {
+        let n = count(len)?;
+        check(
+            // SAFETY: the caller's guarantee.
+            call(|| unsafe {
+                ffi::MPI_Get(
+                    dst.cast(),
+                    n,
+                    bytes(),
+                    rank,
+                    disp as ffi::MPI_Aint,
+                    n,
+                    bytes(),
+                    self.handle,
+                )
+            }),
+            "Get",
+        )
+    }
+
+    /// `MPI_Accumulate` of `n` elements of `dt` at `src` into displacement
+    /// `disp` of `rank` with `op`.
+    ///
+    /// # Safety
+    /// As for [`RawWin::put`], with `n` elements of `dt`.
+    pub(crate) unsafe fn accumulate(
+        &self,
+        src: *const u8,
+        n: usize,
+        dt: ffi::MPI_Datatype,
+        rank: i32,
+        disp: u64,
+        op: ffi::MPI_Op,
+    ) -> Result<()> {
+        let n = count(n)?;
+        check(
+            // SAFETY: the caller's guarantee; predefined handles.
+            call(|| unsafe {
+                ffi::MPI_Accumulate(
+                    src.cast(),
+                    n,
+                    dt,
+                    rank,
+                    disp as ffi::MPI_Aint,
+                    n,
+                    dt,
+                    op,
+                    self.handle,
+                )
+            }),
+            "Accumulate",
+        )
+    }
+
+    /// `MPI_Fetch_and_op` of one element of `dt`, completed at once (the
+    /// result is read here): the element at `disp` of `rank` before.
+    ///
+    /// # Safety
+    /// `value` and `result` each hold one element of `dt`.
+    pub(crate) unsafe fn fetch_and_op(
+        &self,
+        value: *const u8,
+        result: *mut u8,
+        dt: ffi::MPI_Datatype,
+        rank: i32,
+        disp: u64,
+        op: ffi::MPI_Op,
+    ) -> Result<()> {
+        check(
+            // SAFETY: the caller's guarantee; predefined handles.
+            call(|| unsafe {
+                ffi::MPI_Fetch_and_op(
+                    value.cast(),
+                    result.cast(),
+                    dt,
+                    rank,
+                    disp as ffi::MPI_Aint,
+                    op,
+                    self.handle,
+                )
+            }),
+            "Fetch_and_op",
+        )?;
+        self.flush(rank)
+    }
+
+    /// `MPI_Fetch_and_op` with `MPI_SUM` of one `i64` at `disp` of `rank`,
+    /// completed at once: the element before.
+    pub(crate) fn fetch_add_i64(&self, value: i64, rank: i32, disp: u64) -> Result<i64> {
+        let mut out: i64 = 0;
+        // SAFETY: one i64 each, as MPI_INT64_T.
+        unsafe {
+            self.fetch_and_op(
+                (&value as *const i64).cast(),
+                (&mut out as *mut i64).cast(),
+                ffi::RSMPI_INT64_T,
+                rank,
+                disp,
+                ffi::RSMPI_SUM,
+            )
+        }?;
+        Ok(out)
+    }
+
+    /// `MPI_Win_flush`: this process's operations to `rank` are complete
+    /// at the origin and at the target.
+    pub(crate) fn flush(&self, rank: i32) -> Result<()> {
+        check(
+            // SAFETY: a window in its lock_all epoch.
+            call(|| unsafe { ffi::MPI_Win_flush(rank, self.handle) }),
+            "Win_flush",
+        )
+    }
+
+    /// `MPI_Win_flush_local`: the origin buffers of this process's
+    /// operations to `rank` may be reused (the operations may still be on
+    /// their way to the target).
+    pub(crate) fn flush_local(&self, rank: i32) -> Result<()> {
+        check(
+            // SAFETY: a window in its lock_all epoch.
+            call(|| unsafe { ffi::MPI_Win_flush_local(rank, self.handle) }),
+            "Win_flush_local",
+        )
+    }
+
+    /// `MPI_Win_flush_all`.
+    pub(crate) fn flush_all(&self) -> Result<()> {
+        check(
+            // SAFETY: as above.
+            call(|| unsafe { ffi::MPI_Win_flush_all(self.handle) }),
+            "Win_flush_all",
+        )
+    }
+
+    /// `MPI_Win_sync`: the window's memory and what MPI's operations
+    /// stored agree for this process's loads and stores.
+    pub(crate) fn sync(&self) -> Result<()> {
+        check(
+            // SAFETY: as above.
+            call(|| unsafe { ffi::MPI_Win_sync(self.handle) }),
+            "Win_sync",
+        )
+    }
+}
+
 /// A matched message of [`RawComm::improbe`], to receive with
 /// [`RawMessage::recv`].
 #[derive(Debug)]
@@ -718,7 +1075,11 @@ impl RawMessage {
 
 /// A pending MPI request.
 #[derive(Debug)]
-pub(crate) struct RawRequest(ffi::MPI_Request);
+pub(crate) struct RawRequest {
+    handle: ffi::MPI_Request,
+    /// A receive's buffer length (`None` for a send).
+    recv_len: Option<usize>,
+}
 
 // SAFETY: a request handle may be tested from any thread (serialised by
 // `call` unless MPI is thread-multiple).
@@ -726,15 +1087,36 @@ unsafe impl Send for RawRequest {}
 
 impl RawRequest {
     /// Its status once complete (`MPI_Test`); the request is then gone.
+    ///
+    /// A receive of a message longer than its buffer completes with
+    /// `truncated` in its status rather than as an error: MPI reports it
+    /// as `MPI_ERR_TRUNCATE` and frees the request (Open MPI and MPICH
+    /// alike). What MPI tells of it differs: Open MPI delivers the
+    /// buffer's worth of the message and counts the whole message in the
+    /// status; MPICH delivers nothing, and its count is the message's
+    /// length for long messages only. The status keeps what is known:
+    /// `len` the bytes delivered (the buffer's length under Open MPI, 0
+    /// otherwise), `truncated` MPI's count when it exceeds the buffer, else
+    /// the least the message can have been (the buffer's length + 1).
     pub(crate) fn test(&mut self) -> Result<Option<MpiStatus>> {
         let mut flag: c_int = 0;
         // SAFETY: as in `RawComm::improbe`.
         let mut st: ffi::MPI_Status = unsafe { std::mem::zeroed() };
-        check(
-            // SAFETY: a request MPI gave; outputs writable.
-            call(|| unsafe { ffi::MPI_Test(&mut self.0, &mut flag, &mut st) }),
-            "Test",
-        )?;
+        // SAFETY: a request MPI gave; outputs writable.
+        let rc = call(|| unsafe { ffi::MPI_Test(&mut self.handle, &mut flag, &mut st) });
+        if rc != 0 {
+            if let Some(cap) = self.recv_len.filter(|_| is_truncate(rc)) {
+                let mut out = MpiStatus::from(&st, false)?;
+                // Open MPI delivered the buffer's worth and counts the
+                // message; MPICH delivered nothing, and its count is the
+                // message's length only when it exceeds the buffer.
+                let told = out.len;
+                out.len = if open_mpi() { cap } else { 0 };
+                out.truncated = Some(told.max(cap + 1) as u64);
+                return Ok(Some(out));
+            }
+            check(rc, "Test")?;
+        }
         if flag == 0 {
             return Ok(None);
         }
@@ -748,8 +1130,27 @@ impl RawRequest {
     /// [`RawRequest::test`] as usual.
     pub(crate) fn cancel(&mut self) -> Result<()> {
         // SAFETY: a request MPI gave.
-        check(call(|| unsafe { ffi::MPI_Cancel(&mut self.0) }), "Cancel")
+        check(
+            call(|| unsafe { ffi::MPI_Cancel(&mut self.handle) }),
+            "Cancel",
+        )
     }
+}
+
+/// Whether the MPI library is Open MPI (asked once).
+fn open_mpi() -> bool {
+    static OPEN_MPI: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OPEN_MPI
+        .get_or_init(|| ::mpi::environment::library_version().is_ok_and(|v| v.contains("Open MPI")))
+}
+
+/// Whether MPI's error code `rc` is of class `MPI_ERR_TRUNCATE`.
+fn is_truncate(rc: c_int) -> bool {
+    let mut class: c_int = 0;
+    // SAFETY: any error code may be asked for its class; `class` is
+    // writable.
+    let ok = unsafe { ffi::MPI_Error_class(rc, &mut class) } == 0;
+    ok && class == ffi::MPI_ERR_TRUNCATE as c_int
 }
 
 /// What this layer keeps of an `MPI_Status`.
@@ -759,6 +1160,9 @@ pub(crate) struct MpiStatus {
     pub tag: i32,
     pub len: usize,
     pub cancelled: bool,
+    /// For a receive whose message was longer than its buffer: the
+    /// message's length (see [`RawRequest::test`]).
+    pub truncated: Option<u64>,
 }
 
 impl MpiStatus {
@@ -774,6 +1178,7 @@ impl MpiStatus {
             tag: st.MPI_TAG,
             len: usize::try_from(n).unwrap_or(0),
             cancelled,
+            truncated: None,
         })
     }
 }
