@@ -139,6 +139,10 @@ pub fn init() -> Result<Universe> {
     }
     let world = SimpleCommunicator::world()?;
     world.prepare_collectives();
+    // Under an MPI launcher (feature `mpi`): the world of the typed API
+    // spans every node (collective over every rank of the job).
+    #[cfg(feature = "mpi")]
+    crate::multinode::make_typed_world()?;
     Ok(Universe { world })
 }
 
@@ -162,8 +166,14 @@ pub fn is_finalized() -> bool {
 }
 
 impl Universe {
-    /// The world communicator: every rank of the job.
+    /// The world communicator: every rank of the job (under an MPI
+    /// launcher, with feature `mpi`, every rank of every node:
+    /// [`crate::multinode`]).
     pub fn world(&self) -> SimpleCommunicator {
+        #[cfg(feature = "mpi")]
+        if let Some(w) = crate::multinode::typed_world() {
+            return w;
+        }
         self.world.clone()
     }
 

@@ -94,6 +94,12 @@ impl Route {
 /// included).
 #[inline(always)]
 pub fn route(comm: &SimpleCommunicator, rank: i32) -> Result<Route> {
+    // A communicator spanning nodes (feature `mpi`) routes in the typed
+    // API; its node part's engine ranks are not its ranks.
+    #[cfg(feature = "mpi")]
+    if comm.spans_nodes() {
+        return Err(comm.no_span_form("the raw tier"));
+    }
     if rank == PROC_NULL {
         return Ok(Route::Null);
     }
@@ -116,6 +122,10 @@ pub fn route(comm: &SimpleCommunicator, rank: i32) -> Result<Route> {
 #[inline(always)]
 pub fn route_source(comm: &SimpleCommunicator, rank: i32) -> Result<Route> {
     if rank == ANY_SOURCE {
+        #[cfg(feature = "mpi")]
+        if comm.spans_nodes() {
+            return Err(comm.no_span_form("the raw tier"));
+        }
         return Ok(Route::Any);
     }
     route(comm, rank)
