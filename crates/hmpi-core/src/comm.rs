@@ -423,6 +423,15 @@ impl SimpleCommunicator {
     /// ```
     pub fn name(&self) -> String {
         let set = self.inner.name.lock().unwrap_or_else(|p| p.into_inner());
+        // The world spanning nodes: its node part's context is a duplicate's.
+        #[cfg(feature = "mpi")]
+        if let (None, Some(s)) = (&*set, &self.span) {
+            return if crate::multinode::is_typed_world(s) {
+                "MPI_COMM_WORLD".to_owned()
+            } else {
+                String::new()
+            };
+        }
         match (&*set, self.inner.id.0) {
             (Some(n), _) => n.clone(),
             (None, WORLD_ID) if !self.is_inter() => "MPI_COMM_WORLD".to_owned(),

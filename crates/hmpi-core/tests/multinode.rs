@@ -1090,6 +1090,8 @@ fn typed_api(universe: &hmpi_core::Universe) {
         }
     }
     assert_eq!(hmpi_core::SimpleCommunicator::world().unwrap().size(), size);
+    assert_eq!(world.name(), "MPI_COMM_WORLD");
+    assert_eq!(world.duplicate().unwrap().name(), "");
     typed_p2p(&world);
     typed_nonblocking(&world);
     typed_collectives(&world);
@@ -1170,6 +1172,8 @@ fn typed_p2p(world: &hmpi_core::SimpleCommunicator) {
                 .is_none());
         }
     }
+    // Rank 0's wildcards (any tag) must see only the messages above.
+    world.barrier().unwrap();
     // A ring: ANY_TAG from a known source, send_receive, PROC_NULL.
     let right = (rank + 1) % size;
     let left = (rank + size - 1) % size;

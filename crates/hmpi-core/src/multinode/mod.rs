@@ -147,6 +147,13 @@ pub(crate) fn make_typed_world() -> Result<()> {
         .map_err(|_| Error::Internal("the spanning world was made twice".into()))
 }
 
+/// Whether `s` is the spanning world of the typed API (not a duplicate).
+pub(crate) fn is_typed_world(s: &SpanningCommunicator) -> bool {
+    TYPED_WORLD
+        .get()
+        .is_some_and(|w| std::sync::Arc::ptr_eq(&w.inner, &s.inner))
+}
+
 /// The world of the typed API when it spans nodes: a
 /// [`crate::SimpleCommunicator`] whose operations route through
 /// [`SpanningCommunicator`]; `None` without an MPI launcher.
