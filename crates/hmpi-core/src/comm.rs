@@ -264,6 +264,21 @@ impl SimpleCommunicator {
         }
     }
 
+    /// Whether communicator rank `rank` shares this process's heap: `false`
+    /// only for a member of a communicator spanning nodes that sits on
+    /// another node (a block's address means nothing there). `true` for
+    /// every rank of a node-local communicator, and for ranks outside the
+    /// communicator (the operation that uses them reports those).
+    #[inline]
+    pub fn shares_heap_with(&self, rank: i32) -> bool {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = &self.span {
+            return s.is_local(rank).unwrap_or(true);
+        }
+        let _ = rank;
+        true
+    }
+
     /// [`Error::Comm`] for an operation that has no form spanning nodes
     /// yet, on a communicator that spans nodes.
     #[cold]

@@ -1096,6 +1096,7 @@ fn typed_api(universe: &hmpi_core::Universe) {
     typed_nonblocking(&world);
     typed_collectives(&world);
     typed_split(&world);
+    typed_ownership(&world);
     typed_errors(&world);
     world.barrier().unwrap();
 }
@@ -1533,7 +1534,8 @@ fn typed_errors(world: &hmpi_core::SimpleCommunicator) {
         world.process_at_rank(0).send_with_tag(&1u8, -5),
         Err(hmpi_core::Error::Tag { .. })
     ));
-    // The raw tier and the layers without a spanning form refuse it.
+    // The raw tier (but for its blocking give and take) and the layers
+    // without a spanning form refuse it.
     assert!(hmpi_core::raw::send(world, b"x", 0, 0).is_err());
     assert!(world.split_by_subgroup_collective(&world.group()).is_err());
     // Pieces that do not fit the buffers are errors, not panics.
@@ -1545,4 +1547,73 @@ fn typed_errors(world: &hmpi_core::SimpleCommunicator) {
     hmpi_core::request::scope(|scope| {
         assert!(world.immediate_barrier(scope).is_err());
     });
+}
+
+/// Ownership passing through the raw tier's blocking give and take (what
+/// opi calls) on the spanning world: on the node the block itself with its
+/// `meta` words, to another node its bytes (send + free, allocate +
+/// receive).
+fn typed_ownership(world: &hmpi_core::SimpleCommunicator) {
+    use hmpi_core::raw::{self, OwnedBlock, Traffic};
+    let (rank, size) = (world.rank(), world.size());
+    for d in 1..size {
+        let to = (rank + d) % size;
+        let from = (rank + size - d) % size;
+        // Virtual nodes are blocks of ranks; without them, one machine.
+        let nodes: i64 = std::env::var(multinode::NODES_VAR).map_or(1, |v| v.parse().unwrap());
+        let node_of = |r: i32| i64::from(r) * nodes / i64::from(size);
+        assert_eq!(world.shares_heap_with(to), node_of(to) == node_of(rank));
+        for n in [0usize, 3, 1 << 15] {
+            let v: Vec<u64> = (0..n as u64).map(|i| i * 7 + rank as u64).collect();
+            let mut b = OwnedBlock::from_vec(v);
+            b.meta = [11, 12, 13, rank as u64];
+            let mut out = None;
+            let mut st = raw::Status::empty();
+            // A give to another node returns once MPI has sent the bytes
+            // (as MPI_Send): in each cycle of the pattern the rank whose
+            // destination is lower takes first, so no cycle waits on itself.
+            let give = |b| {
+                // SAFETY: a vector's block of the global allocator, given up.
+                unsafe { raw::give(world, Traffic::PointToPoint, b, to, 60) }.unwrap()
+            };
+            if to < rank {
+                raw::recv_owned_into(world, Traffic::PointToPoint, &mut out, 8, from, 60, &mut st)
+                    .unwrap();
+                give(b);
+            } else {
+                give(b);
+                raw::recv_owned_into(world, Traffic::PointToPoint, &mut out, 8, from, 60, &mut st)
+                    .unwrap();
+            }
+            assert_eq!((st.source, st.count), (from, 8 * n as u64));
+            let block = out.expect("a block");
+            let want_meta = if world.shares_heap_with(from) {
+                [11, 12, 13, from as u64]
+            } else {
+                [0; 4]
+            };
+            assert_eq!(block.meta, want_meta, "meta from {from}");
+            // SAFETY: the block is ours, of u64s written by the sender.
+            let got: Vec<u64> = unsafe { block.into_vec() }.expect("a block of u64s");
+            assert_eq!(got.len(), n);
+            for (i, &x) in got.iter().enumerate() {
+                assert_eq!(x, i as u64 * 7 + from as u64, "element {i} from {from}");
+            }
+        }
+    }
+    let mut out = None;
+    let mut st = raw::Status::empty();
+    let any = raw::recv_owned_into(
+        world,
+        Traffic::PointToPoint,
+        &mut out,
+        8,
+        ANY_SOURCE,
+        0,
+        &mut st,
+    );
+    assert!(matches!(any, Err(hmpi_core::Error::Rank { .. })));
+    let coll = raw::recv_owned_into(world, Traffic::Internal, &mut out, 8, 0, 0, &mut st);
+    assert!(coll.is_err());
+    world.barrier().unwrap();
 }

@@ -130,6 +130,15 @@ pub fn world() -> Result<SpanningCommunicator> {
     SpanningCommunicator::world()
 }
 
+/// Waits until the sends of every give to another node have completed
+/// (their blocks freed), moving MPI on meanwhile. The raw tier's blocking
+/// give calls it after a give to another node: a caller that next blocks
+/// in a wait on the node's heap makes no MPI progress, and MPICH sends a
+/// large message only while its sender calls MPI.
+pub(crate) fn complete_gives() -> Result<()> {
+    comm::finish_gives(true)
+}
+
 /// The spanning world of the typed API ([`crate::Universe::world`]),
 /// made at init under an MPI launcher.
 static TYPED_WORLD: OnceLock<SpanningCommunicator> = OnceLock::new();
