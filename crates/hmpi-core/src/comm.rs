@@ -35,6 +35,17 @@
 //! communicators were made before. `split` agrees one id for all colors:
 //! the resulting communicators have disjoint members.
 //!
+//! # Across nodes
+//! With feature `mpi`, under an MPI launcher, the world spans every node:
+//! the communicator then carries a
+//! [`SpanningCommunicator`](crate::multinode::SpanningCommunicator)
+//! ([`SimpleCommunicator::spanning`]) and its own fields describe its node
+//! part. [`Communicator::rank`], [`Communicator::size`], `barrier`,
+//! `duplicate` and `split` (and the typed point-to-point and collectives)
+//! go through the spanning communicator; `split_shared` gives the node
+//! part as a node-local communicator. Without the feature there is no
+//! such field and no branch.
+//!
 //! # Example
 //! ```
 //! use hmpi_core::traits::*;
@@ -228,9 +239,91 @@ fn is_identity(group: &Group) -> bool {
 #[derive(Debug, Clone)]
 pub struct SimpleCommunicator {
     inner: Arc<Inner>,
+    /// With feature `mpi`, under an MPI launcher: the communicator that
+    /// spans nodes which this one is ([`crate::multinode`]); `inner` is
+    /// then its node part. The typed API's entry points consult it first
+    /// (one predictable branch); `None` for every node-local communicator.
+    #[cfg(feature = "mpi")]
+    span: Option<crate::multinode::SpanningCommunicator>,
 }
 
 impl SimpleCommunicator {
+    /// The node-local communicator of `inner`.
+    #[inline]
+    fn of(inner: Arc<Inner>) -> SimpleCommunicator {
+        SimpleCommunicator {
+            inner,
+            #[cfg(feature = "mpi")]
+            span: None,
+        }
+    }
+
+    /// The communicator of the typed API that is `span` (feature `mpi`):
+    /// its node part is `span`'s node-local communicator.
+    #[cfg(feature = "mpi")]
+    pub(crate) fn spanning_nodes(
+        span: crate::multinode::SpanningCommunicator,
+    ) -> SimpleCommunicator {
+        SimpleCommunicator {
+            inner: Arc::clone(&span.node_comm().inner),
+            span: Some(span),
+        }
+    }
+
+    /// The communicator spanning nodes that this one is, if it is one
+    /// (feature `mpi`, under an MPI launcher: [`crate::Universe::world`]
+    /// and what is split or duplicated from it); `None` for a node-local
+    /// communicator.
+    #[cfg(feature = "mpi")]
+    #[inline(always)]
+    pub fn spanning(&self) -> Option<&crate::multinode::SpanningCommunicator> {
+        self.span.as_ref()
+    }
+
+    /// Whether this communicator spans nodes (always `false` without
+    /// feature `mpi`): its node part alone is what the raw tier, the
+    /// C interface and the layers without a spanning form see, and they
+    /// refuse it.
+    #[inline(always)]
+    pub fn spans_nodes(&self) -> bool {
+        #[cfg(feature = "mpi")]
+        {
+            self.span.is_some()
+        }
+        #[cfg(not(feature = "mpi"))]
+        {
+            false
+        }
+    }
+
+    /// Whether communicator rank `rank` shares this process's heap: `false`
+    /// only for a member of a communicator spanning nodes that sits on
+    /// another node (a block's address means nothing there). `true` for
+    /// every rank of a node-local communicator, and for ranks outside the
+    /// communicator (the operation that uses them reports those).
+    #[inline]
+    pub fn shares_heap_with(&self, rank: i32) -> bool {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = &self.span {
+            return s.is_local(rank).unwrap_or(true);
+        }
+        let _ = rank;
+        true
+    }
+
+    /// [`Error::Comm`] for an operation that has no form spanning nodes
+    /// yet, on a communicator that spans nodes.
+    #[cold]
+    pub(crate) fn no_span_form(&self, what: &str) -> Error {
+        Error::Comm {
+            reason: format!(
+                "{what} is not available on a communicator spanning nodes \
+                 (see docs/multinode.md); use a node-local communicator \
+                 (split_shared)"
+            ),
+        }
+    }
+
     pub(crate) fn new(id: ContextId, group: Group) -> Result<SimpleCommunicator> {
         let ep = endpoint()?;
         let rank = group.rank().ok_or_else(|| {
@@ -245,24 +338,22 @@ impl SimpleCommunicator {
             *slot = i as i32;
         }
         let is_world = id.0 == WORLD_ID;
-        let c = SimpleCommunicator {
-            inner: Arc::new(Inner {
-                id,
-                identity: is_identity(&group),
-                group,
-                rank,
-                from_world: from_world.into(),
-                coll: OnceLock::new(),
-                topology: OnceLock::new(),
-                info: Mutex::new(Info::new()),
-                vci_map: Default::default(),
-                inter: None,
-                attrs: crate::attr::Attributes::new(),
-                bsend: crate::buffered::Pool::new(),
-                name: Mutex::new(None),
-                endpoints: None,
-            }),
-        };
+        let c = SimpleCommunicator::of(Arc::new(Inner {
+            id,
+            identity: is_identity(&group),
+            group,
+            rank,
+            from_world: from_world.into(),
+            coll: OnceLock::new(),
+            topology: OnceLock::new(),
+            info: Mutex::new(Info::new()),
+            vci_map: Default::default(),
+            inter: None,
+            attrs: crate::attr::Attributes::new(),
+            bsend: crate::buffered::Pool::new(),
+            name: Mutex::new(None),
+            endpoints: None,
+        }));
         c.tell_senders(ep);
         // Every member is in this constructor (the world's is set up by
         // `init`, the one call every rank makes).
@@ -308,24 +399,22 @@ impl SimpleCommunicator {
             })?;
             *slot = i as i32;
         }
-        let c = SimpleCommunicator {
-            inner: Arc::new(Inner {
-                id,
-                identity: false,
-                group: local,
-                rank,
-                from_world: from_world.into(),
-                coll: OnceLock::new(),
-                topology: OnceLock::new(),
-                info: Mutex::new(Info::new()),
-                vci_map: Default::default(),
-                inter: Some(Arc::new(part)),
-                attrs: crate::attr::Attributes::new(),
-                bsend: crate::buffered::Pool::new(),
-                name: Mutex::new(None),
-                endpoints: None,
-            }),
-        };
+        let c = SimpleCommunicator::of(Arc::new(Inner {
+            id,
+            identity: false,
+            group: local,
+            rank,
+            from_world: from_world.into(),
+            coll: OnceLock::new(),
+            topology: OnceLock::new(),
+            info: Mutex::new(Info::new()),
+            vci_map: Default::default(),
+            inter: Some(Arc::new(part)),
+            attrs: crate::attr::Attributes::new(),
+            bsend: crate::buffered::Pool::new(),
+            name: Mutex::new(None),
+            endpoints: None,
+        }));
         c.tell_senders(ep);
         Ok(c)
     }
@@ -349,24 +438,22 @@ impl SimpleCommunicator {
             .ok()
             .and_then(|r| world.get(r).copied())
             .ok_or_else(|| Error::Internal(format!("endpoint rank {rank} out of range")))?;
-        let c = SimpleCommunicator {
-            inner: Arc::new(Inner {
-                id,
-                identity: false,
-                group: Group::with_repeats(world, me),
-                rank,
-                from_world,
-                coll: OnceLock::new(),
-                topology: OnceLock::new(),
-                info: Mutex::new(Info::new()),
-                vci_map: Default::default(),
-                inter: None,
-                attrs: crate::attr::Attributes::new(),
-                bsend: crate::buffered::Pool::new(),
-                name: Mutex::new(None),
-                endpoints: Some(part),
-            }),
-        };
+        let c = SimpleCommunicator::of(Arc::new(Inner {
+            id,
+            identity: false,
+            group: Group::with_repeats(world, me),
+            rank,
+            from_world,
+            coll: OnceLock::new(),
+            topology: OnceLock::new(),
+            info: Mutex::new(Info::new()),
+            vci_map: Default::default(),
+            inter: None,
+            attrs: crate::attr::Attributes::new(),
+            bsend: crate::buffered::Pool::new(),
+            name: Mutex::new(None),
+            endpoints: Some(part),
+        }));
         c.tell_senders(ep);
         Ok(c)
     }
@@ -438,6 +525,15 @@ impl SimpleCommunicator {
     /// ```
     pub fn name(&self) -> String {
         let set = self.inner.name.lock().unwrap_or_else(|p| p.into_inner());
+        // The world spanning nodes: its node part's context is a duplicate's.
+        #[cfg(feature = "mpi")]
+        if let (None, Some(s)) = (&*set, &self.span) {
+            return if crate::multinode::is_typed_world(s) {
+                "MPI_COMM_WORLD".to_owned()
+            } else {
+                String::new()
+            };
+        }
         match (&*set, self.inner.id.0) {
             (Some(n), _) => n.clone(),
             (None, WORLD_ID) if !self.is_inter() => "MPI_COMM_WORLD".to_owned(),
@@ -606,6 +702,18 @@ impl SimpleCommunicator {
     }
 
     fn world_new() -> Result<SimpleCommunicator> {
+        // Under an MPI launcher the world spans every node (made at init).
+        #[cfg(feature = "mpi")]
+        if let Some(w) = crate::multinode::typed_world() {
+            endpoint()?;
+            return Ok(w);
+        }
+        SimpleCommunicator::node_world()
+    }
+
+    /// This node's world (every rank of the node's heap), whatever the
+    /// launcher: [`SimpleCommunicator::world`] without MPI.
+    pub(crate) fn node_world() -> Result<SimpleCommunicator> {
         let ep = endpoint()?;
         let g = Group::from_world_ranks((0..ep.size()).collect(), ep.rank())?;
         SimpleCommunicator::new(ContextId(WORLD_ID), g)
@@ -619,7 +727,9 @@ impl SimpleCommunicator {
     }
 
     /// The world communicator (rsmpi's `SimpleCommunicator::world`; also
-    /// [`crate::Universe::world`]).
+    /// [`crate::Universe::world`]): every rank of the job, which under an
+    /// MPI launcher (feature `mpi`) spans every node, rank `r` being MPI's
+    /// world rank `r` ([`crate::multinode`]).
     pub fn world() -> Result<SimpleCommunicator> {
         SimpleCommunicator::world_new()
     }
@@ -628,24 +738,22 @@ impl SimpleCommunicator {
         let g = Group::from_world_ranks(vec![me], me).unwrap_or_else(|_| Group::empty(me));
         let mut from_world = vec![-1; me as usize + 1];
         from_world[me as usize] = 0;
-        SimpleCommunicator {
-            inner: Arc::new(Inner {
-                id: ContextId(SELF_ID),
-                identity: is_identity(&g),
-                group: g,
-                rank: 0,
-                from_world: from_world.into(),
-                coll: OnceLock::new(),
-                topology: OnceLock::new(),
-                info: Mutex::new(Info::new()),
-                vci_map: Default::default(),
-                inter: None,
-                attrs: crate::attr::Attributes::new(),
-                bsend: crate::buffered::Pool::new(),
-                name: Mutex::new(None),
-                endpoints: None,
-            }),
-        }
+        SimpleCommunicator::of(Arc::new(Inner {
+            id: ContextId(SELF_ID),
+            identity: is_identity(&g),
+            group: g,
+            rank: 0,
+            from_world: from_world.into(),
+            coll: OnceLock::new(),
+            topology: OnceLock::new(),
+            info: Mutex::new(Info::new()),
+            vci_map: Default::default(),
+            inter: None,
+            attrs: crate::attr::Attributes::new(),
+            bsend: crate::buffered::Pool::new(),
+            name: Mutex::new(None),
+            endpoints: None,
+        }))
     }
 
     /// Whether `other` is this very communicator (a clone of it), not
@@ -678,14 +786,15 @@ impl SimpleCommunicator {
     }
 
     /// This process's rank in the communicator (as
-    /// [`Communicator::rank`], without the trait).
+    /// [`Communicator::rank`], without the trait; of its node part for a
+    /// communicator spanning nodes).
     #[inline]
     pub fn my_rank(&self) -> i32 {
         self.inner.rank
     }
 
     /// The number of members (as [`Communicator::size`], without the
-    /// trait).
+    /// trait; of its node part for a communicator spanning nodes).
     #[inline]
     pub fn members(&self) -> i32 {
         self.inner.group.size()
@@ -794,6 +903,9 @@ impl SimpleCommunicator {
         // Outside the runtime's life a collective is an error, even on a
         // communicator whose state is already set up.
         endpoint()?;
+        if self.spans_nodes() {
+            return Err(self.no_span_form("this collective"));
+        }
         if self.inner.group.size() <= 1 {
             return Ok(None);
         }
@@ -984,16 +1096,30 @@ pub trait Communicator {
     fn as_simple(&self) -> &SimpleCommunicator;
 
     /// This process's rank in the communicator.
+    #[inline]
     fn rank(&self) -> i32 {
-        self.as_simple().inner.rank
+        let c = self.as_simple();
+        #[cfg(feature = "mpi")]
+        if let Some(s) = &c.span {
+            return s.rank();
+        }
+        c.inner.rank
     }
 
     /// The number of processes.
+    #[inline]
     fn size(&self) -> i32 {
-        self.as_simple().inner.group.size()
+        let c = self.as_simple();
+        #[cfg(feature = "mpi")]
+        if let Some(s) = &c.span {
+            return s.size();
+        }
+        c.inner.group.size()
     }
 
-    /// The communicator's group (`MPI_Comm_group`).
+    /// The communicator's group (`MPI_Comm_group`). A group names world
+    /// ranks of one node's heap: for a communicator spanning nodes it is
+    /// its node part's.
     fn group(&self) -> Group {
         self.as_simple().inner.group.clone()
     }
@@ -1016,13 +1142,24 @@ pub trait Communicator {
 
     /// Blocks until every member has called it (`MPI_Barrier`).
     fn barrier(&self) -> Result<()> {
-        self.as_simple().barrier_impl()
+        let c = self.as_simple();
+        #[cfg(feature = "mpi")]
+        if let Some(s) = &c.span {
+            return s.barrier();
+        }
+        c.barrier_impl()
     }
 
     /// A new communicator with the same group and a new context
     /// (`MPI_Comm_dup`). Collective.
     fn duplicate(&self) -> Result<SimpleCommunicator> {
         let c = self.as_simple();
+        #[cfg(feature = "mpi")]
+        if let Some(s) = &c.span {
+            let d = SimpleCommunicator::spanning_nodes(s.duplicate()?);
+            d.set_info(&c.info())?;
+            return Ok(d);
+        }
         let d = if c.is_inter() {
             crate::intercomm::duplicate(c)?
         } else {
@@ -1046,7 +1183,12 @@ pub trait Communicator {
     /// by rank here (`MPI_Comm_split`). Collective. `color: None`
     /// (`MPI_UNDEFINED`) gets `Ok(None)`.
     fn split(&self, color: Option<u32>, key: i32) -> Result<Option<SimpleCommunicator>> {
-        self.as_simple().split_impl(color, key)
+        let c = self.as_simple();
+        #[cfg(feature = "mpi")]
+        if let Some(s) = &c.span {
+            return Ok(s.split(color, key)?.map(SimpleCommunicator::spanning_nodes));
+        }
+        c.split_impl(color, key)
     }
 
     /// [`Communicator::split`] with key 0 (rsmpi's name).
@@ -1065,8 +1207,18 @@ pub trait Communicator {
 
     /// The communicator of the processes that share memory with this one
     /// (`MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`): on one node, every
-    /// member, ordered by `key`. Collective.
+    /// member, ordered by `key` (then by rank here). Collective. On a
+    /// communicator spanning nodes, the members on this process's node
+    /// (a virtual node under `HMPI_NODES`), as a node-local communicator.
     fn split_shared(&self, key: i32) -> Result<SimpleCommunicator> {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = &self.as_simple().span {
+            // The node part's ranks follow the ranks here.
+            return s
+                .node_comm()
+                .split(Some(0), key)?
+                .ok_or_else(|| Error::Internal("split_shared gave no communicator".into()));
+        }
         self.split(Some(0), key)?
             .ok_or_else(|| Error::Internal("split_shared gave no communicator".into()))
     }
@@ -1079,6 +1231,9 @@ pub trait Communicator {
     /// split by color would make it.
     fn split_by_subgroup_collective(&self, group: &Group) -> Result<Option<SimpleCommunicator>> {
         let c = self.as_simple();
+        if c.spans_nodes() {
+            return Err(c.no_span_form("a communicator from a group"));
+        }
         if c.is_inter() {
             return crate::intercomm::create(c, group);
         }

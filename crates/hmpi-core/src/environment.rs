@@ -159,6 +159,10 @@ fn start(h: &mut Holders) -> Result<SimpleCommunicator> {
     }
     let world = SimpleCommunicator::world()?;
     world.prepare_collectives();
+    // Under an MPI launcher (feature `mpi`): the world of the typed API
+    // spans every node (collective over every rank of the job).
+    #[cfg(feature = "mpi")]
+    crate::multinode::make_typed_world()?;
     h.comm = Some(world.clone());
     Ok(world)
 }
@@ -268,8 +272,14 @@ pub fn world_finalized() -> bool {
 }
 
 impl Universe {
-    /// The world communicator: every rank of the job.
+    /// The world communicator: every rank of the job (under an MPI
+    /// launcher, with feature `mpi`, every rank of every node:
+    /// [`crate::multinode`]).
     pub fn world(&self) -> SimpleCommunicator {
+        #[cfg(feature = "mpi")]
+        if let Some(w) = crate::multinode::typed_world() {
+            return w;
+        }
         self.world.clone()
     }
 

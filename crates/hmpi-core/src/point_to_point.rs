@@ -250,6 +250,10 @@ pub trait Source {
         buf: &mut B,
         tag: i32,
     ) -> Result<Status> {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            return received(s.recv(buf.as_bytes_mut(), self.source_rank(), tag)?);
+        }
         let mut st = raw::Status::empty();
         raw::recv_with_status(
             self.comm(),
@@ -319,6 +323,10 @@ pub trait Source {
     /// Waits for a message with `tag` and returns its status without
     /// receiving it (`MPI_Probe`).
     fn probe_with_tag(&self, tag: i32) -> Result<Status> {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            return Ok(Status::from_engine(s.probe(self.source_rank(), tag)?, None));
+        }
         let st = raw::probe(self.comm(), self.source_rank(), tag)?;
         Ok(Status::from_engine(st, None))
     }
@@ -330,6 +338,11 @@ pub trait Source {
 
     /// The status of a matching message if one is there (`MPI_Iprobe`).
     fn immediate_probe_with_tag(&self, tag: i32) -> Result<Option<Status>> {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            let st = s.iprobe(self.source_rank(), tag)?;
+            return Ok(st.map(|st| Status::from_engine(st, None)));
+        }
         let st = raw::iprobe(self.comm(), self.source_rank(), tag)?;
         Ok(st.map(|st| Status::from_engine(st, None)))
     }
@@ -344,8 +357,13 @@ pub trait Source {
     /// receive it. The status says its source, tag and length.
     fn matched_probe_with_tag(&self, tag: i32) -> Result<(Message, Status)> {
         let c = self.comm();
+        #[cfg(feature = "mpi")]
+        if let Some(s) = c.spanning() {
+            let (m, st) = s.mprobe(self.source_rank(), tag)?;
+            return Ok(Message::new(Matched::Span(m), st, c));
+        }
         let (m, st) = raw::mprobe(c, self.source_rank(), tag)?;
-        Ok(Message::new(m, st, c))
+        Ok(Message::new(Matched::Node(m), st, c))
     }
 
     /// [`Source::matched_probe_with_tag`] with any tag.
@@ -357,8 +375,13 @@ pub trait Source {
     /// otherwise.
     fn immediate_matched_probe_with_tag(&self, tag: i32) -> Result<Option<(Message, Status)>> {
         let c = self.comm();
+        #[cfg(feature = "mpi")]
+        if let Some(s) = c.spanning() {
+            let found = s.improbe(self.source_rank(), tag)?;
+            return Ok(found.map(|(m, st)| Message::new(Matched::Span(m), st, c)));
+        }
         let found = raw::improbe(c, self.source_rank(), tag)?;
-        Ok(found.map(|(m, st)| Message::new(m, st, c)))
+        Ok(found.map(|(m, st)| Message::new(Matched::Node(m), st, c)))
     }
 
     /// [`Source::immediate_matched_probe_with_tag`] with any tag.
@@ -399,6 +422,27 @@ fn start_in_scope<'s, D: Destination + ?Sized>(
     scope.start_send(d.comm(), bytes, d.destination_rank(), tag, sync)
 }
 
+/// A blocking send of `bytes` (synchronous if `sync`): through the
+/// communicator spanning nodes if it is one, else the raw tier.
+#[inline]
+fn send_bytes(
+    comm: &SimpleCommunicator,
+    bytes: &[u8],
+    dest: i32,
+    tag: i32,
+    sync: bool,
+) -> Result<()> {
+    #[cfg(feature = "mpi")]
+    if let Some(s) = comm.spanning() {
+        return if sync {
+            s.ssend(bytes, dest, tag)
+        } else {
+            s.send(bytes, dest, tag)
+        };
+    }
+    raw::send_mode(comm, bytes, dest, tag, sync)
+}
+
 /// Operations that send to a destination ([`Process`]).
 pub trait Destination {
     /// The communicator.
@@ -409,7 +453,13 @@ pub trait Destination {
     /// Sends `buf` (a value, slice or `Vec` of [`Equivalence`] values)
     /// with `tag` and waits until the buffer may be reused (`MPI_Send`).
     fn send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: i32) -> Result<()> {
-        raw::send(self.comm(), buf.as_bytes(), self.destination_rank(), tag)
+        send_bytes(
+            self.comm(),
+            buf.as_bytes(),
+            self.destination_rank(),
+            tag,
+            false,
+        )
     }
 
     /// [`Destination::send_with_tag`] with tag 0.
@@ -422,7 +472,7 @@ pub trait Destination {
     /// its size. A synchronous send to this very process returns only if
     /// another thread receives it.
     fn synchronous_send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: i32) -> Result<()> {
-        raw::send_mode(
+        send_bytes(
             self.comm(),
             buf.as_bytes(),
             self.destination_rank(),
@@ -450,17 +500,18 @@ pub trait Destination {
         match datatype.dense_offset() {
             Some(off) if n > 0 => {
                 let at = usize::try_from(off).unwrap_or(0);
-                raw::send(
+                send_bytes(
                     self.comm(),
                     &bytes[at..at + n],
                     self.destination_rank(),
                     tag,
+                    false,
                 )
             }
             _ => {
                 let mut packed = crate::error::zeroed_bytes(n)?;
                 datatype.pack(bytes, count, &mut packed)?;
-                raw::send(self.comm(), &packed, self.destination_rank(), tag)
+                send_bytes(self.comm(), &packed, self.destination_rank(), tag, false)
             }
         }
     }
@@ -596,18 +647,23 @@ impl Source for AnyProcess<'_> {
 #[derive(Debug)]
 #[must_use = "a matched message is lost for every other receive; dropping it discards it"]
 pub struct Message {
-    inner: vci::Message<'static>,
+    inner: Matched,
     status: Status,
     comm: SimpleCommunicator,
 }
 
+/// The message a matched probe took: the engine's, or (feature `mpi`) one
+/// of a communicator spanning nodes.
+#[derive(Debug)]
+enum Matched {
+    Node(vci::Message<'static>),
+    #[cfg(feature = "mpi")]
+    Span(crate::multinode::SpanMessage),
+}
+
 impl Message {
     /// A matched message of `comm` and its status (communicator ranks).
-    fn new(
-        inner: vci::Message<'static>,
-        st: raw::Status,
-        comm: &SimpleCommunicator,
-    ) -> (Message, Status) {
+    fn new(inner: Matched, st: raw::Status, comm: &SimpleCommunicator) -> (Message, Status) {
         let status = Status::from_engine(st, None);
         let m = Message {
             inner,
@@ -625,13 +681,21 @@ impl Message {
     /// Whether this is the empty message of a probe on `PROC_NULL`
     /// (`MPI_MESSAGE_NO_PROC`): receiving it delivers nothing.
     pub fn is_no_proc(&self) -> bool {
-        self.inner.is_no_proc()
+        match &self.inner {
+            Matched::Node(m) => m.is_no_proc(),
+            #[cfg(feature = "mpi")]
+            Matched::Span(m) => m.is_no_proc(),
+        }
     }
 
     /// Receives the message into `buf` (`MPI_Mrecv`). A message longer
     /// than `buf` is [`Error::Truncate`] (the prefix is delivered).
     pub fn matched_receive_into<B: BufferMut + ?Sized>(self, buf: &mut B) -> Result<Status> {
-        received(raw::mrecv(&self.comm, self.inner, buf.as_bytes_mut())?)
+        match self.inner {
+            Matched::Node(m) => received(raw::mrecv(&self.comm, m, buf.as_bytes_mut())?),
+            #[cfg(feature = "mpi")]
+            Matched::Span(m) => received(m.recv(buf.as_bytes_mut())?),
+        }
     }
 
     /// Receives the message as one value of `T`; it must be exactly one
@@ -662,9 +726,19 @@ impl Message {
         scope: &'s Scope<'s, '_>,
         buf: &'s mut B,
     ) -> Result<Request<'s>> {
+        #[cfg(not(feature = "mpi"))]
+        let Matched::Node(m) = self.inner;
+        #[cfg(feature = "mpi")]
+        let m = match self.inner {
+            Matched::Node(m) => m,
+            // The copy happens here too: the request is complete at once.
+            Matched::Span(m) => {
+                let st = m.recv(buf.as_bytes_mut())?;
+                return Ok(scope.finished(st));
+            }
+        };
         let table = self.comm.status_table().cloned();
-        let r = self
-            .inner
+        let r = m
             .imrecv(buf.as_bytes_mut())
             .map_err(|e| engine_error_in(e, table.as_deref()))?;
         Ok(scope.insert(r, table.as_ref()))
@@ -699,7 +773,24 @@ fn exchange<D: Destination + ?Sized, S: Source + ?Sized>(
     receivetag: i32,
 ) -> Result<Status> {
     let (dc, sc) = (destination.comm(), source.comm());
-    if std::ptr::eq(dc, sc) || dc.context() == sc.context() {
+    #[cfg(feature = "mpi")]
+    if let Some(s) = sc.spanning() {
+        // The receive is posted first, then the send made (through
+        // whichever path its communicator takes), then the receive waited
+        // for.
+        // SAFETY: the request is completed before this function returns
+        // on every path (waited for below, or cancelled and dropped —
+        // dropping waits — if the send fails); `buf` outlives it.
+        let mut r = unsafe { s.irecv(buf, source.source_rank(), receivetag) }?;
+        let dest = destination.destination_rank();
+        if let Err(e) = send_bytes(dc, msg, dest, sendtag, false) {
+            let _ = r.cancel();
+            drop(r);
+            return Err(e);
+        }
+        return received(r.wait()?);
+    }
+    if (std::ptr::eq(dc, sc) || dc.context() == sc.context()) && !dc.spans_nodes() {
         let mut st = raw::Status::empty();
         raw::sendrecv(
             dc,
@@ -716,12 +807,14 @@ fn exchange<D: Destination + ?Sized, S: Source + ?Sized>(
     // Two communicators: the receive is posted first on its own, then the
     // send, then the receive is waited for.
     raw::check_send_tag(sendtag)?;
-    raw::route(dc, destination.destination_rank())?;
+    if !dc.spans_nodes() {
+        raw::route(dc, destination.destination_rank())?;
+    }
     // SAFETY: the request is completed before this function returns, on
     // every path (waited for below, or cancelled and dropped — dropping
     // waits — if the send fails); it is never leaked, and `buf` outlives it.
     let mut r = unsafe { raw::irecv(sc, buf, source.source_rank(), receivetag) }?;
-    if let Err(e) = raw::send(dc, msg, destination.destination_rank(), sendtag) {
+    if let Err(e) = send_bytes(dc, msg, destination.destination_rank(), sendtag, false) {
         r.cancel();
         drop(r);
         return Err(e);

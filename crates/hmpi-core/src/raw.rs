@@ -94,6 +94,12 @@ impl Route {
 /// included).
 #[inline(always)]
 pub fn route(comm: &SimpleCommunicator, rank: i32) -> Result<Route> {
+    // A communicator spanning nodes (feature `mpi`) routes in the typed
+    // API; its node part's engine ranks are not its ranks.
+    #[cfg(feature = "mpi")]
+    if comm.spans_nodes() {
+        return Err(comm.no_span_form("the raw tier"));
+    }
     if rank == PROC_NULL {
         return Ok(Route::Null);
     }
@@ -116,6 +122,10 @@ pub fn route(comm: &SimpleCommunicator, rank: i32) -> Result<Route> {
 #[inline(always)]
 pub fn route_source(comm: &SimpleCommunicator, rank: i32) -> Result<Route> {
     if rank == ANY_SOURCE {
+        #[cfg(feature = "mpi")]
+        if comm.spans_nodes() {
+            return Err(comm.no_span_form("the raw tier"));
+        }
         return Ok(Route::Any);
     }
     route(comm, rank)
@@ -576,7 +586,12 @@ pub fn finished_request(st: Status) -> Result<Request<'static>> {
 
 /// Gives `block` to `dest` with `tag` in `comm`'s context for `traffic`
 /// (ownership passing), complete at once; on error the block is still
-/// the caller's.
+/// the caller's. On a communicator spanning nodes (feature `mpi`), a
+/// point-to-point give goes through
+/// [`SpanningCommunicator::give`](crate::multinode::SpanningCommunicator::give):
+/// to another node, its bytes are sent and the block freed (its `meta`
+/// words stay here), and the give returns once MPI has sent them (as
+/// `MPI_Send` does: a large message once its take has begun).
 ///
 /// # Safety
 /// `block` is a block of the global allocator with its layout (or of size
@@ -588,6 +603,20 @@ pub unsafe fn give(
     dest: i32,
     tag: i32,
 ) -> Result<()> {
+    #[cfg(feature = "mpi")]
+    if let Some(s) = comm.spanning() {
+        if !matches!(traffic, Traffic::PointToPoint) {
+            return Err(comm.no_span_form("ownership passing in a collective"));
+        }
+        // SAFETY: the caller's guarantee is the spanning give's.
+        unsafe { s.give(block, dest, tag) }?;
+        // To another node the give returns once MPI has sent the bytes (as
+        // MPI_Send: a large message once its take has begun).
+        if !comm.shares_heap_with(dest) {
+            crate::multinode::complete_gives()?;
+        }
+        return Ok(());
+    }
     let tag = check_send_tag(tag)?;
     let to = route(comm, dest)?;
     let ep = endpoint()?;
@@ -618,7 +647,11 @@ pub unsafe fn igive(
 /// Receives a message from `source` with `tag` as a block (aligned to
 /// `align`) into `out`, where it stays as the engine wrote it; the status
 /// in `status`, in communicator ranks. A receive from `PROC_NULL` is
-/// [`Error::Rank`] (it has no block to give).
+/// [`Error::Rank`] (it has no block to give). On a communicator spanning
+/// nodes (feature `mpi`), a point-to-point receive goes through
+/// [`SpanningCommunicator::take`](crate::multinode::SpanningCommunicator::take):
+/// from another node, a fresh block of the message's length, without
+/// `meta` words (and `ANY_SOURCE` is refused).
 #[inline(always)]
 pub fn recv_owned_into(
     comm: &SimpleCommunicator,
@@ -629,6 +662,16 @@ pub fn recv_owned_into(
     tag: i32,
     status: &mut Status,
 ) -> Result<()> {
+    #[cfg(feature = "mpi")]
+    if let Some(s) = comm.spanning() {
+        if !matches!(traffic, Traffic::PointToPoint) {
+            return Err(comm.no_span_form("ownership passing in a collective"));
+        }
+        let (block, st) = s.take(align, source, tag)?;
+        *out = Some(block);
+        *status = st;
+        return Ok(());
+    }
     let tag = check_recv_tag(tag)?;
     let from = match route_source(comm, source)? {
         Route::Null => return Err(bad_rank(comm, PROC_NULL)),

@@ -150,6 +150,12 @@ struct Table<'s> {
 /// returning, on every path.
 type Slots<'s> = RefCell<ManuallyDrop<Table<'s>>>;
 
+/// The requests of communicators spanning nodes (feature `mpi`) started
+/// in a scope, by index; like [`Slots`], no drop glue ([`scope`] empties
+/// it).
+#[cfg(feature = "mpi")]
+type SpanSlots<'s> = RefCell<ManuallyDrop<Vec<Option<crate::multinode::SpanRequest<'s>>>>>;
+
 /// The owner of the requests started in one [`scope`] (rsmpi's
 /// `LocalScope`). Only ever seen as `&'s Scope<'s, 'env>`; `'env` is the
 /// lifetime of what the closure borrows, which outlives `'s`.
@@ -162,6 +168,9 @@ pub struct Scope<'s, 'env: 's> {
     /// [`crate::partitioned::PartitionedRecv`]): a round in flight is
     /// waited for at the scope's end.
     parts: RefCell<Vec<Arc<crate::partitioned::RecvCore>>>,
+    /// Requests of communicators spanning nodes.
+    #[cfg(feature = "mpi")]
+    spans: SpanSlots<'s>,
     /// Invariance in `'s` and `'env` (see the module docs).
     _scope: PhantomData<&'s mut &'s ()>,
     _env: PhantomData<&'env mut &'env ()>,
@@ -189,6 +198,8 @@ where
         table: RefCell::new(ManuallyDrop::new(Table::default())),
         colls: RefCell::new(Vec::new()),
         parts: RefCell::new(Vec::new()),
+        #[cfg(feature = "mpi")]
+        spans: RefCell::new(ManuallyDrop::new(Vec::new())),
         _scope: PhantomData,
         _env: PhantomData,
     };
@@ -231,6 +242,16 @@ impl<'s> Scope<'s, '_> {
         for p in parts {
             let _ = p.wait();
         }
+        #[cfg(feature = "mpi")]
+        {
+            let spans = std::mem::take(&mut **self.spans.borrow_mut());
+            for mut r in spans.into_iter().flatten() {
+                if cancel {
+                    let _ = r.cancel();
+                }
+                drop(r); // waits
+            }
+        }
         let t = std::mem::take(&mut **self.table.borrow_mut());
         for mut r in t.slots.into_iter().flatten() {
             if cancel {
@@ -256,6 +277,8 @@ impl<'s> Scope<'s, '_> {
             // Finished: dropping the engine request does not wait.
             return Request {
                 table: &self.table,
+                #[cfg(feature = "mpi")]
+                spans: &self.spans,
                 state: State::Done(st),
                 from_world,
                 cancelled: Cell::new(false),
@@ -274,8 +297,47 @@ impl<'s> Scope<'s, '_> {
         };
         Request {
             table: &self.table,
+            #[cfg(feature = "mpi")]
+            spans: &self.spans,
             state: State::Pending(index),
             from_world,
+            cancelled: Cell::new(false),
+        }
+    }
+
+    /// A request that finished as it started, with status `st` (in the
+    /// communicator's ranks).
+    #[cfg(feature = "mpi")]
+    pub(crate) fn finished(&'s self, st: vci::Status) -> Request<'s> {
+        Request {
+            table: &self.table,
+            spans: &self.spans,
+            state: State::Done(st),
+            from_world: None,
+            cancelled: Cell::new(false),
+        }
+    }
+
+    /// Puts a request of a communicator spanning nodes into the scope
+    /// (its statuses are in that communicator's ranks already).
+    #[cfg(feature = "mpi")]
+    fn insert_span(&'s self, r: crate::multinode::SpanRequest<'s>) -> Request<'s> {
+        let mut t = self.spans.borrow_mut();
+        let index = match t.iter().position(Option::is_none) {
+            Some(i) => {
+                t[i] = Some(r);
+                i
+            }
+            None => {
+                t.push(Some(r));
+                t.len() - 1
+            }
+        };
+        Request {
+            table: &self.table,
+            spans: &self.spans,
+            state: State::Span(index),
+            from_world: None,
             cancelled: Cell::new(false),
         }
     }
@@ -300,6 +362,14 @@ impl<'s> Scope<'s, '_> {
         tag: i32,
         sync: bool,
     ) -> Result<Request<'s>> {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = comm.spanning() {
+            // SAFETY: as below: the request is owned by the scope's table
+            // of spanning requests and completed before the scope (and so
+            // the borrow of `buf`) ends.
+            let r = unsafe { s.isend(buf, dest, tag, sync) }?;
+            return Ok(self.insert_span(r));
+        }
         // SAFETY: the engine's request is moved into this scope's table
         // right away and never handed to the program; it leaves the table
         // only to be completed (wait, a completing test, drop, which waits,
@@ -320,6 +390,12 @@ impl<'s> Scope<'s, '_> {
         source: i32,
         tag: i32,
     ) -> Result<Request<'s>> {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = comm.spanning() {
+            // SAFETY: as in `start_send`.
+            let r = unsafe { s.irecv(buf, source, tag) }?;
+            return Ok(self.insert_span(r));
+        }
         // SAFETY: as in `start_send`: the request is owned by the scope's
         // table and completed before the scope (and so the borrow of `buf`)
         // ends, however the program treats the returned handle.
@@ -367,6 +443,10 @@ enum State {
     Pending(usize),
     /// Finished with this engine status (in world ranks, with its error).
     Done(vci::Status),
+    /// A request of a communicator spanning nodes, in the scope's table of
+    /// those at this index.
+    #[cfg(feature = "mpi")]
+    Span(usize),
     /// Its engine request vanished from the table (a broken invariant,
     /// reported as [`Error::Internal`]).
     Lost,
@@ -451,6 +531,8 @@ impl Drop for CollectiveRequest<'_> {
 #[derive(Debug)]
 pub struct Request<'s> {
     table: &'s Slots<'s>,
+    #[cfg(feature = "mpi")]
+    spans: &'s SpanSlots<'s>,
     state: State,
     /// The communicator's table for statuses (`None`: world ranks).
     from_world: Option<Arc<[i32]>>,
@@ -470,6 +552,8 @@ impl<'s> Request<'s> {
     fn result(&self) -> Option<Result<Status>> {
         match self.state {
             State::Pending(_) => None,
+            #[cfg(feature = "mpi")]
+            State::Span(_) => None,
             State::Done(st) => Some(self.outcome(st)),
             State::Lost => Some(Err(missing())),
         }
@@ -478,6 +562,13 @@ impl<'s> Request<'s> {
     /// Waits until the operation has finished (`MPI_Wait`). A receive of a
     /// longer message is [`Error::Truncate`] (the buffer holds the prefix).
     pub fn wait(mut self) -> Result<Status> {
+        #[cfg(feature = "mpi")]
+        if let State::Span(i) = self.state {
+            let r = self.spans.borrow_mut().get_mut(i).and_then(Option::take);
+            self.state = State::Lost;
+            let r = r.ok_or_else(missing)?;
+            self.state = State::Done(r.wait()?);
+        }
         if let State::Pending(i) = self.state {
             let Some(r) = take(self.table, i) else {
                 self.state = State::Lost;
@@ -495,6 +586,19 @@ impl<'s> Request<'s> {
     /// once): `Ok(Some(status))` once it has, every time it is asked (and a
     /// failed operation's error every time).
     pub fn test(&mut self) -> Result<Option<Status>> {
+        #[cfg(feature = "mpi")]
+        if let State::Span(i) = self.state {
+            let mut t = self.spans.borrow_mut();
+            let r = t.get_mut(i).and_then(Option::as_mut).ok_or_else(missing)?;
+            let Some(st) = r.test()? else {
+                return Ok(None);
+            };
+            // Finished: dropping it does not wait.
+            t[i] = None;
+            drop(t);
+            self.state = State::Done(st);
+            return self.outcome(st).map(Some);
+        }
         let State::Pending(i) = self.state else {
             return self.result().transpose();
         };
@@ -519,7 +623,12 @@ impl<'s> Request<'s> {
 
     /// Whether the operation is known to have finished (no progress).
     pub fn is_complete(&self) -> bool {
-        !matches!(self.state, State::Pending(_))
+        match self.state {
+            State::Pending(_) => false,
+            #[cfg(feature = "mpi")]
+            State::Span(_) => false,
+            _ => true,
+        }
     }
 
     /// Cancels a receive that has not matched a message yet (`MPI_Cancel`):
@@ -529,6 +638,17 @@ impl<'s> Request<'s> {
     /// engine does not), nor is a receive that has matched already: both
     /// complete as usual.
     pub fn cancel(&self) -> bool {
+        #[cfg(feature = "mpi")]
+        if let State::Span(i) = self.state {
+            let done = match self.spans.borrow_mut().get_mut(i) {
+                Some(Some(r)) => r.cancel().unwrap_or(false),
+                _ => false,
+            };
+            if done {
+                self.cancelled.set(true);
+            }
+            return done;
+        }
         let State::Pending(i) = self.state else {
             return false;
         };
@@ -554,6 +674,9 @@ impl<'s> Request<'s> {
     fn lend(&self) -> Result<Option<vci::Request<'s>>> {
         match self.state {
             State::Done(_) | State::Lost => Ok(None),
+            // Not the engine's: the set operations test it themselves.
+            #[cfg(feature = "mpi")]
+            State::Span(_) => Ok(None),
             State::Pending(i) => {
                 let mut t = self.table.borrow_mut();
                 let r = t.slots.get_mut(i).and_then(Option::take);
@@ -591,6 +714,15 @@ fn missing() -> Error {
 
 impl Drop for Request<'_> {
     fn drop(&mut self) {
+        #[cfg(feature = "mpi")]
+        if let State::Span(i) = self.state {
+            if std::thread::panicking() {
+                return; // the scope's end cancels and waits
+            }
+            let r = self.spans.borrow_mut().get_mut(i).and_then(Option::take);
+            drop(r); // waits
+            return;
+        }
         if let State::Pending(i) = self.state {
             if std::thread::panicking() {
                 // Leave it to the scope's end, which cancels a pending
@@ -675,6 +807,15 @@ enum Drive {
 /// engine requests for one engine call) and records in place the ones that
 /// finished.
 fn drive(reqs: &mut [Option<Request<'_>>], how: Drive) {
+    #[cfg(feature = "mpi")]
+    if reqs
+        .iter()
+        .flatten()
+        .any(|r| matches!(r.state, State::Span(_)))
+    {
+        drive_polling(reqs, how);
+        return;
+    }
     // Only the pending requests go to the engine (with their indices in
     // `reqs`): in a window of small messages most have finished as they
     // started, and lending a slot for each of them on every pass cost more
@@ -710,6 +851,28 @@ fn drive(reqs: &mut [Option<Request<'_>>], how: Drive) {
         if let Some(r) = at.get(k).and_then(|&i| reqs.get_mut(i)?.as_mut()) {
             r.finished(st);
         }
+    }
+}
+
+/// [`drive`] for a set with requests of communicators spanning nodes
+/// (feature `mpi`), which two engines complete: each pending request is
+/// tested in turn, until one has finished (or once, for the tests).
+#[cfg(feature = "mpi")]
+fn drive_polling(reqs: &mut [Option<Request<'_>>], how: Drive) {
+    loop {
+        let mut any = false;
+        for r in reqs.iter_mut().flatten() {
+            if !r.is_complete() && r.test().is_err() && !r.is_complete() {
+                // An error the request did not record: it is reported as
+                // lost rather than waited for forever.
+                r.state = State::Lost;
+            }
+            any |= r.is_complete();
+        }
+        if any || matches!(how, Drive::TestOne | Drive::TestSome) {
+            return;
+        }
+        std::thread::yield_now();
     }
 }
 

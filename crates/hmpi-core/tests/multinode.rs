@@ -245,6 +245,7 @@ fn suite(universe: &hmpi_core::Universe, world: &SpanningCommunicator) {
     split_and_dup(world);
     windows(world);
     errors(world);
+    typed_api(universe);
     world.barrier().unwrap();
     if rank == 0 {
         println!("multinode suite: {size} ranks on {nodes} nodes: ok");
@@ -265,7 +266,13 @@ fn layout(universe: &hmpi_core::Universe, world: &SpanningCommunicator, nodes: u
     let node_of = |r: i32| (i64::from(r) * i64::from(nodes) / i64::from(size)) as u32;
     assert_eq!(multinode::node(), node_of(rank));
     let block: Vec<i32> = (0..size).filter(|&r| node_of(r) == node_of(rank)).collect();
-    let node_world = universe.world();
+    // The typed API's world spans every node; its node part is the
+    // node's block.
+    let typed = universe.world();
+    assert_eq!((typed.rank(), typed.size()), (rank, size));
+    assert!(typed.spans_nodes());
+    let node_world = typed.split_shared(0).unwrap();
+    assert!(!node_world.spans_nodes());
     assert_eq!(node_world.size() as usize, block.len());
     assert_eq!(block[node_world.rank() as usize], rank);
     for r in 0..size {
@@ -1328,4 +1335,579 @@ fn errors(world: &SpanningCommunicator) {
     ));
     assert!(world.split(Some(u32::MAX), 0).is_err());
     assert!(world.alltoallv_bytes(&[]).is_err());
+}
+
+// ---------------------------------------------------------------------------
+// The same job through the ordinary typed API only: `universe.world()`
+// spans every node.
+
+/// A 2×2 matrix (row-major) per rank: their product is associative and
+/// not commutative, so a reduction combined out of rank order fails.
+fn matrix(r: i32) -> [u64; 4] {
+    let r = r as u64;
+    [r + 2, 1, 3 * r + 1, r + 1]
+}
+
+fn mat_mul(a: &[u64; 4], b: &[u64; 4]) -> [u64; 4] {
+    [
+        a[0].wrapping_mul(b[0])
+            .wrapping_add(a[1].wrapping_mul(b[2])),
+        a[0].wrapping_mul(b[1])
+            .wrapping_add(a[1].wrapping_mul(b[3])),
+        a[2].wrapping_mul(b[0])
+            .wrapping_add(a[3].wrapping_mul(b[2])),
+        a[2].wrapping_mul(b[1])
+            .wrapping_add(a[3].wrapping_mul(b[3])),
+    ]
+}
+
+/// The product of the matrices of `ranks`, in order.
+fn serial_product(ranks: impl Iterator<Item = i32>) -> [u64; 4] {
+    ranks.fold([1, 0, 0, 1], |acc, r| mat_mul(&acc, &matrix(r)))
+}
+
+/// `inout = input · inout` per element (MPI's `inout = input op inout`).
+fn product_op() -> hmpi_core::collective::UserOperation {
+    hmpi_core::collective::UserOperation::typed::<[u64; 4]>(false, |a, o| {
+        for (x, y) in a.iter().zip(o.iter_mut()) {
+            *y = mat_mul(x, y);
+        }
+    })
+}
+
+fn typed_api(universe: &hmpi_core::Universe) {
+    let world = universe.world();
+    let (rank, size) = (world.rank(), world.size());
+    for var in ["OMPI_COMM_WORLD_RANK", "PMI_RANK"] {
+        if let Ok(v) = std::env::var(var) {
+            assert_eq!(v.parse::<i32>().unwrap(), rank, "typed world rank = {var}");
+        }
+    }
+    assert_eq!(hmpi_core::SimpleCommunicator::world().unwrap().size(), size);
+    assert_eq!(world.name(), "MPI_COMM_WORLD");
+    assert_eq!(world.duplicate().unwrap().name(), "");
+    typed_p2p(&world);
+    typed_nonblocking(&world);
+    typed_collectives(&world);
+    typed_split(&world);
+    typed_ownership(&world);
+    typed_errors(&world);
+    world.barrier().unwrap();
+}
+
+/// Every rank sends `K` messages to rank 0 and to its neighbours; rank 0
+/// takes its share from `ANY_SOURCE` (local and remote senders) with
+/// several receive forms, each sender's in the order sent.
+fn typed_p2p(world: &hmpi_core::SimpleCommunicator) {
+    use hmpi_core::collective::SystemOperation;
+    const K: u64 = 6;
+    let (rank, size) = (world.rank(), world.size());
+    // This node's part (collective: before the synchronous sends below).
+    let local = world.split_shared(0).unwrap();
+    if rank != 0 {
+        for k in 0..K {
+            let msg = [rank as u64, k, u64::from(k % 2 == 0)];
+            let p = world.process_at_rank(0);
+            match k % 3 {
+                0 => p.send_with_tag(&msg[..], 10 + (k % 2) as i32).unwrap(),
+                1 => p
+                    .synchronous_send_with_tag(&msg[..], 10 + (k % 2) as i32)
+                    .unwrap(),
+                _ => p.send_with_tag(&msg, 10 + (k % 2) as i32).unwrap(),
+            }
+        }
+    } else {
+        let mut next = vec![0u64; size as usize];
+        let mut seen_local = false;
+        let mut seen_remote = false;
+        for i in 0..K * (size as u64 - 1) {
+            let (msg, st) = match i % 4 {
+                0 => world.any_process().receive_vec::<u64>().unwrap(),
+                1 => {
+                    let mut b = [0u64; 3];
+                    let st = world.any_process().receive_into(&mut b[..]).unwrap();
+                    (b.to_vec(), st)
+                }
+                2 => {
+                    let st = world.any_process().probe().unwrap();
+                    assert_eq!(st.count::<u64>().unwrap(), 3);
+                    let (b, st2) = world
+                        .process_at_rank(st.source_rank())
+                        .receive_with_tag::<[u64; 3]>(st.tag())
+                        .unwrap();
+                    assert_eq!(st2.source_rank(), st.source_rank());
+                    (b.to_vec(), st2)
+                }
+                _ => {
+                    let (m, st) = world.any_process().matched_probe().unwrap();
+                    let (b, st2) = m.matched_receive::<[u64; 3]>().unwrap();
+                    assert_eq!(st2.source_rank(), st.source_rank());
+                    (b.to_vec(), st2)
+                }
+            };
+            let src = st.source_rank();
+            assert_eq!(msg[0], src as u64, "the status names the sender");
+            assert_eq!(msg[1], next[src as usize], "non-overtaking from {src}");
+            assert_eq!(st.tag(), 10 + (msg[1] % 2) as i32);
+            next[src as usize] += 1;
+            // Rank 0's node holds ranks 0 .. its size (virtual nodes
+            // are blocks of ranks; without them, the machine is one).
+            let here = src < local.size();
+            seen_local |= here;
+            seen_remote |= !here;
+        }
+        assert!(next[1..].iter().all(|&n| n == K));
+        assert_eq!(seen_remote, size > local.size());
+        assert_eq!(seen_local, local.size() > 1);
+        for tag in [10, 11] {
+            assert!(world
+                .any_process()
+                .immediate_probe_with_tag(tag)
+                .unwrap()
+                .is_none());
+        }
+    }
+    // Rank 0's wildcards (any tag) must see only the messages above.
+    world.barrier().unwrap();
+    // A ring: ANY_TAG from a known source, send_receive, PROC_NULL.
+    let right = (rank + 1) % size;
+    let left = (rank + size - 1) % size;
+    let (v, st) = hmpi_core::point_to_point::send_receive_with_tags::<u64, _, _, _>(
+        &(rank as u64 * 7),
+        &world.process_at_rank(right),
+        3,
+        &world.process_at_rank(left),
+        ANY_TAG,
+    )
+    .unwrap();
+    assert_eq!((v, st.source_rank(), st.tag()), (left as u64 * 7, left, 3));
+    world.process_at_rank(PROC_NULL).send(&1u8).unwrap();
+    // Sizes up to 1 MiB between every pair of ranks 0 ↔ r, byte by byte.
+    for sz in [0usize, 1, 4096, 65537, 1 << 20] {
+        if rank == 0 {
+            for r in 1..size {
+                world
+                    .process_at_rank(r)
+                    .send_with_tag(&filled(0, sz, 5)[..], 4)
+                    .unwrap();
+                let (got, st) = world
+                    .process_at_rank(r)
+                    .receive_vec_with_tag::<u8>(4)
+                    .unwrap();
+                assert_eq!(st.byte_count() as usize, sz);
+                check_filled(&got, r, 5, "typed sizes");
+            }
+        } else {
+            let mut b = vec![0u8; sz];
+            let st = world
+                .process_at_rank(0)
+                .receive_into_with_tag(&mut b[..], 4)
+                .unwrap();
+            assert_eq!(st.byte_count() as usize, sz);
+            check_filled(&b, 0, 5, "typed sizes");
+            world
+                .process_at_rank(0)
+                .send_with_tag(&filled(rank, sz, 5)[..], 4)
+                .unwrap();
+        }
+    }
+    // A longer message than the buffer is a truncation error.
+    if rank == 0 {
+        world
+            .process_at_rank(size - 1)
+            .send_with_tag(&[1u32, 2, 3][..], 8)
+            .unwrap();
+    }
+    if rank == size - 1 {
+        let mut b = [0u32; 2];
+        let e = world
+            .process_at_rank(0)
+            .receive_into_with_tag(&mut b[..], 8);
+        if local.size() == size {
+            assert!(matches!(e, Err(hmpi_core::Error::Truncate { .. })), "{e:?}");
+            assert_eq!(b, [1, 2]);
+        } else {
+            // From another node MPI reports the truncation as its error
+            // (docs/multinode.md).
+            assert!(e.is_err());
+        }
+    }
+    let mut total = 0u64;
+    world
+        .all_reduce_into(&1u64, &mut total, SystemOperation::sum())
+        .unwrap();
+    assert_eq!(total, size as u64);
+}
+
+/// `immediate_*` in a scope: wildcard receives posted before the sends,
+/// completed by a collection, in posting order per sender.
+fn typed_nonblocking(world: &hmpi_core::SimpleCommunicator) {
+    use hmpi_core::request::{self, RequestCollection};
+    let (rank, size) = (world.rank(), world.size());
+    let n = (size - 1) as usize;
+    let mut bufs = vec![[0u64; 2]; 2 * n];
+    let out: Vec<[u64; 2]> = (0..2).map(|k| [rank as u64, k]).collect();
+    request::scope(|scope| {
+        let mut coll = RequestCollection::new();
+        for b in bufs.iter_mut() {
+            coll.add(
+                world
+                    .any_process()
+                    .immediate_receive_into_with_tag(scope, b, 21)
+                    .unwrap(),
+            );
+        }
+        world.barrier().unwrap();
+        let mut sends = Vec::new();
+        for d in (0..size).filter(|&d| d != rank) {
+            for m in &out {
+                sends.push(
+                    world
+                        .process_at_rank(d)
+                        .immediate_synchronous_send_with_tag(scope, m, 21)
+                        .unwrap(),
+                );
+            }
+        }
+        let mut outcomes = Vec::new();
+        coll.wait_all(&mut outcomes);
+        assert_eq!(outcomes.len(), 2 * n);
+        for (_, st) in &outcomes {
+            assert_eq!(st.as_ref().unwrap().tag(), 21);
+        }
+        for s in sends {
+            s.wait().unwrap();
+        }
+    });
+    // Per sender, its first message landed in the earlier buffer.
+    let mut count = vec![0u64; size as usize];
+    for b in &bufs {
+        assert_eq!(b[1], count[b[0] as usize], "posting order from {}", b[0]);
+        count[b[0] as usize] += 1;
+    }
+    for (r, &c) in count.iter().enumerate() {
+        assert_eq!(c, if r as i32 == rank { 0 } else { 2 });
+    }
+    // A cancelled wildcard receive, and a test that finishes later.
+    let mut b = 0u32;
+    request::scope(|scope| {
+        let r = world
+            .any_process()
+            .immediate_receive_into_with_tag(scope, &mut b, 22)
+            .unwrap();
+        assert!(r.cancel());
+        assert!(r.is_cancelled());
+        let st = r.wait().unwrap();
+        assert!(st.is_cancelled());
+    });
+    world.barrier().unwrap();
+}
+
+fn typed_collectives(world: &hmpi_core::SimpleCommunicator) {
+    use hmpi_core::collective::{Partition, PartitionMut, SystemOperation};
+    let (rank, size) = (world.rank(), world.size());
+    let n = size as usize;
+    world.barrier().unwrap();
+    for root in 0..size {
+        let mut v = [0u32; 5];
+        if rank == root {
+            v = [root as u32, 1, 2, 3, 4];
+        }
+        world
+            .process_at_rank(root)
+            .broadcast_into(&mut v[..])
+            .unwrap();
+        assert_eq!(v, [root as u32, 1, 2, 3, 4]);
+    }
+    // Reductions against the serial rank-order definitions.
+    let mut sum = [0.0f64; 2];
+    let mine = [rank as f64 + 0.5, -(rank as f64)];
+    world
+        .all_reduce_into(&mine[..], &mut sum[..], SystemOperation::sum())
+        .unwrap();
+    let want: f64 = (0..size).map(|r| r as f64 + 0.5).sum();
+    assert_eq!(sum, [want, -((0..size).sum::<i32>() as f64)]);
+    let mut prod = [[0u64; 4]; 1];
+    world
+        .all_reduce_into(&[matrix(rank)][..], &mut prod[..], product_op())
+        .unwrap();
+    assert_eq!(prod[0], serial_product(0..size));
+    for root in 0..size {
+        let p = world.process_at_rank(root);
+        if rank == root {
+            let mut out = [[0u64; 4]; 1];
+            p.reduce_into_root(&[matrix(rank)][..], &mut out[..], product_op())
+                .unwrap();
+            assert_eq!(out[0], serial_product(0..size));
+        } else {
+            p.reduce_into(&[matrix(rank)][..], product_op()).unwrap();
+        }
+    }
+    let mut scan = [[0u64; 4]; 1];
+    world
+        .scan_into(&[matrix(rank)][..], &mut scan[..], product_op())
+        .unwrap();
+    assert_eq!(scan[0], serial_product(0..=rank));
+    let mut ex = [[7u64; 4]; 1];
+    world
+        .exclusive_scan_into(&[matrix(rank)][..], &mut ex[..], product_op())
+        .unwrap();
+    if rank == 0 {
+        assert_eq!(ex[0], [7; 4], "exscan leaves rank 0's buffer");
+    } else {
+        assert_eq!(ex[0], serial_product(0..rank));
+    }
+    let blocks: Vec<u64> = (0..n as u64 * 2).map(|i| i * 3 + rank as u64).collect();
+    let mut mine_block = [0u64; 2];
+    world
+        .reduce_scatter_block_into(&blocks[..], &mut mine_block[..], SystemOperation::sum())
+        .unwrap();
+    let tot: u64 = (0..size as u64).sum();
+    for (k, &x) in mine_block.iter().enumerate() {
+        let i = 2 * rank as u64 + k as u64;
+        assert_eq!(x, i * 3 * size as u64 + tot);
+    }
+    // Data movement.
+    let mut all = vec![0i64; 2 * n];
+    world
+        .all_gather_into(&[rank as i64, -(rank as i64)][..], &mut all[..])
+        .unwrap();
+    for r in 0..n {
+        assert_eq!(&all[2 * r..2 * r + 2], &[r as i64, -(r as i64)]);
+    }
+    let counts: Vec<i32> = (0..size).map(|r| r % 3).collect();
+    let displs: Vec<i32> = counts
+        .iter()
+        .scan(0, |a, &c| Some(std::mem::replace(a, *a + c)))
+        .collect();
+    let total: i32 = counts.iter().sum();
+    let mut var = vec![0u16; total as usize];
+    let mine: Vec<u16> = (0..rank % 3).map(|k| (rank * 10 + k) as u16).collect();
+    world
+        .all_gather_varcount_into(
+            &mine[..],
+            &mut PartitionMut::new(&mut var[..], &counts[..], &displs[..]),
+        )
+        .unwrap();
+    for r in 0..size {
+        for k in 0..r % 3 {
+            assert_eq!(var[(displs[r as usize] + k) as usize], (r * 10 + k) as u16);
+        }
+    }
+    let send: Vec<u32> = (0..n as u32).map(|d| rank as u32 * 100 + d).collect();
+    let mut recv = vec![0u32; n];
+    world.all_to_all_into(&send[..], &mut recv[..]).unwrap();
+    for (r, &x) in recv.iter().enumerate() {
+        assert_eq!(x, r as u32 * 100 + rank as u32);
+    }
+    // all_to_all_varcount: rank s sends d+1 values to rank d.
+    let sc: Vec<i32> = (0..size).map(|d| d + 1).collect();
+    let sd: Vec<i32> = sc
+        .iter()
+        .scan(0, |a, &c| Some(std::mem::replace(a, *a + c)))
+        .collect();
+    let sendv: Vec<u32> = (0..size)
+        .flat_map(|d| (0..=d).map(move |k| (rank * 1000 + d * 10 + k) as u32))
+        .collect();
+    let rc: Vec<i32> = vec![rank + 1; n];
+    let rd: Vec<i32> = (0..size).map(|s| s * (rank + 1)).collect();
+    let mut recvv = vec![0u32; n * (rank as usize + 1)];
+    world
+        .all_to_all_varcount_into(
+            &Partition::new(&sendv[..], &sc[..], &sd[..]),
+            &mut PartitionMut::new(&mut recvv[..], &rc[..], &rd[..]),
+        )
+        .unwrap();
+    for s in 0..size {
+        for k in 0..=rank {
+            let got = recvv[(s * (rank + 1) + k) as usize];
+            assert_eq!(got, (s * 1000 + rank * 10 + k) as u32);
+        }
+    }
+    for root in 0..size {
+        let p = world.process_at_rank(root);
+        let mine = [rank as u8, 0xa5];
+        if rank == root {
+            let mut g = vec![0u8; 2 * n];
+            p.gather_into_root(&mine[..], &mut g[..]).unwrap();
+            for r in 0..n {
+                assert_eq!(&g[2 * r..2 * r + 2], &[r as u8, 0xa5]);
+            }
+            let pieces: Vec<u64> = (0..n as u64).map(|r| r * r + root as u64).collect();
+            let mut one = 0u64;
+            p.scatter_into_root(&pieces[..], &mut one).unwrap();
+            assert_eq!(one, (rank * rank + root) as u64);
+            let mut gv = vec![0u16; total as usize];
+            let mv: Vec<u16> = (0..rank % 3).map(|k| (rank * 10 + k) as u16).collect();
+            p.gather_varcount_into_root(
+                &mv[..],
+                &mut PartitionMut::new(&mut gv[..], &counts[..], &displs[..]),
+            )
+            .unwrap();
+            assert_eq!(gv, var);
+            let mut sv = vec![0u16; (rank % 3) as usize];
+            p.scatter_varcount_into_root(
+                &Partition::new(&var[..], &counts[..], &displs[..]),
+                &mut sv[..],
+            )
+            .unwrap();
+            assert_eq!(sv, mv);
+        } else {
+            p.gather_into(&mine[..]).unwrap();
+            let mut one = 0u64;
+            p.scatter_into(&mut one).unwrap();
+            assert_eq!(one, (rank * rank + root) as u64);
+            let mv: Vec<u16> = (0..rank % 3).map(|k| (rank * 10 + k) as u16).collect();
+            p.gather_varcount_into(&mv[..]).unwrap();
+            let mut sv = vec![0u16; (rank % 3) as usize];
+            p.scatter_varcount_into(&mut sv[..]).unwrap();
+            assert_eq!(sv, mv);
+        }
+    }
+}
+
+/// Splits across nodes (the parity of the rank, so each part has members
+/// on several nodes), keys reversed; a duplicate keeps its messages apart.
+fn typed_split(world: &hmpi_core::SimpleCommunicator) {
+    use hmpi_core::collective::SystemOperation;
+    let (rank, size) = (world.rank(), world.size());
+    let half = world
+        .split_by_color_with_key(Some((rank % 2) as u32), -rank)
+        .unwrap()
+        .unwrap();
+    let members: Vec<i32> = (0..size).rev().filter(|r| r % 2 == rank % 2).collect();
+    assert_eq!(half.size() as usize, members.len());
+    assert_eq!(members[half.rank() as usize], rank);
+    assert!(half.spans_nodes());
+    // Who is who: an all-gather of the world ranks, in the part's order.
+    let mut got = vec![0i32; members.len()];
+    half.all_gather_into(&rank, &mut got[..]).unwrap();
+    assert_eq!(got, members);
+    // A ring in the part, through both paths.
+    let (hr, hs) = (half.rank(), half.size());
+    let (v, st) = hmpi_core::point_to_point::send_receive::<i32, _, _, _>(
+        &rank,
+        &half.process_at_rank((hr + 1) % hs),
+        &half.process_at_rank((hr + hs - 1) % hs),
+    )
+    .unwrap();
+    assert_eq!(st.source_rank(), (hr + hs - 1) % hs);
+    assert_eq!(v, members[((hr + hs - 1) % hs) as usize]);
+    let mut s = 0i64;
+    half.all_reduce_into(&i64::from(rank), &mut s, SystemOperation::sum())
+        .unwrap();
+    assert_eq!(s, members.iter().map(|&r| i64::from(r)).sum::<i64>());
+    // MPI_UNDEFINED.
+    let none = world
+        .split_by_color(if rank == 0 { None } else { Some(0) })
+        .unwrap();
+    assert_eq!(none.is_none(), rank == 0);
+    if let Some(c) = none {
+        assert_eq!((c.size(), c.rank()), (size - 1, rank - 1));
+        c.barrier().unwrap();
+    }
+    // A duplicate: a message on it is not seen on the world.
+    let dup = world.duplicate().unwrap();
+    assert_eq!((dup.rank(), dup.size()), (rank, size));
+    let to = (rank + 1) % size;
+    dup.process_at_rank(to).send_with_tag(&9u8, 1).unwrap();
+    dup.barrier().unwrap();
+    assert!(world.any_process().immediate_probe().unwrap().is_none());
+    let (x, st) = dup.any_process().receive::<u8>().unwrap();
+    assert_eq!((x, st.source_rank()), (9, (rank + size - 1) % size));
+    world.barrier().unwrap();
+}
+
+fn typed_errors(world: &hmpi_core::SimpleCommunicator) {
+    let size = world.size();
+    assert!(matches!(
+        world.process_at_rank(size).send(&1u8),
+        Err(hmpi_core::Error::Rank { .. })
+    ));
+    assert!(matches!(
+        world.process_at_rank(0).send_with_tag(&1u8, -5),
+        Err(hmpi_core::Error::Tag { .. })
+    ));
+    // The raw tier (but for its blocking give and take) and the layers
+    // without a spanning form refuse it.
+    assert!(hmpi_core::raw::send(world, b"x", 0, 0).is_err());
+    assert!(world.split_by_subgroup_collective(&world.group()).is_err());
+    // Pieces that do not fit the buffers are errors, not panics.
+    let mut small = [0u32; 1];
+    assert!(world
+        .all_gather_into(&[1u32, 2][..], &mut small[..])
+        .is_err());
+    // Collectives without a spanning form refuse it.
+    hmpi_core::request::scope(|scope| {
+        assert!(world.immediate_barrier(scope).is_err());
+    });
+}
+
+/// Ownership passing through the raw tier's blocking give and take (what
+/// opi calls) on the spanning world: on the node the block itself with its
+/// `meta` words, to another node its bytes (send + free, allocate +
+/// receive).
+fn typed_ownership(world: &hmpi_core::SimpleCommunicator) {
+    use hmpi_core::raw::{self, OwnedBlock, Traffic};
+    let (rank, size) = (world.rank(), world.size());
+    for d in 1..size {
+        let to = (rank + d) % size;
+        let from = (rank + size - d) % size;
+        // Virtual nodes are blocks of ranks; without them, one machine.
+        let nodes: i64 = std::env::var(multinode::NODES_VAR).map_or(1, |v| v.parse().unwrap());
+        let node_of = |r: i32| i64::from(r) * nodes / i64::from(size);
+        assert_eq!(world.shares_heap_with(to), node_of(to) == node_of(rank));
+        for n in [0usize, 3, 1 << 15] {
+            let v: Vec<u64> = (0..n as u64).map(|i| i * 7 + rank as u64).collect();
+            let mut b = OwnedBlock::from_vec(v);
+            b.meta = [11, 12, 13, rank as u64];
+            let mut out = None;
+            let mut st = raw::Status::empty();
+            // A give to another node returns once MPI has sent the bytes
+            // (as MPI_Send): in each cycle of the pattern the rank whose
+            // destination is lower takes first, so no cycle waits on itself.
+            let give = |b| {
+                // SAFETY: a vector's block of the global allocator, given up.
+                unsafe { raw::give(world, Traffic::PointToPoint, b, to, 60) }.unwrap()
+            };
+            if to < rank {
+                raw::recv_owned_into(world, Traffic::PointToPoint, &mut out, 8, from, 60, &mut st)
+                    .unwrap();
+                give(b);
+            } else {
+                give(b);
+                raw::recv_owned_into(world, Traffic::PointToPoint, &mut out, 8, from, 60, &mut st)
+                    .unwrap();
+            }
+            assert_eq!((st.source, st.count), (from, 8 * n as u64));
+            let block = out.expect("a block");
+            let want_meta = if world.shares_heap_with(from) {
+                [11, 12, 13, from as u64]
+            } else {
+                [0; 4]
+            };
+            assert_eq!(block.meta, want_meta, "meta from {from}");
+            // SAFETY: the block is ours, of u64s written by the sender.
+            let got: Vec<u64> = unsafe { block.into_vec() }.expect("a block of u64s");
+            assert_eq!(got.len(), n);
+            for (i, &x) in got.iter().enumerate() {
+                assert_eq!(x, i as u64 * 7 + from as u64, "element {i} from {from}");
+            }
+        }
+    }
+    let mut out = None;
+    let mut st = raw::Status::empty();
+    let any = raw::recv_owned_into(
+        world,
+        Traffic::PointToPoint,
+        &mut out,
+        8,
+        ANY_SOURCE,
+        0,
+        &mut st,
+    );
+    assert!(matches!(any, Err(hmpi_core::Error::Rank { .. })));
+    let coll = raw::recv_owned_into(world, Traffic::Internal, &mut out, 8, 0, 0, &mut st);
+    assert!(coll.is_err());
+    world.barrier().unwrap();
 }

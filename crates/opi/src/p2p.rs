@@ -78,6 +78,7 @@ pub(crate) fn give_on<V: Givable>(
     v: V,
 ) -> std::result::Result<raw::Request<'static>, GiveError<V>> {
     give_with(v, |b| {
+        stays_on_heap(comm, &b, dest)?;
         // SAFETY: `give_with` passes the value's own block (of the global
         // allocator, or of size 0) and gives it up only if this succeeds.
         unsafe { raw::igive(comm, traffic, b, dest, tag) }
@@ -93,9 +94,26 @@ pub(crate) fn give_now<V: Givable>(
     v: V,
 ) -> std::result::Result<(), GiveError<V>> {
     give_with(v, |b| {
+        stays_on_heap(comm, &b, dest)?;
         // SAFETY: as in `give_on`.
         unsafe { raw::give(comm, traffic, b, dest, tag) }
     })
+}
+
+/// [`Error::Arg`] for a value that owns further heap blocks (flag DEEP)
+/// given to a rank on another node (a communicator spanning nodes): only
+/// its own block's bytes could travel there, not the blocks it points to.
+#[inline(always)]
+fn stays_on_heap(comm: &SimpleCommunicator, b: &OwnedBlock, dest: i32) -> Result<()> {
+    if b.meta[0] & crate::givable::FLAG_DEEP != 0 && !comm.shares_heap_with(dest) {
+        return Err(Error::Arg {
+            reason: format!(
+                "give to rank {dest} on another node: the value owns further heap blocks, \
+                 which cannot leave this node's heap"
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Turns `v` into its block and hands it to `send` (a give of the block

@@ -144,6 +144,33 @@ fn even(total: usize, n: usize, what: &str) -> Result<(Vec<usize>, Vec<usize>)> 
     Ok((vec![per; n], (0..n).map(|r| r * per).collect()))
 }
 
+/// Even places of `n` pieces in a buffer of `total` elements of `size`
+/// bytes (communicators spanning nodes).
+#[cfg(feature = "mpi")]
+fn even_places(total: usize, size: usize, n: usize, what: &str) -> Result<Vec<(usize, usize)>> {
+    let (c, d) = even(total, n, what)?;
+    Ok(span::places(&c, &d, size))
+}
+
+#[cfg(feature = "mpi")]
+use crate::multinode::typed as span;
+
+/// A reduction of `sendbuf` with `op` (communicators spanning nodes).
+#[cfg(feature = "mpi")]
+fn with_reduction<S: ?Sized + Buffer, T>(
+    sendbuf: &S,
+    op: Operation,
+    f: impl FnOnce(&span::Reduction<'_>) -> Result<T>,
+) -> Result<T> {
+    let dt = sendbuf.element_datatype();
+    f(&span::Reduction {
+        send: sendbuf.as_bytes(),
+        count: elements(sendbuf),
+        dt: &dt,
+        op: &op,
+    })
+}
+
 /// The collectives every communicator has (rsmpi's
 /// `CommunicatorCollectives`; `barrier` is on [`Communicator`]).
 pub trait CommunicatorCollectives: Communicator {
@@ -154,6 +181,12 @@ pub trait CommunicatorCollectives: Communicator {
         S: ?Sized + Buffer,
         R: ?Sized + BufferMut,
     {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.as_simple().spanning() {
+            let (total, size) = (elements_mut(recvbuf), recvbuf.element_size());
+            let p = even_places(total, size, s.size() as usize, "all_gather_into")?;
+            return span::all_gather(s, sendbuf.as_bytes(), recvbuf.as_bytes_mut(), &p);
+        }
         // SAFETY: both buffers are borrowed for the call.
         unsafe { all_gather(self.as_simple(), sendbuf, recvbuf, Mode::Block) }.map(drop)
     }
@@ -176,6 +209,11 @@ pub trait CommunicatorCollectives: Communicator {
         let rdt = recvbuf.buf.element_datatype_ref();
         let total = elements_mut(recvbuf.buf);
         let (c, d) = layout(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = comm.spanning() {
+            let p = span::places(&c, &d, recvbuf.buf.element_size());
+            return span::all_gather(s, sendbuf.as_bytes(), recvbuf.buf.as_bytes_mut(), &p);
+        }
         let recv = recvbuf.buf.as_bytes_mut().as_mut_ptr();
         // SAFETY: as in `all_gather_into`, the pieces checked against the
         // buffer.
@@ -201,6 +239,14 @@ pub trait CommunicatorCollectives: Communicator {
         S: ?Sized + Buffer,
         R: ?Sized + BufferMut,
     {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.as_simple().spanning() {
+            let n = s.size() as usize;
+            let what = "all_to_all_into";
+            let to = even_places(elements(sendbuf), sendbuf.element_size(), n, what)?;
+            let from = even_places(elements_mut(recvbuf), recvbuf.element_size(), n, what)?;
+            return span::all_to_all(s, sendbuf.as_bytes(), &to, recvbuf.as_bytes_mut(), &from);
+        }
         // SAFETY: both buffers are borrowed for the call.
         unsafe { all_to_all_even(self.as_simple(), sendbuf, recvbuf, Mode::Block) }.map(drop)
     }
@@ -228,6 +274,13 @@ pub trait CommunicatorCollectives: Communicator {
         )?;
         let total = elements_mut(recvbuf.buf);
         let (rc, rd) = layout(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = comm.spanning() {
+            let to = span::places(&sc, &sd, sendbuf.buf.element_size());
+            let from = span::places(&rc, &rd, recvbuf.buf.element_size());
+            let out = recvbuf.buf.as_bytes_mut();
+            return span::all_to_all(s, sendbuf.buf.as_bytes(), &to, out, &from);
+        }
         let sdt = sendbuf.buf.element_datatype_ref();
         let rdt = recvbuf.buf.element_datatype_ref();
         // SAFETY: both buffers are borrowed for the call.
@@ -256,6 +309,11 @@ pub trait CommunicatorCollectives: Communicator {
         R: ?Sized + BufferMut,
         O: Into<Operation>,
     {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.as_simple().spanning() {
+            let out = recvbuf.as_bytes_mut();
+            return with_reduction(sendbuf, op.into(), |r| span::all_reduce(s, r, out));
+        }
         // SAFETY: both buffers are borrowed for the call.
         unsafe {
             reduce_typed(
@@ -278,6 +336,23 @@ pub trait CommunicatorCollectives: Communicator {
         R: ?Sized + BufferMut,
         O: Into<Operation>,
     {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.as_simple().spanning() {
+            let n = s.size() as usize;
+            if elements(sendbuf) != elements_mut(recvbuf) * n {
+                return Err(Error::Buffer {
+                    reason: format!(
+                        "reduce_scatter_block_into: {} elements to send, {} per rank for {n} ranks",
+                        elements(sendbuf),
+                        elements_mut(recvbuf)
+                    ),
+                });
+            }
+            let out = recvbuf.as_bytes_mut();
+            return with_reduction(sendbuf, op.into(), |r| {
+                span::reduce_scatter_block(s, r, out)
+            });
+        }
         // SAFETY: both buffers are borrowed for the call.
         unsafe { reduce_scatter_block(self.as_simple(), sendbuf, recvbuf, op.into(), Mode::Block) }
             .map(drop)
@@ -291,6 +366,11 @@ pub trait CommunicatorCollectives: Communicator {
         R: ?Sized + BufferMut,
         O: Into<Operation>,
     {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.as_simple().spanning() {
+            let out = recvbuf.as_bytes_mut();
+            return with_reduction(sendbuf, op.into(), |r| span::scan(s, r, false, out));
+        }
         // SAFETY: both buffers are borrowed for the call.
         unsafe {
             scan_typed(
@@ -314,6 +394,11 @@ pub trait CommunicatorCollectives: Communicator {
         R: ?Sized + BufferMut,
         O: Into<Operation>,
     {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.as_simple().spanning() {
+            let out = recvbuf.as_bytes_mut();
+            return with_reduction(sendbuf, op.into(), |r| span::scan(s, r, true, out));
+        }
         // SAFETY: both buffers are borrowed for the call.
         unsafe {
             scan_typed(
@@ -1279,6 +1364,10 @@ pub trait Root {
 
 impl Root for Process<'_> {
     fn broadcast_into<B: ?Sized + BufferMut>(&self, buffer: &mut B) -> Result<()> {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            return span::bcast(s, buffer.as_bytes_mut(), self.rank());
+        }
         let dt = buffer.element_datatype_ref();
         let count = elements_mut(buffer);
         let p = buffer.as_bytes_mut().as_mut_ptr();
@@ -1288,6 +1377,10 @@ impl Root for Process<'_> {
 
     fn gather_into<S: ?Sized + Buffer>(&self, sendbuf: &S) -> Result<()> {
         self.not_root("gather_into")?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            return span::gather(s, sendbuf.as_bytes(), self.rank(), None);
+        }
         let dt = sendbuf.element_datatype_ref();
         // SAFETY: `sendbuf` is borrowed for the call; no receive buffer
         // away from the root.
@@ -1314,6 +1407,12 @@ impl Root for Process<'_> {
         self.is_root("gather_into_root")?;
         let n = self.comm().size() as usize;
         let (c, d) = even(elements_mut(recvbuf), n, "gather_into_root")?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            let p = span::places(&c, &d, recvbuf.element_size());
+            let out = Some((recvbuf.as_bytes_mut(), &p[..]));
+            return span::gather(s, sendbuf.as_bytes(), self.rank(), out);
+        }
         let sdt = sendbuf.element_datatype_ref();
         let rdt = recvbuf.element_datatype_ref();
         let recv = recvbuf.as_bytes_mut().as_mut_ptr();
@@ -1351,6 +1450,12 @@ impl Root for Process<'_> {
         self.is_root("gather_varcount_into_root")?;
         let total = elements_mut(recvbuf.buf);
         let (c, d) = layout(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            let p = span::places(&c, &d, recvbuf.buf.element_size());
+            let out = Some((recvbuf.buf.as_bytes_mut(), &p[..]));
+            return span::gather(s, sendbuf.as_bytes(), self.rank(), out);
+        }
         let sdt = sendbuf.element_datatype_ref();
         let rdt = recvbuf.buf.element_datatype_ref();
         let recv = recvbuf.buf.as_bytes_mut().as_mut_ptr();
@@ -1372,6 +1477,10 @@ impl Root for Process<'_> {
 
     fn scatter_into<R: ?Sized + BufferMut>(&self, recvbuf: &mut R) -> Result<()> {
         self.not_root("scatter_into")?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            return span::scatter(s, None, self.rank(), recvbuf.as_bytes_mut());
+        }
         let dt = recvbuf.element_datatype_ref();
         let count = elements_mut(recvbuf);
         let p = recvbuf.as_bytes_mut().as_ptr();
@@ -1403,6 +1512,12 @@ impl Root for Process<'_> {
         self.is_root("scatter_into_root")?;
         let n = self.comm().size() as usize;
         let (c, d) = even(elements(sendbuf), n, "scatter_into_root")?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            let p = span::places(&c, &d, sendbuf.element_size());
+            let from = Some((sendbuf.as_bytes(), &p[..]));
+            return span::scatter(s, from, self.rank(), recvbuf.as_bytes_mut());
+        }
         let sdt = sendbuf.element_datatype_ref();
         let rdt = recvbuf.element_datatype_ref();
         let count = elements_mut(recvbuf);
@@ -1448,6 +1563,12 @@ impl Root for Process<'_> {
             sendbuf.displs.borrow(),
             elements(sendbuf.buf),
         )?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            let p = span::places(&c, &d, sendbuf.buf.element_size());
+            let from = Some((sendbuf.buf.as_bytes(), &p[..]));
+            return span::scatter(s, from, self.rank(), recvbuf.as_bytes_mut());
+        }
         let sdt = sendbuf.buf.element_datatype_ref();
         let rdt = recvbuf.element_datatype_ref();
         let count = elements_mut(recvbuf);
@@ -1478,6 +1599,11 @@ impl Root for Process<'_> {
         op: O,
     ) -> Result<()> {
         self.not_root("reduce_into")?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            let root = self.rank();
+            return with_reduction(sendbuf, op.into(), |r| span::reduce(s, r, root, None));
+        }
         // SAFETY: `sendbuf` is borrowed for the call.
         unsafe {
             reduce_typed::<S, [u8]>(
@@ -1499,6 +1625,11 @@ impl Root for Process<'_> {
         op: O,
     ) -> Result<()> {
         self.is_root("reduce_into_root")?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            let (root, out) = (self.rank(), recvbuf.as_bytes_mut());
+            return with_reduction(sendbuf, op.into(), |r| span::reduce(s, r, root, Some(out)));
+        }
         // SAFETY: both buffers are borrowed for the call.
         unsafe {
             reduce_typed(

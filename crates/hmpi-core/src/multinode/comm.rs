@@ -93,7 +93,7 @@ enum Route {
 impl SpanningCommunicator {
     /// The communicator of every process of the job (MPI's world order).
     pub(super) fn world() -> Result<SpanningCommunicator> {
-        let local = SimpleCommunicator::world()?.duplicate()?;
+        let local = SimpleCommunicator::node_world()?.duplicate()?;
         let remote = RawComm::world()?.dup()?;
         Self::assemble(local, remote)
     }
@@ -939,5 +939,138 @@ impl Drop for SpanRequest<'_> {
             let _ = self.cancel();
         }
         let _ = self.wait_mut();
+    }
+}
+
+/// A message taken off the matching lists by
+/// [`SpanningCommunicator::improbe`] (`MPI_Improbe`'s `MPI_Message`), to
+/// be received exactly once ([`SpanMessage::recv`]): from this node an
+/// engine message, from another node MPI's. Dropping it unreceived
+/// discards it.
+#[derive(Debug)]
+pub struct SpanMessage {
+    kind: Matched,
+    /// Its source (rank in the communicator), tag and length.
+    source: i32,
+    tag: i32,
+    len: usize,
+}
+
+#[derive(Debug)]
+enum Matched {
+    Local(raw::Message<'static>, SimpleCommunicator),
+    Remote(super::mpi::RawMessage),
+    /// A probe of `PROC_NULL` (`MPI_MESSAGE_NO_PROC`).
+    Null,
+}
+
+impl SpanMessage {
+    /// Whether this is the empty message of a probe of `PROC_NULL`.
+    pub fn is_no_proc(&self) -> bool {
+        matches!(self.kind, Matched::Null)
+    }
+
+    /// Receives the message into `buf` (`MPI_Mrecv`); its status names the
+    /// source by its rank in the communicator. A longer message leaves its
+    /// head in `buf` and the truncation in the status.
+    pub fn recv(self, buf: &mut [u8]) -> Result<Status> {
+        match self.kind {
+            Matched::Null => Ok(null_status()),
+            Matched::Local(m, local) => {
+                let mut st = raw::mrecv(&local, m, buf)?;
+                st.source = self.source;
+                Ok(st)
+            }
+            Matched::Remote(m) => {
+                m.recv(buf, self.len)?;
+                let mut st = Status::empty();
+                st.source = self.source;
+                st.tag = self.tag;
+                st.count = self.len.min(buf.len()) as u64;
+                if self.len > buf.len() {
+                    st.error = Some(raw::StatusError::Truncate {
+                        message_len: self.len as u64,
+                    });
+                }
+                Ok(st)
+            }
+        }
+    }
+}
+
+impl SpanningCommunicator {
+    /// Takes a matching message off the matching lists if there is one
+    /// (`MPI_Improbe`): on the node first, then through MPI; only the
+    /// returned [`SpanMessage`] receives it. Receives posted earlier that
+    /// could match it are served first (the queue moves on before the
+    /// probe, and a probe that an earlier waiting receive overlaps finds
+    /// nothing yet).
+    pub fn improbe(&self, source: i32, tag: i32) -> Result<Option<(SpanMessage, Status)>> {
+        let tag = self.check_tag(tag, true)?;
+        let route = self.route(source, true)?;
+        if route == Route::Null {
+            let m = SpanMessage {
+                kind: Matched::Null,
+                source: PROC_NULL,
+                tag: ANY_TAG,
+                len: 0,
+            };
+            return Ok(Some((m, null_status())));
+        }
+        self.inner.progress_queue()?;
+        {
+            let q = self.queue();
+            let busy = q.iter().any(|w| {
+                let w = w.lock().unwrap_or_else(|p| p.into_inner());
+                matches!(w.state, WaitState::Waiting) && overlaps(w.route, w.tag, route, tag)
+            });
+            if busy {
+                return Ok(None);
+            }
+        }
+        if let Route::Local(_) | Route::Any = route {
+            let l = match route {
+                Route::Local(l) => l,
+                _ => ANY_SOURCE,
+            };
+            if let Some((m, mut st)) = raw::improbe(&self.inner.local, l, tag)? {
+                st.source = self.inner.local_members[st.source as usize];
+                let m = SpanMessage {
+                    kind: Matched::Local(m, self.inner.local.clone()),
+                    source: st.source,
+                    tag: st.tag,
+                    len: st.count as usize,
+                };
+                return Ok(Some((m, st)));
+            }
+        }
+        if let Route::Remote(_) | Route::Any = route {
+            let r = match route {
+                Route::Remote(r) => r,
+                _ => ANY_SOURCE,
+            };
+            if let Some((m, st)) = self.inner.remote.improbe(r, tag)? {
+                let st = remote_status(&st);
+                let m = SpanMessage {
+                    kind: Matched::Remote(m),
+                    source: st.source,
+                    tag: st.tag,
+                    len: st.count as usize,
+                };
+                return Ok(Some((m, st)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Waits for a matching message and takes it (`MPI_Mprobe`; see
+    /// [`SpanningCommunicator::improbe`]).
+    pub fn mprobe(&self, source: i32, tag: i32) -> Result<(SpanMessage, Status)> {
+        loop {
+            if let Some(found) = self.improbe(source, tag)? {
+                return Ok(found);
+            }
+            std::thread::yield_now();
+        }
     }
 }

@@ -21,27 +21,40 @@
 //!    its name (`/proc/PID/fd/N`) to the node's other ranks, which attach
 //!    it; the local ranks follow MPI's world order.
 //!
-//! `init` then makes the engine endpoint on that segment as usual, so
-//! [`crate::Universe::world`] is the **node's** world (every rank of this
-//! node) and [`world`] the communicator that spans every node: its rank
-//! `r` is MPI's world rank `r`. Finalize ends MPI after the node's final
-//! barrier (`stop`); a rank that panics ends the whole job with
-//! `MPI_Abort` and says so on standard error.
+//! `init` then makes the engine endpoint on that segment as usual (the
+//! engine's world is the **node's** ranks), and the world of the typed
+//! API: [`crate::Universe::world`] spans every node, its rank `r` being
+//! MPI's world rank `r`. [`world`] makes another communicator over every
+//! node. Finalize ends MPI after the node's final barrier (`stop`); a rank
+//! that panics ends the whole job with `MPI_Abort` and says so on standard
+//! error.
 //!
 //! # Routing
 //! [`SpanningCommunicator`] is the routing point: a peer on this node is
 //! reached through a node-local hmpi communicator, a peer on another node
 //! through an MPI communicator over the same members in the same order
 //! (both made together by dup and split). See `docs/multinode.md`.
+//!
+//! # The typed API
+//! A [`crate::SimpleCommunicator`] may carry a [`SpanningCommunicator`]
+//! ([`crate::SimpleCommunicator::spanning`]): the world of an MPI launch
+//! and what is split or duplicated from it. The typed API's entry points
+//! (point-to-point, requests in a scope, the blocking collectives,
+//! `barrier`, `duplicate`, `split`) consult it first and call the routing
+//! point; `typed` cuts the typed collectives' buffers into the byte pieces
+//! of the hierarchical collectives. What has no spanning form (the raw
+//! tier, the nonblocking collectives, windows, …) refuses such a
+//! communicator.
 
 mod coll;
 mod comm;
 mod icoll;
 pub(crate) mod mpi;
+pub(crate) mod typed;
 mod window;
 
 pub use coll::Plain;
-pub use comm::{SpanRequest, SpanningCommunicator};
+pub use comm::{SpanMessage, SpanRequest, SpanningCommunicator};
 pub use icoll::CollRequest;
 pub use window::{SpanLock, SpanWindow};
 
@@ -117,6 +130,49 @@ pub fn world() -> Result<SpanningCommunicator> {
         return Err(Error::NotInitialized);
     }
     SpanningCommunicator::world()
+}
+
+/// Waits until the sends of every give to another node have completed
+/// (their blocks freed), moving MPI on meanwhile. The raw tier's blocking
+/// give calls it after a give to another node: a caller that next blocks
+/// in a wait on the node's heap makes no MPI progress, and MPICH sends a
+/// large message only while its sender calls MPI.
+pub(crate) fn complete_gives() -> Result<()> {
+    comm::finish_gives(true)
+}
+
+/// The spanning world of the typed API ([`crate::Universe::world`]),
+/// made at init under an MPI launcher.
+static TYPED_WORLD: OnceLock<SpanningCommunicator> = OnceLock::new();
+
+/// Makes the world of the typed API span every node (from [`crate::init`],
+/// collective over every rank of the job); nothing when no MPI launcher
+/// started the runtime.
+pub(crate) fn make_typed_world() -> Result<()> {
+    if layout().is_none() || TYPED_WORLD.get().is_some() {
+        return Ok(());
+    }
+    let w = SpanningCommunicator::world()?;
+    TYPED_WORLD
+        .set(w)
+        .map_err(|_| Error::Internal("the spanning world was made twice".into()))
+}
+
+/// Whether `s` is the spanning world of the typed API (not a duplicate).
+pub(crate) fn is_typed_world(s: &SpanningCommunicator) -> bool {
+    TYPED_WORLD
+        .get()
+        .is_some_and(|w| std::sync::Arc::ptr_eq(&w.inner, &s.inner))
+}
+
+/// The world of the typed API when it spans nodes: a
+/// [`crate::SimpleCommunicator`] whose operations route through
+/// [`SpanningCommunicator`]; `None` without an MPI launcher.
+#[inline]
+pub(crate) fn typed_world() -> Option<crate::SimpleCommunicator> {
+    TYPED_WORLD
+        .get()
+        .map(|w| crate::SimpleCommunicator::spanning_nodes(w.clone()))
 }
 
 /// The number of nodes (virtual or real) of the job; 1 without an MPI

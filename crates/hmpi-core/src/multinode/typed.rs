@@ -1,0 +1,313 @@
+//! The typed API's collectives on a communicator that spans nodes: what
+//! [`crate::collective::CommunicatorCollectives`] and
+//! [`crate::collective::Root`] call when their communicator is one
+//! ([`crate::SimpleCommunicator::spanning`]).
+//!
+//! The data travel through the [`SpanningCommunicator`]'s hierarchical
+//! byte collectives (node phase on the heap, leaders through MPI, node
+//! phase again); this module only cuts the typed buffers into the pieces
+//! those take and puts the pieces back, checking that every member's
+//! piece has the length its buffers say. Reductions take any
+//! [`Operation`] on any datatype: the members' contributions are gathered
+//! (every one, or at the root) and combined in rank order with the
+//! operation (`x0 op (x1 op (… op x(n-1)))`), so the result equals the
+//! flat definition whether or not the operation commutes.
+
+use super::comm::SpanningCommunicator;
+use crate::datatype::Datatype;
+use crate::error::{Error, Result};
+use crate::op::{Operation, SystemOperation};
+
+/// The bytes of each member's piece in a buffer: `(offset, length)`.
+pub(crate) type Places = [(usize, usize)];
+
+/// Places from element counts and displacements (checked against the
+/// buffer already) of elements of `size` bytes.
+pub(crate) fn places(counts: &[usize], displs: &[usize], size: usize) -> Vec<(usize, usize)> {
+    counts
+        .iter()
+        .zip(displs)
+        .map(|(&c, &d)| (d * size, c * size))
+        .collect()
+}
+
+fn one_per_member(s: &SpanningCommunicator, n: usize, what: &str) -> Result<()> {
+    if n == s.size() as usize {
+        Ok(())
+    } else {
+        Err(Error::Buffer {
+            reason: format!("{what}: {n} pieces for {} members", s.size()),
+        })
+    }
+}
+
+/// The bytes at `(at, len)` of `buf`, or [`Error::Buffer`] when they lie
+/// beyond it.
+fn at(buf: &[u8], (at, len): (usize, usize), what: &str) -> Result<std::ops::Range<usize>> {
+    match at.checked_add(len) {
+        Some(end) if end <= buf.len() => Ok(at..end),
+        _ => Err(Error::Buffer {
+            reason: format!(
+                "{what}: a piece of {len} bytes at {at} reaches past a buffer of {}",
+                buf.len()
+            ),
+        }),
+    }
+}
+
+/// Copies `pieces[r]` to `places[r]` of `out`, each of the length its
+/// place says.
+fn place(out: &mut [u8], pieces: &[Vec<u8>], places: &Places, what: &str) -> Result<()> {
+    for (r, (p, &pl)) in pieces.iter().zip(places).enumerate() {
+        if p.len() != pl.1 {
+            return Err(Error::Buffer {
+                reason: format!(
+                    "{what}: rank {r} gave {} bytes where {} were expected",
+                    p.len(),
+                    pl.1
+                ),
+            });
+        }
+        let range = at(out, pl, what)?;
+        out[range].copy_from_slice(p);
+    }
+    Ok(())
+}
+
+/// The pieces of `buf` at `places`.
+fn cut(buf: &[u8], places: &Places, what: &str) -> Result<Vec<Vec<u8>>> {
+    places
+        .iter()
+        .map(|&pl| Ok(buf[at(buf, pl, what)?].to_vec()))
+        .collect()
+}
+
+/// `MPI_Bcast` of `buf` from `root`; every member's buffer must have the
+/// root's length.
+pub(crate) fn bcast(s: &SpanningCommunicator, buf: &mut [u8], root: i32) -> Result<()> {
+    let mut data = if s.rank() == root {
+        buf.to_vec()
+    } else {
+        Vec::new()
+    };
+    s.bcast_bytes(&mut data, root)?;
+    if data.len() != buf.len() {
+        return Err(Error::Buffer {
+            reason: format!(
+                "broadcast: {} bytes from the root into a buffer of {}",
+                data.len(),
+                buf.len()
+            ),
+        });
+    }
+    buf.copy_from_slice(&data);
+    Ok(())
+}
+
+/// `MPI_Allgather(v)`: every member's `mine` at its place in `out`.
+pub(crate) fn all_gather(
+    s: &SpanningCommunicator,
+    mine: &[u8],
+    out: &mut [u8],
+    places: &Places,
+) -> Result<()> {
+    one_per_member(s, places.len(), "all_gather")?;
+    let all = s.allgatherv_bytes(mine)?;
+    place(out, &all, places, "all_gather")
+}
+
+/// `MPI_Gather(v)` to `root`; `out` and its places at the root only.
+pub(crate) fn gather(
+    s: &SpanningCommunicator,
+    mine: &[u8],
+    root: i32,
+    out: Option<(&mut [u8], &Places)>,
+) -> Result<()> {
+    if let Some((_, p)) = &out {
+        one_per_member(s, p.len(), "gather")?;
+    }
+    let all = s.gatherv_bytes(mine, root)?;
+    match (all, out) {
+        (Some(all), Some((buf, p))) => place(buf, &all, p, "gather"),
+        _ => Ok(()),
+    }
+}
+
+/// `MPI_Scatter(v)` from `root` (`from` and its places at the root only)
+/// into `out`, whose length the piece must have.
+pub(crate) fn scatter(
+    s: &SpanningCommunicator,
+    from: Option<(&[u8], &Places)>,
+    root: i32,
+    out: &mut [u8],
+) -> Result<()> {
+    let pieces = match from {
+        Some((buf, p)) => {
+            one_per_member(s, p.len(), "scatter")?;
+            Some(cut(buf, p, "scatter")?)
+        }
+        None => None,
+    };
+    let mine = s.scatterv_bytes(pieces.as_deref(), root)?;
+    if mine.len() != out.len() {
+        return Err(Error::Buffer {
+            reason: format!(
+                "scatter: a piece of {} bytes into a buffer of {}",
+                mine.len(),
+                out.len()
+            ),
+        });
+    }
+    out.copy_from_slice(&mine);
+    Ok(())
+}
+
+/// `MPI_Alltoall(v)`: the piece of `send` at `to[d]` to member `d`; the
+/// piece from member `r` at `from[r]` of `out`.
+pub(crate) fn all_to_all(
+    s: &SpanningCommunicator,
+    send: &[u8],
+    to: &Places,
+    out: &mut [u8],
+    from: &Places,
+) -> Result<()> {
+    one_per_member(s, to.len(), "all_to_all")?;
+    one_per_member(s, from.len(), "all_to_all")?;
+    let got = s.alltoallv_bytes(&cut(send, to, "all_to_all")?)?;
+    place(out, &got, from, "all_to_all")
+}
+
+/// `x0 op (x1 op (… op xk))` of `pieces` (contributions in rank order,
+/// `count` elements of `dt` each); `None` for no pieces.
+fn fold(
+    pieces: &[Vec<u8>],
+    count: usize,
+    dt: &Datatype,
+    op: &Operation,
+) -> Result<Option<Vec<u8>>> {
+    let Some((last, rest)) = pieces.split_last() else {
+        return Ok(None);
+    };
+    let mut acc = last.clone();
+    for (r, p) in rest.iter().enumerate().rev() {
+        if p.len() != acc.len() {
+            return Err(Error::Buffer {
+                reason: format!(
+                    "reduction: rank {r} gave {} bytes where {} were expected",
+                    p.len(),
+                    acc.len()
+                ),
+            });
+        }
+        // SAFETY: `p` and `acc` are distinct buffers of the same length,
+        // that of `count` elements of `dt` (every member's send buffer).
+        unsafe { crate::op::reduce_local_raw(p.as_ptr(), acc.as_mut_ptr(), count, dt, op) }?;
+    }
+    Ok(Some(acc))
+}
+
+fn put(out: &mut [u8], v: &[u8], what: &str) -> Result<()> {
+    if out.len() != v.len() {
+        return Err(Error::Buffer {
+            reason: format!(
+                "{what}: a result of {} bytes into a buffer of {}",
+                v.len(),
+                out.len()
+            ),
+        });
+    }
+    out.copy_from_slice(v);
+    Ok(())
+}
+
+/// A reduction's arguments: this member's contribution, `count` elements
+/// of `dt`, combined with `op`.
+pub(crate) struct Reduction<'a> {
+    pub send: &'a [u8],
+    pub count: usize,
+    pub dt: &'a Datatype,
+    pub op: &'a Operation,
+}
+
+impl Reduction<'_> {
+    /// Checks a predefined operation against the datatype before anything
+    /// travels, so that a bad pair is an error on every member alike.
+    fn check(&self) -> Result<()> {
+        if let Operation::System(op) = self.op {
+            if !matches!(op, SystemOperation::Replace | SystemOperation::NoOp) {
+                op.element_type(self.dt)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `MPI_Allreduce` into `out`.
+pub(crate) fn all_reduce(
+    s: &SpanningCommunicator,
+    r: &Reduction<'_>,
+    out: &mut [u8],
+) -> Result<()> {
+    r.check()?;
+    let all = s.allgatherv_bytes(r.send)?;
+    let v = fold(&all, r.count, r.dt, r.op)?.unwrap_or_default();
+    put(out, &v, "all_reduce")
+}
+
+/// `MPI_Reduce` to `root` (`out` at the root only).
+pub(crate) fn reduce(
+    s: &SpanningCommunicator,
+    r: &Reduction<'_>,
+    root: i32,
+    out: Option<&mut [u8]>,
+) -> Result<()> {
+    r.check()?;
+    if let Some(all) = s.gatherv_bytes(r.send, root)? {
+        let v = fold(&all, r.count, r.dt, r.op)?.unwrap_or_default();
+        if let Some(out) = out {
+            put(out, &v, "reduce")?;
+        }
+    }
+    Ok(())
+}
+
+/// `MPI_Scan` (`exclusive`: `MPI_Exscan`, which leaves rank 0's `out` as
+/// it is).
+pub(crate) fn scan(
+    s: &SpanningCommunicator,
+    r: &Reduction<'_>,
+    exclusive: bool,
+    out: &mut [u8],
+) -> Result<()> {
+    r.check()?;
+    let all = s.allgatherv_bytes(r.send)?;
+    let me = s.rank() as usize;
+    let upto = if exclusive { me } else { me + 1 };
+    match fold(&all[..upto.min(all.len())], r.count, r.dt, r.op)? {
+        Some(v) => put(out, &v, "scan"),
+        None => Ok(()),
+    }
+}
+
+/// `MPI_Reduce_scatter_block`: block `rank` (of `out.len()` bytes) of the
+/// reduction into `out`.
+pub(crate) fn reduce_scatter_block(
+    s: &SpanningCommunicator,
+    r: &Reduction<'_>,
+    out: &mut [u8],
+) -> Result<()> {
+    r.check()?;
+    let all = s.allgatherv_bytes(r.send)?;
+    let v = fold(&all, r.count, r.dt, r.op)?.unwrap_or_default();
+    let at = s.rank() as usize * out.len();
+    let block = v.get(at..at + out.len()).ok_or_else(|| Error::Buffer {
+        reason: format!(
+            "reduce_scatter_block: {} bytes do not hold block {} of {}",
+            v.len(),
+            s.rank(),
+            out.len()
+        ),
+    })?;
+    out.copy_from_slice(block);
+    Ok(())
+}

@@ -1,0 +1,83 @@
+//! Ownership passing around the ring of all ranks: each rank gives a
+//! vector and a string to the next and takes the previous rank's, checking
+//! every element. Across nodes (feature `mpi`, under `mpirun`) a give to
+//! another node sends the value's bytes and frees it there, and a value
+//! that owns further heap blocks (a `Vec<String>`) is refused with the
+//! value given back; on one node it travels as ever. A give to another
+//! node returns once MPI has sent the value (as `MPI_Send`), so even ranks
+//! give before they take and odd ranks take first: ranks that all gave a
+//! large value across nodes at once would wait for each other.
+//!
+//! Run: `cargo build --release --examples && target/release/hmpirun -n 4 target/release/examples/give_ring`
+
+use hmpi::prelude::*;
+
+/// Values given on the node live in the node's heap.
+#[global_allocator]
+static ALLOC: hmpi::ShmHeap = hmpi::ShmHeap::new();
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("give_ring: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn fail(what: String) -> hmpi::Error {
+    hmpi::Error::Internal(what)
+}
+
+fn run() -> hmpi::Result<()> {
+    let universe = hmpi::init()?;
+    let world = universe.world();
+    let (me, n) = (world.rank(), world.size());
+    let (to, from) = ((me + 1) % n, (me + n - 1) % n);
+    let next = world.process_at_rank(to);
+    let prev = world.process_at_rank(from);
+    let gives_first = me % 2 == 0;
+    for len in [0usize, 5, 100_000] {
+        let v: Vec<u64> = (0..len as u64).map(|i| i * 3 + me as u64).collect();
+        let mut got: Vec<u64> = Vec::new();
+        if !gives_first {
+            got = prev.take_vec_with_tag(1)?;
+        }
+        next.give_with_tag(v, 1)?;
+        if gives_first {
+            got = prev.take_vec_with_tag(1)?;
+        }
+        let want = (0..len as u64).map(|i| i * 3 + from as u64);
+        if got.len() != len || !got.iter().copied().eq(want) {
+            return Err(fail(format!("a vector of {len} from rank {from} differs")));
+        }
+    }
+    next.give_with_tag(format!("from rank {me}"), 2)?;
+    let (s, st) = prev.take_owned_with_tag::<String>(2)?;
+    if s != format!("from rank {from}") || st.source_rank() != from {
+        return Err(fail(format!("the string from rank {from}: {s:?}")));
+    }
+    // A value owning further blocks stays on its node.
+    let deep: Vec<String> = vec![format!("{me}"), "x".repeat(100)];
+    match next.give_with_tag(deep, 3) {
+        Ok(()) if !world.shares_heap_with(to) => {
+            return Err(fail(format!(
+                "a Vec<String> went to rank {to} on another node"
+            )));
+        }
+        Err(e) if world.shares_heap_with(to) => return Err(e.error),
+        Err(e) if e.value[0] != format!("{me}") => {
+            return Err(fail("a refused give did not give the value back".into()));
+        }
+        _ => {}
+    }
+    if world.shares_heap_with(from) {
+        let d: Vec<String> = prev.take_vec_with_tag(3)?;
+        if d != [format!("{from}"), "x".repeat(100)] {
+            return Err(fail(format!("the Vec<String> from rank {from}: {d:?}")));
+        }
+    }
+    world.barrier()?;
+    if me == 0 {
+        println!("give_ring: OK ({n} ranks)");
+    }
+    Ok(())
+}
