@@ -18,20 +18,17 @@
 //! with its agents asleep just exits.
 //!
 //! Configuration ([`Config::from_env`]): `HMPI_COPY_AGENTS=n` agents per
-//! process that share every large copy (0, the default, turns them off),
-//! or `auto`: one agent that shares a copy only while a CPU is likely
-//! free — some rank of the node asleep in a wait of the runtime, leaving
-//! fewer awake ranks than CPUs ([`shmheap::segment::free_cpus`]);
-//! otherwise the caller copies alone, since an agent would only take
-//! turns with a rank (and one descheduled in the middle of a chunk makes
-//! its caller wait). `HMPI_COPY_MIN=bytes` is the least copy they help
-//! with (default [`DEFAULT_MIN`]). Window put and get use the process's
-//! pool ([`pool`]); a bad value fails window creation with an error
-//! naming the variable.
-//!
-//! Off by default: on the 2-core machines this project is measured on,
-//! paired runs with and without agents went either way
-//! (`docs/benchmarks.md`, "One-sided: rma").
+//! process that share every large copy (0 turns them off), or `auto`, the
+//! default: one agent that shares a copy only while a CPU is likely free
+//! — some rank of the node asleep in a wait of the runtime, leaving fewer
+//! awake ranks than CPUs ([`shmheap::segment::free_cpus`]), and fewer
+//! runnable threads on the machine than CPUs (`/proc/loadavg`, read at
+//! most every 10 ms); otherwise the caller copies alone, since an agent
+//! would only take turns with a rank or another program (and one
+//! descheduled in the middle of a chunk makes its caller wait).
+//! `HMPI_COPY_MIN=bytes` is the least copy they help with (default
+//! [`DEFAULT_MIN`]). Window put and get use the process's pool ([`pool`]);
+//! a bad value fails window creation with an error naming the variable.
 //!
 //! # Example
 //! ```
@@ -60,9 +57,9 @@ pub const AGENTS_VAR: &str = "HMPI_COPY_AGENTS";
 /// The least copy, in bytes, that agents help with.
 pub const MIN_VAR: &str = "HMPI_COPY_MIN";
 /// Agents per process unless `HMPI_COPY_AGENTS` says otherwise.
-pub const DEFAULT_AGENTS: usize = 0;
-/// The value of `HMPI_COPY_AGENTS` that asks for one agent sharing copies
-/// only while a CPU is likely free.
+pub const DEFAULT_AGENTS: usize = 1;
+/// The value of `HMPI_COPY_AGENTS` that asks for the default: one agent
+/// sharing copies only while a CPU is likely free.
 pub const AUTO: &str = "auto";
 /// The least copy agents help with unless `HMPI_COPY_MIN` says otherwise.
 pub const DEFAULT_MIN: usize = 256 << 10;
@@ -109,7 +106,7 @@ impl Default for Config {
         Config {
             agents: DEFAULT_AGENTS,
             min: DEFAULT_MIN,
-            when_free: false,
+            when_free: true,
         }
     }
 }
@@ -141,6 +138,7 @@ impl Config {
             c.when_free = true;
         } else if let Some(n) = var(AGENTS_VAR, MAX_AGENTS, "agents, or auto")? {
             c.agents = n;
+            c.when_free = false;
         }
         if let Some(n) = var(MIN_VAR, usize::MAX, "bytes")? {
             c.min = n;
@@ -297,6 +295,36 @@ fn unbind() {
     }
 }
 
+/// How long a reading of the machine's run queue stands (see
+/// [`runnable_now`]).
+const RUNNABLE_EVERY: Duration = Duration::from_millis(10);
+
+/// The machine's runnable threads (the fourth field of `/proc/loadavg`,
+/// `running/total`), read at most every [`RUNNABLE_EVERY`] by one thread
+/// at a time; `usize::MAX` (no CPU counted free) if it cannot be read.
+fn runnable_now() -> usize {
+    use std::sync::Mutex;
+    static LAST: Mutex<Option<(Instant, usize)>> = Mutex::new(None);
+    let Ok(mut last) = LAST.try_lock() else {
+        // Another thread is reading it: count no CPU free this time.
+        return usize::MAX;
+    };
+    if let Some((at, n)) = *last {
+        if at.elapsed() < RUNNABLE_EVERY {
+            return n;
+        }
+    }
+    let n = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| {
+            let field = s.split_whitespace().nth(3)?;
+            field.split('/').next()?.parse::<usize>().ok()
+        })
+        .unwrap_or(usize::MAX);
+    *last = Some((Instant::now(), n));
+    n
+}
+
 /// The CPUs the calling thread may run on (1 if the kernel cannot say).
 fn runnable_cpus() -> usize {
     // SAFETY: a zeroed `cpu_set_t` is a valid empty set, filled by
@@ -360,6 +388,21 @@ impl Pool {
         self.config
     }
 
+    /// Whether a CPU is likely free for an agent (see [`Config::when_free`]):
+    /// some rank of the node is asleep in the runtime leaving fewer awake
+    /// ranks than the CPUs the agents may use, and the machine's run queue
+    /// (`/proc/loadavg`, read at most every [`RUNNABLE_EVERY`], this
+    /// process's agents not counted) has fewer runnable threads than those
+    /// CPUs: other programs' threads take cores too.
+    fn cpu_free(&self) -> bool {
+        // Relaxed: see `Shared::cpus`.
+        let cpus = self.shared.cpus.load(Ordering::Relaxed);
+        if shmheap::segment::free_cpus(cpus) == 0 {
+            return false;
+        }
+        runnable_now().saturating_sub(self.config.agents) < cpus
+    }
+
     /// Copies `len` bytes from `src` to `dst`, with the agents' help when
     /// `len` is at least [`Config::min`] and no other thread of the
     /// process is sharing a copy with them. Complete when it returns.
@@ -376,9 +419,7 @@ impl Pool {
             || len < self.config.min
             || self.config.agents == 0
             || overlap
-            // Relaxed: see `Shared::cpus`.
-            || (self.config.when_free
-                && shmheap::segment::free_cpus(self.shared.cpus.load(Ordering::Relaxed)) == 0)
+            || (self.config.when_free && !self.cpu_free())
             // Acquire: pairs with the Release store that ends another
             // thread's shared copy, after which the words are ours.
             || self.busy.swap(true, Ordering::Acquire)
@@ -500,7 +541,9 @@ mod tests {
         }
         let auto = Config::from_lookup(env(&[(AGENTS_VAR, "auto")])).unwrap();
         assert!(auto.when_free && auto.agents == 1);
-        assert!(!Config::default().when_free);
+        assert_eq!(auto, Config::default());
+        let three = Config::from_lookup(env(&[(AGENTS_VAR, "3")])).unwrap();
+        assert!(!three.when_free);
         let none = Config::from_lookup(env(&[(AGENTS_VAR, "0")])).unwrap();
         assert_eq!(none.agents, 0);
         assert!(Pool::new(Config {

@@ -80,7 +80,7 @@ Environment (sizes take K, M, G, T suffixes):
                                communicates                        [1]
   HMPI_COPY_AGENTS=N|auto      threads per rank that help with
                                large window puts and gets (auto: one,
-                               while a CPU is free)                [0]
+                               while a CPU is free)                [auto]
   HMPI_COPY_MIN=SIZE           least put or get they help with     [256K]
   HMPI_COLL_DOMAINS=K          collectives: pretend the ranks form
                                K cache domains (tests the hierarchy)
