@@ -70,8 +70,10 @@ pub const MAX_AGENTS: usize = 64;
 /// claims than they balance).
 const CHUNK_MIN: usize = 64 << 10;
 /// Chunks per worker (caller and agents) of one copy: more than one, so
-/// that a worker that is descheduled mid-copy holds up only a small part.
-const CHUNKS_PER_WORKER: usize = 4;
+/// that a worker that is descheduled mid-copy holds up only part of its
+/// share, and few, since every claim moves a shared line between cores
+/// (in paired 1 MiB runs two per worker beat both four and one).
+const CHUNKS_PER_WORKER: usize = 2;
 /// How long an agent spins for the next copy before it yields and sleeps.
 const SPIN_TIME: Duration = Duration::from_micros(50);
 /// Yields between the spin and the sleep.
