@@ -224,6 +224,38 @@ struct Inner {
     endpoints: Option<crate::endpoints::EpPart>,
 }
 
+impl Inner {
+    /// A communicator's state with its own parts (context, group, rank,
+    /// world-rank table) and everything else fresh: no collective state,
+    /// topology, hints, attributes, buffer or name; an intracommunicator
+    /// of processes (the callers of intercommunicators and endpoints set
+    /// `inter` / `endpoints` over it).
+    fn fresh(
+        id: ContextId,
+        group: Group,
+        rank: i32,
+        from_world: Arc<[i32]>,
+        identity: bool,
+    ) -> Inner {
+        Inner {
+            id,
+            identity,
+            group,
+            rank,
+            from_world,
+            coll: OnceLock::new(),
+            topology: OnceLock::new(),
+            info: Mutex::new(Info::new()),
+            vci_map: Default::default(),
+            inter: None,
+            attrs: crate::attr::Attributes::new(),
+            bsend: crate::buffered::Pool::new(),
+            name: Mutex::new(None),
+            endpoints: None,
+        }
+    }
+}
+
 /// Whether every member's communicator rank is its world rank.
 fn is_identity(group: &Group) -> bool {
     group
@@ -338,22 +370,14 @@ impl SimpleCommunicator {
             *slot = i as i32;
         }
         let is_world = id.0 == WORLD_ID;
-        let c = SimpleCommunicator::of(Arc::new(Inner {
+        let identity = is_identity(&group);
+        let c = SimpleCommunicator::of(Arc::new(Inner::fresh(
             id,
-            identity: is_identity(&group),
             group,
             rank,
-            from_world: from_world.into(),
-            coll: OnceLock::new(),
-            topology: OnceLock::new(),
-            info: Mutex::new(Info::new()),
-            vci_map: Default::default(),
-            inter: None,
-            attrs: crate::attr::Attributes::new(),
-            bsend: crate::buffered::Pool::new(),
-            name: Mutex::new(None),
-            endpoints: None,
-        }));
+            from_world.into(),
+            identity,
+        )));
         c.tell_senders(ep);
         // Every member is in this constructor (the world's is set up by
         // `init`, the one call every rank makes).
@@ -400,20 +424,8 @@ impl SimpleCommunicator {
             *slot = i as i32;
         }
         let c = SimpleCommunicator::of(Arc::new(Inner {
-            id,
-            identity: false,
-            group: local,
-            rank,
-            from_world: from_world.into(),
-            coll: OnceLock::new(),
-            topology: OnceLock::new(),
-            info: Mutex::new(Info::new()),
-            vci_map: Default::default(),
             inter: Some(Arc::new(part)),
-            attrs: crate::attr::Attributes::new(),
-            bsend: crate::buffered::Pool::new(),
-            name: Mutex::new(None),
-            endpoints: None,
+            ..Inner::fresh(id, local, rank, from_world.into(), false)
         }));
         c.tell_senders(ep);
         Ok(c)
@@ -438,21 +450,10 @@ impl SimpleCommunicator {
             .ok()
             .and_then(|r| world.get(r).copied())
             .ok_or_else(|| Error::Internal(format!("endpoint rank {rank} out of range")))?;
+        let group = Group::with_repeats(world, me);
         let c = SimpleCommunicator::of(Arc::new(Inner {
-            id,
-            identity: false,
-            group: Group::with_repeats(world, me),
-            rank,
-            from_world,
-            coll: OnceLock::new(),
-            topology: OnceLock::new(),
-            info: Mutex::new(Info::new()),
-            vci_map: Default::default(),
-            inter: None,
-            attrs: crate::attr::Attributes::new(),
-            bsend: crate::buffered::Pool::new(),
-            name: Mutex::new(None),
             endpoints: Some(part),
+            ..Inner::fresh(id, group, rank, from_world, false)
         }));
         c.tell_senders(ep);
         Ok(c)
@@ -738,22 +739,14 @@ impl SimpleCommunicator {
         let g = Group::from_world_ranks(vec![me], me).unwrap_or_else(|_| Group::empty(me));
         let mut from_world = vec![-1; me as usize + 1];
         from_world[me as usize] = 0;
-        SimpleCommunicator::of(Arc::new(Inner {
-            id: ContextId(SELF_ID),
-            identity: is_identity(&g),
-            group: g,
-            rank: 0,
-            from_world: from_world.into(),
-            coll: OnceLock::new(),
-            topology: OnceLock::new(),
-            info: Mutex::new(Info::new()),
-            vci_map: Default::default(),
-            inter: None,
-            attrs: crate::attr::Attributes::new(),
-            bsend: crate::buffered::Pool::new(),
-            name: Mutex::new(None),
-            endpoints: None,
-        }))
+        let identity = is_identity(&g);
+        SimpleCommunicator::of(Arc::new(Inner::fresh(
+            ContextId(SELF_ID),
+            g,
+            0,
+            from_world.into(),
+            identity,
+        )))
     }
 
     /// Whether `other` is this very communicator (a clone of it), not
