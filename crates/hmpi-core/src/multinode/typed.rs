@@ -91,17 +91,7 @@ pub(crate) fn bcast(s: &SpanningCommunicator, buf: &mut [u8], root: i32) -> Resu
         Vec::new()
     };
     s.bcast_bytes(&mut data, root)?;
-    if data.len() != buf.len() {
-        return Err(Error::Buffer {
-            reason: format!(
-                "broadcast: {} bytes from the root into a buffer of {}",
-                data.len(),
-                buf.len()
-            ),
-        });
-    }
-    buf.copy_from_slice(&data);
-    Ok(())
+    put(buf, &data, "broadcast", "the root's message")
 }
 
 /// `MPI_Allgather(v)`: every member's `mine` at its place in `out`.
@@ -149,17 +139,7 @@ pub(crate) fn scatter(
         None => None,
     };
     let mine = s.scatterv_bytes(pieces.as_deref(), root)?;
-    if mine.len() != out.len() {
-        return Err(Error::Buffer {
-            reason: format!(
-                "scatter: a piece of {} bytes into a buffer of {}",
-                mine.len(),
-                out.len()
-            ),
-        });
-    }
-    out.copy_from_slice(&mine);
-    Ok(())
+    put(out, &mine, "scatter", "a piece")
 }
 
 /// `MPI_Alltoall(v)`: the piece of `send` at `to[d]` to member `d`; the
@@ -206,11 +186,13 @@ fn fold(
     Ok(Some(acc))
 }
 
-fn put(out: &mut [u8], v: &[u8], what: &str) -> Result<()> {
+/// `v` into `out`, which must have its length (`thing` names `v` in the
+/// error of collective `what`).
+fn put(out: &mut [u8], v: &[u8], what: &str, thing: &str) -> Result<()> {
     if out.len() != v.len() {
         return Err(Error::Buffer {
             reason: format!(
-                "{what}: a result of {} bytes into a buffer of {}",
+                "{what}: {thing} of {} bytes into a buffer of {}",
                 v.len(),
                 out.len()
             ),
@@ -251,7 +233,7 @@ pub(crate) fn all_reduce(
     r.check()?;
     let all = s.allgatherv_bytes(r.send)?;
     let v = fold(&all, r.count, r.dt, r.op)?.unwrap_or_default();
-    put(out, &v, "all_reduce")
+    put(out, &v, "all_reduce", "a result")
 }
 
 /// `MPI_Reduce` to `root` (`out` at the root only).
@@ -265,7 +247,7 @@ pub(crate) fn reduce(
     if let Some(all) = s.gatherv_bytes(r.send, root)? {
         let v = fold(&all, r.count, r.dt, r.op)?.unwrap_or_default();
         if let Some(out) = out {
-            put(out, &v, "reduce")?;
+            put(out, &v, "reduce", "a result")?;
         }
     }
     Ok(())
@@ -284,7 +266,7 @@ pub(crate) fn scan(
     let me = s.rank() as usize;
     let upto = if exclusive { me } else { me + 1 };
     match fold(&all[..upto.min(all.len())], r.count, r.dt, r.op)? {
-        Some(v) => put(out, &v, "scan"),
+        Some(v) => put(out, &v, "scan", "a result"),
         None => Ok(()),
     }
 }
