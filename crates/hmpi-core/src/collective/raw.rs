@@ -43,6 +43,10 @@ pub struct CollRequest {
 enum ReqState {
     Running(Arc<Op>),
     Done(Option<Result<()>>),
+    /// A collective of a communicator spanning nodes, running on its
+    /// progress thread (`multinode::typed::start`).
+    #[cfg(feature = "mpi")]
+    Span(crate::multinode::CollRequest<()>),
 }
 
 impl CollRequest {
@@ -58,9 +62,28 @@ impl CollRequest {
         self.wait_mut()
     }
 
+    /// A collective of a spanning communicator started on its progress
+    /// thread, as a request of `comm`.
+    #[cfg(feature = "mpi")]
+    pub(crate) fn spanning(
+        comm: &SimpleCommunicator,
+        r: crate::multinode::CollRequest<()>,
+    ) -> CollRequest {
+        CollRequest {
+            comm: comm.clone(),
+            state: ReqState::Span(r),
+        }
+    }
+
     /// [`CollRequest::wait`] without consuming the request (later calls
     /// return `Ok`).
     pub fn wait_mut(&mut self) -> Result<()> {
+        #[cfg(feature = "mpi")]
+        if let ReqState::Span(_) = self.state {
+            if let ReqState::Span(r) = std::mem::replace(&mut self.state, ReqState::Done(None)) {
+                return r.wait();
+            }
+        }
         let r = match &self.state {
             ReqState::Running(op) => match self.comm.coll()? {
                 // Other communicators' collectives may need this process
@@ -91,6 +114,8 @@ impl CollRequest {
                 None => Ok(()),
             },
             ReqState::Done(_) => Ok(()),
+            #[cfg(feature = "mpi")]
+            ReqState::Span(_) => Ok(()), // taken above
         };
         match std::mem::replace(&mut self.state, ReqState::Done(None)) {
             ReqState::Done(Some(prev)) => prev,
@@ -111,6 +136,16 @@ impl CollRequest {
                 self.state = ReqState::Done(None);
                 Some(r)
             }
+            #[cfg(feature = "mpi")]
+            ReqState::Span(r) => {
+                if !r.test() {
+                    return None;
+                }
+                match std::mem::replace(&mut self.state, ReqState::Done(None)) {
+                    ReqState::Span(r) => Some(r.wait()),
+                    _ => Some(Ok(())),
+                }
+            }
         }
     }
 
@@ -118,12 +153,20 @@ impl CollRequest {
     /// whether this one has finished (its result stays for
     /// [`CollRequest::test`] or [`CollRequest::wait`]).
     pub fn poll(&mut self) -> bool {
-        if let ReqState::Running(op) = &self.state {
-            if !op.is_finished() {
-                if let Ok(Some(c)) = self.comm.coll() {
-                    c.progress();
+        match &mut self.state {
+            ReqState::Running(op) => {
+                if !op.is_finished() {
+                    if let Ok(Some(c)) = self.comm.coll() {
+                        c.progress();
+                    }
                 }
             }
+            // Its progress thread moves it on; this only looks.
+            #[cfg(feature = "mpi")]
+            ReqState::Span(r) => {
+                r.test();
+            }
+            ReqState::Done(_) => {}
         }
         self.is_finished()
     }
@@ -133,13 +176,18 @@ impl CollRequest {
         match &self.state {
             ReqState::Done(_) => true,
             ReqState::Running(op) => op.is_finished(),
+            #[cfg(feature = "mpi")]
+            ReqState::Span(r) => r.is_done(),
         }
     }
 }
 
 impl Drop for CollRequest {
+    /// Waits for a collective still running: the other members need this
+    /// one's part, and a spanning one's progress thread may still write
+    /// into the buffers the request was started on.
     fn drop(&mut self) {
-        if let ReqState::Running(_) = self.state {
+        if !matches!(self.state, ReqState::Done(_)) {
             let _ = self.wait_mut();
         }
     }

@@ -154,6 +154,8 @@ fn even_places(total: usize, size: usize, n: usize, what: &str) -> Result<Vec<(u
 
 #[cfg(feature = "mpi")]
 use crate::multinode::typed as span;
+#[cfg(feature = "mpi")]
+use crate::multinode::SpanningCommunicator as SpanComm;
 
 /// A reduction of `sendbuf` with `op` (communicators spanning nodes).
 #[cfg(feature = "mpi")]
@@ -169,6 +171,18 @@ fn with_reduction<S: ?Sized + Buffer, T>(
         dt: &dt,
         op: &op,
     })
+}
+
+/// A reduction of `sendbuf` with `op` lent to a nonblocking collective
+/// across nodes.
+///
+/// # Safety
+/// As [`span::Lent::new`] for `sendbuf`.
+#[cfg(feature = "mpi")]
+unsafe fn lent_reduction<S: ?Sized + Buffer>(sendbuf: &S, op: Operation) -> span::LentReduction {
+    let (count, dt) = (elements(sendbuf), sendbuf.element_datatype());
+    // SAFETY: the caller's guarantee.
+    unsafe { span::LentReduction::new(sendbuf.as_bytes(), count, dt, op) }
 }
 
 /// The collectives every communicator has (rsmpi's
@@ -790,6 +804,13 @@ unsafe fn scatter_from<R: ?Sized + BufferMut>(
 pub trait ImmediateCollectives: Communicator {
     /// `MPI_Ibarrier`.
     fn immediate_barrier<'s>(&self, scope: &'s Scope<'s, '_>) -> Result<CollectiveRequest<'s>> {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.as_simple().spanning() {
+            return in_scope(
+                scope,
+                span::start(self.as_simple(), s, |c: &SpanComm| c.barrier()),
+            );
+        }
         in_scope(scope, raw::barrier(self.as_simple(), Mode::Start))
     }
 
@@ -806,6 +827,20 @@ pub trait ImmediateCollectives: Communicator {
         R: ?Sized + BufferMut,
         O: Into<Operation>,
     {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.as_simple().spanning() {
+            // SAFETY: the buffers are borrowed for the scope, which
+            // completes the request (the progress thread is then done with
+            // them) before they are released.
+            let (r, mut out) = unsafe {
+                (
+                    lent_reduction(sendbuf, op.into()),
+                    span::Lent::new_mut(recvbuf.as_bytes_mut()),
+                )
+            };
+            let job = move |c: &SpanComm| r.with(|r| span::all_reduce(c, r, out.bytes_mut()));
+            return in_scope(scope, span::start(self.as_simple(), s, job));
+        }
         // SAFETY: the buffers are borrowed for the scope, which completes
         // the collective before they are released.
         let r = unsafe {
@@ -832,6 +867,22 @@ pub trait ImmediateCollectives: Communicator {
         S: ?Sized + Buffer,
         R: ?Sized + BufferMut,
     {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.as_simple().spanning() {
+            let (total, size) = (elements_mut(recvbuf), recvbuf.element_size());
+            let p = even_places(total, size, s.size() as usize, "immediate_all_gather_into")?;
+            // SAFETY: the buffers are borrowed for the scope, which
+            // completes the request (the progress thread is then done with
+            // them) before they are released.
+            let (mine, mut out) = unsafe {
+                (
+                    span::Lent::new(sendbuf.as_bytes()),
+                    span::Lent::new_mut(recvbuf.as_bytes_mut()),
+                )
+            };
+            let job = move |c: &SpanComm| span::all_gather(c, mine.bytes(), out.bytes_mut(), &p);
+            return in_scope(scope, span::start(self.as_simple(), s, job));
+        }
         // SAFETY: as in `immediate_all_reduce_into`.
         let r = unsafe { all_gather(self.as_simple(), sendbuf, recvbuf, Mode::Start) };
         in_scope(scope, r)
@@ -848,6 +899,24 @@ pub trait ImmediateCollectives: Communicator {
         S: ?Sized + Buffer,
         R: ?Sized + BufferMut,
     {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.as_simple().spanning() {
+            let (n, what) = (s.size() as usize, "immediate_all_to_all_into");
+            let to = even_places(elements(sendbuf), sendbuf.element_size(), n, what)?;
+            let from = even_places(elements_mut(recvbuf), recvbuf.element_size(), n, what)?;
+            // SAFETY: the buffers are borrowed for the scope, which
+            // completes the request (the progress thread is then done with
+            // them) before they are released.
+            let (send, mut out) = unsafe {
+                (
+                    span::Lent::new(sendbuf.as_bytes()),
+                    span::Lent::new_mut(recvbuf.as_bytes_mut()),
+                )
+            };
+            let job =
+                move |c: &SpanComm| span::all_to_all(c, send.bytes(), &to, out.bytes_mut(), &from);
+            return in_scope(scope, span::start(self.as_simple(), s, job));
+        }
         // SAFETY: as in `immediate_all_reduce_into`.
         let r = unsafe { all_to_all_even(self.as_simple(), sendbuf, recvbuf, Mode::Start) };
         in_scope(scope, r)
@@ -866,6 +935,32 @@ pub trait ImmediateCollectives: Communicator {
         R: ?Sized + BufferMut,
         O: Into<Operation>,
     {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.as_simple().spanning() {
+            let n = s.size() as usize;
+            if elements(sendbuf) != elements_mut(recvbuf) * n {
+                return Err(Error::Buffer {
+                    reason: format!(
+                        "immediate_reduce_scatter_block_into: {} elements to send, {} per rank \
+                         for {n} ranks",
+                        elements(sendbuf),
+                        elements_mut(recvbuf)
+                    ),
+                });
+            }
+            // SAFETY: the buffers are borrowed for the scope, which
+            // completes the request (the progress thread is then done with
+            // them) before they are released.
+            let (r, mut out) = unsafe {
+                (
+                    lent_reduction(sendbuf, op.into()),
+                    span::Lent::new_mut(recvbuf.as_bytes_mut()),
+                )
+            };
+            let job =
+                move |c: &SpanComm| r.with(|r| span::reduce_scatter_block(c, r, out.bytes_mut()));
+            return in_scope(scope, span::start(self.as_simple(), s, job));
+        }
         // SAFETY: as in `immediate_all_reduce_into`.
         let r = unsafe {
             reduce_scatter_block(self.as_simple(), sendbuf, recvbuf, op.into(), Mode::Start)
@@ -886,6 +981,20 @@ pub trait ImmediateCollectives: Communicator {
         R: ?Sized + BufferMut,
         O: Into<Operation>,
     {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.as_simple().spanning() {
+            // SAFETY: the buffers are borrowed for the scope, which
+            // completes the request (the progress thread is then done with
+            // them) before they are released.
+            let (r, mut out) = unsafe {
+                (
+                    lent_reduction(sendbuf, op.into()),
+                    span::Lent::new_mut(recvbuf.as_bytes_mut()),
+                )
+            };
+            let job = move |c: &SpanComm| r.with(|r| span::scan(c, r, false, out.bytes_mut()));
+            return in_scope(scope, span::start(self.as_simple(), s, job));
+        }
         // SAFETY: as in `immediate_all_reduce_into`.
         let r = unsafe {
             scan_typed(
@@ -913,6 +1022,20 @@ pub trait ImmediateCollectives: Communicator {
         R: ?Sized + BufferMut,
         O: Into<Operation>,
     {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.as_simple().spanning() {
+            // SAFETY: the buffers are borrowed for the scope, which
+            // completes the request (the progress thread is then done with
+            // them) before they are released.
+            let (r, mut out) = unsafe {
+                (
+                    lent_reduction(sendbuf, op.into()),
+                    span::Lent::new_mut(recvbuf.as_bytes_mut()),
+                )
+            };
+            let job = move |c: &SpanComm| r.with(|r| span::scan(c, r, true, out.bytes_mut()));
+            return in_scope(scope, span::start(self.as_simple(), s, job));
+        }
         // SAFETY: as in `immediate_all_reduce_into`.
         let r = unsafe {
             scan_typed(
@@ -941,6 +1064,22 @@ pub trait ImmediateCollectives: Communicator {
         C: Borrow<[i32]>,
         D: Borrow<[i32]>,
     {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.as_simple().spanning() {
+            let total = elements_mut(recvbuf.buf);
+            let (c, d) = layout(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
+            let p = span::places(&c, &d, recvbuf.buf.element_size());
+            // SAFETY: as in `immediate_all_reduce_into` (the partition's
+            // buffer is borrowed at least as long as the partition).
+            let (mine, mut out) = unsafe {
+                (
+                    span::Lent::new(sendbuf.as_bytes()),
+                    span::Lent::new_mut(recvbuf.buf.as_bytes_mut()),
+                )
+            };
+            let job = move |c: &SpanComm| span::all_gather(c, mine.bytes(), out.bytes_mut(), &p);
+            return in_scope(scope, span::start(self.as_simple(), s, job));
+        }
         // SAFETY: as in `immediate_all_reduce_into` (the partition's
         // buffer is borrowed at least as long as the partition).
         let r = unsafe { all_gather_var(self.as_simple(), sendbuf, recvbuf, Mode::Start) };
@@ -963,6 +1102,28 @@ pub trait ImmediateCollectives: Communicator {
         C2: Borrow<[i32]>,
         D2: Borrow<[i32]>,
     {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.as_simple().spanning() {
+            let (sc, sd) = layout(
+                sendbuf.counts.borrow(),
+                sendbuf.displs.borrow(),
+                elements(sendbuf.buf),
+            )?;
+            let total = elements_mut(recvbuf.buf);
+            let (rc, rd) = layout(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
+            let to = span::places(&sc, &sd, sendbuf.buf.element_size());
+            let from = span::places(&rc, &rd, recvbuf.buf.element_size());
+            // SAFETY: as in `immediate_all_gather_varcount_into`.
+            let (send, mut out) = unsafe {
+                (
+                    span::Lent::new(sendbuf.buf.as_bytes()),
+                    span::Lent::new_mut(recvbuf.buf.as_bytes_mut()),
+                )
+            };
+            let job =
+                move |c: &SpanComm| span::all_to_all(c, send.bytes(), &to, out.bytes_mut(), &from);
+            return in_scope(scope, span::start(self.as_simple(), s, job));
+        }
         // SAFETY: as in `immediate_all_gather_varcount_into`.
         let r = unsafe { all_to_all_var(self.as_simple(), sendbuf, recvbuf, Mode::Start) };
         in_scope(scope, r)
@@ -1073,6 +1234,16 @@ impl ImmediateRoot for Process<'_> {
         scope: &'s Scope<'s, '_>,
         buffer: &'s mut B,
     ) -> Result<CollectiveRequest<'s>> {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            let root = self.rank();
+            // SAFETY: the buffer is borrowed for the scope, which
+            // completes the request (the progress thread is then done with
+            // it) before it is released.
+            let mut buf = unsafe { span::Lent::new_mut(buffer.as_bytes_mut()) };
+            let job = move |c: &SpanComm| span::bcast(c, buf.bytes_mut(), root);
+            return in_scope(scope, span::start(self.comm(), s, job));
+        }
         let dt = buffer.element_datatype_ref();
         let count = elements_mut(buffer);
         let p = buffer.as_bytes_mut().as_mut_ptr();
@@ -1095,6 +1266,20 @@ impl ImmediateRoot for Process<'_> {
         O: Into<Operation>,
     {
         self.is_root("immediate_reduce_into_root")?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            let root = self.rank();
+            // SAFETY: as in `immediate_broadcast_into`.
+            let (r, mut out) = unsafe {
+                (
+                    lent_reduction(sendbuf, op.into()),
+                    span::Lent::new_mut(recvbuf.as_bytes_mut()),
+                )
+            };
+            let job =
+                move |c: &SpanComm| r.with(|r| span::reduce(c, r, root, Some(out.bytes_mut())));
+            return in_scope(scope, span::start(self.comm(), s, job));
+        }
         // SAFETY: as in `immediate_broadcast_into`.
         let r = unsafe {
             reduce_typed(
@@ -1120,6 +1305,14 @@ impl ImmediateRoot for Process<'_> {
         O: Into<Operation>,
     {
         self.not_root("immediate_reduce_into")?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            let root = self.rank();
+            // SAFETY: as in `immediate_broadcast_into`.
+            let r = unsafe { lent_reduction(sendbuf, op.into()) };
+            let job = move |c: &SpanComm| r.with(|r| span::reduce(c, r, root, None));
+            return in_scope(scope, span::start(self.comm(), s, job));
+        }
         // SAFETY: as in `immediate_broadcast_into`.
         let r = unsafe {
             reduce_typed::<S, [u8]>(
@@ -1140,6 +1333,14 @@ impl ImmediateRoot for Process<'_> {
         sendbuf: &'s S,
     ) -> Result<CollectiveRequest<'s>> {
         self.not_root("immediate_gather_into")?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            let root = self.rank();
+            // SAFETY: as in `immediate_broadcast_into`.
+            let mine = unsafe { span::Lent::new(sendbuf.as_bytes()) };
+            let job = move |c: &SpanComm| span::gather(c, mine.bytes(), root, None);
+            return in_scope(scope, span::start(self.comm(), s, job));
+        }
         // SAFETY: as in `immediate_broadcast_into`; no receive side away
         // from the root.
         let r = unsafe { gather_to(self.comm(), self.rank(), sendbuf, None, Mode::Start) };
@@ -1155,6 +1356,22 @@ impl ImmediateRoot for Process<'_> {
         self.is_root("immediate_gather_into_root")?;
         let n = self.comm().size() as usize;
         let (c, d) = even(elements_mut(recvbuf), n, "immediate_gather_into_root")?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            let root = self.rank();
+            let p = span::places(&c, &d, recvbuf.element_size());
+            // SAFETY: as in `immediate_broadcast_into`.
+            let (mine, mut out) = unsafe {
+                (
+                    span::Lent::new(sendbuf.as_bytes()),
+                    span::Lent::new_mut(recvbuf.as_bytes_mut()),
+                )
+            };
+            let job = move |c: &SpanComm| {
+                span::gather(c, mine.bytes(), root, Some((out.bytes_mut(), &p[..])))
+            };
+            return in_scope(scope, span::start(self.comm(), s, job));
+        }
         let rdt = recvbuf.element_datatype_ref();
         let recv = recvbuf.as_bytes_mut().as_mut_ptr();
         // SAFETY: as in `immediate_broadcast_into`; `recvbuf` holds `n`
@@ -1177,6 +1394,14 @@ impl ImmediateRoot for Process<'_> {
         sendbuf: &'s S,
     ) -> Result<CollectiveRequest<'s>> {
         self.not_root("immediate_gather_varcount_into")?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            let root = self.rank();
+            // SAFETY: as in `immediate_broadcast_into`.
+            let mine = unsafe { span::Lent::new(sendbuf.as_bytes()) };
+            let job = move |c: &SpanComm| span::gather(c, mine.bytes(), root, None);
+            return in_scope(scope, span::start(self.comm(), s, job));
+        }
         // SAFETY: as in `immediate_gather_into`.
         let r = unsafe { gather_to(self.comm(), self.rank(), sendbuf, None, Mode::Start) };
         in_scope(scope, r)
@@ -1197,6 +1422,22 @@ impl ImmediateRoot for Process<'_> {
         self.is_root("immediate_gather_varcount_into_root")?;
         let total = elements_mut(recvbuf.buf);
         let (c, d) = layout(recvbuf.counts.borrow(), recvbuf.displs.borrow(), total)?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            let root = self.rank();
+            let p = span::places(&c, &d, recvbuf.buf.element_size());
+            // SAFETY: as in `immediate_broadcast_into`.
+            let (mine, mut out) = unsafe {
+                (
+                    span::Lent::new(sendbuf.as_bytes()),
+                    span::Lent::new_mut(recvbuf.buf.as_bytes_mut()),
+                )
+            };
+            let job = move |c: &SpanComm| {
+                span::gather(c, mine.bytes(), root, Some((out.bytes_mut(), &p[..])))
+            };
+            return in_scope(scope, span::start(self.comm(), s, job));
+        }
         let rdt = recvbuf.buf.element_datatype_ref();
         let recv = recvbuf.buf.as_bytes_mut().as_mut_ptr();
         // SAFETY: as in `immediate_broadcast_into`; the pieces were
@@ -1219,6 +1460,14 @@ impl ImmediateRoot for Process<'_> {
         recvbuf: &'s mut R,
     ) -> Result<CollectiveRequest<'s>> {
         self.not_root("immediate_scatter_into")?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            let root = self.rank();
+            // SAFETY: as in `immediate_broadcast_into`.
+            let mut out = unsafe { span::Lent::new_mut(recvbuf.as_bytes_mut()) };
+            let job = move |c: &SpanComm| span::scatter(c, None, root, out.bytes_mut());
+            return in_scope(scope, span::start(self.comm(), s, job));
+        }
         // SAFETY: as in `immediate_broadcast_into`; no send side away from
         // the root.
         let r = unsafe { scatter_from(self.comm(), self.rank(), None, recvbuf, Mode::Start) };
@@ -1234,6 +1483,22 @@ impl ImmediateRoot for Process<'_> {
         self.is_root("immediate_scatter_into_root")?;
         let n = self.comm().size() as usize;
         let (c, d) = even(elements(sendbuf), n, "immediate_scatter_into_root")?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            let root = self.rank();
+            let p = span::places(&c, &d, sendbuf.element_size());
+            // SAFETY: as in `immediate_broadcast_into`.
+            let (send, mut out) = unsafe {
+                (
+                    span::Lent::new(sendbuf.as_bytes()),
+                    span::Lent::new_mut(recvbuf.as_bytes_mut()),
+                )
+            };
+            let job = move |c: &SpanComm| {
+                span::scatter(c, Some((send.bytes(), &p[..])), root, out.bytes_mut())
+            };
+            return in_scope(scope, span::start(self.comm(), s, job));
+        }
         let sdt = sendbuf.element_datatype_ref();
         let send = sendbuf.as_bytes().as_ptr();
         // SAFETY: as in `immediate_broadcast_into`; `sendbuf` holds `n`
@@ -1256,6 +1521,14 @@ impl ImmediateRoot for Process<'_> {
         recvbuf: &'s mut R,
     ) -> Result<CollectiveRequest<'s>> {
         self.not_root("immediate_scatter_varcount_into")?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            let root = self.rank();
+            // SAFETY: as in `immediate_broadcast_into`.
+            let mut out = unsafe { span::Lent::new_mut(recvbuf.as_bytes_mut()) };
+            let job = move |c: &SpanComm| span::scatter(c, None, root, out.bytes_mut());
+            return in_scope(scope, span::start(self.comm(), s, job));
+        }
         // SAFETY: as in `immediate_scatter_into`.
         let r = unsafe { scatter_from(self.comm(), self.rank(), None, recvbuf, Mode::Start) };
         in_scope(scope, r)
@@ -1279,6 +1552,22 @@ impl ImmediateRoot for Process<'_> {
             sendbuf.displs.borrow(),
             elements(sendbuf.buf),
         )?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = self.comm().spanning() {
+            let root = self.rank();
+            let p = span::places(&c, &d, sendbuf.buf.element_size());
+            // SAFETY: as in `immediate_broadcast_into`.
+            let (send, mut out) = unsafe {
+                (
+                    span::Lent::new(sendbuf.buf.as_bytes()),
+                    span::Lent::new_mut(recvbuf.as_bytes_mut()),
+                )
+            };
+            let job = move |c: &SpanComm| {
+                span::scatter(c, Some((send.bytes(), &p[..])), root, out.bytes_mut())
+            };
+            return in_scope(scope, span::start(self.comm(), s, job));
+        }
         let sdt = sendbuf.buf.element_datatype_ref();
         let send = sendbuf.buf.as_bytes().as_ptr();
         // SAFETY: as in `immediate_broadcast_into`; the pieces were

@@ -105,6 +105,12 @@ impl<T> CollRequest<T> {
         self.done.is_some()
     }
 
+    /// Whether a [`test`](Self::test) has seen the operation complete
+    /// (looks at nothing else).
+    pub(crate) fn is_done(&self) -> bool {
+        self.done.is_some()
+    }
+
     /// Blocks until the operation has completed and returns its result
     /// (`MPI_Wait`).
     pub fn wait(mut self) -> Result<T> {
@@ -121,8 +127,9 @@ impl<T> CollRequest<T> {
 
 impl SpanningCommunicator {
     /// Hands `f` to the communicator's progress thread (started, with its
-    /// duplicate, by the first call).
-    fn start_coll<R, F>(&self, f: F) -> Result<CollRequest<R>>
+    /// duplicate, by the first call). The typed API's `immediate_*`
+    /// collectives start theirs here too (`multinode::typed::start`).
+    pub(crate) fn start_coll<R, F>(&self, f: F) -> Result<CollRequest<R>>
     where
         R: Send + 'static,
         F: FnOnce(&SpanningCommunicator) -> Result<R> + Send + 'static,

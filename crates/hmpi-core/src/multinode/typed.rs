@@ -293,3 +293,113 @@ pub(crate) fn reduce_scatter_block(
     out.copy_from_slice(block);
     Ok(())
 }
+
+/// A caller's buffer lent to the communicator's progress thread for one
+/// nonblocking collective (the typed API's `immediate_*` forms): the
+/// thread reads the send side and writes the receive side in place, and
+/// the request the caller holds completes only once the thread is done
+/// with both.
+pub(crate) struct Lent {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: a `Lent` is only made by `Lent::new` / `Lent::new_mut`, whose
+// callers guarantee that the memory stays valid (and, lent mutably,
+// untouched by anyone else) until the collective's request completes;
+// the one thread that uses it is then the progress thread.
+unsafe impl Send for Lent {}
+
+impl Lent {
+    /// Lends `b` to be read.
+    ///
+    /// # Safety
+    /// `b` stays valid and unchanged until the request of the collective
+    /// it is lent to has completed (a scope's borrow guarantees it).
+    pub(crate) unsafe fn new(b: &[u8]) -> Lent {
+        Lent {
+            ptr: b.as_ptr().cast_mut(),
+            len: b.len(),
+        }
+    }
+
+    /// Lends `b` to be written.
+    ///
+    /// # Safety
+    /// `b` stays valid and is not touched by anyone else until the request
+    /// of the collective it is lent to has completed.
+    pub(crate) unsafe fn new_mut(b: &mut [u8]) -> Lent {
+        Lent {
+            ptr: b.as_mut_ptr(),
+            len: b.len(),
+        }
+    }
+
+    /// The lent bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: valid and unchanged while the collective runs (the
+        // constructor's contract); the slice lives no longer than `self`,
+        // which the collective's job owns.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The lent bytes, to be written.
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`; lent mutably, nobody else touches them
+        // until the collective's request has completed (`new_mut`).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+/// Starts `f` (a blocking collective of this module on the buffers it
+/// lends) on `s`'s progress thread, as a request of `comm` (the typed
+/// communicator whose spanning part `s` is): the typed API's nonblocking
+/// collectives across nodes.
+pub(crate) fn start(
+    comm: &crate::SimpleCommunicator,
+    s: &SpanningCommunicator,
+    f: impl FnOnce(&SpanningCommunicator) -> Result<()> + Send + 'static,
+) -> Result<Option<crate::collective::CollRequest>> {
+    let r = s.start_coll(f)?;
+    Ok(Some(crate::collective::CollRequest::spanning(comm, r)))
+}
+
+/// A reduction's arguments owned by a nonblocking collective's job: the
+/// contribution lent, the datatype and operation its own.
+pub(crate) struct LentReduction {
+    send: Lent,
+    count: usize,
+    dt: Datatype,
+    op: Operation,
+}
+
+impl LentReduction {
+    /// `count` elements of `dt` in `send`, combined with `op`.
+    ///
+    /// # Safety
+    /// As [`Lent::new`] for `send`.
+    pub(crate) unsafe fn new(
+        send: &[u8],
+        count: usize,
+        dt: Datatype,
+        op: Operation,
+    ) -> LentReduction {
+        LentReduction {
+            // SAFETY: the caller's guarantee.
+            send: unsafe { Lent::new(send) },
+            count,
+            dt,
+            op,
+        }
+    }
+
+    /// Runs `f` on the reduction as the blocking collectives take it.
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&Reduction<'_>) -> T) -> T {
+        f(&Reduction {
+            send: self.send.bytes(),
+            count: self.count,
+            dt: &self.dt,
+            op: &self.op,
+        })
+    }
+}
