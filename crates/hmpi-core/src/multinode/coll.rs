@@ -179,14 +179,14 @@ impl Inner {
         self.node_members[self.my_node][0] == self.rank
     }
 
-    fn leaders(&self) -> Result<&super::mpi::RawComm> {
+    pub(super) fn leaders(&self) -> Result<&super::mpi::RawComm> {
         self.leaders.as_ref().ok_or_else(|| {
             Error::Internal("a node leader without the leaders' communicator".into())
         })
     }
 
     /// Every node member's bytes at the node's leader, in rank order.
-    fn local_gather(&self, mine: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
+    pub(super) fn local_gather(&self, mine: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
         let c: &SimpleCommunicator = &self.coll_local;
         let root = c.process_at_rank(0);
         let len = mine.len() as u64;
@@ -221,7 +221,7 @@ impl Inner {
     }
 
     /// The leader's bytes on every member of the node.
-    fn local_bcast(&self, data: &mut Vec<u8>) -> Result<()> {
+    pub(super) fn local_bcast(&self, data: &mut Vec<u8>) -> Result<()> {
         let root = self.coll_local.process_at_rank(0);
         let mut len = data.len() as u64;
         root.broadcast_into(&mut len)?;
@@ -231,7 +231,7 @@ impl Inner {
     }
 
     /// Sends `data` to member `to` of this node (a rank here).
-    fn local_send(&self, data: &[u8], to: i32) -> Result<()> {
+    pub(super) fn local_send(&self, data: &[u8], to: i32) -> Result<()> {
         raw::send(
             &self.coll_local,
             data,
@@ -241,7 +241,7 @@ impl Inner {
     }
 
     /// Receives bytes from member `from` of this node (a rank here).
-    fn local_recv(&self, from: i32) -> Result<Vec<u8>> {
+    pub(super) fn local_recv(&self, from: i32) -> Result<Vec<u8>> {
         let l = self.local_of[from as usize];
         let st = raw::probe(&self.coll_local, l, TAG_LOCAL)?;
         let mut buf = vec![0u8; st.count as usize];
@@ -253,7 +253,7 @@ impl Inner {
     /// Piece `k` to the `k`-th member of this node (the leader keeps its
     /// own); on a member, the leader's piece for it. Called with
     /// `Some(pieces)` on the leader only.
-    fn local_deal(&self, pieces: Option<Vec<Vec<u8>>>) -> Result<Vec<u8>> {
+    pub(super) fn local_deal(&self, pieces: Option<Vec<Vec<u8>>>) -> Result<Vec<u8>> {
         let members = &self.node_members[self.my_node];
         let Some(pieces) = pieces else {
             return self.local_recv(members[0]);

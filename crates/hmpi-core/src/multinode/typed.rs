@@ -8,10 +8,17 @@
 //! phase again); this module only cuts the typed buffers into the pieces
 //! those take and puts the pieces back, checking that every member's
 //! piece has the length its buffers say. Reductions take any
-//! [`Operation`] on any datatype: the members' contributions are gathered
-//! (every one, or at the root) and combined in rank order with the
-//! operation (`x0 op (x1 op (… op x(n-1)))`), so the result equals the
-//! flat definition whether or not the operation commutes.
+//! [`Operation`] on any datatype and combine in rank order
+//! (`x0 op (x1 op (… op x(n-1)))`), so the result equals the flat
+//! definition whether or not the operation commutes: when every node
+//! holds consecutive ranks, each node's leader combines its node's
+//! contributions (gathered on the heap), the leaders exchange and combine
+//! their partials through MPI and hand the result (or each member's part
+//! of it) back on the node; otherwise the contributions are gathered
+//! (every one, or at the root) and combined by each member.
+//!
+//! The nonblocking forms ([`Lent`], [`start`]) run the same functions on
+//! the communicator's progress thread.
 
 use super::comm::SpanningCommunicator;
 use crate::datatype::Datatype;
@@ -224,19 +231,70 @@ impl Reduction<'_> {
     }
 }
 
+/// `x0 op (x1 op …)` of `pieces` (at least one), as [`fold`].
+fn fold_some(pieces: &[Vec<u8>], r: &Reduction<'_>) -> Result<Vec<u8>> {
+    fold(pieces, r.count, r.dt, r.op)?
+        .ok_or_else(|| Error::Internal("a reduction of no contributions".into()))
+}
+
+/// `a op b`.
+fn combine(a: &[u8], b: &[u8], r: &Reduction<'_>) -> Result<Vec<u8>> {
+    fold_some(&[a.to_vec(), b.to_vec()], r)
+}
+
+/// On a node's leader, the node's contributions combined in rank order
+/// (the node phase of the hierarchical reductions: hmpi's gather on the
+/// heap); `None` on the other members. Only for nodes of consecutive
+/// ranks, whose partials combine in node order.
+fn node_partial(s: &SpanningCommunicator, r: &Reduction<'_>) -> Result<Option<Vec<u8>>> {
+    match s.inner.local_gather(r.send)? {
+        Some(node) => fold_some(&node, r).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// On a node's leader, the reduction over every member: the node
+/// partials exchanged among the leaders (`MPI_Allgatherv`) and combined
+/// in node order, which is rank order when every node holds consecutive
+/// ranks.
+fn leaders_total(s: &SpanningCommunicator, partial: &[u8], r: &Reduction<'_>) -> Result<Vec<u8>> {
+    let partials = s.inner.leaders()?.allgatherv(partial)?;
+    fold_some(&partials, r)
+}
+
 /// `MPI_Allreduce` into `out`.
+///
+/// Nodes of consecutive ranks: each leader combines its node's
+/// contributions, the leaders exchange their partials and combine them,
+/// and each leader broadcasts the result on its node. Otherwise every
+/// member gathers every contribution and combines them in rank order.
 pub(crate) fn all_reduce(
     s: &SpanningCommunicator,
     r: &Reduction<'_>,
     out: &mut [u8],
 ) -> Result<()> {
     r.check()?;
-    let all = s.allgatherv_bytes(r.send)?;
-    let v = fold(&all, r.count, r.dt, r.op)?.unwrap_or_default();
+    s.active()?;
+    let v = if s.inner.contiguous {
+        let mut v = match node_partial(s, r)? {
+            Some(partial) => leaders_total(s, &partial, r)?,
+            None => Vec::new(),
+        };
+        s.inner.local_bcast(&mut v)?;
+        v
+    } else {
+        let all = s.allgatherv_bytes(r.send)?;
+        fold(&all, r.count, r.dt, r.op)?.unwrap_or_default()
+    };
     put(out, &v, "all_reduce", "a result")
 }
 
 /// `MPI_Reduce` to `root` (`out` at the root only).
+///
+/// Nodes of consecutive ranks: each leader combines its node's
+/// contributions, the root's leader gathers the partials
+/// (`MPI_Gatherv`), combines them and hands the result to the root.
+/// Otherwise the root gathers every contribution.
 pub(crate) fn reduce(
     s: &SpanningCommunicator,
     r: &Reduction<'_>,
@@ -244,17 +302,48 @@ pub(crate) fn reduce(
     out: Option<&mut [u8]>,
 ) -> Result<()> {
     r.check()?;
-    if let Some(all) = s.gatherv_bytes(r.send, root)? {
-        let v = fold(&all, r.count, r.dt, r.op)?.unwrap_or_default();
-        if let Some(out) = out {
-            put(out, &v, "reduce", "a result")?;
+    s.check_root(root)?;
+    let i = &s.inner;
+    let result = if i.contiguous {
+        let root_node = i.node_of[root as usize] as usize;
+        let root_leader = i.node_members[root_node][0];
+        let mut result = None;
+        if let Some(partial) = node_partial(s, r)? {
+            if let Some(partials) = i.leaders()?.gatherv(&partial, root_node as i32)? {
+                result = Some(fold_some(&partials, r)?);
+            }
         }
+        if root != root_leader {
+            if i.rank == root_leader {
+                let v = result
+                    .take()
+                    .ok_or_else(|| Error::Internal("reduce: no result at the leader".into()))?;
+                i.local_send(&v, root)?;
+            } else if i.rank == root {
+                result = Some(i.local_recv(root_leader)?);
+            }
+        }
+        result
+    } else {
+        match s.gatherv_bytes(r.send, root)? {
+            Some(all) => Some(fold(&all, r.count, r.dt, r.op)?.unwrap_or_default()),
+            None => None,
+        }
+    };
+    match (result, out) {
+        (Some(v), Some(out)) => put(out, &v, "reduce", "a result"),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// `MPI_Scan` (`exclusive`: `MPI_Exscan`, which leaves rank 0's `out` as
 /// it is).
+///
+/// Nodes of consecutive ranks: each leader folds its node's contributions
+/// into per-member prefixes, the leaders exchange their node totals, and
+/// each leader puts the earlier nodes' total in front of each member's
+/// prefix and hands it to the member. Otherwise every member gathers
+/// every contribution and folds its own prefix.
 pub(crate) fn scan(
     s: &SpanningCommunicator,
     r: &Reduction<'_>,
@@ -262,36 +351,112 @@ pub(crate) fn scan(
     out: &mut [u8],
 ) -> Result<()> {
     r.check()?;
-    let all = s.allgatherv_bytes(r.send)?;
-    let me = s.rank() as usize;
-    let upto = if exclusive { me } else { me + 1 };
-    match fold(&all[..upto.min(all.len())], r.count, r.dt, r.op)? {
-        Some(v) => put(out, &v, "scan", "a result"),
-        None => Ok(()),
+    s.active()?;
+    let i = &s.inner;
+    if !i.contiguous {
+        let all = s.allgatherv_bytes(r.send)?;
+        let me = s.rank() as usize;
+        let upto = if exclusive { me } else { me + 1 };
+        return match fold(&all[..upto.min(all.len())], r.count, r.dt, r.op)? {
+            Some(v) => put(out, &v, "scan", "a result"),
+            None => Ok(()),
+        };
+    }
+    // A member's piece: a flag byte (1: a prefix follows, 0: none, for
+    // rank 0 of an exclusive scan), then the prefix.
+    let dealt = match i.local_gather(r.send)? {
+        None => i.local_deal(None)?,
+        Some(node) => {
+            // The node's inclusive prefixes, member by member.
+            let mut incl: Vec<Vec<u8>> = Vec::with_capacity(node.len());
+            for p in &node {
+                let next = match incl.last() {
+                    None => p.clone(),
+                    Some(a) => combine(a, p, r)?,
+                };
+                incl.push(next);
+            }
+            let total = incl.last().cloned().unwrap_or_default();
+            let totals = i.leaders()?.allgatherv(&total)?;
+            // Nodes of consecutive ranks are numbered in rank order: the
+            // earlier nodes are those before this one.
+            let earlier = fold(&totals[..i.my_node], r.count, r.dt, r.op)?;
+            let mut pieces = Vec::with_capacity(node.len());
+            for k in 0..node.len() {
+                let local = if !exclusive {
+                    Some(&incl[k])
+                } else if k > 0 {
+                    Some(&incl[k - 1])
+                } else {
+                    None
+                };
+                let prefix = match (&earlier, local) {
+                    (Some(e), Some(l)) => Some(combine(e, l, r)?),
+                    (Some(e), None) => Some(e.clone()),
+                    (None, Some(l)) => Some(l.clone()),
+                    (None, None) => None,
+                };
+                pieces.push(match prefix {
+                    Some(p) => [&[1u8][..], &p].concat(),
+                    None => vec![0u8],
+                });
+            }
+            i.local_deal(Some(pieces))?
+        }
+    };
+    match dealt.split_first() {
+        Some((1, v)) => put(out, v, "scan", "a result"),
+        Some((0, _)) => Ok(()),
+        _ => Err(Error::Internal("scan: a damaged prefix".into())),
     }
 }
 
 /// `MPI_Reduce_scatter_block`: block `rank` (of `out.len()` bytes) of the
 /// reduction into `out`.
+///
+/// Nodes of consecutive ranks: each leader combines its node's
+/// contributions, the leaders exchange and combine their partials, and
+/// each leader hands every member of its node its block. Otherwise every
+/// member gathers every contribution.
 pub(crate) fn reduce_scatter_block(
     s: &SpanningCommunicator,
     r: &Reduction<'_>,
     out: &mut [u8],
 ) -> Result<()> {
     r.check()?;
-    let all = s.allgatherv_bytes(r.send)?;
-    let v = fold(&all, r.count, r.dt, r.op)?.unwrap_or_default();
-    let at = s.rank() as usize * out.len();
-    let block = v.get(at..at + out.len()).ok_or_else(|| Error::Buffer {
-        reason: format!(
-            "reduce_scatter_block: {} bytes do not hold block {} of {}",
-            v.len(),
-            s.rank(),
-            out.len()
-        ),
-    })?;
-    out.copy_from_slice(block);
-    Ok(())
+    s.active()?;
+    let i = &s.inner;
+    let b = out.len();
+    let block = |v: &[u8], rank: i32| -> Result<Vec<u8>> {
+        let at = rank as usize * b;
+        v.get(at..at + b)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| Error::Buffer {
+                reason: format!(
+                    "reduce_scatter_block: {} bytes do not hold block {rank} of {b}",
+                    v.len()
+                ),
+            })
+    };
+    let mine = if i.contiguous {
+        match node_partial(s, r)? {
+            None => i.local_deal(None)?,
+            Some(partial) => {
+                let v = leaders_total(s, &partial, r)?;
+                let members = &i.node_members[i.my_node];
+                let pieces = members
+                    .iter()
+                    .map(|&m| block(&v, m))
+                    .collect::<Result<Vec<_>>>()?;
+                i.local_deal(Some(pieces))?
+            }
+        }
+    } else {
+        let all = s.allgatherv_bytes(r.send)?;
+        let v = fold(&all, r.count, r.dt, r.op)?.unwrap_or_default();
+        block(&v, s.rank())?
+    };
+    put(out, &mine, "reduce_scatter_block", "a block")
 }
 
 /// A caller's buffer lent to the communicator's progress thread for one
