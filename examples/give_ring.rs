@@ -6,7 +6,10 @@
 //! value given back; on one node it travels as ever. A give to another
 //! node returns once MPI has sent the value (as `MPI_Send`), so even ranks
 //! give before they take and odd ranks take first: ranks that all gave a
-//! large value across nodes at once would wait for each other.
+//! large value across nodes at once would wait for each other. The
+//! nonblocking forms (`immediate_give`, `immediate_take` into a
+//! `TakeSlot`) need no such order: every rank starts its give and its take
+//! at once, and a deep value is refused across nodes by them too.
 //!
 //! Run: `cargo build --release --examples && target/release/hmpirun -n 4 target/release/examples/give_ring`
 
@@ -72,6 +75,50 @@ fn run() -> hmpi::Result<()> {
     if world.shares_heap_with(from) {
         let d: Vec<String> = prev.take_vec_with_tag(3)?;
         if d != [format!("{from}"), "x".repeat(100)] {
+            return Err(fail(format!("the Vec<String> from rank {from}: {d:?}")));
+        }
+    }
+    // The nonblocking forms: all give and take at once.
+    for len in [0usize, 5, 100_000] {
+        let v: Vec<u64> = (0..len as u64).map(|i| i * 7 + me as u64).collect();
+        let mut slot = TakeSlot::<Vec<u64>>::new();
+        hmpi::request::scope(|scope| -> hmpi::Result<()> {
+            let g = next
+                .immediate_give_with_tag(scope, v, 4)
+                .map_err(|e| e.error)?;
+            let t = prev.immediate_take_with_tag(scope, &mut slot, 4)?;
+            let st = t.wait()?;
+            g.wait()?;
+            if st.source_rank() != from {
+                return Err(fail(format!(
+                    "a nonblocking take from {}",
+                    st.source_rank()
+                )));
+            }
+            Ok(())
+        })?;
+        let got = slot.into_inner()?.unwrap_or_default();
+        let want = (0..len as u64).map(|i| i * 7 + from as u64);
+        if got.len() != len || !got.iter().copied().eq(want) {
+            return Err(fail(format!(
+                "a nonblocking vector of {len} from rank {from} differs"
+            )));
+        }
+    }
+    let deep: Vec<String> = vec![format!("{me}")];
+    hmpi::request::scope(|scope| match next.immediate_give_with_tag(scope, deep, 5) {
+        Ok(_) if !world.shares_heap_with(to) => Err(fail(format!(
+            "a nonblocking give took a Vec<String> to rank {to} on another node"
+        ))),
+        Err(e) if world.shares_heap_with(to) => Err(e.error),
+        Err(e) if e.value[0] != format!("{me}") => Err(fail(
+            "a refused nonblocking give did not give the value back".into(),
+        )),
+        _ => Ok(()),
+    })?;
+    if world.shares_heap_with(from) {
+        let d: Vec<String> = prev.take_vec_with_tag(5)?;
+        if d != [format!("{from}")] {
             return Err(fail(format!("the Vec<String> from rank {from}: {d:?}")));
         }
     }

@@ -405,6 +405,70 @@ impl<'s> Scope<'s, '_> {
 }
 
 impl<'s> Scope<'s, '_> {
+    /// Gives `block` to communicator rank `dest` of `comm` with `tag` as a
+    /// request of this scope (ownership passing, `OPI_Igive`): on the node
+    /// the block itself, complete at once ([`raw::igive`]); on a
+    /// communicator spanning nodes (feature `mpi`), to another node MPI's
+    /// send of its bytes, complete (and the block freed) when the send
+    /// has. On error the block is still the caller's.
+    ///
+    /// # Safety
+    /// As [`raw::give`]: `block` is a block of the global allocator with
+    /// its layout (or of size 0), owned by the caller, given up on
+    /// success.
+    pub unsafe fn start_give(
+        &'s self,
+        comm: &SimpleCommunicator,
+        traffic: raw::Traffic,
+        block: raw::OwnedBlock,
+        dest: i32,
+        tag: i32,
+    ) -> Result<Request<'s>> {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = comm.spanning() {
+            if !matches!(traffic, raw::Traffic::PointToPoint) {
+                return Err(comm.no_span_form("ownership passing in a collective"));
+            }
+            // SAFETY: the caller's guarantee is the spanning give's; the
+            // request is owned by the scope's table and completed before
+            // the scope ends.
+            let r = unsafe { s.igive(block, dest, tag) }?;
+            return Ok(self.insert_span(r));
+        }
+        // SAFETY: the caller's guarantee.
+        let r = unsafe { raw::igive(comm, traffic, block, dest, tag) }?;
+        Ok(self.insert(r, comm.status_table()))
+    }
+
+    /// Starts taking a block (aligned to `align`) from communicator rank
+    /// `source` of `comm` with `tag` into `out`, as a request of this
+    /// scope (`OPI_Itake`): on the node the sender's block itself; on a
+    /// communicator spanning nodes (feature `mpi`), from another node a
+    /// fresh block of the message's length (allocate + receive), without
+    /// `meta` words; `ANY_SOURCE` is then refused ([`Error::Rank`]).
+    pub fn start_take(
+        &'s self,
+        comm: &SimpleCommunicator,
+        out: &'s mut Option<raw::OwnedBlock>,
+        align: usize,
+        source: i32,
+        tag: i32,
+    ) -> Result<Request<'s>> {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = comm.spanning() {
+            // SAFETY: `out` is borrowed for the scope, whose table of
+            // spanning requests owns the request and completes it before
+            // the scope (and so the borrow) ends.
+            let r = unsafe { s.itake(out, align, source, tag) }?;
+            return Ok(self.insert_span(r));
+        }
+        // SAFETY: as in `start_receive`: the request is owned by the
+        // scope's table and completed before the scope (and so the borrow
+        // of `out`) ends, however the program treats the returned handle.
+        let r = unsafe { raw::irecv_owned(comm, out, align, source, tag) }?;
+        Ok(self.insert(r, comm.status_table()))
+    }
+
     /// Keeps a partitioned receive whose buffer is borrowed for `'s`, so
     /// that the scope's end waits for a round of it in flight.
     pub(crate) fn keep_partitioned(&'s self, r: Arc<crate::partitioned::RecvCore>) {

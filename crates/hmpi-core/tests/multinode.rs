@@ -2114,6 +2114,73 @@ fn typed_ownership(world: &hmpi_core::SimpleCommunicator) {
             }
         }
     }
+    // The nonblocking forms in a scope: every rank gives to every distance
+    // at once, then takes from every distance; on the node the block
+    // itself, to another node MPI's send of its bytes (the request
+    // completing, the block freed, when the send has) and a fresh block
+    // received once the message matched (allocate + receive).
+    for n in [0usize, 5, 1 << 17] {
+        let mut slots: Vec<Option<OwnedBlock>> = (1..size).map(|_| None).collect();
+        hmpi_core::request::scope(|scope| {
+            let mut gives = Vec::new();
+            for d in 1..size {
+                let to = (rank + d) % size;
+                let v: Vec<u64> = (0..n as u64)
+                    .map(|i| i * 5 + (rank * 100 + d) as u64)
+                    .collect();
+                let mut b = OwnedBlock::from_vec(v);
+                b.meta = [21, 22, 23, rank as u64];
+                // SAFETY: a vector's block of the global allocator, given up.
+                gives.push(
+                    unsafe { scope.start_give(world, Traffic::PointToPoint, b, to, 70 + d) }
+                        .unwrap(),
+                );
+            }
+            let mut takes = Vec::new();
+            for (k, slot) in slots.iter_mut().enumerate() {
+                let d = k as i32 + 1;
+                let from = (rank + size - d) % size;
+                takes.push(scope.start_take(world, slot, 8, from, 70 + d).unwrap());
+            }
+            for (k, t) in takes.into_iter().enumerate() {
+                let d = k as i32 + 1;
+                let st = t.wait().unwrap();
+                assert_eq!(st.source_rank(), (rank + size - d) % size);
+                assert_eq!(st.count::<u8>().unwrap(), 8 * n);
+            }
+            for g in gives {
+                g.wait().unwrap();
+            }
+        });
+        for (k, slot) in slots.into_iter().enumerate() {
+            let d = k as i32 + 1;
+            let from = (rank + size - d) % size;
+            let block = slot.expect("a block");
+            let want_meta = if world.shares_heap_with(from) {
+                [21, 22, 23, from as u64]
+            } else {
+                [0; 4]
+            };
+            assert_eq!(block.meta, want_meta, "meta from {from}");
+            // SAFETY: the block is ours, of u64s written by the sender.
+            let got: Vec<u64> = unsafe { block.into_vec() }.expect("a block of u64s");
+            assert_eq!(got.len(), n);
+            for (i, &x) in got.iter().enumerate() {
+                assert_eq!(
+                    x,
+                    i as u64 * 5 + (from * 100 + d) as u64,
+                    "element {i} from {from}"
+                );
+            }
+        }
+    }
+    // A nonblocking take from ANY_SOURCE is refused across nodes.
+    let mut slot = None;
+    hmpi_core::request::scope(|scope| {
+        let any = scope.start_take(world, &mut slot, 8, ANY_SOURCE, 0);
+        assert!(matches!(any, Err(hmpi_core::Error::Rank { .. })));
+    });
+    world.barrier().unwrap();
     let mut out = None;
     let mut st = raw::Status::empty();
     let any = raw::recv_owned_into(

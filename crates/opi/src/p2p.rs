@@ -20,7 +20,8 @@
 //! them). Take deep values, never receive them.
 //!
 //! Nonblocking: [`Give::immediate_give`] returns an ordinary
-//! [`Request`] (complete already); [`Take::immediate_take`] fills a
+//! [`Request`] (complete already on the node; across nodes once MPI has
+//! sent the value's bytes); [`Take::immediate_take`] fills a
 //! [`TakeSlot`] that the caller keeps and opens after the request
 //! completed (after the scope, as for `immediate_receive_into`). Both mix
 //! with two-sided requests of the same scope.
@@ -68,24 +69,8 @@ use hmpi_core::traits::{Communicator, Destination, Source};
 use hmpi_core::{Error, Result, SimpleCommunicator, Status, ANY_TAG};
 use std::marker::PhantomData;
 
-/// Gives `v` to communicator rank `dest` with `tag` in `comm`'s context
-/// for `traffic`; the engine's request (complete at once).
-pub(crate) fn give_on<V: Givable>(
-    comm: &SimpleCommunicator,
-    dest: i32,
-    tag: i32,
-    traffic: Traffic,
-    v: V,
-) -> std::result::Result<raw::Request<'static>, GiveError<V>> {
-    give_with(v, |b| {
-        stays_on_heap(comm, &b, dest)?;
-        // SAFETY: `give_with` passes the value's own block (of the global
-        // allocator, or of size 0) and gives it up only if this succeeds.
-        unsafe { raw::igive(comm, traffic, b, dest, tag) }
-    })
-}
-
-/// A blocking give: as [`give_on`], without a request.
+/// A blocking give of `v` to communicator rank `dest` with `tag` in
+/// `comm`'s context for `traffic`.
 pub(crate) fn give_now<V: Givable>(
     comm: &SimpleCommunicator,
     dest: i32,
@@ -95,7 +80,8 @@ pub(crate) fn give_now<V: Givable>(
 ) -> std::result::Result<(), GiveError<V>> {
     give_with(v, |b| {
         stays_on_heap(comm, &b, dest)?;
-        // SAFETY: as in `give_on`.
+        // SAFETY: `give_with` passes the value's own block (of the global
+        // allocator, or of size 0) and gives it up only if this succeeds.
         unsafe { raw::give(comm, traffic, b, dest, tag) }
     })
 }
@@ -238,16 +224,23 @@ pub trait Give: Destination {
 
     /// Gives `v` with `tag` as a request of `scope` (`OPI_Igive`): the
     /// request is complete already (a give never waits for the taker) and
-    /// mixes with two-sided requests in waits and tests.
+    /// mixes with two-sided requests in waits and tests. To a rank on
+    /// another node (a communicator spanning nodes) the value's bytes
+    /// travel through MPI and the request completes once they are sent;
+    /// a value that owns further heap blocks is refused there and comes
+    /// back in the error.
     fn immediate_give_with_tag<'s, V: Givable>(
         &self,
         scope: &'s Scope<'s, '_>,
         v: V,
         tag: i32,
     ) -> std::result::Result<Request<'s>, GiveError<V>> {
-        let c = self.comm();
-        let r = give_on(c, self.destination_rank(), tag, Traffic::PointToPoint, v)?;
-        Ok(scope.adopt(r, c))
+        let (c, dest) = (self.comm(), self.destination_rank());
+        give_with(v, |b| {
+            stays_on_heap(c, &b, dest)?;
+            // SAFETY: as in `give_now`.
+            unsafe { scope.start_give(c, Traffic::PointToPoint, b, dest, tag) }
+        })
     }
 
     /// [`Give::immediate_give_with_tag`] with tag 0.
@@ -338,12 +331,10 @@ pub trait Take: Source {
             });
         }
         slot.clear();
-        // SAFETY: the engine's request goes into `scope` at once, which
-        // completes it (waiting, or cancelling when unwinding) before `'s`
-        // ends, however the program treats the returned handle; the slot is
-        // borrowed mutably for `'s`, so nothing else touches it meanwhile.
-        let r = unsafe { raw::irecv_owned(c, &mut slot.block, V::ALIGN, self.source_rank(), tag) }?;
-        Ok(scope.adopt(r, c))
+        // The request belongs to `scope`, which completes it (waiting, or
+        // cancelling when unwinding) before `'s` ends; the slot is borrowed
+        // mutably for `'s`, so nothing else touches it meanwhile.
+        scope.start_take(c, &mut slot.block, V::ALIGN, self.source_rank(), tag)
     }
 
     /// [`Take::immediate_take_with_tag`] with any tag.

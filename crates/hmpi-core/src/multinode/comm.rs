@@ -541,34 +541,7 @@ impl SpanningCommunicator {
                     finish_gives(false)?;
                     std::thread::yield_now();
                 };
-                let layout =
-                    std::alloc::Layout::from_size_align(st.len, align).map_err(|_| Error::Arg {
-                        reason: format!("take: {} bytes aligned to {align}", st.len),
-                    })?;
-                let ptr = if st.len == 0 {
-                    std::ptr::NonNull::new(std::ptr::without_provenance_mut::<u8>(align))
-                } else {
-                    // SAFETY: `layout` has a non-zero size.
-                    std::ptr::NonNull::new(unsafe { std::alloc::alloc(layout) })
-                }
-                .ok_or(Error::NoMemory { bytes: st.len })?;
-                // SAFETY: `ptr` is a fresh allocation of `st.len` bytes (or
-                // dangling for 0), written only here.
-                let buf = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), st.len) };
-                if let Err(e) = msg.recv(buf, st.len) {
-                    if st.len > 0 {
-                        // SAFETY: allocated above with `layout`, not shared.
-                        unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) };
-                    }
-                    return Err(e);
-                }
-                let block = raw::OwnedBlock {
-                    ptr,
-                    layout,
-                    len: st.len,
-                    meta: [0; 4],
-                    given: false,
-                };
+                let block = recv_block(msg, &st, align)?;
                 Ok((block, remote_status(&st)))
             }
             _ => Err(Error::Rank {
@@ -576,6 +549,100 @@ impl SpanningCommunicator {
                 size: self.inner.size,
             }),
         }
+    }
+
+    /// [`give`](Self::give) as a request: on this node the engine's give
+    /// of the block itself (complete at once); to another node MPI's send
+    /// of its bytes (`MPI_Isend`), the request completing, and the block
+    /// being freed, when the send has (send + free).
+    ///
+    /// # Safety
+    /// As [`give`](Self::give).
+    pub unsafe fn igive(
+        &self,
+        block: raw::OwnedBlock,
+        dest: i32,
+        tag: i32,
+    ) -> Result<SpanRequest<'static>> {
+        let tag = self.check_tag(tag, false)?;
+        let to = match self.route(dest, false)? {
+            Route::Local(l) => l,
+            Route::Remote(r) => {
+                // SAFETY: `block.ptr` holds `block.len` initialised bytes,
+                // and the block stays allocated (in the request's state)
+                // until the send completes.
+                let bytes = unsafe { std::slice::from_raw_parts(block.ptr.as_ptr(), block.len) };
+                // SAFETY: as above: `bytes` outlives the request.
+                let req = unsafe { self.inner.remote.isend(bytes, r, tag, false) }?;
+                return Ok(self.request(State::Give(req, block)));
+            }
+            _ => PROC_NULL,
+        };
+        // SAFETY: the caller's contract is `raw::igive`'s.
+        let r = unsafe {
+            raw::igive(
+                &self.inner.local,
+                raw::Traffic::PointToPoint,
+                block,
+                to,
+                tag,
+            )
+        }?;
+        Ok(self.request(State::Local(r)))
+    }
+
+    /// [`take`](Self::take) as a request, the block into `*out` when it
+    /// completes: from this node the sender's block itself, from another
+    /// node a fresh block of the message's length received into once the
+    /// message has matched (allocate + receive, moved on by the request's
+    /// tests). Receives waiting in the queue when it starts that could
+    /// match the same messages are served first. `ANY_SOURCE` and
+    /// `PROC_NULL` are [`Error::Rank`].
+    ///
+    /// # Safety
+    /// `out` stays valid and untouched by anyone else until the request
+    /// has completed, and the request is completed or dropped, never
+    /// leaked.
+    pub unsafe fn itake<'a>(
+        &self,
+        out: &'a mut Option<raw::OwnedBlock>,
+        align: usize,
+        source: i32,
+        tag: i32,
+    ) -> Result<SpanRequest<'a>> {
+        let tag = self.check_tag(tag, true)?;
+        let route = self.route(source, false)?;
+        if !matches!(route, Route::Local(_) | Route::Remote(_)) {
+            return Err(Error::Rank {
+                rank: source,
+                size: self.inner.size,
+            });
+        }
+        if !align.is_power_of_two() {
+            return Err(Error::Arg {
+                reason: format!("take: alignment {align} is not a power of two"),
+            });
+        }
+        *out = None;
+        let before = self
+            .queue()
+            .iter()
+            .filter(|w| {
+                let w = w.lock().unwrap_or_else(|p| p.into_inner());
+                matches!(w.state, WaitState::Waiting) && overlaps(w.route, w.tag, route, tag)
+            })
+            .cloned()
+            .collect();
+        let mut req = self.request(State::Take(Taking {
+            out,
+            align,
+            source,
+            route,
+            tag,
+            before,
+        }));
+        req.step_take()?;
+        Ok(req)
     }
 
     fn queue(&self) -> MutexGuard<'_, VecDeque<Arc<Mutex<Waiting>>>> {
@@ -681,6 +748,43 @@ impl Inner {
     }
 }
 
+/// Allocate + receive: a fresh block of `st.len` bytes aligned to `align`
+/// that the matched MPI message `msg` is received into (a take from
+/// another node).
+fn recv_block(
+    msg: super::mpi::RawMessage,
+    st: &MpiStatus,
+    align: usize,
+) -> Result<raw::OwnedBlock> {
+    let layout = std::alloc::Layout::from_size_align(st.len, align).map_err(|_| Error::Arg {
+        reason: format!("take: {} bytes aligned to {align}", st.len),
+    })?;
+    let ptr = if st.len == 0 {
+        std::ptr::NonNull::new(std::ptr::without_provenance_mut::<u8>(align))
+    } else {
+        // SAFETY: `layout` has a non-zero size.
+        std::ptr::NonNull::new(unsafe { std::alloc::alloc(layout) })
+    }
+    .ok_or(Error::NoMemory { bytes: st.len })?;
+    // SAFETY: `ptr` is a fresh allocation of `st.len` bytes (or
+    // dangling for 0), written only here.
+    let buf = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), st.len) };
+    if let Err(e) = msg.recv(buf, st.len) {
+        if st.len > 0 {
+            // SAFETY: allocated above with `layout`, not shared.
+            unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) };
+        }
+        return Err(e);
+    }
+    Ok(raw::OwnedBlock {
+        ptr,
+        layout,
+        len: st.len,
+        meta: [0; 4],
+        given: false,
+    })
+}
+
 /// Gives to other nodes whose sends are still in flight, with the blocks
 /// they send from (freed when the send completes): a give completes at
 /// once, as on the node.
@@ -771,8 +875,28 @@ enum State<'a> {
     Local(raw::Request<'a>),
     Remote(RawRequest),
     Queued(Arc<Mutex<Waiting>>),
+    /// A give to another node: MPI's send of the block's bytes, and the
+    /// block, freed when the send completes.
+    Give(RawRequest, raw::OwnedBlock),
+    /// A take ([`SpanningCommunicator::itake`]) not yet posted on the node
+    /// or, from another node, not yet matched.
+    Take(Taking),
     Done(Status),
     Taken,
+}
+
+/// A nonblocking take waiting to start or to match.
+struct Taking {
+    /// Where the block goes (valid for the request's lifetime, under
+    /// `itake`'s contract).
+    out: *mut Option<raw::OwnedBlock>,
+    align: usize,
+    source: i32,
+    route: Route,
+    tag: i32,
+    /// The receives waiting in the queue when the take started that could
+    /// match its messages: it starts once none of them waits any more.
+    before: Vec<Arc<Mutex<Waiting>>>,
 }
 
 /// Tests of a request before its wait starts yielding the processor.
@@ -792,6 +916,8 @@ impl std::fmt::Debug for SpanRequest<'_> {
             State::Local(_) => "node",
             State::Remote(_) => "mpi",
             State::Queued(_) => "queued",
+            State::Give(..) => "give",
+            State::Take(_) => "take",
             State::Done(_) => "done",
             State::Taken => "taken",
         };
@@ -799,7 +925,7 @@ impl std::fmt::Debug for SpanRequest<'_> {
     }
 }
 
-impl SpanRequest<'_> {
+impl<'a> SpanRequest<'a> {
     /// Moves a queued receive that has been posted or finished into this
     /// request's own state.
     fn take_posted(&mut self) {
@@ -825,12 +951,68 @@ impl SpanRequest<'_> {
         self.state = next;
     }
 
+    /// Moves a take ([`State::Take`]) on: once no receive that was
+    /// waiting before it could take its message, a take from this node is
+    /// posted in the engine (the block itself travels), one from another
+    /// node looks for its message (`MPI_Improbe`) and, once it matched,
+    /// receives it into a fresh block (allocate + `MPI_Mrecv`).
+    fn step_take(&mut self) -> Result<()> {
+        let State::Take(t) = &mut self.state else {
+            return Ok(());
+        };
+        finish_gives(false)?;
+        self.comm.progress_queue()?;
+        t.before.retain(|w| {
+            let w = w.lock().unwrap_or_else(|p| p.into_inner());
+            matches!(w.state, WaitState::Waiting)
+        });
+        if !t.before.is_empty() {
+            return Ok(());
+        }
+        let next = match t.route {
+            Route::Local(l) => {
+                // SAFETY: `out` is valid and untouched by anyone else for
+                // the request's lifetime `'a` (`itake`'s contract), which
+                // the engine's request takes over.
+                let out: &'a mut Option<raw::OwnedBlock> = unsafe { &mut *t.out };
+                // SAFETY: the request becomes this one's state, which is
+                // completed or dropped (dropping waits), never leaked
+                // (`itake`'s contract).
+                let r = unsafe { raw::irecv_owned(&self.comm.local, out, t.align, l, t.tag) }?;
+                State::Local(r)
+            }
+            Route::Remote(r) => {
+                let Some((msg, st)) = self.comm.remote.improbe(r, t.tag)? else {
+                    return Ok(());
+                };
+                let block = recv_block(msg, &st, t.align)?;
+                // SAFETY: as above: `out` is this request's to write.
+                unsafe { *t.out = Some(block) };
+                State::Done(remote_status(&st))
+            }
+            _ => {
+                return Err(Error::Rank {
+                    rank: t.source,
+                    size: self.comm.size,
+                })
+            }
+        };
+        self.state = next;
+        Ok(())
+    }
+
     /// The status once the operation has finished (its source as a rank
     /// of the communicator), else `None`.
     pub fn test(&mut self) -> Result<Option<Status>> {
         if let State::Queued(_) = self.state {
             self.comm.progress_queue()?;
             self.take_posted();
+        }
+        if let State::Take(_) = self.state {
+            if let Err(e) = self.step_take() {
+                self.state = State::Taken;
+                return Err(e);
+            }
         }
         let st = match &mut self.state {
             State::Local(r) => match r.test() {
@@ -863,8 +1045,24 @@ impl SpanRequest<'_> {
                     return Err(e);
                 }
             },
+            State::Give(r, _) => {
+                let done = r.test();
+                if !matches!(done, Ok(None)) {
+                    // Sent (or failed): the block is MPI's no longer.
+                    if let State::Give(_, block) = std::mem::replace(&mut self.state, State::Taken)
+                    {
+                        // SAFETY: given up by its owner (`igive`), and its
+                        // send has finished: nothing uses it any more.
+                        unsafe { block.free() };
+                    }
+                }
+                match done {
+                    Ok(x) => x.map(|s| remote_status(&s)),
+                    Err(e) => return Err(e),
+                }
+            }
             State::Done(st) => Some(*st),
-            State::Queued(_) => None,
+            State::Queued(_) | State::Take(_) => None,
             State::Taken => {
                 return Err(Error::Internal("request completed already".into()));
             }
@@ -893,7 +1091,7 @@ impl SpanRequest<'_> {
             }
             // Only MPI's requests spin: the engine's own node-local ones
             // are the peer's to complete, which may need this processor.
-            if polls < SPIN_POLLS && matches!(self.state, State::Remote(_)) {
+            if polls < SPIN_POLLS && matches!(self.state, State::Remote(_) | State::Give(..)) {
                 polls += 1;
                 std::hint::spin_loop();
             } else {
@@ -923,6 +1121,12 @@ impl SpanRequest<'_> {
                 drop(g);
                 self.take_posted();
                 self.cancel()
+            }
+            State::Take(_) => {
+                let mut st = Status::empty();
+                st.cancelled = true;
+                self.state = State::Done(st);
+                Ok(true)
             }
             _ => Ok(false),
         }
