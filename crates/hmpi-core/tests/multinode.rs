@@ -1638,6 +1638,38 @@ fn typed_collectives(world: &hmpi_core::SimpleCommunicator) {
         .unwrap();
     let want: f64 = (0..size).map(|r| r as f64 + 0.5).sum();
     assert_eq!(sum, [want, -((0..size).sum::<i32>() as f64)]);
+    // Predefined operations on numbers (MPI_Allreduce among the leaders):
+    // against the serial results, a float sum the same bits on every rank.
+    let mut m = [0i16; 2];
+    world
+        .all_reduce_into(
+            &[rank as i16, -(rank as i16)][..],
+            &mut m[..],
+            SystemOperation::max(),
+        )
+        .unwrap();
+    assert_eq!(m, [size as i16 - 1, 0]);
+    let x = 1.0f32 / (rank as f32 + 3.0);
+    let mut fs = 0.0f32;
+    world
+        .all_reduce_into(&x, &mut fs, SystemOperation::sum())
+        .unwrap();
+    let mut bits = vec![0u32; n];
+    world.all_gather_into(&fs.to_bits(), &mut bits[..]).unwrap();
+    assert!(
+        bits.iter().all(|&b| b == fs.to_bits()),
+        "float sum bits differ"
+    );
+    let serial: f32 = (0..size).map(|r| 1.0f32 / (r as f32 + 3.0)).sum();
+    assert!(
+        (fs - serial).abs() <= 1e-5 * serial.abs(),
+        "{fs} vs {serial}"
+    );
+    let mut f = 0.0f64;
+    assert!(matches!(
+        world.all_reduce_into(&1.0f64, &mut f, SystemOperation::bitwise_and()),
+        Err(hmpi_core::Error::Op { .. })
+    ));
     let mut prod = [[0u64; 4]; 1];
     world
         .all_reduce_into(&[matrix(rank)][..], &mut prod[..], product_op())

@@ -20,8 +20,9 @@
 //! The nonblocking forms ([`Lent`], [`start`]) run the same functions on
 //! the communicator's progress thread.
 
+use super::coll::Plain;
 use super::comm::SpanningCommunicator;
-use crate::datatype::Datatype;
+use crate::datatype::{BasicType, Datatype, Equivalence};
 use crate::error::{Error, Result};
 use crate::op::{Operation, SystemOperation};
 
@@ -262,12 +263,94 @@ fn leaders_total(s: &SpanningCommunicator, partial: &[u8], r: &Reduction<'_>) ->
     fold_some(&partials, r)
 }
 
+/// A predefined operation on a dense datatype of one basic number type
+/// (what `all_reduce_into(&x, &mut y, SystemOperation::sum())` on numbers
+/// gives): [`SpanningCommunicator::all_reduce_into`]'s way, hmpi's reduce
+/// and broadcast on the node and `MPI_Allreduce` among the leaders, which
+/// lets MPI choose its algorithm. `None` for any other reduction (the
+/// caller takes the general way); the choice depends only on the
+/// operation and the datatype, the same on every member.
+fn all_reduce_predefined(
+    s: &SpanningCommunicator,
+    r: &Reduction<'_>,
+    out: &mut [u8],
+) -> Option<Result<()>> {
+    let Operation::System(op) = r.op else {
+        return None;
+    };
+    let dt = r.dt;
+    let dense = dt.is_dense()
+        && isize::try_from(dt.size()).ok() == Some(dt.extent())
+        && dt.true_lower_bound() == 0;
+    if !dense {
+        return None;
+    }
+    macro_rules! by_type {
+        ($($b:ident => $t:ty),* $(,)?) => {
+            match dt.basic_type()? {
+                $(BasicType::$b => Some(all_reduce_as::<$t>(s, r.send, out, *op)),)*
+                _ => None,
+            }
+        };
+    }
+    by_type!(
+        I8 => i8, U8 => u8, I16 => i16, U16 => u16, I32 => i32, U32 => u32,
+        I64 => i64, U64 => u64, I128 => i128, U128 => u128, F32 => f32, F64 => f64,
+    )
+}
+
+/// The bytes of `send` and `out` as `T`s through
+/// [`SpanningCommunicator::all_reduce_into`] (through aligned copies when
+/// a buffer is not aligned for `T`).
+fn all_reduce_as<T: Plain + Equivalence + Default>(
+    s: &SpanningCommunicator,
+    send: &[u8],
+    out: &mut [u8],
+    op: SystemOperation,
+) -> Result<()> {
+    let size = std::mem::size_of::<T>();
+    if send.len() % size != 0 || out.len() % size != 0 {
+        return Err(Error::Buffer {
+            reason: format!(
+                "all_reduce: {} and {} bytes are not whole elements of {size}",
+                send.len(),
+                out.len()
+            ),
+        });
+    }
+    let aligned = |p: *const u8| p.align_offset(std::mem::align_of::<T>()) == 0;
+    if aligned(send.as_ptr()) && aligned(out.as_ptr()) {
+        // SAFETY: `send` holds `send.len() / size` whole `T`s at an
+        // address aligned for `T`, and every bit pattern is a `T` (`Plain`).
+        let send =
+            unsafe { std::slice::from_raw_parts(send.as_ptr().cast::<T>(), send.len() / size) };
+        // SAFETY: as above, for `out`, borrowed mutably here only.
+        let out = unsafe {
+            std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<T>(), out.len() / size)
+        };
+        return s.all_reduce_into(send, out, op);
+    }
+    let mut a = vec![T::default(); send.len() / size];
+    let mut b = vec![T::default(); out.len() / size];
+    // SAFETY: `a` holds `send.len()` bytes (whole `T`s, no padding:
+    // `Plain`), distinct from `send`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(send.as_ptr(), a.as_mut_ptr().cast::<u8>(), send.len())
+    };
+    s.all_reduce_into(&a, &mut b, op)?;
+    // SAFETY: `b` holds `out.len()` bytes, distinct from `out`.
+    unsafe { std::ptr::copy_nonoverlapping(b.as_ptr().cast::<u8>(), out.as_mut_ptr(), out.len()) };
+    Ok(())
+}
+
 /// `MPI_Allreduce` into `out`.
 ///
-/// Nodes of consecutive ranks: each leader combines its node's
-/// contributions, the leaders exchange their partials and combine them,
-/// and each leader broadcasts the result on its node. Otherwise every
-/// member gathers every contribution and combines them in rank order.
+/// A predefined operation on numbers: [`all_reduce_predefined`].
+/// Otherwise, with nodes of consecutive ranks: each leader combines its
+/// node's contributions, the leaders exchange their partials and combine
+/// them, and each leader broadcasts the result on its node; with nodes of
+/// other ranks, every member gathers every contribution and combines them
+/// in rank order.
 pub(crate) fn all_reduce(
     s: &SpanningCommunicator,
     r: &Reduction<'_>,
@@ -275,6 +358,9 @@ pub(crate) fn all_reduce(
 ) -> Result<()> {
     r.check()?;
     s.active()?;
+    if let Some(done) = all_reduce_predefined(s, r, out) {
+        return done;
+    }
     let v = if s.inner.contiguous {
         let mut v = match node_partial(s, r)? {
             Some(partial) => leaders_total(s, &partial, r)?,
