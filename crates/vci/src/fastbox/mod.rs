@@ -1,9 +1,11 @@
 //! Fast boxes: per-pair rings of slots for small messages.
 //!
-//! A message of at most [`FB_PAYLOAD`] bytes (not synchronous), or a given
-//! heap block (ownership passing), from rank `s` to a VCI of rank `r` skips
-//! the envelope and the queue: the sender writes it into one slot of the
-//! ring that `r` keeps for `s`, and the receiver finds it there. Nothing is
+//! A plain message of at most [`FB_SPAN_MAX`] bytes (not synchronous), or a
+//! given heap block (ownership passing), from rank `s` to a VCI of rank `r`
+//! skips the envelope and the queue: the sender writes it into one slot of
+//! the ring that `r` keeps for `s` (a payload longer than [`FB_PAYLOAD`]
+//! into up to [`FB_SPAN_SLOTS`] consecutive slots), and the receiver finds
+//! it there. Nothing is
 //! allocated or freed, and the receiver polls a line that stays in its
 //! cache until a sender writes it — the technique MPI libraries'
 //! shared-memory transports use for small messages (MPICH's "fast
@@ -15,6 +17,21 @@
 //! payload bytes; the others hold the rest of the payload. A *plain* slot carries
 //! the payload; an *owned* slot carries the address, layout and metadata of
 //! a block the sender gave (see [`crate::owned`]), whatever its size.
+//!
+//! **Spans.** A plain payload of `FB_PAYLOAD < len <= FB_SPAN_MAX` bytes
+//! takes `k` consecutive sequence numbers `s..s+k-1` (`k` follows from the
+//! length, which the header in slot `s` gives): it fills slot `s`'s
+//! payload, then runs on through the *continuation* slots `s+1..s+k-1`,
+//! [`FB_CONT`] bytes each — everything but the sequence word, the header's
+//! bytes included — wrapping around the ring's end like any numbering.
+//! A continuation slot's sequence word is never written: it keeps an older
+//! start number, below any number the receiver will expect there, so
+//! payload can never be taken for a message. The sender writes the
+//! continuation slots first and slot `s`'s sequence word last, as for one
+//! slot, and needs credit for `s+k-1`; the receiver, having seen `s`,
+//! copies the pieces, expects `s+k` next and hands back all `k` slots at
+//! once (it publishes `s+k-1`). The multi-slot code is out of line, so the
+//! one-slot send and receive pay one length test each.
 //!
 //! **Order.** Every message from `s` to the VCI — in a slot or an envelope
 //! — carries a per-pair sequence number, assigned under the sender's lane
@@ -28,11 +45,11 @@
 //!
 //! **Credit.** The sender may write message `seq` into its slot only once
 //! the receiver has consumed message `seq - FB_SLOTS`, the slot's previous
-//! tenant: the receiver publishes the highest number it consumed (Release,
+//! tenant (for a span, the last slot's): the receiver publishes the highest number it consumed (Release,
 //! after reading the slot), and the sender reads it (Acquire) when half its
 //! credit is used, right after a send, and again when the credit it knows
-//! of runs out. Without credit the message goes through the queue, so a
-//! sender never waits for a slot.
+//! of runs out. Without credit the message goes through the queue (by the
+//! protocol its size picks), so a sender never waits for a slot.
 //!
 //! **Files.** `ring.rs` holds the ring itself (slots, sequence words,
 //! credit) and `lane_lock.rs` the lane's spin lock; both reach atomics,
@@ -42,12 +59,16 @@
 //!
 //! # Example
 //! ```
-//! use vci::fastbox::{FbPair, FB_LINES, FB_PAYLOAD, FB_SLOTS};
+//! use vci::fastbox::{FbPair, FB_CONT, FB_LINES, FB_PAYLOAD, FB_SLOTS, FB_SPAN_MAX};
 //!
 //! // A ring is its slots and one line of credit.
 //! assert_eq!(std::mem::size_of::<FbPair>(), 64 * (FB_SLOTS * FB_LINES + 1));
 //! // Every immediate message of the default configuration fits a slot.
 //! assert!(FB_PAYLOAD >= 256);
+//! // Four slots carry a kilobyte and more: the first slot's payload and
+//! // three continuation slots' (all but their sequence words).
+//! assert_eq!((FB_CONT, FB_SPAN_MAX), (FB_LINES * 64 - 8, FB_PAYLOAD + 3 * FB_CONT));
+//! assert!(FB_SPAN_MAX >= 1024);
 //! ```
 
 mod lane_lock;
