@@ -2,7 +2,9 @@
 //!
 //! * `HMPI_EAGER_MAX` (default 256 bytes, at most 64 KiB): the largest
 //!   payload sent with the immediate protocol, inline in the envelope.
-//!   Accepts the sizes `shmheap::env::parse_size` accepts (`256`, `4K`).
+//!   It does not limit the fast boxes: a message of up to
+//!   [`crate::fastbox::FB_SPAN_MAX`] bytes goes through them whenever
+//!   they have credit for it. Accepts the sizes `shmheap::env::parse_size` accepts (`256`, `4K`).
 //! * `HMPI_SYNERGISTIC_MIN` (default 64 KiB): single-copy messages of at
 //!   least this many bytes and of at least two blocks, received into a
 //!   buffer in the node heap, are copied synergistically: the receiver
@@ -17,7 +19,8 @@
 //!   (`process_vm_readv`) of private send buffers; they then travel through a
 //!   heap bounce buffer (two copy).
 //! * `HMPI_FASTBOX` (default `1`): `0` turns off the fast boxes (see
-//!   [`crate::fastbox`]); tiny messages then travel in envelopes too.
+//!   [`crate::fastbox`]); small messages then take the path their size
+//!   picks (envelope or single copy).
 //! * `HMPI_VCIS` (default 1, at most [`crate::slots::MAX_VCIS`]): the number
 //!   of VCIs per rank, the same in every rank. A communicator context
 //!   `c` uses VCI `c % HMPI_VCIS` in every rank, so threads that work on

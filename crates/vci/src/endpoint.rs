@@ -48,7 +48,7 @@
 use crate::config::Config;
 use crate::envelope::{Envelope, Header, Protocol, FLAG_SYN, FLAG_SYNC};
 use crate::error::{Error, Result};
-use crate::fastbox::{FbPair, Lane, FB_PAYLOAD};
+use crate::fastbox::{FbPair, Lane, FB_SPAN_MAX};
 use crate::liveness::{Liveness, Watch};
 use crate::matching::{Arrival, Key, Target};
 use crate::message::Message;
@@ -364,11 +364,7 @@ impl Endpoint {
                 .iter()
                 .map(|p| Lane::new(p.fastbox_from(rank)))
                 .collect(),
-            fastbox_below: if config.fastbox {
-                FB_PAYLOAD.min(config.eager_max) + 1
-            } else {
-                0
-            },
+            fastbox_below: if config.fastbox { FB_SPAN_MAX + 1 } else { 0 },
             config,
             seg,
             peers,

@@ -1,19 +1,23 @@
 //! The immediate protocol: the payload travels with the message's header.
 //!
 //! A message of up to `eager_max` bytes is copied by the sender into the
-//! message itself, and the send is complete at once. A tiny one (at most
-//! [`crate::fastbox::FB_PAYLOAD`] bytes, not synchronous) goes into the
-//! destination's per-sender fast-box ring ([`crate::fastbox`]): this module
-//! holds that send path and the receive paths that take a message straight
-//! from its slot. A larger one, or one whose fast box is full, travels
-//! inline in an envelope ([`crate::envelope`]), and the receiver copies it
-//! out and frees the envelope ([`crate::deliver`]).
+//! message itself, and the send is complete at once. A small one (at most
+//! [`crate::fastbox::FB_SPAN_MAX`] bytes, whatever `eager_max` is; not
+//! synchronous) goes into the destination's per-sender fast-box ring
+//! ([`crate::fastbox`]) when the ring has credit for it — one slot up to
+//! [`crate::fastbox::FB_PAYLOAD`] bytes, consecutive slots beyond: this
+//! module holds that send path and the receive paths that take a message
+//! straight from its slots. A message up to `eager_max` bytes that does not
+//! go there travels inline in an envelope ([`crate::envelope`]), and the
+//! receiver copies it out and frees the envelope ([`crate::deliver`]); a
+//! larger one takes the protocol its size and buffer choose
+//! ([`crate::endpoint`]).
 
 use crate::deliver::delivered;
 use crate::endpoint::Endpoint;
 use crate::envelope::Protocol;
 use crate::error::Result;
-use crate::fastbox::{FbHead, FbPair, SlotData, Small, KIND_PLAIN};
+use crate::fastbox::{FbHead, FbPair, SlotData, Small, FB_PAYLOAD, KIND_PLAIN};
 use crate::matching::{Arrival, Key, Private, Target};
 use crate::owned::Given;
 use crate::request::Status;
@@ -63,8 +67,9 @@ impl Vci {
         // SAFETY: `head` came from this slot just now, under the lock; the
         // target is valid (caller's contract).
         unsafe { self.deliver_slot(fb, seq, head, found, target, out) };
-        // Relaxed: as above; lock-free readers take it as a hint.
-        e.store(seq + 1, Ordering::Relaxed);
+        // Relaxed: as above; lock-free readers take it as a hint. The
+        // next message starts after this one's slots.
+        e.store(seq + head.slots(), Ordering::Relaxed);
         self.note_event(p);
         true
     }
@@ -203,7 +208,34 @@ impl Endpoint {
             len: buf.len() as u32,
             kind: KIND_PLAIN,
         };
+        if buf.len() > FB_PAYLOAD {
+            return self.try_span(dest, v, head, buf);
+        }
         self.try_slot(dest, v, head, SlotData::Bytes(buf))
+    }
+
+    /// [`Endpoint::try_fastbox`] for a payload longer than a slot's (up to
+    /// [`crate::fastbox::FB_SPAN_MAX`] bytes): several consecutive slots, if the ring has
+    /// credit for them (out of line: the one-slot send stays short).
+    #[cold]
+    #[inline(never)]
+    fn try_span(&self, dest: u32, v: usize, head: FbHead, buf: &[u8]) -> bool {
+        let lane = &self.lanes[self.lane_index(dest, v)];
+        let Some(fb) = lane.ring() else {
+            return false;
+        };
+        let sent = {
+            let mut l = lane.lock();
+            let sent = fb.try_send_span(&mut l, head, buf);
+            if sent {
+                l.fastbox_sent += 1;
+            }
+            sent
+        };
+        if sent {
+            self.peer0(dest).ring();
+        }
+        sent
     }
 
     /// Tries to put a message (header `head`, then `data`) into `dest`'s

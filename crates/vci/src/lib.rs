@@ -4,9 +4,11 @@
 //! A message's way (see the project's architecture guide):
 //!
 //! 1. [`Endpoint::isend`] picks the VCI of the message's communicator
-//!    context; a tiny message (up to [`fastbox::FB_PAYLOAD`] bytes) goes
-//!    into the destination's per-sender [`fastbox`] ring, one cache line;
-//!    anything else becomes an [`envelope`] in the sender's arena (payload
+//!    context; a small message (up to [`fastbox::FB_SPAN_MAX`] bytes, not
+//!    synchronous) goes into the destination's per-sender [`fastbox`]
+//!    ring when the ring has credit for it — one slot up to
+//!    [`fastbox::FB_PAYLOAD`] bytes (a tiny one is one cache line), up to
+//!    four consecutive slots beyond; anything else becomes an [`envelope`] in the sender's arena (payload
 //!    inline when small) appended to the destination [`vci`]'s incoming
 //!    queue with one atomic swap — no lock;
 //! 2. the receiver's progress (run by whoever tests or waits) drains its

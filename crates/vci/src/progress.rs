@@ -175,7 +175,8 @@ impl Vci {
                 .unexpected
                 .push_back(Arrival::small(source, fb.take(seq, head))),
         }
-        e.store(seq + 1, Ordering::Relaxed);
+        // The next message starts after this one's slots.
+        e.store(seq + head.slots(), Ordering::Relaxed);
         true
     }
 

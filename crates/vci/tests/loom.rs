@@ -5,7 +5,8 @@
 //! stand-in for the crate's `fastbox` module whose `sync` gives loom's
 //! atomics, hints and cell (two of them wrapped, see there), and whose
 //! `FB_SLOTS` makes the ring two slots long, so that a few messages already
-//! wrap around it and run out of credit. The two files reach atomics, cells and the ring size only
+//! wrap around it and run out of credit (and a message spans at most both
+//! slots, starting in the last and running on into the first). The two files reach atomics, cells and the ring size only
 //! through `super`, which makes this possible without a `--cfg loom` build:
 //! the models run in the ordinary `cargo test`, as those of `shmheap`'s
 //! queue and MCS lock do.
@@ -106,7 +107,10 @@ mod fastbox {
 }
 
 use fastbox::lane_lock::SpinLock;
-use fastbox::ring::{FbHead, FbPair, LaneState, SlotData, FB_FIRST_LINE, KIND_PLAIN};
+use fastbox::ring::{
+    FbHead, FbPair, LaneState, SlotData, FB_FIRST_LINE, FB_PAYLOAD, FB_SPAN_MAX, FB_SPAN_SLOTS,
+    KIND_PLAIN,
+};
 
 /// Runs `f` under loom with the given preemption bound, unless the
 /// `LOOM_MAX_PREEMPTIONS` environment variable asks for another. A spin
@@ -233,6 +237,95 @@ fn loom_fastbox_refuses_without_credit() {
         assert_eq!(h.tag, last as i32);
         assert_eq!(ring.take(last, h).data(), &payload(last)[..]);
     });
+}
+
+/// A payload that takes both slots of the two-slot ring: the first
+/// slot's data, then the continuation slot's header bytes and some of its
+/// data.
+const SPAN_LEN: usize = FB_PAYLOAD + 40;
+
+/// Message `i`'s payload of `len` bytes.
+fn payload_of(i: u64, len: usize) -> Vec<u8> {
+    (0..len).map(|k| (i as usize * 17 + k) as u8).collect()
+}
+
+/// One sender writes messages of the given lengths (two-slot spans and
+/// one-slot messages) into the two-slot ring, retrying without credit,
+/// while the main thread receives them: a span that starts in the ring's
+/// last slot runs on across the ring's end into its first, and a span
+/// needs the credit for its last slot, not only its first. Every payload
+/// arrives whole (alternately copied out and taken into a buffer), the
+/// receiver's expected number steps by each message's slots, and every
+/// access to the slots' cells is ordered.
+fn span_model(lens: &'static [usize]) {
+    assert_eq!((FB_SPAN_SLOTS, FB_SPAN_MAX >= SPAN_LEN), (2, true));
+    let ring = Arc::new(FbPair::new());
+    let sender = {
+        let ring = ring.clone();
+        loom::thread::spawn(move || {
+            let mut lane = LaneState::new();
+            for (i, &len) in (1..).zip(lens) {
+                let head = FbHead {
+                    tag: i as i32,
+                    context: 5,
+                    len: len as u32,
+                    kind: KIND_PLAIN,
+                };
+                let bytes = payload_of(i, len);
+                let first = lane.next;
+                loop {
+                    let sent = if len > FB_PAYLOAD {
+                        ring.try_send_span(&mut lane, head, &bytes)
+                    } else {
+                        ring.try_send(&mut lane, head, SlotData::Bytes(&bytes))
+                    };
+                    if sent {
+                        break;
+                    }
+                    loom::thread::yield_now();
+                }
+                assert_eq!(lane.next, first + head.slots(), "numbered by slots");
+            }
+        })
+    };
+    let mut seq = 1;
+    for (i, &len) in (1..).zip(lens) {
+        let head = loop {
+            match ring.head(seq) {
+                Some(h) => break h,
+                None => loom::thread::yield_now(),
+            }
+        };
+        assert_eq!((head.tag, head.len as usize), (i as i32, len));
+        assert_eq!(head.slots(), if len > FB_PAYLOAD { 2 } else { 1 });
+        if i % 2 == 1 {
+            assert_eq!(ring.take(seq, head).data(), &payload_of(i, len)[..]);
+        } else {
+            let mut buf = vec![0u8; len];
+            // SAFETY: `buf` holds `len` bytes and is not a slot.
+            unsafe { ring.take_into(seq, head, buf.as_mut_ptr(), len) };
+            assert_eq!(buf, payload_of(i, len));
+        }
+        seq += head.slots();
+    }
+    sender.join().unwrap();
+    // Nothing more: the next numbers are in no slot (the continuation
+    // slots' sequence words were never written).
+    assert!(!ring.ready(seq) && !ring.ready(seq + 1));
+}
+
+#[test]
+fn loom_fastbox_span_crosses_the_end() {
+    // Numbers 1 and 2: the ring's last slot, then its first.
+    check(3, || span_model(&[SPAN_LEN]));
+}
+
+#[test]
+fn loom_fastbox_spans_wait_for_credit_of_their_last_slot() {
+    // The span across the end (1–2), a one-slot message (3, in slot 1),
+    // then a span (4–5) whose first slot is free once the first span is
+    // consumed but whose last slot is message 3's.
+    check(3, || span_model(&[SPAN_LEN, LEN, SPAN_LEN]));
 }
 
 // ----------------------------------------------------------- lane lock ----

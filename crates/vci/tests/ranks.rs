@@ -473,7 +473,10 @@ fn pingpong_heap_rank() {
     let eager = ep.config().eager_max;
     let expected_eager = std::env::var(vci::config::EAGER_MAX_VAR).map_or(EAGER, |_| 4096);
     assert_eq!(eager, expected_eager);
-    let small = sizes.iter().filter(|&&n| n <= eager).count() as u64 * 2 + 32;
+    // Up to the eager limit inline, and up to the fast box's longest
+    // message through its slots (a ping-pong always finds credit).
+    let inline = eager.max(fast_box_max(&ep));
+    let small = sizes.iter().filter(|&&n| n <= inline).count() as u64 * 2 + 32;
     let large = sizes.len() as u64 * 2 + 32 - small;
     let s = ep.stats();
     assert_eq!(s.sent_immediate, small, "{s:?}");
@@ -563,7 +566,8 @@ fn pingpong_private_rank() {
         recv(&ep, &mut v, peer, 8, 0).unwrap();
         check(&v, 5, "static");
     }
-    let small = sizes.iter().filter(|&&n| n <= EAGER).count() as u64;
+    let inline = EAGER.max(fast_box_max(&ep));
+    let small = sizes.iter().filter(|&&n| n <= inline).count() as u64;
     let large = sizes.len() as u64 - small;
     let s = ep.stats();
     let (st, rt) = if me == 0 { (1, 0) } else { (0, 1) };
@@ -587,6 +591,15 @@ fn pingpong_private_rank() {
         assert_eq!((s.sent_kernel_assisted, s.kernel_assisted), (0, 0), "{s:?}");
     }
     ep.barrier();
+}
+
+/// The longest message the fast boxes carry (0 if they are off).
+fn fast_box_max(ep: &Endpoint) -> usize {
+    if ep.config().fastbox {
+        vci::fastbox::FB_SPAN_MAX
+    } else {
+        0
+    }
 }
 
 // ------------------------------------------------------------ semantics
@@ -902,12 +915,13 @@ fn semantics_rank() {
 /// nothing.
 fn in_place_starts(ep: &Endpoint) {
     const T: i32 = 900;
+    const BIG: usize = 2 * vci::fastbox::FB_SPAN_MAX;
     let me = ep.rank();
     if me == 0 {
         let small = numbered(0, 8);
-        // Above the immediate limit and in the heap: the receiver reads
-        // it, so the send waits for it.
-        let (kept, dropped) = (numbered(1, 4 * EAGER), numbered(2, 4 * EAGER));
+        // Above the immediate limit and the fast box's and in the heap:
+        // the receiver reads it, so the send waits for it.
+        let (kept, dropped) = (numbered(1, BIG), numbered(2, BIG));
         let st = isend_in(ep, None, &small, 1, T).unwrap();
         assert!(
             matches!(st, vci::Start::Finished(s) if s.source == 1 && s.tag == T && s.count == 8),
@@ -930,16 +944,16 @@ fn in_place_starts(ep: &Endpoint) {
         assert_eq!(st, vci::Start::Written);
         // SAFETY: the engine wrote the request there.
         let st = unsafe { slot.assume_init() }.wait().unwrap();
-        assert_eq!((st.source, st.tag, st.count), (1, T, 4 * EAGER as u64));
+        assert_eq!((st.source, st.tag, st.count), (1, T, BIG as u64));
     } else if me == 1 {
-        let mut buf = vec![0u8; 4 * EAGER];
+        let mut buf = vec![0u8; BIG];
         let st = recv(ep, &mut buf, 0, T, 0).unwrap();
         assert_eq!((st.count, number_of(&buf[..8])), (8, 0));
         // The send that had no place was never sent: the next one is the
         // one that had.
         let st = recv(ep, &mut buf, 0, T, 0).unwrap();
-        assert_eq!(st.count as usize, 4 * EAGER);
-        assert_eq!(buf, numbered(1, 4 * EAGER));
+        assert_eq!(st.count as usize, BIG);
+        assert_eq!(buf, numbered(1, BIG));
 
         // Receives: without a place, one whose message is not there posts
         // nothing; with one, it waits in place.

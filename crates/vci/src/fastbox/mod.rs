@@ -1,9 +1,11 @@
 //! Fast boxes: per-pair rings of slots for small messages.
 //!
-//! A message of at most [`FB_PAYLOAD`] bytes (not synchronous), or a given
-//! heap block (ownership passing), from rank `s` to a VCI of rank `r` skips
-//! the envelope and the queue: the sender writes it into one slot of the
-//! ring that `r` keeps for `s`, and the receiver finds it there. Nothing is
+//! A plain message of at most [`FB_SPAN_MAX`] bytes (not synchronous), or a
+//! given heap block (ownership passing), from rank `s` to a VCI of rank `r`
+//! skips the envelope and the queue: the sender writes it into one slot of
+//! the ring that `r` keeps for `s` (a payload longer than [`FB_PAYLOAD`]
+//! into up to [`FB_SPAN_SLOTS`] consecutive slots), and the receiver finds
+//! it there. Nothing is
 //! allocated or freed, and the receiver polls a line that stays in its
 //! cache until a sender writes it — the technique MPI libraries'
 //! shared-memory transports use for small messages (MPICH's "fast
@@ -15,6 +17,21 @@
 //! payload bytes; the others hold the rest of the payload. A *plain* slot carries
 //! the payload; an *owned* slot carries the address, layout and metadata of
 //! a block the sender gave (see [`crate::owned`]), whatever its size.
+//!
+//! **Spans.** A plain payload of `FB_PAYLOAD < len <= FB_SPAN_MAX` bytes
+//! takes `k` consecutive sequence numbers `s..s+k-1` (`k` follows from the
+//! length, which the header in slot `s` gives): it fills slot `s`'s
+//! payload, then runs on through the *continuation* slots `s+1..s+k-1`,
+//! [`FB_CONT`] bytes each — everything but the sequence word, the header's
+//! bytes included — wrapping around the ring's end like any numbering.
+//! A continuation slot's sequence word is never written: it keeps an older
+//! start number, below any number the receiver will expect there, so
+//! payload can never be taken for a message. The sender writes the
+//! continuation slots first and slot `s`'s sequence word last, as for one
+//! slot, and needs credit for `s+k-1`; the receiver, having seen `s`,
+//! copies the pieces, expects `s+k` next and hands back all `k` slots at
+//! once (it publishes `s+k-1`). The multi-slot code is out of line, so the
+//! one-slot send and receive pay one length test each.
 //!
 //! **Order.** Every message from `s` to the VCI — in a slot or an envelope
 //! — carries a per-pair sequence number, assigned under the sender's lane
@@ -28,11 +45,11 @@
 //!
 //! **Credit.** The sender may write message `seq` into its slot only once
 //! the receiver has consumed message `seq - FB_SLOTS`, the slot's previous
-//! tenant: the receiver publishes the highest number it consumed (Release,
+//! tenant (for a span, the last slot's): the receiver publishes the highest number it consumed (Release,
 //! after reading the slot), and the sender reads it (Acquire) when half its
 //! credit is used, right after a send, and again when the credit it knows
-//! of runs out. Without credit the message goes through the queue, so a
-//! sender never waits for a slot.
+//! of runs out. Without credit the message goes through the queue (by the
+//! protocol its size picks), so a sender never waits for a slot.
 //!
 //! **Files.** `ring.rs` holds the ring itself (slots, sequence words,
 //! credit) and `lane_lock.rs` the lane's spin lock; both reach atomics,
@@ -42,12 +59,16 @@
 //!
 //! # Example
 //! ```
-//! use vci::fastbox::{FbPair, FB_LINES, FB_PAYLOAD, FB_SLOTS};
+//! use vci::fastbox::{FbPair, FB_CONT, FB_LINES, FB_PAYLOAD, FB_SLOTS, FB_SPAN_MAX};
 //!
 //! // A ring is its slots and one line of credit.
 //! assert_eq!(std::mem::size_of::<FbPair>(), 64 * (FB_SLOTS * FB_LINES + 1));
 //! // Every immediate message of the default configuration fits a slot.
 //! assert!(FB_PAYLOAD >= 256);
+//! // Four slots carry a kilobyte and more: the first slot's payload and
+//! // three continuation slots' (all but their sequence words).
+//! assert_eq!((FB_CONT, FB_SPAN_MAX), (FB_LINES * 64 - 8, FB_PAYLOAD + 3 * FB_CONT));
+//! assert!(FB_SPAN_MAX >= 1024);
 //! ```
 
 mod lane_lock;
@@ -58,7 +79,9 @@ use lane_lock::SpinLock;
 use std::cell::UnsafeCell;
 
 pub(crate) use ring::{FbHead, LaneState, SlotData, Small, KIND_OWNED, KIND_PLAIN, OWNED_RECORD};
-pub use ring::{FbPair, FbSlot, FB_FIRST_LINE, FB_LINES, FB_PAYLOAD};
+pub use ring::{
+    FbPair, FbSlot, FB_CONT, FB_FIRST_LINE, FB_LINES, FB_PAYLOAD, FB_SPAN_MAX, FB_SPAN_SLOTS,
+};
 use ring::{ALIGN_SHIFT, FB_HEAD, KIND_MASK, OWNED_META3};
 
 /// What the ring (`ring.rs`) and the lane's spin lock (`lane_lock.rs`)
@@ -414,6 +437,125 @@ mod tests {
         assert_eq!(fb.take_owned(1, h), rec);
         let h = fb.head(2).expect("sent");
         assert_eq!(fb.take(2, h).owned(), Some(rec));
+    }
+
+    /// A payload of `len` bytes for message `m`.
+    fn bytes_of(m: usize, len: usize) -> Vec<u8> {
+        (0..len).map(|k| (k * 13 + m * 7 + 1) as u8).collect()
+    }
+
+    #[test]
+    fn spans_every_length_across_the_end() {
+        // Every length from one slot's payload to the longest span, each
+        // message after a one-slot one, so that the spans start at every
+        // slot and many of them wrap around the ring's end; taken in
+        // turn as a copy, whole into a buffer, and truncated into a
+        // shorter buffer (the slots all go back all the same).
+        assert_eq!(FB_SPAN_MAX, FB_PAYLOAD + (FB_SPAN_SLOTS - 1) * FB_CONT);
+        let fb = ring();
+        let mut lane = LaneState::new();
+        let mut seq = 1u64;
+        let mut wrapped = 0;
+        // Under Miri every 7th length (still every span length and many
+        // crossings), for time.
+        let step = if cfg!(miri) { 7 } else { 1 };
+        let lens = (FB_PAYLOAD - 1..=FB_SPAN_MAX + 1).step_by(step);
+        for (m, len) in lens.chain([FB_SPAN_MAX, FB_SPAN_MAX + 1]).enumerate() {
+            let payload = bytes_of(m, len);
+            let h = plain(m as i32, len);
+            let sent = if len > FB_PAYLOAD {
+                fb.try_send_span(&mut lane, h, &payload)
+            } else {
+                fb.try_send(&mut lane, h, SlotData::Bytes(&payload))
+            };
+            if len > FB_SPAN_MAX {
+                // Too long for the slots: refused, nothing numbered.
+                assert!(!sent);
+                assert_eq!(lane.next, seq);
+                break;
+            }
+            assert!(sent, "len {len}");
+            let k = ring::span(len);
+            assert_eq!(lane.next, seq + k, "len {len}");
+            assert_eq!(
+                k as usize,
+                len.saturating_sub(FB_PAYLOAD).div_ceil(FB_CONT) + 1
+            );
+            if (seq % FB_SLOTS as u64) + k > FB_SLOTS as u64 {
+                wrapped += 1;
+            }
+            let got = fb.head(seq).expect("sent");
+            assert_eq!((got, got.slots()), (h, k));
+            match m % 3 {
+                0 => assert_eq!(fb.take(seq, got).data(), &payload[..], "len {len}"),
+                1 => {
+                    let mut buf = vec![0u8; len + 1];
+                    // SAFETY: `buf` holds more than `len` bytes.
+                    unsafe { fb.take_into(seq, got, buf.as_mut_ptr(), len) };
+                    assert_eq!(&buf[..len], &payload[..], "len {len}");
+                    assert_eq!(buf[len], 0, "len {len}");
+                }
+                _ => {
+                    let n = len / 3;
+                    let mut buf = vec![0u8; n + 1];
+                    // SAFETY: `buf` holds more than `n` bytes.
+                    unsafe { fb.take_into(seq, got, buf.as_mut_ptr(), n) };
+                    assert_eq!(&buf[..n], &payload[..n], "len {len}");
+                    assert_eq!(buf[n], 0, "len {len}");
+                }
+            }
+            // The continuation slots' sequence words were never written:
+            // none of them says a later number.
+            for j in 1..k {
+                assert!(!fb.ready(seq + j) && fb.head(seq + j).is_none());
+            }
+            seq += k;
+            // A one-slot message between spans moves their starts.
+            let one = bytes_of(m, 5);
+            assert!(fb.try_send(&mut lane, plain(-1, 5), SlotData::Bytes(&one)));
+            let got = fb.head(seq).expect("sent");
+            assert_eq!(fb.take(seq, got).data(), &one[..]);
+            seq += 1;
+        }
+        assert!(
+            wrapped >= 10 / step,
+            "{wrapped} spans crossed the ring's end"
+        );
+    }
+
+    #[test]
+    fn spans_wait_for_credit_of_their_last_slot() {
+        let fb = ring();
+        let mut lane = LaneState::new();
+        let long = bytes_of(1, FB_SPAN_MAX);
+        // Fill all but two slots with one-slot messages.
+        let n = FB_SLOTS as u64 - 2;
+        for i in 0..n {
+            assert!(fb.try_send(&mut lane, plain(i as i32, 1), SlotData::Bytes(&[1])));
+        }
+        // A span of FB_SPAN_SLOTS > 2 slots has no credit for its last.
+        assert!(!fb.try_send_span(&mut lane, plain(9, long.len()), &long));
+        assert_eq!(lane.next, n + 1);
+        // A two-slot one fits exactly.
+        let two = bytes_of(2, FB_PAYLOAD + 1);
+        assert!(fb.try_send_span(&mut lane, plain(8, two.len()), &two));
+        assert_eq!(lane.next, n + 3);
+        // The first message handed back: still no room for the long span.
+        let h = fb.head(1).expect("sent");
+        fb.take(1, h);
+        assert!(!fb.try_send_span(&mut lane, plain(9, long.len()), &long));
+        // Taking the rest makes room; the long span wraps around the end.
+        for seq in 2..=n {
+            let h = fb.head(seq).expect("sent");
+            fb.take(seq, h);
+        }
+        let h = fb.head(n + 1).expect("sent");
+        assert_eq!(h.slots(), 2);
+        assert_eq!(fb.take(n + 1, h).data(), &two[..]);
+        assert!(fb.try_send_span(&mut lane, plain(9, long.len()), &long));
+        let h = fb.head(n + 3).expect("sent");
+        assert_eq!(fb.take(n + 3, h).data(), &long[..]);
+        assert_eq!(lane.next, n + 3 + FB_SPAN_SLOTS as u64);
     }
 
     #[test]

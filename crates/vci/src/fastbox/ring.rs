@@ -22,6 +22,28 @@ pub(super) const FB_HEAD: usize = 24;
 pub const FB_PAYLOAD: usize = FB_LINES * 64 - FB_HEAD;
 /// Payload bytes in a slot's first line.
 pub const FB_FIRST_LINE: usize = 64 - FB_HEAD;
+/// Bytes of the sequence word, which only a message's first slot writes.
+const FB_SEQ: usize = 8;
+/// Payload bytes a continuation slot carries: all of it but its sequence
+/// word (its header bytes included).
+pub const FB_CONT: usize = FB_LINES * 64 - FB_SEQ;
+/// Most consecutive slots one plain message takes (the ring's size if it
+/// is smaller, as in the loom models). Why four: docs/performance.md,
+/// "Fast-box slots".
+pub const FB_SPAN_SLOTS: usize = if FB_SLOTS < 4 { FB_SLOTS } else { 4 };
+/// Largest plain payload the ring carries: a first slot's and the
+/// continuation slots' of the longest span.
+pub const FB_SPAN_MAX: usize = FB_PAYLOAD + (FB_SPAN_SLOTS - 1) * FB_CONT;
+
+/// How many consecutive slots a plain payload of `len` bytes takes.
+#[inline(always)]
+pub(crate) fn span(len: usize) -> u64 {
+    if len <= FB_PAYLOAD {
+        1
+    } else {
+        1 + (len - FB_PAYLOAD).div_ceil(FB_CONT) as u64
+    }
+}
 
 /// A slot's kind: a payload.
 pub(crate) const KIND_PLAIN: u32 = 0;
@@ -54,6 +76,17 @@ impl FbHead {
     /// Whether the slot carries a given block.
     pub(crate) fn is_owned(&self) -> bool {
         self.kind & KIND_MASK == KIND_OWNED
+    }
+
+    /// How many sequence numbers (consecutive slots) the message takes:
+    /// one for an owned record, [`span`] of the length for a payload.
+    #[inline(always)]
+    pub(crate) fn slots(&self) -> u64 {
+        if self.len as usize <= FB_PAYLOAD || self.is_owned() {
+            1
+        } else {
+            span(self.len as usize)
+        }
     }
 }
 
@@ -98,7 +131,7 @@ impl Small {
         match (head.is_owned(), head.kind & OWNED_META3 != 0) {
             (true, true) => OWNED_RECORD,
             (true, false) => OWNED_RECORD - 8,
-            (false, _) => (head.len as usize).min(FB_PAYLOAD),
+            (false, _) => (head.len as usize).min(FB_SPAN_MAX),
         }
     }
 
@@ -111,6 +144,10 @@ impl Small {
     }
 }
 
+/// Bytes of a slot's header, which a continuation slot fills with payload.
+const HEAD_BYTES: usize = std::mem::size_of::<FbHead>();
+const _: () = assert!(FB_SEQ + HEAD_BYTES == FB_HEAD);
+
 /// One slot: [`FB_LINES`] cache lines.
 #[repr(C, align(64))]
 #[derive(Debug)]
@@ -122,6 +159,50 @@ pub struct FbSlot {
 }
 
 impl FbSlot {
+    /// Writes `n <= FB_CONT` payload bytes from `src` as a continuation
+    /// slot carries them: into the header's bytes, then the data's (never
+    /// into the sequence word).
+    ///
+    /// # Safety
+    ///
+    /// The caller may write the slot (the lane lock and credit for it);
+    /// `src` is valid for reads of `n` bytes and is not the slot.
+    #[inline(always)]
+    unsafe fn write_cont(&self, src: *const u8, n: usize) {
+        debug_assert!(n <= FB_CONT);
+        let h = n.min(HEAD_BYTES);
+        // SAFETY: the caller's contract; the header cell holds HEAD_BYTES
+        // bytes, any of which make a valid header, and the data cell the
+        // remaining `n - h <= FB_PAYLOAD`.
+        unsafe {
+            copy_small(src, self.head.get().cast::<u8>(), h);
+            if n > h {
+                std::ptr::copy_nonoverlapping(src.add(h), self.data.get().cast::<u8>(), n - h);
+            }
+        }
+    }
+
+    /// Reads `n <= FB_CONT` payload bytes of a continuation slot into
+    /// `dst` (the order [`FbSlot::write_cont`] wrote them in).
+    ///
+    /// # Safety
+    ///
+    /// The caller may read the slot (its message's first slot was
+    /// published, Acquire, and the credit not yet handed back); `dst` is
+    /// valid for writes of `n` bytes and is not the slot.
+    #[inline(always)]
+    unsafe fn read_cont(&self, dst: *mut u8, n: usize) {
+        debug_assert!(n <= FB_CONT);
+        let h = n.min(HEAD_BYTES);
+        // SAFETY: as in `write_cont`, reading.
+        unsafe {
+            copy_small(self.head.get().cast::<u8>(), dst, h);
+            if n > h {
+                std::ptr::copy_nonoverlapping(self.data.get().cast::<u8>(), dst.add(h), n - h);
+            }
+        }
+    }
+
     /// An empty slot (what all-zero bytes are).
     fn new() -> FbSlot {
         FbSlot {
@@ -286,6 +367,74 @@ impl FbPair {
         true
     }
 
+    /// Writes plain message `lane.next`, whose payload `bytes` is longer
+    /// than [`FB_PAYLOAD`] and at most [`FB_SPAN_MAX`] bytes, into
+    /// [`span`]`(len)` consecutive slots if the receiver has consumed the
+    /// last one's previous tenant; returns whether it did (and then
+    /// advances `lane.next` past them). The header goes into the first
+    /// slot, the payload through its data and on through the continuation
+    /// slots, whose sequence words stay as they were (see the parent
+    /// module). Out of line: the one-slot send stays short.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn try_send_span(&self, lane: &mut LaneState, head: FbHead, bytes: &[u8]) -> bool {
+        let n = bytes.len();
+        debug_assert!(head.kind == KIND_PLAIN && head.len as usize == n);
+        if n <= FB_PAYLOAD || n > FB_SPAN_MAX {
+            return false;
+        }
+        let seq = lane.next;
+        let last = seq + span(n) - 1;
+        if last > lane.credit + FB_SLOTS as u64 {
+            // SYNC POINT: Acquire, as in `try_send`: the receiver is done
+            // with the previous tenants of every slot up to `last`.
+            lane.credit = self.consumed.0.load(Ordering::Acquire);
+            if last > lane.credit + FB_SLOTS as u64 {
+                return false;
+            }
+        }
+        let slot = self.slot(seq);
+        // SAFETY: as in `try_send`, for each of the slots `seq..=last` (we
+        // have credit up to `last`); `bytes` holds `n` bytes, of which the
+        // first slot takes FB_PAYLOAD and each continuation slot at most
+        // FB_CONT, `n <= FB_SPAN_MAX` bytes in `span(n)` slots.
+        //
+        // The continuation slots and the first slot's lines past its
+        // first are written first, the first line (header, payload head)
+        // last and then `seq`, as in `try_send`.
+        unsafe {
+            let src = bytes.as_ptr();
+            let mut off = FB_PAYLOAD;
+            let mut next = seq + 1;
+            while off < n {
+                let piece = (n - off).min(FB_CONT);
+                self.slot(next).write_cont(src.add(off), piece);
+                off += piece;
+                next += 1;
+            }
+            let dst = slot.data.get().cast::<u8>();
+            std::ptr::copy_nonoverlapping(
+                src.add(FB_FIRST_LINE),
+                dst.add(FB_FIRST_LINE),
+                FB_PAYLOAD - FB_FIRST_LINE,
+            );
+            slot.head.get().write(head);
+            copy_small(src, dst, FB_FIRST_LINE);
+        }
+        // SYNC POINT: Release pairs with the receiver's Acquire load in
+        // `head`: the header and every slot's payload are visible when the
+        // sequence number is.
+        slot.seq.store(seq, Ordering::Release);
+        lane.next = last + 1;
+        let half = lane.credit + FB_SLOTS as u64 / 2;
+        if seq <= half && half <= last {
+            // Half the credit is used, as in `try_send`.
+            // SYNC POINT: Acquire, as above.
+            lane.credit = self.consumed.0.load(Ordering::Acquire);
+        }
+        true
+    }
+
     /// The header of message `seq` if it is in its slot (the receiver,
     /// under its VCI lock, with `seq` the next number it expects). The
     /// message stays there until [`FbPair::take`] or
@@ -307,7 +456,9 @@ impl FbPair {
         for ahead in 1..=FB_READ_AHEAD {
             prefetch_for_read((self.slot(seq + ahead) as *const FbSlot).cast::<u8>());
         }
-        let n = Small::bytes(&head);
+        // This slot's lines only: a longer message's continuation slots
+        // are read in order as they are copied.
+        let n = Small::bytes(&head).min(FB_PAYLOAD);
         if n > FB_FIRST_LINE {
             let base = (slot as *const FbSlot).cast::<u8>();
             for line in 1..(FB_HEAD + n).div_ceil(64) {
@@ -328,11 +479,19 @@ impl FbPair {
             // both; the copy is distinct from the slot.
             unsafe { copy_slot_payload(src, b.as_mut_ptr(), n) };
             SmallData::Inline(b)
-        } else {
-            // SAFETY: as above; `n <= FB_PAYLOAD` (`Small::bytes`).
+        } else if n <= FB_PAYLOAD {
+            // SAFETY: as above; `n <= FB_PAYLOAD`: the payload lies in
+            // this slot.
             SmallData::Heap(unsafe { std::slice::from_raw_parts(src, n) }.into())
+        } else {
+            let mut b = vec![0u8; n].into_boxed_slice();
+            // SAFETY: as above for the message's slots; `b` holds `n`
+            // bytes, `n <= FB_SPAN_MAX` (`Small::bytes`) and at most the
+            // payload's length.
+            unsafe { self.copy_span(seq, b.as_mut_ptr(), n) };
+            SmallData::Heap(b)
         };
-        self.consumed(seq);
+        self.consumed(seq + head.slots() - 1);
         Small { head, data }
     }
 
@@ -346,11 +505,59 @@ impl FbPair {
     #[inline(always)]
     pub(crate) unsafe fn take_into(&self, seq: u64, head: FbHead, buf: *mut u8, n: usize) {
         debug_assert!(head.kind == KIND_PLAIN && n <= head.len as usize);
+        if head.len as usize > FB_PAYLOAD {
+            // SAFETY: the caller's contract.
+            return unsafe { self.take_span_into(seq, head, buf, n) };
+        }
         let slot = self.slot(seq);
         // SAFETY: as in `head` for the slot; `n <= len <= FB_PAYLOAD`, and
         // `buf` holds `n` bytes (caller's contract).
         unsafe { copy_slot_payload(slot.data.get().cast::<u8>(), buf, n.min(FB_PAYLOAD)) };
         self.consumed(seq);
+    }
+
+    /// [`FbPair::take_into`] for a payload that spans several slots (out
+    /// of line: the one-slot receive stays short).
+    ///
+    /// # Safety
+    ///
+    /// As for [`FbPair::take_into`].
+    #[cold]
+    #[inline(never)]
+    unsafe fn take_span_into(&self, seq: u64, head: FbHead, buf: *mut u8, n: usize) {
+        // SAFETY: the caller's contract; `n <= len` (at most FB_SPAN_MAX,
+        // or the sender would not have used the slots).
+        unsafe { self.copy_span(seq, buf, n.min(head.len as usize).min(FB_SPAN_MAX)) };
+        self.consumed(seq + head.slots() - 1);
+    }
+
+    /// Copies the first `n` bytes of the payload of message `seq`, which
+    /// starts in its slot and runs on through the continuation slots
+    /// `seq + 1, …` (wrapping around the ring's end), to `dst`.
+    ///
+    /// # Safety
+    ///
+    /// The sender published `seq` (the caller saw it with Acquire) and the
+    /// payload holds at least `n <= FB_SPAN_MAX` bytes; `dst` is valid for
+    /// writes of `n` bytes and is not a slot.
+    #[inline(never)]
+    unsafe fn copy_span(&self, seq: u64, dst: *mut u8, n: usize) {
+        debug_assert!(n <= FB_SPAN_MAX);
+        let first = n.min(FB_PAYLOAD);
+        // SAFETY: as in `head` for slot `seq`; `first <= FB_PAYLOAD`.
+        unsafe { copy_slot_payload(self.slot(seq).data.get().cast::<u8>(), dst, first) };
+        let mut off = first;
+        let mut next = seq + 1;
+        while off < n {
+            let piece = (n - off).min(FB_CONT);
+            // SAFETY: slot `next` is one of the message's continuation
+            // slots (`off < n <= len`), written before `seq` was published
+            // and not written again before we publish our credit; `dst`
+            // holds `n >= off + piece` bytes.
+            unsafe { self.slot(next).read_cont(dst.add(off), piece) };
+            off += piece;
+            next += 1;
+        }
     }
 
     /// Whether message `seq` seems to be in its slot (a lock-free hint for
