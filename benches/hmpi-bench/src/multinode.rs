@@ -20,8 +20,8 @@
 //!   MPI;
 //! * `mpi`: plain rsmpi on MPI's world communicator, the peer;
 //! * `hmpi-node` (node-local rows only): the node's own hmpi communicator
-//!   (`Universe::world()`), which is what `hmpirun` would give the same
-//!   ranks.
+//!   (a duplicate of the spanning communicator's `node_comm()`), which is
+//!   what `hmpirun` would give the same ranks.
 //!
 //! Workloads (rank 0 times, the others take part):
 //!
@@ -337,8 +337,12 @@ mod imp {
         }
         let universe = hmpi::init().map_err(fail("init"))?;
         let span = multinode::world().map_err(fail("world"))?;
+        // The node's own hmpi communicator (the world of `hmpirun` on the
+        // same ranks); `universe.world()` spans every node under an MPI
+        // launcher.
+        let node = span.node_comm().duplicate().map_err(fail("node"))?;
         let c = Ctx {
-            node: universe.world(),
+            node,
             mpi: MpiComm::world(),
             rank: span.rank(),
             size: span.size(),

@@ -99,9 +99,10 @@ fn run(role: &str, ranks: u32, nodes: Option<u32>, limit: Duration) -> (Option<i
 
 fn driver() {
     let mut failed = 0;
-    // 2 and 3 virtual nodes of 1 to 3 ranks (blocks of r·k/n).
-    // And once without HMPI_NODES: the machine is the one node.
-    for (ranks, nodes) in [(2, 2), (5, 2), (3, 3), (7, 3), (3, 1)] {
+    // 2 and 3 virtual nodes of 1 to 3 ranks (blocks of r·k/n); 2 nodes
+    // of 2 ranks each (the lanes of the large allreduces). And once
+    // without HMPI_NODES: the machine is the one node.
+    for (ranks, nodes) in [(2, 2), (4, 2), (5, 2), (3, 3), (7, 3), (3, 1)] {
         let t0 = Instant::now();
         let k = (nodes > 1).then_some(nodes);
         let (st, log) = run("suite", ranks, k, Duration::from_secs(600));

@@ -1580,6 +1580,110 @@ impl Coll {
         }
     }
 
+    /// Allreduce in slices with a step of the caller's between the two
+    /// halves: member `r` reduces slice `r` of every member's `send` (rank
+    /// order, as [`Coll::ireduce`]) into `scratch`, hands it to `middle`
+    /// with slice `r` of its result to fill (for a spanning communicator:
+    /// `MPI_Allreduce` of the slice with the members of the same index on
+    /// the other nodes), then copies every other slice from its owner's
+    /// result. One epoch: every member's cores and `middle`s work at once
+    /// and nobody moves the whole vector alone. Slice `r` is the same byte
+    /// range on every communicator of this size for this `count`.
+    ///
+    /// `middle` gets the combined slice and the slice of the result (both
+    /// empty when the member's slice is); an error it returns ends the
+    /// call after the others have read this member's slice (which is then
+    /// undefined, as MPI leaves a failed collective's buffers).
+    ///
+    /// # Safety
+    /// `send` holds `count` readable elements and `recv` `count` writable
+    /// ones, not overlapping; `scratch` holds as many initialised,
+    /// writable bytes as the largest slice and is read by nobody else.
+    #[cfg(feature = "mpi")]
+    pub(crate) unsafe fn allreduce_sliced<F>(
+        &self,
+        send: *const u8,
+        recv: *mut u8,
+        count: usize,
+        op: &dyn Combine,
+        scratch: *mut u8,
+        middle: F,
+    ) -> Result<()>
+    where
+        F: FnOnce(&[u8], &mut [u8]) -> Result<()> + Send,
+    {
+        let e = self.next_epoch();
+        let (send, recv, scratch) = (send as usize, recv as usize, scratch as usize);
+        let f = async move {
+            self.begin(e).await;
+            let es = op.element_size();
+            let len = count * es;
+            let mut st = self.borrow_staging();
+            let [s0, s1] = &mut st.bufs;
+            // SAFETY: the caller's guarantee for both buffers; the result
+            // is staged (not copied in) when the others cannot read it.
+            let (src, res) = unsafe {
+                (
+                    Self::readable(s0, send, len, true)?,
+                    Self::readable(s1, recv, len, false)?,
+                )
+            };
+            // SAFETY: no inline data.
+            unsafe { self.publish(e, None, src, res, len) };
+            self.all_arrived(e).await;
+            let bad = self.same_lengths(e, len, self.size);
+            let (lo, hi) = slice_of(count, es, self.size, self.rank);
+            if bad.is_none() {
+                let inputs = |r| {
+                    if r == self.rank {
+                        src
+                    } else {
+                        self.data_of(r, e)
+                    }
+                };
+                // SAFETY: every input holds `len` bytes; `scratch` holds
+                // the slice (caller) and nobody else reads it.
+                unsafe { combine_into(self.size, inputs, lo, hi, scratch, op) };
+            }
+            // `middle` runs even after a length mismatch (on whatever the
+            // scratch holds), so that its peers elsewhere are not left
+            // waiting for this member.
+            // SAFETY: `scratch` holds the slice's bytes, initialised
+            // (caller); `res + lo` is this member's slice of its result,
+            // which nobody reads before `mid` says it is written.
+            let (part, out) = unsafe {
+                (
+                    std::slice::from_raw_parts(at(scratch), hi - lo),
+                    std::slice::from_raw_parts_mut(at(res + lo), hi - lo),
+                )
+            };
+            let failed = bad.or(middle(part, out).err());
+            // As in `ireduce`: `mid` is published in epoch order.
+            LocalUntil {
+                word: &self.finished,
+                e: e.wrapping_sub(1) & EPOCHS,
+            }
+            .await;
+            self.block.slot(self.rank).progress.mid.publish(e);
+            for r in self.others() {
+                until(&self.block.slot(r).progress.mid, e).await;
+                let (lo, hi) = slice_of(count, es, self.size, r);
+                let theirs = self.second_of(r, e);
+                // SAFETY: member `r` finished its slice of its result
+                // (`mid`) and keeps it until we are done.
+                unsafe { std::ptr::copy_nonoverlapping(at(theirs + lo), at(res + lo), hi - lo) };
+            }
+            self.finish(e).await;
+            self.all_done(e).await;
+            if res != recv {
+                // SAFETY: the staged result holds `len` bytes; `recv` is ours.
+                unsafe { std::ptr::copy_nonoverlapping(at(res), at(recv), len) };
+            }
+            self.end_with(e, failed).await
+        };
+        self.run(f)
+    }
+
     /// Inclusive (with `exclusive`: exclusive) prefix reduction: member
     /// `r` gets `in_0 op … op in_r` (`… op in_{r-1}`; member 0's `recv` is
     /// left as it is in the exclusive form).

@@ -827,6 +827,48 @@ fn reduction_done(res: Result<()>, red: &Reduction, out: Out, land: Option<In>) 
     }
 }
 
+/// An allreduce of `count` elements of the dense datatype `dt` on the
+/// node communicator `comm` in slices, with `middle` run on each member's
+/// reduced slice before the members copy each other's
+/// ([`Coll::allreduce_sliced`]; the spanning communicators' allreduce
+/// across nodes). Blocking; `comm` has at least two members.
+///
+/// # Safety
+/// `send` holds `count` readable elements and `recv` `count` writable
+/// ones, not overlapping; `scratch` holds `count` elements' bytes,
+/// initialised and writable, and is read by nobody else.
+#[cfg(feature = "mpi")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn allreduce_sliced<F>(
+    comm: &SimpleCommunicator,
+    send: *const u8,
+    recv: *mut u8,
+    count: usize,
+    dt: &Datatype,
+    op: &Operation,
+    scratch: *mut u8,
+    middle: F,
+) -> Result<()>
+where
+    F: FnOnce(&[u8], &mut [u8]) -> Result<()> + Send,
+{
+    let (red, packed) = reduction(dt, op)?;
+    if packed || red.shift != 0 {
+        return Err(Error::Internal(
+            "a sliced allreduce of a datatype that is not dense from its origin".into(),
+        ));
+    }
+    let Some(c) = comm.coll()? else {
+        return Err(Error::Internal(
+            "a sliced allreduce on a communicator of one member".into(),
+        ));
+    };
+    // SAFETY: the caller's guarantee.
+    let res = unsafe { c.allreduce_sliced(send, recv, count, &red, scratch, middle) };
+    res?;
+    red.error().map_or(Ok(()), Err)
+}
+
 /// A boxed slice's contents, borrowed for as long as the box lives
 /// (its heap buffer does not move when the box is moved).
 ///

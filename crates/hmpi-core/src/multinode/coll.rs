@@ -12,9 +12,12 @@
 //!
 //! A reduction with a predefined operation on numbers
 //! ([`SpanningCommunicator::all_reduce_into`]) combines on the node with
-//! hmpi's operation kernels (its reduce and broadcast) and leaves the
-//! leaders' phase to MPI's `MPI_Allreduce` with MPI's datatype and
-//! operation.
+//! hmpi's operation kernels and leaves the phase between nodes to MPI's
+//! `MPI_Allreduce` with MPI's datatype and operation: for large vectors on
+//! nodes of equal size every member leads one slice (a reduce-scatter on
+//! the heap, one `MPI_Allreduce` per slice among the members of the same
+//! node index, the slices then read from their owners), else the node's
+//! leader leads the whole vector (hmpi's reduce and broadcast around it).
 //!
 //! `scatterv`'s and `alltoallv`'s last node-local step is point-to-point
 //! on the heap from the leader to each member, as is that of the scans and
@@ -170,6 +173,18 @@ fn decode(b: &[u8]) -> Result<Vec<Vec<u8>>> {
     Ok(out)
 }
 
+/// The smallest vector (bytes) that [`SpanningCommunicator::all_reduce_into`]
+/// splits over lanes; smaller ones go through one leader per node.
+const SLICED_MIN: usize = 4096;
+
+/// An MPI handle moved into the sliced allreduce's middle step (a plain
+/// value that MPI lets any thread use).
+#[derive(Clone, Copy)]
+struct SendHandle<H>(H);
+// SAFETY: predefined MPI datatype and operation handles are constants of
+// the library, valid on every thread.
+unsafe impl<H> Send for SendHandle<H> {}
+
 /// The tag of the node-local messages of the collectives (their own
 /// communicator, so no user message can match them).
 const TAG_LOCAL: i32 = 1;
@@ -183,6 +198,34 @@ impl Inner {
         self.leaders.as_ref().ok_or_else(|| {
             Error::Internal("a node leader without the leaders' communicator".into())
         })
+    }
+
+    /// Whether every node holds as many members as the others, as
+    /// consecutive ranks: then member `j` of each node has a lane.
+    fn lanes_fit(&self) -> bool {
+        self.contiguous
+            && self
+                .node_members
+                .iter()
+                .all(|m| m.len() == self.node_members[self.my_node].len())
+    }
+
+    /// This member's lane (the members of its node index on every node,
+    /// in node order), made on first use: collective over every member,
+    /// which all reach it in the same call (the decision to use lanes
+    /// depends only on what every member knows alike).
+    fn lane(&self) -> Result<&super::mpi::RawComm> {
+        if let Some(l) = self.lane.get() {
+            return Ok(l);
+        }
+        let made = self
+            .remote
+            .split(Some(self.coll_local.rank()), self.my_node as i32)?
+            .ok_or_else(|| Error::Internal("MPI gave no lane communicator".into()))?;
+        // A second caller racing here would break MPI's rule that one
+        // communicator's collectives are not called concurrently; the
+        // first communicator kept wins either way.
+        Ok(self.lane.get_or_init(|| made))
     }
 
     /// Every node member's bytes at the node's leader, in rank order.
@@ -533,11 +576,20 @@ impl SpanningCommunicator {
     /// (`MPI_Allreduce`, rsmpi's `all_reduce_into`). Every member gives as
     /// many elements as `recv` holds.
     ///
-    /// The node phases are hmpi's own reduce to the node's leader and
+    /// From 4 KiB on, when every node holds as many members as the others
+    /// as consecutive ranks (and MPI has a handle for the type and the
+    /// operation), every member leads a slice: member `j` of a node
+    /// combines slice `j` of its node's vectors on the heap with hmpi's
+    /// kernels in rank order, allreduces it with member `j` of every other
+    /// node through MPI (one communicator per node index, made on first
+    /// use), and every member copies the other slices from their owners.
+    /// Otherwise the node phases are hmpi's own reduce to the node's leader and
     /// broadcast from it, combining with hmpi's operation kernels in their
     /// fixed order; between them the leaders call MPI's `MPI_Allreduce`
     /// with MPI's datatype and operation, which lets MPI pick its algorithm
-    /// and gives every leader the same bytes. Types and operations MPI has no handle for
+    /// and gives every leader the same bytes. Either way each element's
+    /// combining order is fixed, so results are the same on every member
+    /// and in every call. Types and operations MPI has no handle for
     /// (128-bit integers, `REPLACE`, `NO_OP`) exchange the leaders'
     /// partials instead and combine them in node order. [`Error::Op`] for
     /// an operation MPI does not define on `T` (as node-local reductions);
@@ -572,8 +624,14 @@ impl SpanningCommunicator {
         }
         let i = &self.inner;
         let c: &SimpleCommunicator = &i.coll_local;
-        let root = c.process_at_rank(0);
         let alone = c.size() == 1;
+        if !alone && i.lanes_fit() && std::mem::size_of_val(send) >= SLICED_MIN {
+            if let (Some(mdt), Some(mop)) = (super::mpi::datatype_of(basic), super::mpi::op_of(op))
+            {
+                return self.all_reduce_sliced(send, recv, op, mdt, mop, &dt);
+            }
+        }
+        let root = c.process_at_rank(0);
         if c.rank() != 0 {
             root.reduce_into(send, op)?;
             return root.broadcast_into(recv);
@@ -596,6 +654,53 @@ impl SpanningCommunicator {
             root.broadcast_into(recv)?;
         }
         Ok(())
+    }
+
+    /// [`SpanningCommunicator::all_reduce_into`] with every member a
+    /// leader of its slice: the node's members reduce-scatter on the heap
+    /// (member `j` of the node combines slice `j` of every member's
+    /// `send`, in rank order), member `j` of every node allreduces slice
+    /// `j` through MPI on its lane, then each member copies the other
+    /// slices from their owners on the heap — one node epoch, every
+    /// member's core and MPI connection busy at once.
+    fn all_reduce_sliced<T: Plain + Equivalence>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: SystemOperation,
+        mdt: ::mpi::ffi::MPI_Datatype,
+        mop: ::mpi::ffi::MPI_Op,
+        dt: &Datatype,
+    ) -> Result<()> {
+        let i = &self.inner;
+        let lane = i.lane()?;
+        let es = std::mem::size_of::<T>();
+        // Raw handles are plain values; the closure runs on this thread.
+        let (mdt, mop) = (SendHandle(mdt), SendHandle(mop));
+        let middle = move |part: &[u8], out: &mut [u8]| {
+            let (mdt, mop) = (mdt, mop);
+            lane.allreduce(part, out, part.len() / es, mdt.0, mop.0)
+        };
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            let buf = scratch_for::<T>(&mut scratch, send.len());
+            // SAFETY: `send` and `recv` hold `send.len()` elements of the
+            // dense `dt` and do not overlap (a shared and an exclusive
+            // borrow); `buf` is this thread's scratch of as many elements,
+            // initialised.
+            unsafe {
+                crate::collective::raw::allreduce_sliced(
+                    &i.coll_local,
+                    send.as_ptr().cast(),
+                    recv.as_mut_ptr().cast(),
+                    send.len(),
+                    dt,
+                    &Operation::from(op),
+                    buf.as_mut_ptr().cast(),
+                    middle,
+                )
+            }
+        })
     }
 
     /// The leaders' phase of [`SpanningCommunicator::all_reduce_into`]:

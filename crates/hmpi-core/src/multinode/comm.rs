@@ -75,6 +75,9 @@ pub(super) struct Inner {
     /// The progress thread of the nonblocking collectives, started by the
     /// first one.
     pub progress: OnceLock<super::icoll::Progress>,
+    /// This member's lane: the members with its index on every node, in
+    /// node order (made by the first large allreduce that uses it).
+    pub lane: OnceLock<RawComm>,
 }
 
 /// Where a peer is.
@@ -161,6 +164,7 @@ impl SpanningCommunicator {
                 leaders,
                 queue: Mutex::new(VecDeque::new()),
                 progress: OnceLock::new(),
+                lane: OnceLock::new(),
             }),
         })
     }
