@@ -37,7 +37,13 @@ impl Vci {
     /// location for a write) until the call returns a status, or until
     /// the waiting receive's slot is collected by [`Vci::take_recv`] (done
     /// or cancelled).
-    #[inline]
+    ///
+    /// Always inlined (its callers are the engine's two receive entry
+    /// points, themselves inlined into the caller): a receive that matched
+    /// at once hands its status over in registers, not through memory that
+    /// the caller reads back at once (see docs/performance.md, "Store
+    /// forwarding").
+    #[inline(always)]
     pub(crate) unsafe fn post_recv<P, E>(
         &self,
         target: Target,
