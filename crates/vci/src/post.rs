@@ -79,7 +79,7 @@ impl Vci {
             // unexpected list.
             let mut st = Status::empty();
             // SAFETY: the target is valid (caller's contract).
-            if unsafe { self.take_direct(p, key, target, &mut st) } {
+            if unsafe { self.take_direct(p, key, &target, &mut st) } {
                 return Posted::Matched(st);
             }
             // Any source, or the next message does not match: look at
@@ -136,7 +136,7 @@ impl Vci {
     ) -> bool {
         if p.posted.is_empty() && !p.unexpected.iter().any(|a| key.matches(&a.key)) {
             // SAFETY: the caller's contract.
-            if unsafe { self.take_direct(p, key, target, out) } {
+            if unsafe { self.take_direct(p, key, &target, out) } {
                 return true;
             }
         }
