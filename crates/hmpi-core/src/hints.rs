@@ -345,7 +345,28 @@ impl VciMap {
     pub(crate) fn send_word(&self, ctx: u32, k: u32, me: i32, dest: i32, tag: i32) -> u32 {
         match self.word() {
             0 => ctx,
-            w => self.mapped(w, ctx, k, me, dest, tag, false),
+            w if w & W_STREAM != 0 => self.stream_word(ctx, dest),
+            w => self.mapped(w, ctx, k, me, tag, false),
+        }
+    }
+
+    /// The context word of a message of a stream communicator to `dest`
+    /// (the receiving member, communicator rank): on `dest`'s stream VCI.
+    /// Inline, not in the cold [`VciMap::mapped`]: on a stream
+    /// communicator it is every message's path.
+    #[inline(always)]
+    fn stream_word(&self, ctx: u32, dest: i32) -> u32 {
+        let Some(&v) = self
+            .stream()
+            .and_then(|t| usize::try_from(dest).ok().and_then(|d| t.get(d)))
+        else {
+            // PROC_NULL: the engine sends nowhere.
+            return ctx;
+        };
+        match crate::environment::endpoint() {
+            Ok(ep) if ep.vci_count() > 1 => vci::endpoint::on_vci(ctx, usize::from(v)),
+            // One VCI: nothing to spread.
+            _ => ctx,
         }
     }
 
@@ -363,46 +384,37 @@ impl VciMap {
     ) -> Result<u32> {
         match self.word() {
             0 => Ok(ctx),
+            // The message came from `source` to `me`, on `me`'s stream.
+            w if w & W_STREAM != 0 => Ok(self.stream_word(ctx, me)),
             w => {
-                if w & W_STREAM == 0 {
-                    if source == ANY_SOURCE && w & W_NO_ANY_SOURCE != 0 {
-                        return Err(broken(NO_ANY_SOURCE, "ANY_SOURCE"));
-                    }
-                    if tag == ANY_TAG && w & (W_NO_ANY_TAG | W_TAG_BITS) != 0 {
-                        let key = if w & W_TAG_BITS != 0 {
-                            "tag bits"
-                        } else {
-                            NO_ANY_TAG
-                        };
-                        return Err(broken(key, "ANY_TAG"));
-                    }
+                if source == ANY_SOURCE && w & W_NO_ANY_SOURCE != 0 {
+                    return Err(broken(NO_ANY_SOURCE, "ANY_SOURCE"));
+                }
+                if tag == ANY_TAG && w & (W_NO_ANY_TAG | W_TAG_BITS) != 0 {
+                    let key = if w & W_TAG_BITS != 0 {
+                        "tag bits"
+                    } else {
+                        NO_ANY_TAG
+                    };
+                    return Err(broken(key, "ANY_TAG"));
                 }
                 // The message came from `source` to `me`.
-                Ok(self.mapped(w, ctx, k, source, me, tag, true))
+                Ok(self.mapped(w, ctx, k, source, tag, true))
             }
         }
     }
 
-    /// The context word of a message from `src` to `dest` with `tag`
-    /// under hint word `w`: for a receive or probe if `recv`.
+    /// The context word of a message from `src` with `tag` under hint
+    /// word `w` (not a stream communicator's: see
+    /// [`VciMap::stream_word`]): for a receive or probe if `recv`.
     #[cold]
     #[allow(clippy::too_many_arguments)]
-    fn mapped(&self, w: u64, ctx: u32, k: u32, src: i32, dest: i32, tag: i32, recv: bool) -> u32 {
+    fn mapped(&self, w: u64, ctx: u32, k: u32, src: i32, tag: i32, recv: bool) -> u32 {
         let (ep, n) = match crate::environment::endpoint() {
             Ok(ep) if ep.vci_count() > 1 => (ep, ep.vci_count() as u64),
             // One VCI: nothing to spread (the hints' checks still hold).
             _ => return ctx,
         };
-        if w & W_STREAM != 0 {
-            if let Some(v) = self
-                .stream()
-                .and_then(|t| usize::try_from(dest).ok().and_then(|d| t.get(d)))
-            {
-                return vci::endpoint::on_vci(ctx, *v as usize);
-            }
-            // PROC_NULL: the engine sends nowhere.
-            return ctx;
-        }
         let k = u64::from(k);
         let v = if w & W_TAG_BITS != 0 {
             let a = field_at(w, 16).map_or(0, |b| b.of(tag));

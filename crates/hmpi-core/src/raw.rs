@@ -60,8 +60,8 @@ pub use vci::Error as EngineError;
 /// The engine's result.
 pub use vci::Result as EngineResult;
 pub use vci::{
-    test_all, test_any, test_some, wait_all_in_place, wait_any, wait_some, Message, OwnedBlock,
-    Request, Start, Status, StatusError,
+    test_all, test_any, test_some, wait_all, wait_all_in_place, wait_any, wait_some, Message,
+    OwnedBlock, Request, Start, Status, StatusError,
 };
 pub use vci::{ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB};
 

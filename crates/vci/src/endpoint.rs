@@ -414,6 +414,9 @@ impl Endpoint {
             1 => 0,
             n => match context >> VCI_SHIFT {
                 0 => context as usize % n,
+                // A named VCI is below the count (`on_vci`'s contract): no
+                // division on a stream's or an endpoint's message path.
+                named if (named as usize) <= n => named as usize - 1,
                 named => (named as usize - 1) % n,
             },
         }
@@ -556,7 +559,12 @@ impl Endpoint {
     /// reference cycle), because the receiver may read `buf` until the
     /// request completes. A scope API that makes this a compile-time
     /// guarantee is planned; the blocking [`Endpoint::send`] is safe.
-    #[inline]
+    ///
+    /// Always inlined, with its fast-box path: the request of a send that
+    /// finished at once is then built where the caller keeps it, not
+    /// returned through memory and copied (see docs/performance.md,
+    /// "Store forwarding"); the general path is out of line.
+    #[inline(always)]
     pub unsafe fn isend<'a>(
         &'a self,
         buf: &'a [u8],
@@ -579,6 +587,7 @@ impl Endpoint {
 
     /// [`Endpoint::isend`] in [`SendMode::Synchronous`]: the general path
     /// at once (a synchronous send never tries the fast box).
+    #[inline(never)]
     fn isend_sync<'a>(
         &'a self,
         buf: &'a [u8],
@@ -599,6 +608,7 @@ impl Endpoint {
     /// A send through an envelope (or none, to `PROC_NULL`): the general
     /// path, which does not try the fast box ([`Endpoint::isend`] and
     /// [`Endpoint::send`] do, first).
+    #[inline(never)]
     fn start_send<'a>(
         &'a self,
         buf: &'a [u8],
@@ -779,6 +789,10 @@ impl Endpoint {
     /// or writes that memory meanwhile; the request must be completed or
     /// dropped, never leaked (as for [`Endpoint::isend`]). The blocking
     /// [`Endpoint::recv`] is safe.
+    ///
+    /// Inline, so that the request is built where the caller keeps it
+    /// (see [`Endpoint::isend`]).
+    #[inline]
     pub unsafe fn irecv<'a>(
         &'a self,
         buf: *mut u8,

@@ -33,6 +33,11 @@ impl Vci {
     /// a buffer straight from its slot) and its status written to `out`.
     /// The caller made sure that nothing posted or unexpected comes first.
     ///
+    /// The target is borrowed, not copied: a copy of the receive's target
+    /// made here was read back with wider loads than it had just been
+    /// written with, a stall on every small receive (see
+    /// docs/performance.md, "Store forwarding").
+    ///
     /// # Safety
     ///
     /// As for [`Vci::recv_now`].
@@ -41,7 +46,7 @@ impl Vci {
         &self,
         p: &mut Private,
         key: Key,
-        target: Target,
+        target: &Target,
         out: &mut Status,
     ) -> bool {
         let Ok(source) = usize::try_from(key.source) else {
@@ -66,7 +71,7 @@ impl Vci {
         }
         // SAFETY: `head` came from this slot just now, under the lock; the
         // target is valid (caller's contract).
-        unsafe { self.deliver_slot(fb, seq, head, found, target, out) };
+        unsafe { self.deliver_slot_in(fb, seq, head, found, target, out) };
         // Relaxed: as above; lock-free readers take it as a hint. The
         // next message starts after this one's slots.
         e.store(seq + head.slots(), Ordering::Relaxed);
@@ -98,7 +103,27 @@ impl Vci {
         target: Target,
         out: &mut Status,
     ) {
-        match target {
+        // SAFETY: the caller's contract.
+        unsafe { self.deliver_slot_in(fb, seq, head, key, &target, out) }
+    }
+
+    /// [`Vci::deliver_slot`] with the target borrowed (see
+    /// [`Vci::take_direct`]).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Vci::deliver_slot`].
+    #[inline(always)]
+    pub(crate) unsafe fn deliver_slot_in(
+        &self,
+        fb: &FbPair,
+        seq: u64,
+        head: FbHead,
+        key: Key,
+        target: &Target,
+        out: &mut Status,
+    ) {
+        match *target {
             Target::Buffer { buf, cap } if head.kind == KIND_PLAIN => {
                 let (len, n) = (head.len as usize, (head.len as usize).min(cap));
                 // SAFETY: `buf` holds `cap >= n` bytes (caller's contract).
@@ -107,7 +132,7 @@ impl Vci {
                 *out = delivered(key, len, n);
             }
             // SAFETY: the caller's contract.
-            _ => *out = unsafe { self.deliver_slot_other(fb, seq, head, key, target) },
+            _ => *out = unsafe { self.deliver_slot_other(fb, seq, head, key, *target) },
         }
     }
 

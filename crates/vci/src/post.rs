@@ -37,7 +37,13 @@ impl Vci {
     /// location for a write) until the call returns a status, or until
     /// the waiting receive's slot is collected by [`Vci::take_recv`] (done
     /// or cancelled).
-    #[inline]
+    ///
+    /// Always inlined (its callers are the engine's two receive entry
+    /// points, themselves inlined into the caller): a receive that matched
+    /// at once hands its status over in registers, not through memory that
+    /// the caller reads back at once (see docs/performance.md, "Store
+    /// forwarding").
+    #[inline(always)]
     pub(crate) unsafe fn post_recv<P, E>(
         &self,
         target: Target,
@@ -73,7 +79,7 @@ impl Vci {
             // unexpected list.
             let mut st = Status::empty();
             // SAFETY: the target is valid (caller's contract).
-            if unsafe { self.take_direct(p, key, target, &mut st) } {
+            if unsafe { self.take_direct(p, key, &target, &mut st) } {
                 return Posted::Matched(st);
             }
             // Any source, or the next message does not match: look at
@@ -130,7 +136,7 @@ impl Vci {
     ) -> bool {
         if p.posted.is_empty() && !p.unexpected.iter().any(|a| key.matches(&a.key)) {
             // SAFETY: the caller's contract.
-            if unsafe { self.take_direct(p, key, target, out) } {
+            if unsafe { self.take_direct(p, key, &target, out) } {
                 return true;
             }
         }

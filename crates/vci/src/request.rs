@@ -370,6 +370,7 @@ impl<'a> Request<'a> {
         st
     }
 
+    #[inline(always)]
     fn wait_status(&mut self) -> Status {
         *self.wait_in_place()
     }
@@ -379,26 +380,10 @@ impl<'a> Request<'a> {
     /// `error`). For callers that often ignore the status: they read the
     /// fields they need through the reference instead of copying the whole
     /// status (see docs/performance.md, "Store forwarding").
+    #[inline]
     pub fn wait_in_place(&mut self) -> &Status {
         if !self.is_complete() {
-            let (ep, v) = (self.ep, self.vci);
-            // The loop carries only "done"; the status stays in the state
-            // the attempt completed (see docs/performance.md, "Store
-            // forwarding").
-            while !self.is_complete() {
-                // What the request depends on is looked up only when a
-                // sleeping waiter checks its peers, never on the way in.
-                let depends = self.depends();
-                let live = ep.liveness();
-                let waited = ep.wait_on_failing(
-                    v,
-                    |full| self.attempt(full).map(drop),
-                    || live.check(depends.watch(ep, v)),
-                );
-                if let Err(rank) = waited {
-                    self.abandon(rank);
-                }
-            }
+            self.wait_pending();
         }
         match &self.state {
             State::Complete(st) => st,
@@ -406,8 +391,35 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// [`Request::wait_in_place`]'s loop for a request that is not known
+    /// to be finished: out of line, so that waiting for a request that
+    /// finished as it started (a small send, a receive that matched at
+    /// once) is a look at its state where the caller is.
+    #[inline(never)]
+    fn wait_pending(&mut self) {
+        let (ep, v) = (self.ep, self.vci);
+        // The loop carries only "done"; the status stays in the state
+        // the attempt completed (see docs/performance.md, "Store
+        // forwarding").
+        while !self.is_complete() {
+            // What the request depends on is looked up only when a
+            // sleeping waiter checks its peers, never on the way in.
+            let depends = self.depends();
+            let live = ep.liveness();
+            let waited = ep.wait_on_failing(
+                v,
+                |full| self.attempt(full).map(drop),
+                || live.check(depends.watch(ep, v)),
+            );
+            if let Err(rank) = waited {
+                self.abandon(rank);
+            }
+        }
+    }
+
     /// Waits until the request has finished; a truncated receive is
     /// [`Error::Truncate`] (the buffer holds what fitted).
+    #[inline]
     pub fn wait(mut self) -> Result<Status> {
         self.wait_status().into_result()
     }
@@ -480,6 +492,7 @@ impl<'a> Request<'a> {
     }
 
     /// Whether the request is known to have finished (no progress is made).
+    #[inline(always)]
     pub fn is_complete(&self) -> bool {
         matches!(self.state, State::Complete(_))
     }
@@ -820,6 +833,7 @@ pub fn test_all(requests: &mut [Option<Request<'_>>]) -> Result<Option<Vec<Statu
 }
 
 impl Drop for Request<'_> {
+    #[inline]
     fn drop(&mut self) {
         if !self.is_complete() {
             // The engine may still use the buffer: wait for it.
