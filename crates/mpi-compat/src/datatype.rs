@@ -580,6 +580,9 @@ impl<B: ?Sized + Buffer> hmpi_core::datatype::Buffer for Dense<B> {
     fn element_datatype(&self) -> CoreType {
         self.0.as_datatype().core_datatype().clone()
     }
+    fn element_datatype_ref(&self) -> std::borrow::Cow<'static, CoreType> {
+        self.0.as_datatype().core_datatype().to_static()
+    }
 }
 
 impl<B: ?Sized + BufferMut> hmpi_core::datatype::BufferMut for Dense<B> {
@@ -597,6 +600,9 @@ impl<B: ?Sized + BufferMut> hmpi_core::datatype::BufferMut for Dense<B> {
     }
     fn element_datatype(&self) -> CoreType {
         self.0.as_datatype().core_datatype().clone()
+    }
+    fn element_datatype_ref(&self) -> std::borrow::Cow<'static, CoreType> {
+        self.0.as_datatype().core_datatype().to_static()
     }
 }
 
@@ -679,6 +685,12 @@ impl<B: ?Sized + Buffer> hmpi_core::datatype::Buffer for SendBuf<'_, B> {
             SendBuf::Packed(_) => u8::equivalent_datatype().0.clone(),
         }
     }
+    fn element_datatype_ref(&self) -> std::borrow::Cow<'static, CoreType> {
+        match self {
+            SendBuf::Dense(d) => d.element_datatype_ref(),
+            SendBuf::Packed(_) => u8::equivalent_datatype().0.to_static(),
+        }
+    }
 }
 
 /// A receive buffer as hmpi-core's blocking operations take it: the
@@ -757,6 +769,12 @@ impl<B: ?Sized + BufferMut> hmpi_core::datatype::BufferMut for RecvBuf<'_, B> {
         match self {
             RecvBuf::Dense(d) => d.element_datatype(),
             RecvBuf::Staged(..) => u8::equivalent_datatype().0.clone(),
+        }
+    }
+    fn element_datatype_ref(&self) -> std::borrow::Cow<'static, CoreType> {
+        match self {
+            RecvBuf::Dense(d) => d.element_datatype_ref(),
+            RecvBuf::Staged(..) => u8::equivalent_datatype().0.to_static(),
         }
     }
 }

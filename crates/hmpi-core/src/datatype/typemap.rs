@@ -465,6 +465,18 @@ impl Datatype {
         self.0.predefined
     }
 
+    /// This datatype without a reference count of its own: borrowed from
+    /// the process's table when it is predefined (every predefined
+    /// datatype is a clone of that table's entry), cloned otherwise. For
+    /// buffers that implement [`Buffer::element_datatype_ref`](super::Buffer::element_datatype_ref)
+    /// over a datatype they hold.
+    pub fn to_static(&self) -> std::borrow::Cow<'static, Datatype> {
+        match self.0.predefined {
+            Some(b) => std::borrow::Cow::Borrowed(Datatype::basic_static(b)),
+            None => std::borrow::Cow::Owned(self.clone()),
+        }
+    }
+
     /// The handle under which a foreign interface (the C library) knows
     /// this type, if it registered one with [`Datatype::with_handle`].
     pub fn handle(&self) -> Option<usize> {
