@@ -643,6 +643,39 @@ unsafe fn scan_typed<S: ?Sized + Buffer, R: ?Sized + BufferMut>(
     }
 }
 
+/// `MPI_Iscan` (`exclusive` false) and `MPI_Iexscan` (true): on a
+/// spanning communicator through its progress thread, else on the node.
+fn immediate_scan_in<'s, S, R>(
+    comm: &SimpleCommunicator,
+    scope: &'s Scope<'s, '_>,
+    sendbuf: &'s S,
+    recvbuf: &'s mut R,
+    op: Operation,
+    exclusive: bool,
+) -> Result<CollectiveRequest<'s>>
+where
+    S: ?Sized + Buffer,
+    R: ?Sized + BufferMut,
+{
+    #[cfg(feature = "mpi")]
+    if let Some(s) = comm.spanning() {
+        // SAFETY: the buffers are borrowed for the scope, which completes
+        // the request (the progress thread is then done with them) before
+        // they are released.
+        let (r, mut out) = unsafe {
+            (
+                lent_reduction(sendbuf, op),
+                span::Lent::new_mut(recvbuf.as_bytes_mut()),
+            )
+        };
+        let job = move |c: &SpanComm| r.with(|r| span::scan(c, r, exclusive, out.bytes_mut()));
+        return in_scope(scope, span::start(comm, s, job));
+    }
+    // SAFETY: as in `immediate_all_reduce_into`.
+    let r = unsafe { scan_typed(comm, sendbuf, recvbuf, op, exclusive, Mode::Start) };
+    in_scope(scope, r)
+}
+
 /// A started collective, kept in `scope`.
 pub(super) fn in_scope<'s>(scope: &'s Scope<'s, '_>, r: Started) -> Result<CollectiveRequest<'s>> {
     match r? {
@@ -981,32 +1014,7 @@ pub trait ImmediateCollectives: Communicator {
         R: ?Sized + BufferMut,
         O: Into<Operation>,
     {
-        #[cfg(feature = "mpi")]
-        if let Some(s) = self.as_simple().spanning() {
-            // SAFETY: the buffers are borrowed for the scope, which
-            // completes the request (the progress thread is then done with
-            // them) before they are released.
-            let (r, mut out) = unsafe {
-                (
-                    lent_reduction(sendbuf, op.into()),
-                    span::Lent::new_mut(recvbuf.as_bytes_mut()),
-                )
-            };
-            let job = move |c: &SpanComm| r.with(|r| span::scan(c, r, false, out.bytes_mut()));
-            return in_scope(scope, span::start(self.as_simple(), s, job));
-        }
-        // SAFETY: as in `immediate_all_reduce_into`.
-        let r = unsafe {
-            scan_typed(
-                self.as_simple(),
-                sendbuf,
-                recvbuf,
-                op.into(),
-                false,
-                Mode::Start,
-            )
-        };
-        in_scope(scope, r)
+        immediate_scan_in(self.as_simple(), scope, sendbuf, recvbuf, op.into(), false)
     }
 
     /// `MPI_Iexscan`.
@@ -1022,32 +1030,7 @@ pub trait ImmediateCollectives: Communicator {
         R: ?Sized + BufferMut,
         O: Into<Operation>,
     {
-        #[cfg(feature = "mpi")]
-        if let Some(s) = self.as_simple().spanning() {
-            // SAFETY: the buffers are borrowed for the scope, which
-            // completes the request (the progress thread is then done with
-            // them) before they are released.
-            let (r, mut out) = unsafe {
-                (
-                    lent_reduction(sendbuf, op.into()),
-                    span::Lent::new_mut(recvbuf.as_bytes_mut()),
-                )
-            };
-            let job = move |c: &SpanComm| r.with(|r| span::scan(c, r, true, out.bytes_mut()));
-            return in_scope(scope, span::start(self.as_simple(), s, job));
-        }
-        // SAFETY: as in `immediate_all_reduce_into`.
-        let r = unsafe {
-            scan_typed(
-                self.as_simple(),
-                sendbuf,
-                recvbuf,
-                op.into(),
-                true,
-                Mode::Start,
-            )
-        };
-        in_scope(scope, r)
+        immediate_scan_in(self.as_simple(), scope, sendbuf, recvbuf, op.into(), true)
     }
 
     /// `MPI_Iallgatherv`
