@@ -230,7 +230,8 @@ impl Shared {
         unbind();
         // Relaxed: a hint for `Pool::copy`, which reads 0 (no sharing)
         // until the agent has widened its affinity.
-        self.cpus.store(runnable_cpus(), Ordering::Relaxed);
+        self.cpus
+            .store(shmheap::load::thread_cpus(), Ordering::Relaxed);
         // Relaxed: only compared with later values of the same word.
         let mut seen = self.generation.load(Ordering::Relaxed);
         loop {
@@ -297,49 +298,6 @@ fn unbind() {
     }
 }
 
-/// How long a reading of the machine's run queue stands (see
-/// [`runnable_now`]).
-const RUNNABLE_EVERY: Duration = Duration::from_millis(10);
-
-/// The machine's runnable threads (the fourth field of `/proc/loadavg`,
-/// `running/total`), read at most every [`RUNNABLE_EVERY`] by one thread
-/// at a time; `usize::MAX` (no CPU counted free) if it cannot be read.
-fn runnable_now() -> usize {
-    use std::sync::Mutex;
-    static LAST: Mutex<Option<(Instant, usize)>> = Mutex::new(None);
-    let Ok(mut last) = LAST.try_lock() else {
-        // Another thread is reading it: count no CPU free this time.
-        return usize::MAX;
-    };
-    if let Some((at, n)) = *last {
-        if at.elapsed() < RUNNABLE_EVERY {
-            return n;
-        }
-    }
-    let n = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| {
-            let field = s.split_whitespace().nth(3)?;
-            field.split('/').next()?.parse::<usize>().ok()
-        })
-        .unwrap_or(usize::MAX);
-    *last = Some((Instant::now(), n));
-    n
-}
-
-/// The CPUs the calling thread may run on (1 if the kernel cannot say).
-fn runnable_cpus() -> usize {
-    // SAFETY: a zeroed `cpu_set_t` is a valid empty set, filled by
-    // `sched_getaffinity` for this thread (pid 0) with the size given.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return 1;
-        }
-        (libc::CPU_COUNT(&set) as usize).max(1)
-    }
-}
-
 /// A pool of copy agents. [`pool`] is the process's; tests and tools may
 /// make their own (its agents stop when it is dropped).
 #[derive(Debug)]
@@ -393,7 +351,7 @@ impl Pool {
     /// Whether a CPU is likely free for an agent (see [`Config::when_free`]):
     /// some rank of the node is asleep in the runtime leaving fewer awake
     /// ranks than the CPUs the agents may use, and the machine's run queue
-    /// (`/proc/loadavg`, read at most every [`RUNNABLE_EVERY`], this
+    /// (`/proc/loadavg`, read at most every [`shmheap::load::RUNNABLE_EVERY`], this
     /// process's agents not counted) has fewer runnable threads than those
     /// CPUs: other programs' threads take cores too.
     fn cpu_free(&self) -> bool {
@@ -402,7 +360,7 @@ impl Pool {
         if shmheap::segment::free_cpus(cpus) == 0 {
             return false;
         }
-        runnable_now().saturating_sub(self.config.agents) < cpus
+        shmheap::load::runnable_threads().saturating_sub(self.config.agents) < cpus
     }
 
     /// Copies `len` bytes from `src` to `dst`, with the agents' help when

@@ -20,6 +20,7 @@ mod diag;
 pub mod env;
 pub mod error;
 mod heap;
+pub mod load;
 pub mod segment;
 pub mod size_class;
 pub mod sync;

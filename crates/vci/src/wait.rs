@@ -71,8 +71,12 @@ impl VciShared {
                 sweep();
                 crate::idle::run();
                 // The clock is read now and then, not on every attempt.
+                // With more runnable threads than CPUs the spinning ends
+                // at once: the thread we wait for may need this CPU (see
+                // docs/performance.md, "Waiting").
                 let now = Instant::now();
-                yielding = now >= *spin_until.get_or_insert(now + SPIN);
+                yielding =
+                    now >= *spin_until.get_or_insert(now + SPIN) || shmheap::load::oversubscribed();
             } else if empty > HOT {
                 std::hint::spin_loop();
             }
