@@ -906,6 +906,35 @@ impl Coll {
         phase.ptr2.load(Ordering::Relaxed) as usize
     }
 
+    /// The all-gather half of a sliced allreduce of `count` elements of
+    /// `es` bytes in epoch `e`: says that this member's slice of its
+    /// result `res` is written (`mid`), then copies every other member's
+    /// slice from that member's result (its second address) into `res` as
+    /// soon as that member says the same.
+    ///
+    /// `mid` is one word for every epoch: published in epoch order (as
+    /// `done` is), or a later allreduce's middle step would pass for this
+    /// one's, and this one's would then move the word back under that
+    /// one's readers. So the collectives this member started before are
+    /// finished first (its end would wait for them anyway).
+    async fn share_slices(&self, e: u32, count: usize, es: usize, res: usize) {
+        LocalUntil {
+            word: &self.finished,
+            e: e.wrapping_sub(1) & EPOCHS,
+        }
+        .await;
+        self.block.slot(self.rank).progress.mid.publish(e);
+        for r in self.others() {
+            until(&self.block.slot(r).progress.mid, e).await;
+            let (lo, hi) = slice_of(count, es, self.size, r);
+            let theirs = self.second_of(r, e);
+            // SAFETY: member `r` finished its slice of its result (`mid`)
+            // and keeps it until we are done; `res` holds `count * es`
+            // bytes, this member's own, which nobody else writes.
+            unsafe { std::ptr::copy_nonoverlapping(at(theirs + lo), at(res + lo), hi - lo) };
+        }
+    }
+
     /// Waits until every other member is done with epoch `e`.
     async fn all_done(&self, e: u32) {
         for r in self.others() {
@@ -1547,28 +1576,7 @@ impl Coll {
                 unsafe { combine_into(self.size, inputs, lo, hi, target + lo, op) };
             }
             if root.is_none() {
-                // `mid` is one word for every epoch: published in epoch
-                // order (as `done` is), or a later allreduce's middle step
-                // would pass for this one's, and this one's would then
-                // move the word back under that one's readers. So the
-                // collectives this member started before are finished
-                // first (its end would wait for them anyway).
-                LocalUntil {
-                    word: &self.finished,
-                    e: e.wrapping_sub(1) & EPOCHS,
-                }
-                .await;
-                self.block.slot(self.rank).progress.mid.publish(e);
-                for r in self.others() {
-                    until(&self.block.slot(r).progress.mid, e).await;
-                    let (lo, hi) = slice_of(count, es, self.size, r);
-                    let theirs = self.second_of(r, e);
-                    // SAFETY: member `r` finished its slice of its result
-                    // (`mid`) and keeps it until we are done.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(at(theirs + lo), at(res + lo), hi - lo)
-                    };
-                }
+                self.share_slices(e, count, es, res).await;
             }
             self.finish(e).await;
             self.all_done(e).await;
@@ -1658,21 +1666,7 @@ impl Coll {
                 )
             };
             let failed = bad.or(middle(part, out).err());
-            // As in `ireduce`: `mid` is published in epoch order.
-            LocalUntil {
-                word: &self.finished,
-                e: e.wrapping_sub(1) & EPOCHS,
-            }
-            .await;
-            self.block.slot(self.rank).progress.mid.publish(e);
-            for r in self.others() {
-                until(&self.block.slot(r).progress.mid, e).await;
-                let (lo, hi) = slice_of(count, es, self.size, r);
-                let theirs = self.second_of(r, e);
-                // SAFETY: member `r` finished its slice of its result
-                // (`mid`) and keeps it until we are done.
-                unsafe { std::ptr::copy_nonoverlapping(at(theirs + lo), at(res + lo), hi - lo) };
-            }
+            self.share_slices(e, count, es, res).await;
             self.finish(e).await;
             self.all_done(e).await;
             if res != recv {
