@@ -464,13 +464,9 @@ impl SpanningCommunicator {
         let to = match self.route(dest, false)? {
             Route::Local(l) => l,
             Route::Remote(r) => {
-                // SAFETY: `block.ptr` holds `block.len` initialised bytes
-                // (the caller owns the block; its length is within its
-                // layout), and the block stays allocated until the send
+                // SAFETY: the block stays allocated until the send
                 // completes (`finish_gives` frees it then).
-                let bytes = unsafe { std::slice::from_raw_parts(block.ptr.as_ptr(), block.len) };
-                // SAFETY: as above: `bytes` outlives the request.
-                let req = unsafe { self.inner.remote.isend(bytes, r, tag, false) }?;
+                let req = unsafe { self.isend_block(&block, r, tag) }?;
                 gives().push((req, block));
                 finish_gives(false)?;
                 return Ok(());
@@ -572,12 +568,9 @@ impl SpanningCommunicator {
         let to = match self.route(dest, false)? {
             Route::Local(l) => l,
             Route::Remote(r) => {
-                // SAFETY: `block.ptr` holds `block.len` initialised bytes,
-                // and the block stays allocated (in the request's state)
-                // until the send completes.
-                let bytes = unsafe { std::slice::from_raw_parts(block.ptr.as_ptr(), block.len) };
-                // SAFETY: as above: `bytes` outlives the request.
-                let req = unsafe { self.inner.remote.isend(bytes, r, tag, false) }?;
+                // SAFETY: the block stays allocated (in the request's
+                // state) until the send completes.
+                let req = unsafe { self.isend_block(&block, r, tag) }?;
                 return Ok(self.request(State::Give(req, block)));
             }
             _ => PROC_NULL,
@@ -651,6 +644,26 @@ impl SpanningCommunicator {
 
     fn queue(&self) -> MutexGuard<'_, VecDeque<Arc<Mutex<Waiting>>>> {
         self.inner.queue()
+    }
+
+    /// Starts the MPI send of a given block's bytes to `remote` (a give
+    /// to another node: the bytes travel, the block is freed after).
+    ///
+    /// # Safety
+    /// `block` is a block of the global allocator holding `block.len`
+    /// initialised bytes (a given block, owned by the caller), and it stays
+    /// allocated and unchanged until the returned request completes.
+    unsafe fn isend_block(
+        &self,
+        block: &raw::OwnedBlock,
+        remote: i32,
+        tag: i32,
+    ) -> Result<RawRequest> {
+        // SAFETY: `block.ptr` holds `block.len` initialised bytes (the
+        // caller's contract; a given block's length is within its layout).
+        let bytes = unsafe { std::slice::from_raw_parts(block.ptr.as_ptr(), block.len) };
+        // SAFETY: `bytes` outlives the request (the caller's contract).
+        unsafe { self.inner.remote.isend(bytes, remote, tag, false) }
     }
 
     fn request<'a>(&self, state: State<'a>) -> SpanRequest<'a> {
