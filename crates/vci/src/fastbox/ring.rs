@@ -289,6 +289,21 @@ impl FbPair {
         &self.slots[(seq % FB_SLOTS as u64) as usize]
     }
 
+    /// Whether the sender may write slots up to number `last`: the
+    /// receiver has consumed the previous tenant of each (as last read,
+    /// or read again now when that is not enough).
+    #[inline(always)]
+    fn credit_for(&self, lane: &mut LaneState, last: u64) -> bool {
+        if last > lane.credit + FB_SLOTS as u64 {
+            // SYNC POINT: Acquire pairs with the receiver's Release store
+            // in `consumed`: its reads of the slots' previous tenants are
+            // done before we overwrite them.
+            lane.credit = self.consumed.0.load(Ordering::Acquire);
+            return last <= lane.credit + FB_SLOTS as u64;
+        }
+        true
+    }
+
     /// Writes message `lane.next` — header `head`, then `data` (a payload
     /// of at most [`FB_PAYLOAD`] bytes, or an owned record) — into its slot
     /// if the receiver has consumed the slot's previous tenant; returns
@@ -297,14 +312,8 @@ impl FbPair {
     #[inline(always)]
     pub(crate) fn try_send(&self, lane: &mut LaneState, head: FbHead, data: SlotData<'_>) -> bool {
         let seq = lane.next;
-        if seq > lane.credit + FB_SLOTS as u64 {
-            // SYNC POINT: Acquire pairs with the receiver's Release store in
-            // `consumed`: its reads of the slot's previous tenant are done
-            // before we overwrite the slot.
-            lane.credit = self.consumed.0.load(Ordering::Acquire);
-            if seq > lane.credit + FB_SLOTS as u64 {
-                return false;
-            }
+        if !self.credit_for(lane, seq) {
+            return false;
         }
         let slot = self.slot(seq);
         // SAFETY: we hold the lane lock (the only writer for this pair) and
@@ -385,13 +394,8 @@ impl FbPair {
         }
         let seq = lane.next;
         let last = seq + span(n) - 1;
-        if last > lane.credit + FB_SLOTS as u64 {
-            // SYNC POINT: Acquire, as in `try_send`: the receiver is done
-            // with the previous tenants of every slot up to `last`.
-            lane.credit = self.consumed.0.load(Ordering::Acquire);
-            if last > lane.credit + FB_SLOTS as u64 {
-                return false;
-            }
+        if !self.credit_for(lane, last) {
+            return false;
         }
         let slot = self.slot(seq);
         // SAFETY: as in `try_send`, for each of the slots `seq..=last` (we
