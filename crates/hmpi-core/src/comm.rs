@@ -1110,11 +1110,16 @@ pub trait Communicator {
         c.inner.group.size()
     }
 
-    /// The communicator's group (`MPI_Comm_group`). A group names world
-    /// ranks of one node's heap: for a communicator spanning nodes it is
-    /// its node part's.
+    /// The communicator's group (`MPI_Comm_group`): its members by world
+    /// rank (MPI's world rank under an MPI launcher, see
+    /// [`crate::group`]).
     fn group(&self) -> Group {
-        self.as_simple().inner.group.clone()
+        let c = self.as_simple();
+        #[cfg(feature = "mpi")]
+        if let Some(s) = &c.span {
+            return s.group();
+        }
+        crate::group::shown(&c.inner.group)
     }
 
     /// The process of rank `rank` (checked when used: a bad rank is
@@ -1147,17 +1152,17 @@ pub trait Communicator {
     /// (`MPI_Comm_dup`). Collective.
     fn duplicate(&self) -> Result<SimpleCommunicator> {
         let c = self.as_simple();
-        #[cfg(feature = "mpi")]
-        if let Some(s) = &c.span {
-            let d = SimpleCommunicator::spanning_nodes(s.duplicate()?);
-            d.set_info(&c.info())?;
-            return Ok(d);
-        }
         let d = if c.is_inter() {
             crate::intercomm::duplicate(c)?
         } else {
-            let k = c.agree_context_id()?;
-            SimpleCommunicator::new(k, c.inner.group.clone())?
+            #[cfg(feature = "mpi")]
+            if let Some(s) = &c.span {
+                SimpleCommunicator::spanning_nodes(s.duplicate()?)
+            } else {
+                SimpleCommunicator::new(c.agree_context_id()?, c.inner.group.clone())?
+            }
+            #[cfg(not(feature = "mpi"))]
+            SimpleCommunicator::new(c.agree_context_id()?, c.inner.group.clone())?
         };
         // A duplicate keeps the topology and the hints (MPI_Comm_dup).
         if let Some(t) = c.inner.topology.get() {
@@ -1224,29 +1229,21 @@ pub trait Communicator {
     /// split by color would make it.
     fn split_by_subgroup_collective(&self, group: &Group) -> Result<Option<SimpleCommunicator>> {
         let c = self.as_simple();
-        if c.spans_nodes() {
-            return Err(c.no_span_form("a communicator from a group"));
+        #[cfg(feature = "mpi")]
+        if let Some(s) = &c.span {
+            let (color, key) = s.subgroup_split_args(group)?;
+            return self.split(color, key);
         }
+        let group = &crate::group::on_node(group)?;
         if c.is_inter() {
             return crate::intercomm::create(c, group);
         }
-        let me = c.world_rank_of_me();
-        let mut first = None;
-        for &w in group.world_ranks() {
-            match c.world_to_comm().get(w as usize).copied() {
-                Some(r) if r >= 0 => first = Some(first.map_or(r, |f: i32| f.min(r))),
-                _ => {
-                    return Err(Error::Group {
-                        reason: format!("world rank {w} is not in the communicator"),
-                    })
-                }
-            }
-        }
-        // Disjoint groups have distinct lowest members: that member's rank
-        // is the group's color.
-        let pos = group.world_ranks().iter().position(|&w| w == me);
-        let color = pos.and(first).map(|f| f as u32);
-        self.split(color, pos.map_or(0, |p| p as i32))
+        let (color, key) = group.split_args(c.world_rank_of_me(), |w| {
+            usize::try_from(w)
+                .ok()
+                .and_then(|w| c.world_to_comm().get(w).copied())
+        })?;
+        self.split(color, key)
     }
 
     /// Ends the whole job with `code` (`MPI_Abort`; see [`crate::abort`]).

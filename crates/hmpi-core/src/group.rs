@@ -2,7 +2,12 @@
 //!
 //! A group lists world ranks; a process's rank in the group is its
 //! position in that list. Groups are local objects: building one does not
-//! communicate. A communicator's group is [`crate::traits::Communicator::group`];
+//! communicate. Under an MPI launcher (feature `mpi`, see
+//! [`crate::multinode`]) the world spans nodes, and every group the typed
+//! API gives or takes — of a communicator spanning nodes or of a
+//! node-local one — names processes by MPI's world rank, so that groups of
+//! either kind compare and translate; a node-local communicator takes only
+//! groups of its node's processes. A communicator's group is [`crate::traits::Communicator::group`];
 //! [`crate::traits::Communicator::split_by_subgroup_collective`] makes a
 //! communicator of a subgroup.
 //!
@@ -76,7 +81,9 @@ impl Group {
         Group::of(ranks, me)
     }
 
-    fn of(ranks: Vec<i32>, me: i32) -> Group {
+    /// The group of `ranks` seen by world rank `me`, unchecked (the
+    /// caller's ranks are distinct and non-negative).
+    pub(crate) fn of(ranks: Vec<i32>, me: i32) -> Group {
         Group {
             ranks: ranks.into(),
             me,
@@ -212,6 +219,49 @@ impl Group {
         Ok(self.translate_ranks(&[rank], other)?[0])
     }
 
+    /// This group with every world rank (and the caller's) renamed by
+    /// `f`: the same processes named in another space of ranks. `None` if
+    /// `f` has no name for one of them.
+    #[cfg(feature = "mpi")]
+    pub(crate) fn renamed(&self, f: impl Fn(i32) -> Option<i32>) -> Option<Group> {
+        let ranks = self
+            .ranks
+            .iter()
+            .map(|&r| f(r))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Group::of(ranks, f(self.me)?))
+    }
+
+    /// The arguments of the split that makes a communicator of this group
+    /// (`MPI_Comm_create`) from one holding every member: color and key of
+    /// the caller, world rank `me`, where `rank_of` gives a world rank's
+    /// rank in that communicator. Disjoint groups have distinct lowest
+    /// members, so that member's rank is the group's color; a process
+    /// outside the group gets no color. [`Error::Group`] for a member
+    /// outside the communicator.
+    pub(crate) fn split_args(
+        &self,
+        me: i32,
+        rank_of: impl Fn(i32) -> Option<i32>,
+    ) -> Result<(Option<u32>, i32)> {
+        let mut first: Option<i32> = None;
+        for &w in self.ranks.iter() {
+            match rank_of(w) {
+                Some(r) if r >= 0 => first = Some(first.map_or(r, |f| f.min(r))),
+                _ => {
+                    return Err(Error::Group {
+                        reason: format!("world rank {w} is not in the communicator"),
+                    })
+                }
+            }
+        }
+        let pos = self.ranks.iter().position(|&w| w == me);
+        Ok((
+            pos.and(first).map(|f| f as u32),
+            pos.map_or(0, |p| p as i32),
+        ))
+    }
+
     /// How this group compares with `other`.
     pub fn compare(&self, other: &Group) -> GroupRelation {
         if self.ranks == other.ranks {
@@ -224,6 +274,44 @@ impl Group {
             GroupRelation::Unequal
         }
     }
+}
+
+/// A group of the node's engine (world ranks of this node's heap, what a
+/// node-local communicator holds) as the typed API shows it: by MPI's
+/// world rank under an MPI launcher, else itself.
+#[inline]
+pub(crate) fn shown(g: &Group) -> Group {
+    #[cfg(feature = "mpi")]
+    if crate::multinode::launched() {
+        if let Some(j) = g.renamed(crate::multinode::job_rank_of) {
+            return j;
+        }
+    }
+    g.clone()
+}
+
+/// A group the typed API was given, for a node-local communicator: as
+/// the node's engine names its processes (the reverse of [`shown`]).
+/// [`Error::Group`] for a process on another node.
+#[inline]
+pub(crate) fn on_node(g: &Group) -> Result<Group> {
+    #[cfg(feature = "mpi")]
+    if crate::multinode::launched() {
+        return g.renamed(crate::multinode::node_rank_of).ok_or_else(|| {
+            let far = g
+                .world_ranks()
+                .iter()
+                .find(|&&j| crate::multinode::node_rank_of(j).is_none());
+            Error::Group {
+                reason: format!(
+                    "world rank {} is not on this node: a node-local communicator holds only \
+                     its node's processes",
+                    far.copied().unwrap_or(-1)
+                ),
+            }
+        });
+    }
+    Ok(g.clone())
 }
 
 #[cfg(test)]

@@ -518,9 +518,9 @@ impl Communicator for InterCommunicator {
 }
 
 /// The remote group of an intercommunicator ([`Error::Comm`] for an
-/// intracommunicator).
+/// intracommunicator), named as [`crate::group`] says.
 pub fn remote_group(c: &SimpleCommunicator) -> Result<Group> {
-    part(c).map(|p| p.remote.clone())
+    part(c).map(|p| crate::group::shown(&p.remote))
 }
 
 // ------------------------------------------------------------ idup

@@ -1402,6 +1402,8 @@ fn typed_api(universe: &hmpi_core::Universe) {
     typed_immediate(&mixed);
     drop(mixed);
     typed_split(&world);
+    typed_topologies(&world);
+    typed_groups(&world);
     typed_ownership(&world);
     typed_errors(&world);
     world.barrier().unwrap();
@@ -2074,6 +2076,298 @@ fn typed_split(world: &hmpi_core::SimpleCommunicator) {
     world.barrier().unwrap();
 }
 
+/// Process topologies over every node and their neighbourhood
+/// collectives, blocking and nonblocking, against what each neighbour
+/// sent: a periodic ring (where 2 ranks are each other's neighbour twice),
+/// a 2-D grid with `PROC_NULL` edges, its duplicate and a sub-grid, a
+/// distributed graph with blocks of different lengths, a derived
+/// datatype, and a length mismatch reported to the receiver only.
+fn typed_topologies(world: &hmpi_core::SimpleCommunicator) {
+    use hmpi_core::collective::neighbor::{neighbor_alltoallw, Block};
+    use hmpi_core::collective::raw::Mode;
+    use hmpi_core::collective::{NeighborCollectives, PartitionMut};
+    use hmpi_core::datatype::{BasicType, Datatype, UserDatatype};
+    use hmpi_core::topology::{dims_create, TopologyCommunicator, TopologyKind};
+    let (rank, size) = (world.rank(), world.size());
+    let spans = world.spans_nodes();
+
+    // A ring: block 0 from below, block 1 from above.
+    let ring = world
+        .create_cartesian_communicator(&[size], &[true], false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(ring.as_simple().spans_nodes(), spans);
+    assert_eq!((ring.rank(), ring.size()), (rank, size));
+    let (below, above) = ((rank + size - 1) % size, (rank + 1) % size);
+    assert_eq!(ring.shift(0, 1).unwrap(), (Some(below), Some(above)));
+    assert_eq!(ring.rank_to_coordinates(rank).unwrap(), vec![rank]);
+    let mine = [rank, rank * 10];
+    let mut got = [-1; 4];
+    ring.neighbor_all_gather_into(&mine[..], &mut got[..])
+        .unwrap();
+    assert_eq!(
+        got,
+        [below, below * 10, above, above * 10],
+        "ring allgather"
+    );
+    let send = [rank * 100, rank * 100 + 1]; // to below, to above
+    let mut got = [-1; 2];
+    ring.neighbor_all_to_all_into(&send[..], &mut got[..])
+        .unwrap();
+    assert_eq!(got, [below * 100 + 1, above * 100], "ring alltoall");
+
+    // A grid without wrap-around: missing neighbours leave their blocks.
+    let mut dims = [0, 0];
+    dims_create(size, &mut dims).unwrap();
+    let grid = world
+        .create_cartesian_communicator(&dims, &[false, false], false)
+        .unwrap()
+        .unwrap();
+    let me = grid.rank_to_coordinates(grid.rank()).unwrap();
+    let at = |c: [i32; 2]| -> Option<i32> {
+        ((0..dims[0]).contains(&c[0]) && (0..dims[1]).contains(&c[1]))
+            .then(|| grid.coordinates_to_rank(&c).unwrap())
+    };
+    let want: Vec<i64> = [
+        [me[0] - 1, me[1]],
+        [me[0] + 1, me[1]],
+        [me[0], me[1] - 1],
+        [me[0], me[1] + 1],
+    ]
+    .iter()
+    .map(|&c| at(c).map_or(-7, |r| i64::from(r) * 3))
+    .collect();
+    let check_grid = |g: &hmpi_core::topology::CartesianCommunicator| {
+        let mut got = vec![-7i64; 4];
+        g.neighbor_all_gather_into(&(i64::from(g.rank()) * 3), &mut got[..])
+            .unwrap();
+        assert_eq!(got, want, "grid allgather at {me:?}");
+    };
+    check_grid(&grid);
+    let dup = grid.duplicate().unwrap();
+    assert_eq!(dup.topology_kind(), Some(TopologyKind::Cartesian));
+    let dup = hmpi_core::topology::CartesianCommunicator::from_communicator(dup).unwrap();
+    check_grid(&dup);
+    // The rows: one neighbour on each side along the kept dimension.
+    let row = grid.subgroup(&[false, true]).unwrap();
+    assert_eq!(row.size(), dims[1]);
+    let mut got = [-1i32; 2];
+    row.neighbor_all_gather_into(&grid.rank(), &mut got[..])
+        .unwrap();
+    let along = |d: i32| at([me[0], me[1] + d]).unwrap_or(-1);
+    assert_eq!(got, [along(-1), along(1)], "sub-grid allgather");
+
+    // Two nonblocking ones in flight at once, with a blocking one between.
+    let mut g1 = [-1; 4];
+    let mut g2 = [-1; 2];
+    let mut g3 = [-1; 4];
+    hmpi_core::request::scope(|scope| {
+        let r1 = ring
+            .immediate_neighbor_all_gather_into(scope, &mine[..], &mut g1[..])
+            .unwrap();
+        let r2 = ring
+            .immediate_neighbor_all_to_all_into(scope, &send[..], &mut g2[..])
+            .unwrap();
+        ring.neighbor_all_gather_into(&mine[..], &mut g3[..])
+            .unwrap();
+        r2.wait().unwrap();
+        r1.wait().unwrap();
+    });
+    assert_eq!(
+        g1,
+        [below, below * 10, above, above * 10],
+        "immediate allgather"
+    );
+    assert_eq!(g2, [below * 100 + 1, above * 100], "immediate alltoall");
+    assert_eq!(g3, g1, "blocking between immediate ones");
+
+    // A distributed graph: r sends (r + d) % 3 + 1 values to r + 1 and r + 2.
+    let n = size;
+    let outs = [(rank + 1) % n, (rank + 2) % n];
+    let ins = [(rank + n - 1) % n, (rank + n - 2) % n];
+    let graph = world
+        .create_dist_graph_communicator_adjacent(&ins, None, &outs, None, false)
+        .unwrap();
+    let len = |s: i32, d: i32| (s + d) % 3 + 1;
+    let value = |s: i32, d: i32, i: i32| s * 1000 + d * 10 + i;
+    let scounts: Vec<i32> = outs.iter().map(|&d| len(rank, d)).collect();
+    let sdispls = [0, scounts[0]];
+    let sendv: Vec<i32> = outs
+        .iter()
+        .flat_map(|&d| (0..len(rank, d)).map(move |i| value(rank, d, i)))
+        .collect();
+    let rcounts: Vec<i32> = ins.iter().map(|&s| len(s, rank)).collect();
+    let rdispls = [0, rcounts[0]];
+    let mut recvv = vec![-1; (rcounts[0] + rcounts[1]) as usize];
+    {
+        let sp = hmpi_core::collective::Partition::new(&sendv[..], &scounts[..], &sdispls[..]);
+        let mut rp = PartitionMut::new(&mut recvv[..], &rcounts[..], &rdispls[..]);
+        graph
+            .neighbor_all_to_all_varcount_into(&sp, &mut rp)
+            .unwrap();
+    }
+    let wantv: Vec<i32> = ins
+        .iter()
+        .flat_map(|&s| (0..len(s, rank)).map(move |i| value(s, rank, i)))
+        .collect();
+    assert_eq!(recvv, wantv, "graph alltoallv");
+
+    // A derived datatype on both sides (every other i32), on the ring.
+    let int = Datatype::basic(BasicType::I32);
+    let evens: Datatype = UserDatatype::vector(3, 1, 2, &int).unwrap().into();
+    let sendw: Vec<i32> = (0..12).map(|i| rank * 100 + i).collect();
+    let mut recvw = vec![-1i32; 12];
+    let sb = [
+        Block {
+            count: 1,
+            disp: 0,
+            dt: &evens,
+        },
+        Block {
+            count: 1,
+            disp: 24,
+            dt: &evens,
+        },
+    ];
+    // SAFETY: each block (3 ints 8 bytes apart from its displacement)
+    // lies in its 12-element buffer, borrowed for the call.
+    unsafe {
+        neighbor_alltoallw(
+            ring.as_simple(),
+            sendw.as_ptr().cast(),
+            &sb,
+            recvw.as_mut_ptr().cast(),
+            &sb,
+            Mode::Block,
+        )
+        .unwrap();
+    }
+    // Block 0 (even slots 0..6) holds below's block 1 (its slots 6, 8,
+    // 10); block 1 (even slots 6..12) above's block 0 (slots 0, 2, 4).
+    let mut wantw = vec![-1i32; 12];
+    for j in 0..3 {
+        wantw[2 * j] = below * 100 + 6 + 2 * j as i32;
+        wantw[6 + 2 * j] = above * 100 + 2 * j as i32;
+    }
+    assert_eq!(recvw, wantw, "derived datatype");
+
+    // Rank 0 sends one value too many to its upper neighbour: only that
+    // neighbour's call fails, and the ring keeps working after it.
+    let extra = [rank; 3];
+    let mut lens = [1, 1];
+    if rank == 0 {
+        lens[1] = 2;
+    }
+    let sp = hmpi_core::collective::Partition::new(&extra[..], &lens[..], &[0, 1][..]);
+    let mut small = [-1i32; 2];
+    let r = {
+        let mut rp = PartitionMut::new(&mut small[..], &[1, 1][..], &[0, 1][..]);
+        ring.neighbor_all_to_all_varcount_into(&sp, &mut rp)
+    };
+    if size > 1 && rank == 1 {
+        assert!(matches!(r, Err(hmpi_core::Error::Arg { .. })), "{r:?}");
+    } else if size > 1 {
+        r.unwrap();
+    }
+    let mut got = [-1; 4];
+    ring.neighbor_all_gather_into(&mine[..], &mut got[..])
+        .unwrap();
+    assert_eq!(
+        got,
+        [below, below * 10, above, above * 10],
+        "after an error"
+    );
+    // Without a topology: refused on every member alike.
+    assert!(matches!(
+        world.neighbor_all_gather_into(&rank, &mut got[..]),
+        Err(hmpi_core::Error::Topology { .. })
+    ));
+    world.barrier().unwrap();
+}
+
+/// Groups name processes by MPI world rank on every communicator, the
+/// node-local ones included, and make communicators across nodes
+/// (`MPI_Comm_create`), disjoint groups each their own.
+fn typed_groups(world: &hmpi_core::SimpleCommunicator) {
+    use hmpi_core::collective::SystemOperation;
+    use hmpi_core::GroupRelation;
+    let (rank, size) = (world.rank(), world.size());
+    let all = world.group();
+    assert_eq!(all.world_ranks(), &(0..size).collect::<Vec<_>>()[..]);
+    assert_eq!((all.size(), all.rank()), (size, Some(rank)));
+    assert_eq!(
+        world.duplicate().unwrap().group().compare(&all),
+        GroupRelation::Identical
+    );
+    // A part in reverse order: its group lists its members' world ranks.
+    let half = world
+        .split_by_color_with_key(Some((rank % 2) as u32), -rank)
+        .unwrap()
+        .unwrap();
+    let members: Vec<i32> = (0..size).rev().filter(|r| r % 2 == rank % 2).collect();
+    assert_eq!(half.group().world_ranks(), &members[..]);
+    assert_eq!(half.group().rank(), Some(half.rank()));
+    // The node's communicator names the same processes the same way.
+    let node = world.split_shared(0);
+    let node = node.unwrap();
+    let mut on_node = vec![0i32; node.size() as usize];
+    node.all_gather_into(&rank, &mut on_node[..]).unwrap();
+    let ng = node.group();
+    assert_eq!(ng.world_ranks(), &on_node[..], "node group by world rank");
+    assert_eq!(ng.rank(), Some(node.rank()));
+    let ranks: Vec<i32> = (0..ng.size()).collect();
+    let there = ng.translate_ranks(&ranks, &all).unwrap();
+    assert_eq!(there, on_node.iter().map(|&r| Some(r)).collect::<Vec<_>>());
+    assert_eq!(ng.intersection(&all).compare(&ng), GroupRelation::Identical);
+    // A communicator of a subgroup of the node's group, made on the node.
+    let first = ng.incl(&[0]).unwrap();
+    let solo = node.split_by_subgroup_collective(&first).unwrap();
+    assert_eq!(solo.is_some(), node.rank() == 0);
+    if let Some(c) = solo {
+        assert_eq!((c.size(), c.group().world_ranks()), (1, &on_node[..1]));
+    }
+    // A process of another node is refused there, on every member alike.
+    if let Some(far) = (0..size).find(|r| !on_node.contains(r)) {
+        let g = all.incl(&[far]).unwrap();
+        assert!(matches!(
+            node.split_by_subgroup_collective(&g),
+            Err(hmpi_core::Error::Group { .. })
+        ));
+    }
+    // The world's even ranks, last first: a communicator across nodes in
+    // the group's order; the others get none.
+    let evens: Vec<i32> = (0..size).filter(|r| r % 2 == 0).rev().collect();
+    let g = all.incl(&evens).unwrap();
+    let c = world.split_by_subgroup_collective(&g).unwrap();
+    assert_eq!(c.is_some(), rank % 2 == 0);
+    if let Some(c) = &c {
+        assert_eq!(c.size() as usize, evens.len());
+        assert_eq!(evens[c.rank() as usize], rank);
+        assert_eq!(c.group().world_ranks(), &evens[..]);
+        let mut sum = 0i32;
+        c.all_reduce_into(&rank, &mut sum, SystemOperation::sum())
+            .unwrap();
+        assert_eq!(sum, evens.iter().sum::<i32>());
+    }
+    // Disjoint groups at once: each side its own communicator.
+    let mine: Vec<i32> = (0..size).filter(|r| r % 2 == rank % 2).collect();
+    let c = world
+        .split_by_subgroup_collective(&all.incl(&mine).unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!(c.group().world_ranks(), &mine[..]);
+    let mut got = vec![0i32; mine.len()];
+    c.all_gather_into(&rank, &mut got[..]).unwrap();
+    assert_eq!(got, mine);
+    // A rank outside the communicator is refused.
+    let outside = hmpi_core::Group::from_world_ranks(vec![size + 3], rank).unwrap();
+    assert!(matches!(
+        world.split_by_subgroup_collective(&outside),
+        Err(hmpi_core::Error::Group { .. })
+    ));
+    world.barrier().unwrap();
+}
+
 fn typed_errors(world: &hmpi_core::SimpleCommunicator) {
     let size = world.size();
     assert!(matches!(
@@ -2087,7 +2381,6 @@ fn typed_errors(world: &hmpi_core::SimpleCommunicator) {
     // The raw tier (but for its blocking give and take) and the layers
     // without a spanning form refuse it.
     assert!(hmpi_core::raw::send(world, b"x", 0, 0).is_err());
-    assert!(world.split_by_subgroup_collective(&world.group()).is_err());
     // Pieces that do not fit the buffers are errors, not panics.
     let mut small = [0u32; 1];
     assert!(world

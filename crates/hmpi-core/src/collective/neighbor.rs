@@ -182,8 +182,7 @@ impl Landing {
             if s == PROC_NULL {
                 continue;
             }
-            let (count, disp, dt) = &self.blocks[m];
-            let want = dt.packed_size(*count)?;
+            let want = self.len(m)?;
             let entry = (tables[s as usize] as usize + 16 * nb.pairing[m]) as *const u64;
             // SAFETY: the source's table has an entry per send block, and
             // `pairing[m]` is one of them (the topology's).
@@ -198,22 +197,108 @@ impl Landing {
                 continue;
             }
             if len == 0 {
+                // An empty block's address may be null.
                 continue;
             }
-            let dst = (self.recv as *mut u8).wrapping_offset(*disp);
             // SAFETY: the source's block holds `len` bytes until the
-            // barrier; the receive block holds `count` elements (caller).
-            unsafe {
-                let src = std::slice::from_raw_parts(addr as *const u8, len);
-                match dt.dense_offset() {
-                    Some(off) => std::ptr::copy(src.as_ptr(), dst.wrapping_offset(off), len),
-                    None => {
-                        dt.unpack_raw(src, dst, *count)?;
-                    }
+            // barrier; the receive buffer holds block `m` (caller).
+            unsafe { self.put(m, std::slice::from_raw_parts(addr as *const u8, len))? };
+        }
+        bad.map_or(Ok(()), Err)
+    }
+
+    /// The packed length of receive block `m`.
+    fn len(&self, m: usize) -> Result<usize> {
+        let (count, _, dt) = &self.blocks[m];
+        dt.packed_size(*count)
+    }
+
+    /// Writes `src` (the packed bytes of receive block `m`, as long as
+    /// [`Landing::len`] says) into block `m` of the receive buffer.
+    ///
+    /// # Safety
+    /// The receive buffer holds block `m`.
+    unsafe fn put(&self, m: usize, src: &[u8]) -> Result<()> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        let (count, disp, dt) = &self.blocks[m];
+        let dst = (self.recv as *mut u8).wrapping_offset(*disp);
+        // SAFETY: the receive block holds `count` elements (caller), whose
+        // packed bytes `src` is.
+        unsafe {
+            match dt.dense_offset() {
+                Some(off) => std::ptr::copy(src.as_ptr(), dst.wrapping_offset(off), src.len()),
+                None => {
+                    dt.unpack_raw(src, dst, *count)?;
                 }
             }
         }
-        bad.map_or(Ok(()), Err)
+        Ok(())
+    }
+}
+
+/// The send blocks as packed bytes, one vector per block (empty for a
+/// block to `PROC_NULL`): what a neighbourhood collective sends across
+/// nodes.
+///
+/// # Safety
+/// `send` holds every block the arguments describe.
+#[cfg(feature = "mpi")]
+unsafe fn packed(nb: &Neighborhood, send: *const u8, blocks: &[Block<'_>]) -> Result<Vec<Vec<u8>>> {
+    blocks
+        .iter()
+        .zip(&nb.destinations)
+        .map(|(b, &d)| {
+            if d == PROC_NULL {
+                return Ok(Vec::new());
+            }
+            let mut out = vec![0u8; b.dt.packed_size(b.count)?];
+            // SAFETY: the block is readable (caller) and `out` holds its
+            // packed bytes.
+            unsafe {
+                b.dt.pack_raw(send.wrapping_offset(b.disp), b.count, &mut out)?
+            };
+            Ok(out)
+        })
+        .collect()
+}
+
+/// [`neighbor_alltoallw`] on a communicator that spans nodes: each block
+/// is one message to its neighbour on the communicator's duplicate
+/// (`multinode::neighbor`), blocking or on the communicator's progress
+/// thread.
+///
+/// # Safety
+/// As [`neighbor_alltoallw`].
+#[cfg(feature = "mpi")]
+unsafe fn across_nodes(
+    comm: &SimpleCommunicator,
+    s: &crate::multinode::SpanningCommunicator,
+    nb: Neighborhood,
+    send: *const u8,
+    sblocks: &[Block<'_>],
+    landing: Landing,
+    mode: Mode,
+) -> Result<Option<CollRequest>> {
+    // SAFETY: the caller's guarantee for the send blocks.
+    let blocks = unsafe { packed(&nb, send, sblocks)? };
+    let want: Vec<usize> = (0..nb.sources.len())
+        .map(|m| landing.len(m))
+        .collect::<Result<_>>()?;
+    let run = move |c: &crate::multinode::SpanningCommunicator| -> Result<()> {
+        let got =
+            c.neighbor_exchange(&nb.destinations, &blocks, &nb.sources, &nb.pairing, &want)?;
+        for (m, g) in got.iter().enumerate() {
+            // SAFETY: the receive buffer holds every block until the
+            // collective completes (caller); this runs before that.
+            unsafe { landing.put(m, g)? };
+        }
+        Ok(())
+    };
+    match mode {
+        Mode::Block => run(s.neighbor_comm()?).map(|()| None),
+        Mode::Start => crate::multinode::typed::start(comm, s, run),
     }
 }
 
@@ -266,8 +351,6 @@ pub unsafe fn neighbor_alltoallw(
             });
         }
     }
-    // SAFETY: the caller's guarantee for the send blocks.
-    let t = unsafe { table(&nb, send, sblocks)? };
     let landing = Landing {
         recv: recv as usize,
         blocks: rblocks
@@ -275,6 +358,13 @@ pub unsafe fn neighbor_alltoallw(
             .map(|b| (b.count, b.disp, b.dt.clone()))
             .collect(),
     };
+    #[cfg(feature = "mpi")]
+    if let Some(s) = comm.spanning() {
+        // SAFETY: the caller's guarantee.
+        return unsafe { across_nodes(comm, s, nb, send, sblocks, landing, mode) };
+    }
+    // SAFETY: the caller's guarantee for the send blocks.
+    let t = unsafe { table(&nb, send, sblocks)? };
     let Some(c) = comm.coll()? else {
         // One member: every neighbour is this process (or nobody).
         // SAFETY: our own table, alive here; the caller's receive buffer.

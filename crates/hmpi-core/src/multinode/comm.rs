@@ -47,6 +47,8 @@ impl std::fmt::Debug for SpanningCommunicator {
 pub(super) struct Inner {
     pub rank: i32,
     pub size: i32,
+    /// Per member: its MPI world rank (what groups name it by).
+    pub job_of: Vec<i32>,
     /// Per member: its node, numbered within this communicator in the
     /// order of the nodes' lowest ranks.
     pub node_of: Vec<u32>,
@@ -78,6 +80,9 @@ pub(super) struct Inner {
     /// This member's lane: the members with its index on every node, in
     /// node order (made by the first large allreduce that uses it).
     pub lane: OnceLock<RawComm>,
+    /// The duplicate the blocking neighbourhood collectives exchange on
+    /// (made by the first of them).
+    pub neighbors: OnceLock<SpanningCommunicator>,
 }
 
 /// Where a peer is.
@@ -106,8 +111,16 @@ impl SpanningCommunicator {
     fn assemble(local: SimpleCommunicator, remote: RawComm) -> Result<SpanningCommunicator> {
         let layout = super::layout().ok_or(Error::NotInitialized)?;
         let (rank, size) = (remote.rank()?, remote.size()?);
+        // Per member: its node and node-local rank, and its MPI world rank.
         let me = (i64::from(layout.node) << 32) | i64::from(local.rank());
-        let all = remote.allgather_i64(me)?;
+        let mine = [me.to_le_bytes(), i64::from(layout.world_rank).to_le_bytes()].concat();
+        let words: Vec<i64> = remote
+            .allgather_fixed(&mine)?
+            .chunks_exact(8)
+            .map(|w| i64::from_le_bytes(w.try_into().unwrap_or_default()))
+            .collect();
+        let all: Vec<i64> = words.iter().step_by(2).copied().collect();
+        let job_of: Vec<i32> = words.iter().skip(1).step_by(2).map(|&j| j as i32).collect();
         let mut node_ids: Vec<u32> = Vec::new();
         let mut node_of = Vec::with_capacity(all.len());
         let mut node_members: Vec<Vec<i32>> = Vec::new();
@@ -151,6 +164,7 @@ impl SpanningCommunicator {
             inner: Arc::new(Inner {
                 rank,
                 size,
+                job_of,
                 node_of,
                 local_of,
                 local_members,
@@ -165,6 +179,7 @@ impl SpanningCommunicator {
                 queue: Mutex::new(VecDeque::new()),
                 progress: OnceLock::new(),
                 lane: OnceLock::new(),
+                neighbors: OnceLock::new(),
             }),
         })
     }
@@ -233,6 +248,27 @@ impl SpanningCommunicator {
                 "the node-local and MPI splits disagree".into(),
             )),
         }
+    }
+
+    /// The communicator's group (`MPI_Comm_group`): its members by MPI
+    /// world rank.
+    pub fn group(&self) -> crate::Group {
+        let i = &self.inner;
+        crate::Group::of(i.job_of.clone(), i.job_of[i.rank as usize])
+    }
+
+    /// The color and key of the split that makes a communicator of
+    /// `group` (members named by MPI world rank; see
+    /// [`crate::Group`]'s `split_args`).
+    pub(crate) fn subgroup_split_args(&self, group: &crate::Group) -> Result<(Option<u32>, i32)> {
+        let i = &self.inner;
+        let rank_of: std::collections::HashMap<i32, i32> = i
+            .job_of
+            .iter()
+            .enumerate()
+            .map(|(r, &j)| (j, r as i32))
+            .collect();
+        group.split_args(i.job_of[i.rank as usize], |j| rank_of.get(&j).copied())
     }
 
     fn check_rank(&self, rank: i32) -> Result<()> {

@@ -50,6 +50,7 @@ mod coll;
 mod comm;
 mod icoll;
 pub(crate) mod mpi;
+mod neighbor;
 pub(crate) mod typed;
 mod window;
 
@@ -173,6 +174,32 @@ pub(crate) fn typed_world() -> Option<crate::SimpleCommunicator> {
     TYPED_WORLD
         .get()
         .map(|w| crate::SimpleCommunicator::spanning_nodes(w.clone()))
+}
+
+/// Whether the runtime started under an MPI launcher (its typed world
+/// spans nodes); groups then name MPI world ranks ([`crate::group`]).
+#[inline]
+pub(crate) fn launched() -> bool {
+    TYPED_WORLD.get().is_some()
+}
+
+/// MPI's world rank of this node's process of node world rank `w` (as
+/// the node's engine names it).
+pub(crate) fn job_rank_of(w: i32) -> Option<i32> {
+    let t = &TYPED_WORLD.get()?.inner;
+    usize::try_from(w)
+        .ok()
+        .and_then(|w| t.local_members.get(w).copied())
+}
+
+/// The node world rank of MPI world rank `j`; `None` for a process on
+/// another node (or none at all).
+pub(crate) fn node_rank_of(j: i32) -> Option<i32> {
+    let t = &TYPED_WORLD.get()?.inner;
+    usize::try_from(j)
+        .ok()
+        .and_then(|j| t.local_of.get(j).copied())
+        .filter(|&l| l >= 0)
 }
 
 /// The number of nodes (virtual or real) of the job; 1 without an MPI
