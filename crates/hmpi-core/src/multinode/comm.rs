@@ -26,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::raw::{self, Status, ANY_SOURCE, ANY_TAG, PROC_NULL};
 use std::collections::VecDeque;
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// A communicator spanning nodes (see the module docs). Cloning shares it.
@@ -74,6 +75,9 @@ pub(super) struct Inner {
     pub leaders: Option<RawComm>,
     /// Receives waiting for their turn (see the module docs).
     queue: Mutex<VecDeque<Arc<Mutex<Waiting>>>>,
+    /// The queue's length, stored under its lock after each change: lets
+    /// a blocking receive see an empty queue without taking the lock.
+    queued: AtomicUsize,
     /// The progress thread of the nonblocking collectives, started by the
     /// first one.
     pub progress: OnceLock<super::icoll::Progress>,
@@ -177,6 +181,7 @@ impl SpanningCommunicator {
                 remote,
                 leaders,
                 queue: Mutex::new(VecDeque::new()),
+                queued: AtomicUsize::new(0),
                 progress: OnceLock::new(),
                 lane: OnceLock::new(),
                 neighbors: OnceLock::new(),
@@ -325,6 +330,12 @@ impl SpanningCommunicator {
         let tag = self.check_tag(tag, false)?;
         match self.route(dest, false)? {
             Route::Local(l) => raw::send_mode(&self.inner.local, buf, l, tag, sync),
+            // Blocking in MPI unless a serialising lock would be held
+            // meanwhile (then the send is started and tested, letting
+            // other threads call MPI between tests).
+            Route::Remote(r) if super::mpi::thread_multiple() => {
+                self.inner.remote.send(buf, r, tag, sync)
+            }
             Route::Remote(r) => {
                 // SAFETY: the request is completed before `buf`'s borrow
                 // ends (waited for below; an error of the wait leaves
@@ -359,6 +370,24 @@ impl SpanningCommunicator {
     /// for long messages under MPICH), else the least it can be (the
     /// buffer's length + 1).
     pub fn recv(&self, buf: &mut [u8], source: i32, tag: i32) -> Result<Status> {
+        // From another node while no receive waits in the queue: only MPI
+        // can bring the message, so the receive blocks in MPI (`MPI_Recv`
+        // spares the request `MPI_Irecv` and `MPI_Test` allocate and free
+        // per message). Not under a serialising lock, which a thread
+        // blocked in MPI would hold. The queue is checked without being
+        // held: a receive queued meanwhile by another thread is concurrent
+        // with this one, so either may match first.
+        if super::mpi::thread_multiple() && source >= 0 {
+            if let Route::Remote(r) = self.route(source, false)? {
+                let tag = self.check_tag(tag, true)?;
+                // Acquire: pairs with the Release store of a push made
+                // before this call (on this thread, or on another that
+                // synchronised with it), so such a receive is seen.
+                if self.inner.queued.load(Ordering::Acquire) == 0 {
+                    return Ok(remote_status(&self.inner.remote.recv(buf, r, tag)?));
+                }
+            }
+        }
         // SAFETY: the request is waited for before `buf`'s borrow ends.
         let req = unsafe { self.irecv(buf, source, tag) }?;
         req.wait()
@@ -479,7 +508,11 @@ impl SpanningCommunicator {
             tag,
             state: WaitState::Waiting,
         }));
-        self.queue().push_back(Arc::clone(&w));
+        {
+            let mut q = self.queue();
+            q.push_back(Arc::clone(&w));
+            self.inner.queued.store(q.len(), Ordering::Release);
+        }
         let mut req = self.request(State::Queued(w));
         self.inner.progress_queue()?;
         req.take_posted();
@@ -730,6 +763,7 @@ impl Inner {
             let mut w = entry.lock().unwrap_or_else(|p| p.into_inner());
             if !matches!(w.state, WaitState::Waiting) {
                 q.remove(i);
+                self.queued.store(q.len(), Ordering::Release);
                 continue;
             }
             if blocked.iter().any(|&(r, t)| overlaps(r, t, w.route, w.tag)) {
@@ -765,6 +799,7 @@ impl Inner {
             drop(w);
             if done {
                 q.remove(i);
+                self.queued.store(q.len(), Ordering::Release);
             } else {
                 blocked.push((route, tag));
                 i += 1;

@@ -675,7 +675,56 @@ impl RawComm {
         Ok(RawRequest {
             handle: req,
             recv_len: None,
+            send_len: buf.len(),
+            cancelling: false,
         })
+    }
+
+    /// Sends `buf` to `dest` with `tag`, blocking in MPI (`MPI_Send`;
+    /// `sync`: `MPI_Ssend`).
+    pub(crate) fn send(&self, buf: &[u8], dest: i32, tag: i32, sync: bool) -> Result<()> {
+        let n = count(buf.len())?;
+        let (p, h) = (buf.as_ptr().cast(), self.handle);
+        // SAFETY: `buf` holds `n` bytes for the call.
+        let rc = call(|| unsafe {
+            if sync {
+                ffi::MPI_Ssend(p, n, bytes(), dest, tag, h)
+            } else {
+                ffi::MPI_Send(p, n, bytes(), dest, tag, h)
+            }
+        });
+        check(rc, if sync { "Ssend" } else { "Send" })
+    }
+
+    /// Receives into `buf` from `source` with `tag` (`MPI_Recv`),
+    /// blocking in MPI; a longer message completes with `truncated` in
+    /// its status, as [`RawRequest::test`] says.
+    pub(crate) fn recv(&self, buf: &mut [u8], source: i32, tag: i32) -> Result<MpiStatus> {
+        let n = count(buf.len())?;
+        let mut spare = [0u8; 1];
+        let cap = buf.len();
+        let at = recv_ptr(buf, &mut spare);
+        // SAFETY: as in `RawComm::improbe`.
+        let mut st: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        // SAFETY: `at` is writable for `n` bytes; `st` is writable.
+        let rc = call(|| unsafe {
+            ffi::MPI_Recv(
+                at,
+                n,
+                bytes(),
+                mpi_source(source),
+                mpi_tag(tag),
+                self.handle,
+                &mut st,
+            )
+        });
+        if rc != 0 {
+            if is_truncate(rc) {
+                return truncated(&st, cap);
+            }
+            check(rc, "Recv")?;
+        }
+        MpiStatus::from(&st, false)
     }
 
     /// Starts receiving into the `len` bytes at `buf` (`MPI_Irecv`).
@@ -711,6 +760,8 @@ impl RawComm {
         Ok(RawRequest {
             handle: req,
             recv_len: Some(len),
+            send_len: 0,
+            cancelling: false,
         })
     }
 
@@ -1079,6 +1130,11 @@ pub(crate) struct RawRequest {
     handle: ffi::MPI_Request,
     /// A receive's buffer length (`None` for a send).
     recv_len: Option<usize>,
+    /// A send's length: its status's count, without asking MPI.
+    send_len: usize,
+    /// Whether a cancel was asked for: only then does a completed
+    /// request's status say more than a plain completion.
+    cancelling: bool,
 }
 
 // SAFETY: a request handle may be tested from any thread (serialised by
@@ -1106,29 +1162,38 @@ impl RawRequest {
         let rc = call(|| unsafe { ffi::MPI_Test(&mut self.handle, &mut flag, &mut st) });
         if rc != 0 {
             if let Some(cap) = self.recv_len.filter(|_| is_truncate(rc)) {
-                let mut out = MpiStatus::from(&st, false)?;
-                // Open MPI delivered the buffer's worth and counts the
-                // message; MPICH delivered nothing, and its count is the
-                // message's length only when it exceeds the buffer.
-                let told = out.len;
-                out.len = if open_mpi() { cap } else { 0 };
-                out.truncated = Some(told.max(cap + 1) as u64);
-                return Ok(Some(out));
+                return truncated(&st, cap).map(Some);
             }
             check(rc, "Test")?;
         }
         if flag == 0 {
             return Ok(None);
         }
+        // A send's status has nothing to tell but its length, and only a
+        // request asked to cancel can have been cancelled: the common
+        // completions skip those MPI calls (the 8-byte remote message rate
+        // is MPI calls).
         let mut cancelled: c_int = 0;
-        // SAFETY: a status MPI just wrote.
-        unsafe { ffi::MPI_Test_cancelled(&st, &mut cancelled) };
+        if self.cancelling {
+            // SAFETY: a status MPI just wrote.
+            unsafe { ffi::MPI_Test_cancelled(&st, &mut cancelled) };
+        }
+        if self.recv_len.is_none() && cancelled == 0 {
+            return Ok(Some(MpiStatus {
+                source: st.MPI_SOURCE,
+                tag: st.MPI_TAG,
+                len: self.send_len,
+                cancelled: false,
+                truncated: None,
+            }));
+        }
         Ok(Some(MpiStatus::from(&st, cancelled != 0)?))
     }
 
     /// Asks MPI to cancel the request (`MPI_Cancel`); complete it with
     /// [`RawRequest::test`] as usual.
     pub(crate) fn cancel(&mut self) -> Result<()> {
+        self.cancelling = true;
         // SAFETY: a request MPI gave.
         check(
             call(|| unsafe { ffi::MPI_Cancel(&mut self.handle) }),
@@ -1142,6 +1207,18 @@ fn open_mpi() -> bool {
     static OPEN_MPI: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *OPEN_MPI
         .get_or_init(|| ::mpi::environment::library_version().is_ok_and(|v| v.contains("Open MPI")))
+}
+
+/// The status of a receive into `cap` bytes whose message was longer
+/// (see [`RawRequest::test`]): Open MPI delivered the buffer's worth and
+/// counts the message; MPICH delivered nothing, and its count is the
+/// message's length only when it exceeds the buffer.
+fn truncated(st: &ffi::MPI_Status, cap: usize) -> Result<MpiStatus> {
+    let mut out = MpiStatus::from(st, false)?;
+    let told = out.len;
+    out.len = if open_mpi() { cap } else { 0 };
+    out.truncated = Some(told.max(cap + 1) as u64);
+    Ok(out)
 }
 
 /// Whether MPI's error code `rc` is of class `MPI_ERR_TRUNCATE`.
