@@ -320,6 +320,17 @@ struct Part {
     extra: u64,
 }
 
+/// [`Error::Comm`] on every member alike for a communicator spanning
+/// nodes: a window here names every member's memory by its address in
+/// this node's heap, which means nothing on another node (windows across
+/// nodes are `multinode::SpanWindow`).
+fn node_local(comm: &SimpleCommunicator) -> Result<()> {
+    if comm.spans_nodes() {
+        return Err(comm.no_span_form("a window of the node's heap (see SpanWindow)"));
+    }
+    Ok(())
+}
+
 fn check_unit(disp_unit: u64) -> Result<()> {
     if disp_unit == 0 {
         return Err(arg("a window's displacement unit must be positive"));
@@ -336,6 +347,7 @@ impl Win {
     /// shared block. Every member takes part even when its own arguments
     /// were bad, so that nobody waits for it; then all fail together.
     fn build(comm: &SimpleCommunicator, part: Result<Part>, flavor: Flavor) -> Result<Win> {
+        node_local(comm)?;
         let comm = comm.duplicate()?;
         let n = comm.size() as u32;
         let me = comm.rank() as u32;
@@ -486,6 +498,7 @@ impl Win {
     /// heap, this member's `size` bytes right after the previous member's
     /// (collective). [`Win::shared_query`] gives every member's part.
     pub fn allocate_shared(comm: &SimpleCommunicator, size: u64, disp_unit: u64) -> Result<Win> {
+        node_local(comm)?;
         let n = comm.size() as usize;
         let ok = check_unit(disp_unit);
         let mut sizes = vec![0u64; 2 * n];
