@@ -9,7 +9,9 @@
 //! large value across nodes at once would wait for each other. The
 //! nonblocking forms (`immediate_give`, `immediate_take` into a
 //! `TakeSlot`) need no such order: every rank starts its give and its take
-//! at once, and a deep value is refused across nodes by them too.
+//! at once, and a deep value is refused across nodes by them too. Then
+//! the collectives by ownership (scatter, gather, all-to-all) on the same
+//! communicator.
 //!
 //! Run: `cargo build --release --examples && target/release/hmpirun -n 4 target/release/examples/give_ring`
 
@@ -122,9 +124,67 @@ fn run() -> hmpi::Result<()> {
             return Err(fail(format!("the Vec<String> from rank {from}: {d:?}")));
         }
     }
+    collectives(&world)?;
     world.barrier()?;
     if me == 0 {
         println!("give_ring: OK ({n} ranks)");
     }
     Ok(())
+}
+
+/// The collectives by ownership on the same communicator: scatter from
+/// the last rank, gather to rank 0 and all-to-all, with values large
+/// enough that MPI sends them by rendezvous between nodes, each element
+/// checked; a value owning further heap blocks is refused on every rank
+/// when the communicator spans nodes.
+fn collectives(world: &hmpi::SimpleCommunicator) -> hmpi::Result<()> {
+    let (me, n) = (world.rank(), world.size());
+    let value = |from: i32, to: i32, len: usize| -> Vec<u64> {
+        (0..len as u64)
+            .map(|i| i ^ ((from as u64) << 40 | (to as u64) << 20))
+            .collect()
+    };
+    for len in [0usize, 5, 300_000] {
+        let root = world.process_at_rank(n - 1);
+        let mine: Vec<u64> = if me == n - 1 {
+            root.scatter_give_root((0..n).map(|r| value(n - 1, r, len)).collect())?
+        } else {
+            root.scatter_take()?
+        };
+        if mine != value(n - 1, me, len) {
+            return Err(fail(format!("scatter of {len} from rank {}", n - 1)));
+        }
+        let root = world.process_at_rank(0);
+        if me == 0 {
+            let all = root.gather_take_root(mine)?;
+            for (r, v) in all.iter().enumerate() {
+                if *v != value(n - 1, r as i32, len) {
+                    return Err(fail(format!("gather of {len}: rank {r}'s value")));
+                }
+            }
+        } else {
+            root.gather_give(mine)?;
+        }
+        let got = all_to_all_give(world, (0..n).map(|r| value(me, r, len)).collect())?;
+        for (r, v) in got.iter().enumerate() {
+            if *v != value(r as i32, me, len) {
+                return Err(fail(format!("all-to-all of {len}: rank {r}'s value")));
+            }
+        }
+    }
+    let deep: Vec<Vec<String>> = (0..n).map(|r| vec![format!("{me}->{r}")]).collect();
+    let spans = (0..n).any(|r| !world.shares_heap_with(r));
+    match all_to_all_give(world, deep) {
+        Err(hmpi::Error::Arg { .. }) if spans => Ok(()),
+        Ok(got)
+            if !spans
+                && got
+                    .iter()
+                    .enumerate()
+                    .all(|(r, v)| *v == [format!("{r}->{me}")]) =>
+        {
+            Ok(())
+        }
+        other => Err(fail(format!("all-to-all of Vec<String>: {other:?}"))),
+    }
 }

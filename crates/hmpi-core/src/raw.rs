@@ -587,11 +587,12 @@ pub fn finished_request(st: Status) -> Result<Request<'static>> {
 /// Gives `block` to `dest` with `tag` in `comm`'s context for `traffic`
 /// (ownership passing), complete at once; on error the block is still
 /// the caller's. On a communicator spanning nodes (feature `mpi`), a
-/// point-to-point give goes through
-/// [`SpanningCommunicator::give`](crate::multinode::SpanningCommunicator::give):
-/// to another node, its bytes are sent and the block freed (its `meta`
-/// words stay here), and the give returns once MPI has sent them (as
-/// `MPI_Send` does: a large message once its take has begun).
+/// give goes through
+/// [`SpanningCommunicator::give`](crate::multinode::SpanningCommunicator::give)
+/// (collective traffic on the communicator's private duplicate): to
+/// another node, its bytes are sent and the block freed (its `meta` words
+/// stay here), and the give returns once MPI has sent them (as `MPI_Send`
+/// does: a large message once its take has begun; see [`give_started`]).
 ///
 /// # Safety
 /// `block` is a block of the global allocator with its layout (or of size
@@ -603,20 +604,67 @@ pub unsafe fn give(
     dest: i32,
     tag: i32,
 ) -> Result<()> {
+    // SAFETY: the caller's guarantee.
+    unsafe { give_in(comm, traffic, block, dest, tag, true) }
+}
+
+/// [`give`] that, to another node (a communicator spanning nodes), returns
+/// once MPI's send of the bytes has started; the block is freed when it
+/// completes, which [`complete_gives`] waits for (and every take and
+/// later give moves on). For collectives whose members all give before
+/// they take, which blocking gives of large values across nodes would
+/// deadlock. On the node it is [`give`].
+///
+/// # Safety
+/// As for [`give`].
+pub unsafe fn give_started(
+    comm: &SimpleCommunicator,
+    traffic: Traffic,
+    block: OwnedBlock,
+    dest: i32,
+    tag: i32,
+) -> Result<()> {
+    // SAFETY: the caller's guarantee.
+    unsafe { give_in(comm, traffic, block, dest, tag, false) }
+}
+
+/// Waits until every give of this process to another node has been sent
+/// (their blocks freed); nothing to do without feature `mpi`.
+pub fn complete_gives() -> Result<()> {
+    #[cfg(feature = "mpi")]
+    crate::multinode::complete_gives()?;
+    Ok(())
+}
+
+/// [`give`], waiting for a give to another node to be sent if `wait`.
+///
+/// # Safety
+/// As for [`give`].
+#[inline(always)]
+unsafe fn give_in(
+    comm: &SimpleCommunicator,
+    traffic: Traffic,
+    block: OwnedBlock,
+    dest: i32,
+    tag: i32,
+    wait: bool,
+) -> Result<()> {
     #[cfg(feature = "mpi")]
     if let Some(s) = comm.spanning() {
-        if !matches!(traffic, Traffic::PointToPoint) {
-            return Err(comm.no_span_form("ownership passing in a collective"));
-        }
+        let (s, tag) = match traffic {
+            Traffic::PointToPoint => (s, tag),
+            Traffic::Internal => (s.internal()?, s.internal_tag(tag)),
+        };
         // SAFETY: the caller's guarantee is the spanning give's.
         unsafe { s.give(block, dest, tag) }?;
         // To another node the give returns once MPI has sent the bytes (as
         // MPI_Send: a large message once its take has begun).
-        if !comm.shares_heap_with(dest) {
+        if wait && !comm.shares_heap_with(dest) {
             crate::multinode::complete_gives()?;
         }
         return Ok(());
     }
+    let _ = wait;
     let tag = check_send_tag(tag)?;
     let to = route(comm, dest)?;
     let ep = endpoint()?;
@@ -648,8 +696,9 @@ pub unsafe fn igive(
 /// `align`) into `out`, where it stays as the engine wrote it; the status
 /// in `status`, in communicator ranks. A receive from `PROC_NULL` is
 /// [`Error::Rank`] (it has no block to give). On a communicator spanning
-/// nodes (feature `mpi`), a point-to-point receive goes through
-/// [`SpanningCommunicator::take`](crate::multinode::SpanningCommunicator::take):
+/// nodes (feature `mpi`), a receive goes through
+/// [`SpanningCommunicator::take`](crate::multinode::SpanningCommunicator::take)
+/// (collective traffic on the communicator's private duplicate):
 /// from another node, a fresh block of the message's length, without
 /// `meta` words (and `ANY_SOURCE` is refused).
 #[inline(always)]
@@ -664,10 +713,15 @@ pub fn recv_owned_into(
 ) -> Result<()> {
     #[cfg(feature = "mpi")]
     if let Some(s) = comm.spanning() {
-        if !matches!(traffic, Traffic::PointToPoint) {
-            return Err(comm.no_span_form("ownership passing in a collective"));
+        let (s, folded) = match traffic {
+            Traffic::PointToPoint => (s, tag),
+            Traffic::Internal => (s.internal()?, s.internal_tag(tag)),
+        };
+        let (block, mut st) = s.take(align, source, folded)?;
+        // The tag the caller asked for, not the duplicate's.
+        if tag != ANY_TAG {
+            st.tag = tag;
         }
-        let (block, st) = s.take(align, source, tag)?;
         *out = Some(block);
         *status = st;
         return Ok(());

@@ -17,6 +17,13 @@
 //! runtime's other internal traffic. Like MPI collectives, every member
 //! calls them in the same order, one at a time per communicator.
 //!
+//! On a communicator spanning nodes (under `mpirun`, feature `mpi` of
+//! `hmpi_core`) they run on its private duplicate: a value given to
+//! another node travels as its bytes (send + free) and is taken into a
+//! fresh block (allocate + receive), as the point-to-point give and take
+//! do; a value that owns further heap blocks is refused there (`Error::Arg`
+//! in its [`crate::GiveError`]).
+//!
 //! # Example
 //! ```
 //! use opi::prelude::*;
@@ -43,7 +50,7 @@
 //! ```
 
 use crate::givable::Givable;
-use crate::p2p::{give_now, take_on};
+use crate::p2p::{give_now, give_started, take_on};
 use hmpi_core::point_to_point::Process;
 use hmpi_core::raw::Traffic;
 use hmpi_core::traits::{Communicator, Destination};
@@ -80,8 +87,16 @@ fn check_root(p: &Process<'_>, what: &str) -> Result<()> {
 
 fn check_not_root(p: &Process<'_>, what: &str) -> Result<()> {
     let c = p.comm();
-    if p.destination_rank() != c.rank() {
-        hmpi_core::raw::route(c, p.destination_rank()).map(drop)
+    let root = p.destination_rank();
+    if root != c.rank() {
+        if (0..c.size()).contains(&root) {
+            Ok(())
+        } else {
+            Err(Error::Rank {
+                rank: root,
+                size: c.size(),
+            })
+        }
     } else {
         Err(Error::Comm {
             reason: format!(
@@ -90,6 +105,23 @@ fn check_not_root(p: &Process<'_>, what: &str) -> Result<()> {
             ),
         })
     }
+}
+
+/// [`Error::Arg`], on every member alike and before anything is given,
+/// when values that own further heap blocks would have to leave the node
+/// (a communicator spanning nodes): a member failing at its first give
+/// to another node would leave the others waiting.
+fn stays_on_node<V: Givable>(c: &SimpleCommunicator, what: &str) -> Result<()> {
+    if V::DEEP && (0..c.size()).any(|r| !c.shares_heap_with(r)) {
+        return Err(Error::Arg {
+            reason: format!(
+                "{what}: {} owns further heap blocks, which cannot leave this node's heap, \
+                 and the communicator spans nodes",
+                std::any::type_name::<V>()
+            ),
+        });
+    }
+    Ok(())
 }
 
 fn count_error(got: usize, size: i32) -> Error {
@@ -116,6 +148,7 @@ impl Scatter for Process<'_> {
     fn scatter_give_root<V: Givable>(&self, values: Vec<V>) -> Result<V> {
         check_root(self, "scatter_give_root")?;
         let c = self.comm();
+        stays_on_node::<V>(c, "scatter")?;
         if values.len() != c.size() as usize {
             return Err(count_error(values.len(), c.size()));
         }
@@ -134,6 +167,7 @@ impl Scatter for Process<'_> {
     fn scatter_take<V: Givable>(&self) -> Result<V> {
         check_not_root(self, "scatter_take")?;
         let c = self.comm();
+        stays_on_node::<V>(c, "scatter")?;
         take_on(c, self.destination_rank(), TAG_SCATTER, Traffic::Internal).map(|(v, _)| v)
     }
 }
@@ -151,6 +185,7 @@ impl Gather for Process<'_> {
     fn gather_give<V: Givable>(&self, v: V) -> Result<()> {
         check_not_root(self, "gather_give")?;
         let c = self.comm();
+        stays_on_node::<V>(c, "gather")?;
         give_now(c, self.destination_rank(), TAG_GATHER, Traffic::Internal, v)?;
         Ok(())
     }
@@ -158,6 +193,7 @@ impl Gather for Process<'_> {
     fn gather_take_root<V: Givable>(&self, mine: V) -> Result<Vec<V>> {
         check_root(self, "gather_take_root")?;
         let c = self.comm();
+        stays_on_node::<V>(c, "gather")?;
         let mut out = Vec::with_capacity(c.size() as usize);
         let mut mine = Some(mine);
         for r in 0..c.size() {
@@ -180,13 +216,19 @@ pub fn all_to_all_give<V: Givable, C: Communicator>(comm: &C, values: Vec<V>) ->
     if values.len() != c.size() as usize {
         return Err(count_error(values.len(), c.size()));
     }
-    // Gives complete at once, so giving everything before taking cannot
+    stays_on_node::<V>(c, "all_to_all_give")?;
+    // Gives on the node complete at once, and to another node (a
+    // communicator spanning nodes) they only start (the bytes leave while
+    // this rank takes), so giving everything before taking cannot
     // deadlock; a rank's value to itself goes through its own queue too,
     // which keeps the order of takes simple.
     for (j, v) in values.into_iter().enumerate() {
-        give_now(c, j as i32, TAG_ALL_TO_ALL, Traffic::Internal, v)?;
+        give_started(c, j as i32, TAG_ALL_TO_ALL, Traffic::Internal, v)?;
     }
-    (0..c.size())
+    let got = (0..c.size())
         .map(|r| take_on(c, r, TAG_ALL_TO_ALL, Traffic::Internal).map(|(v, _)| v))
-        .collect()
+        .collect::<Result<Vec<V>>>();
+    // Even when a take failed: the values given away must leave.
+    hmpi_core::raw::complete_gives()?;
+    got
 }

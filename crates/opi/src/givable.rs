@@ -126,6 +126,11 @@ pub trait Givable: sealed::Sealed + Sized + Send + 'static {
     #[doc(hidden)]
     const ALIGN: usize;
 
+    /// Whether a value owns further heap blocks (its block's `meta` flag
+    /// DEEP): such a value stays on its node.
+    #[doc(hidden)]
+    const DEEP: bool;
+
     /// The value as a block of the global allocator with its metadata,
     /// every heap block it owns moved into the node heap first; on error
     /// the value back.
@@ -175,6 +180,7 @@ fn array_layout<T>(n: usize) -> Layout {
 
 impl<T: Transferable> Givable for Box<T> {
     const ALIGN: usize = align_of::<T>();
+    const DEEP: bool = !T::FLAT;
 
     fn into_block(mut self) -> Result<OwnedBlock, (Self, Error)> {
         if let Err(e) = share_inner(&mut *self) {
@@ -414,6 +420,7 @@ fn vec_into_block<T: Transferable>(v: Vec<T>) -> OwnedBlock {
 
 impl<T: Transferable> Givable for Vec<T> {
     const ALIGN: usize = align_of::<T>();
+    const DEEP: bool = !T::FLAT;
 
     fn into_block(mut self) -> Result<OwnedBlock, (Self, Error)> {
         if !T::FLAT {
@@ -441,6 +448,7 @@ impl<T: Transferable> Givable for Vec<T> {
 
 impl<T: Transferable> Givable for Box<[T]> {
     const ALIGN: usize = align_of::<T>();
+    const DEEP: bool = !T::FLAT;
 
     fn into_block(self) -> Result<OwnedBlock, (Self, Error)> {
         Vec::from(self)
@@ -461,6 +469,7 @@ impl<T: Transferable> Givable for Box<[T]> {
 
 impl Givable for String {
     const ALIGN: usize = 1;
+    const DEEP: bool = false;
 
     fn into_block(self) -> Result<OwnedBlock, (Self, Error)> {
         let n = self.len() as u64;
@@ -503,6 +512,7 @@ impl Givable for String {
 
 impl<T: Transferable> Givable for OpiBuf<T> {
     const ALIGN: usize = align_of::<T>();
+    const DEEP: bool = !T::FLAT;
 
     fn into_block(mut self) -> Result<OwnedBlock, (Self, Error)> {
         if !T::FLAT {

@@ -86,6 +86,23 @@ pub(crate) fn give_now<V: Givable>(
     })
 }
 
+/// [`give_now`] that, to another node, returns once the send has started
+/// ([`raw::give_started`]; [`raw::complete_gives`] waits for it): for
+/// collectives whose members all give before they take.
+pub(crate) fn give_started<V: Givable>(
+    comm: &SimpleCommunicator,
+    dest: i32,
+    tag: i32,
+    traffic: Traffic,
+    v: V,
+) -> std::result::Result<(), GiveError<V>> {
+    give_with(v, |b| {
+        stays_on_heap(comm, &b, dest)?;
+        // SAFETY: as in `give_now`.
+        unsafe { raw::give_started(comm, traffic, b, dest, tag) }
+    })
+}
+
 /// [`Error::Arg`] for a value that owns further heap blocks (flag DEEP)
 /// given to a rank on another node (a communicator spanning nodes): only
 /// its own block's bytes could travel there, not the blocks it points to.

@@ -297,7 +297,7 @@ unsafe fn across_nodes(
         Ok(())
     };
     match mode {
-        Mode::Block => run(s.neighbor_comm()?).map(|()| None),
+        Mode::Block => run(s.internal()?).map(|()| None),
         Mode::Start => crate::multinode::typed::start(comm, s, run),
     }
 }

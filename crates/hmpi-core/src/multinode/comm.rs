@@ -84,9 +84,9 @@ pub(super) struct Inner {
     /// This member's lane: the members with its index on every node, in
     /// node order (made by the first large allreduce that uses it).
     pub lane: OnceLock<RawComm>,
-    /// The duplicate the blocking neighbourhood collectives exchange on
-    /// (made by the first of them).
-    pub neighbors: OnceLock<SpanningCommunicator>,
+    /// The private duplicate for the collective traffic of the layers
+    /// above point-to-point (`SpanningCommunicator::internal`).
+    pub internal: OnceLock<SpanningCommunicator>,
 }
 
 /// Where a peer is.
@@ -184,7 +184,7 @@ impl SpanningCommunicator {
                 queued: AtomicUsize::new(0),
                 progress: OnceLock::new(),
                 lane: OnceLock::new(),
-                neighbors: OnceLock::new(),
+                internal: OnceLock::new(),
             }),
         })
     }
@@ -232,6 +232,37 @@ impl SpanningCommunicator {
         let local = self.inner.local.duplicate()?;
         let remote = self.inner.remote.dup()?;
         Self::assemble(local, remote)
+    }
+
+    /// The communicator's private duplicate for the collective traffic of
+    /// the layers above point-to-point (the blocking neighbourhood
+    /// collectives, opi's collectives by ownership: the raw tier's
+    /// `Traffic::Internal`), made by the first of them — collective, as
+    /// they are — so that their messages never meet the caller's.
+    pub(crate) fn internal(&self) -> Result<&SpanningCommunicator> {
+        if let Some(c) = self.inner.internal.get() {
+            return Ok(c);
+        }
+        let d = self.duplicate()?;
+        // Collectives on one communicator are never concurrent (MPI's
+        // rule), so nobody set it meanwhile; `get_or_init` keeps the
+        // first in any case.
+        Ok(self.inner.internal.get_or_init(|| d))
+    }
+
+    /// `tag` of the layers' collective traffic (`Traffic::Internal`) as a
+    /// tag of the private duplicate ([`SpanningCommunicator::internal`]):
+    /// taken modulo the largest tag + 1, since their tags (opi's lie far
+    /// above the users' range on the node) may exceed what the MPI
+    /// accepts (MPICH: 2^28 - 1). Only these collectives use the
+    /// duplicate, one at a time, each matching its own messages before
+    /// the next starts, so two of them on one tag cannot meet.
+    pub(crate) fn internal_tag(&self, tag: i32) -> i32 {
+        let ub = i64::from(self.inner.tag_ub);
+        if tag <= self.inner.tag_ub || ub < 0 {
+            return tag;
+        }
+        (i64::from(tag) % (ub + 1)) as i32
     }
 
     /// The members of the same `color`, ordered by `key` then rank

@@ -12,8 +12,8 @@
 //! when two processes are neighbours more than once (a periodic
 //! dimension of one or two processes). The messages go on a duplicate of
 //! the communicator, never on the communicator itself, so they cannot
-//! meet the caller's messages: the blocking forms use one made by the
-//! first of them ([`SpanningCommunicator::neighbor_comm`]), the
+//! meet the caller's messages: the blocking forms use the communicator's
+//! private duplicate ([`SpanningCommunicator::internal`]), the
 //! nonblocking forms the duplicate of the communicator's progress thread
 //! ([`super::icoll`]).
 
@@ -22,19 +22,6 @@ use crate::error::{Error, Result};
 use crate::raw::PROC_NULL;
 
 impl SpanningCommunicator {
-    /// The duplicate the blocking neighbourhood collectives exchange on,
-    /// made by the first of them (collective, as they are).
-    pub(crate) fn neighbor_comm(&self) -> Result<&SpanningCommunicator> {
-        if let Some(c) = self.inner.neighbors.get() {
-            return Ok(c);
-        }
-        let d = self.duplicate()?;
-        // Collectives on one communicator are never concurrent (MPI's
-        // rule), so nobody set it meanwhile; `get_or_init` keeps the
-        // first in any case.
-        Ok(self.inner.neighbors.get_or_init(|| d))
-    }
-
     /// One neighbourhood exchange on this communicator: `blocks[k]` to
     /// member `dests[k]`; receive block `m` is the block `pairing[m]` of
     /// member `sources[m]` and must be `want[m]` bytes long. Nothing
