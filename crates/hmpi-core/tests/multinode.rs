@@ -2102,14 +2102,14 @@ fn typed_topologies(world: &hmpi_core::SimpleCommunicator) {
     assert_eq!(ring.shift(0, 1).unwrap(), (Some(below), Some(above)));
     assert_eq!(ring.rank_to_coordinates(rank).unwrap(), vec![rank]);
     let mine = [rank, rank * 10];
-    let mut got = [-1; 4];
-    ring.neighbor_all_gather_into(&mine[..], &mut got[..])
-        .unwrap();
-    assert_eq!(
-        got,
-        [below, below * 10, above, above * 10],
-        "ring allgather"
-    );
+    let from_ring = [below, below * 10, above, above * 10];
+    let check_ring = |what: &str| {
+        let mut got = [-1; 4];
+        ring.neighbor_all_gather_into(&mine[..], &mut got[..])
+            .unwrap();
+        assert_eq!(got, from_ring, "{what}");
+    };
+    check_ring("ring allgather");
     let send = [rank * 100, rank * 100 + 1]; // to below, to above
     let mut got = [-1; 2];
     ring.neighbor_all_to_all_into(&send[..], &mut got[..])
@@ -2173,11 +2173,7 @@ fn typed_topologies(world: &hmpi_core::SimpleCommunicator) {
         r2.wait().unwrap();
         r1.wait().unwrap();
     });
-    assert_eq!(
-        g1,
-        [below, below * 10, above, above * 10],
-        "immediate allgather"
-    );
+    assert_eq!(g1, from_ring, "immediate allgather");
     assert_eq!(g2, [below * 100 + 1, above * 100], "immediate alltoall");
     assert_eq!(g3, g1, "blocking between immediate ones");
 
@@ -2269,14 +2265,7 @@ fn typed_topologies(world: &hmpi_core::SimpleCommunicator) {
     } else if size > 1 {
         r.unwrap();
     }
-    let mut got = [-1; 4];
-    ring.neighbor_all_gather_into(&mine[..], &mut got[..])
-        .unwrap();
-    assert_eq!(
-        got,
-        [below, below * 10, above, above * 10],
-        "after an error"
-    );
+    check_ring("after an error");
     // Without a topology: refused on every member alike.
     assert!(matches!(
         world.neighbor_all_gather_into(&rank, &mut got[..]),

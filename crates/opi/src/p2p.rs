@@ -78,12 +78,7 @@ pub(crate) fn give_now<V: Givable>(
     traffic: Traffic,
     v: V,
 ) -> std::result::Result<(), GiveError<V>> {
-    give_with(v, |b| {
-        stays_on_heap(comm, &b, dest)?;
-        // SAFETY: `give_with` passes the value's own block (of the global
-        // allocator, or of size 0) and gives it up only if this succeeds.
-        unsafe { raw::give(comm, traffic, b, dest, tag) }
-    })
+    give_by(raw::give, comm, dest, tag, traffic, v)
 }
 
 /// [`give_now`] that, to another node, returns once the send has started
@@ -96,10 +91,28 @@ pub(crate) fn give_started<V: Givable>(
     traffic: Traffic,
     v: V,
 ) -> std::result::Result<(), GiveError<V>> {
+    give_by(raw::give_started, comm, dest, tag, traffic, v)
+}
+
+/// The raw tier's blocking gives ([`raw::give`], [`raw::give_started`]).
+type RawGive = unsafe fn(&SimpleCommunicator, Traffic, OwnedBlock, i32, i32) -> Result<()>;
+
+/// `v` given with `give`, checked to stay on the node if it must.
+#[inline(always)]
+fn give_by<V: Givable>(
+    give: RawGive,
+    comm: &SimpleCommunicator,
+    dest: i32,
+    tag: i32,
+    traffic: Traffic,
+    v: V,
+) -> std::result::Result<(), GiveError<V>> {
     give_with(v, |b| {
         stays_on_heap(comm, &b, dest)?;
-        // SAFETY: as in `give_now`.
-        unsafe { raw::give_started(comm, traffic, b, dest, tag) }
+        // SAFETY: `give_with` passes the value's own block (of the global
+        // allocator, or of size 0) and gives it up only if this succeeds;
+        // both gives take such a block.
+        unsafe { give(comm, traffic, b, dest, tag) }
     })
 }
 
