@@ -23,7 +23,8 @@
 //! (solo mode, see `vci::solo`). The locks stay real, though: a waiter on
 //! another VCI may sweep the stream's VCI with a try-lock so that nothing
 //! starves. Other communicators whose context falls on the same VCI
-//! (`context % HMPI_VCIS`) share it, which stays correct but contends.
+//! (`(context / 2) % HMPI_VCIS`) share it, which stays correct but
+//! contends.
 //!
 //! [`StreamComm`] is `Send` but not `Sync`: the type says that one thread
 //! at a time uses it (moving it to another thread is fine). Cloning the

@@ -388,6 +388,7 @@ fn order_rank(u: Universe) {
     let (me, n) = (world.rank(), world.size());
     let comms: Vec<_> = (0..3).map(|_| world.duplicate().unwrap()).collect();
     const M: u32 = 300;
+    let before = received_per_vci();
     if me == 0 {
         let mut next = vec![[0u32; 3]; n as usize];
         let mut buf = [0u8; 12];
@@ -408,6 +409,13 @@ fn order_rank(u: Universe) {
                 raw::send(c, &payload(me, tag, i), 0, tag).unwrap();
             }
         }
+    }
+    if me == 0 {
+        // Consecutive communicators travel on different VCIs (their
+        // point-to-point contexts are 2k: a mapping by `context % n`
+        // would have left the odd VCIs to collectives alone).
+        let used = vcis_used(&before, &received_per_vci());
+        assert_eq!(used, 3.min(vcis()), "VCIs that carried 3 communicators");
     }
     world.barrier().unwrap();
 }

@@ -23,8 +23,9 @@
 //!   picks (envelope or single copy).
 //! * `HMPI_VCIS` (default 1, at most [`crate::slots::MAX_VCIS`]): the number
 //!   of VCIs per rank, the same in every rank. A communicator context
-//!   `c` uses VCI `c % HMPI_VCIS` in every rank, so threads that work on
-//!   different communicators progress in parallel; a context word made by
+//!   `c` uses VCI `(c / 2) % HMPI_VCIS` in every rank (contexts come in
+//!   pairs, `2k` and `2k + 1`, that share a VCI), so threads that work on
+//!   consecutive communicators progress in parallel; a context word made by
 //!   [`crate::endpoint::on_vci`] names its VCI instead (communicator hints
 //!   and streams in hmpi-core).
 //! * `HMPI_SOLO` (default `1`): biases the VCI and lane locks towards the

@@ -9,8 +9,10 @@
 //! peer's VCIs.
 //!
 //! A message travels on the VCI of its context word: context `c` uses VCI
-//! `c % vcis` in both ranks, so matching (per context) stays within one
-//! VCI, and threads working on different communicators take different
+//! `(c / 2) % vcis` in both ranks (contexts come in pairs, a
+//! communicator's point-to-point and internal contexts `2k` and `2k + 1`,
+//! which share a VCI), so matching (per context) stays within one VCI,
+//! and threads working on consecutive communicators take different
 //! locks; a word made by [`on_vci`] names its VCI instead, which spreads
 //! one communicator's traffic (a receive matches only words equal to its
 //! own, so what a message and its receive name must agree); a receive or
@@ -136,7 +138,8 @@ pub const fn status_source(source: i32, context: u32) -> i32 {
 /// The context word of communicator context `context` (at most
 /// [`CONTEXT_MAX`], with the bits of its sending endpoint if
 /// [`from_sender`] gave them) that travels on VCI `v` (`v < vci_count()`, at most
-/// [`crate::slots::MAX_VCIS`] − 1) instead of `context % vci_count()`.
+/// [`crate::slots::MAX_VCIS`] − 1) instead of the one [`Endpoint::vci_of`]
+/// would give `context`.
 ///
 /// The word is what messages carry and receives match, so a send and a
 /// receive meet only if both name the same VCI: the layer that picks `v`
@@ -406,7 +409,11 @@ impl Endpoint {
     }
 
     /// The number of the VCI that carries context word `context`: the VCI
-    /// it names ([`on_vci`]), or else `context % vci_count()`.
+    /// it names ([`on_vci`]), or else `(context / 2) % vci_count()`:
+    /// contexts come in pairs (a communicator's point-to-point and
+    /// internal contexts, `2k` and `2k + 1`) that share a VCI, and
+    /// consecutive pairs take consecutive VCIs. (`context % n` would put
+    /// every communicator's point-to-point traffic on the even VCIs.)
     #[inline]
     pub fn vci_of(&self, context: u32) -> usize {
         match self.vcis.len() {
@@ -415,8 +422,8 @@ impl Endpoint {
             n => match context >> VCI_SHIFT {
                 // A power of two (the usual count) masks: a division costs
                 // tens of cycles on a message path of a few nanoseconds.
-                0 if n.is_power_of_two() => context as usize & (n - 1),
-                0 => context as usize % n,
+                0 if n.is_power_of_two() => (context >> 1) as usize & (n - 1),
+                0 => (context >> 1) as usize % n,
                 // A named VCI is below the count (`on_vci`'s contract): no
                 // division on a stream's or an endpoint's message path.
                 named if (named as usize) <= n => named as usize - 1,

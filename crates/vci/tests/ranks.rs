@@ -2118,7 +2118,7 @@ fn reference(
 
 /// Finds an arrival order that explains the observations (arrival order
 /// keeps each sender's order on each VCI — context `c` travels on VCI
-/// `c % vcis`, and MPI orders nothing across communicators; `explain_*` add
+/// `(c / 2) % vcis`, and MPI orders nothing across communicators; `explain_*` add
 /// what the matching implies, the drains add their order), then replays
 /// the reference matcher on it and requires the very same outcome.
 fn check_against_reference(
@@ -2130,7 +2130,7 @@ fn check_against_reference(
     posted_first: bool,
     vcis: u32,
 ) {
-    let stream = |m: usize| (msgs[m].src, msgs[m].ctx % vcis);
+    let stream = |m: usize| (msgs[m].src, (msgs[m].ctx / 2) % vcis);
     let mut edges: Vec<(usize, usize)> = Vec::new();
     for (k, &a) in incoming.iter().enumerate() {
         if let Some(&b) = incoming[k + 1..].iter().find(|&&b| stream(b) == stream(a)) {
