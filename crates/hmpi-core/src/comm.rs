@@ -356,6 +356,17 @@ impl SimpleCommunicator {
         }
     }
 
+    /// A new intracommunicator over the same members (the spanning one's
+    /// duplicate for a communicator spanning nodes), without the topology
+    /// and hints [`Communicator::duplicate`] copies.
+    fn duplicate_intra(&self) -> Result<SimpleCommunicator> {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = &self.span {
+            return Ok(SimpleCommunicator::spanning_nodes(s.duplicate()?));
+        }
+        SimpleCommunicator::new(self.agree_context_id()?, self.inner.group.clone())
+    }
+
     pub(crate) fn new(id: ContextId, group: Group) -> Result<SimpleCommunicator> {
         let ep = endpoint()?;
         let rank = group.rank().ok_or_else(|| {
@@ -1155,14 +1166,7 @@ pub trait Communicator {
         let d = if c.is_inter() {
             crate::intercomm::duplicate(c)?
         } else {
-            #[cfg(feature = "mpi")]
-            if let Some(s) = &c.span {
-                SimpleCommunicator::spanning_nodes(s.duplicate()?)
-            } else {
-                SimpleCommunicator::new(c.agree_context_id()?, c.inner.group.clone())?
-            }
-            #[cfg(not(feature = "mpi"))]
-            SimpleCommunicator::new(c.agree_context_id()?, c.inner.group.clone())?
+            c.duplicate_intra()?
         };
         // A duplicate keeps the topology and the hints (MPI_Comm_dup).
         if let Some(t) = c.inner.topology.get() {

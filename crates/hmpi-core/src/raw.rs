@@ -651,10 +651,7 @@ unsafe fn give_in(
 ) -> Result<()> {
     #[cfg(feature = "mpi")]
     if let Some(s) = comm.spanning() {
-        let (s, tag) = match traffic {
-            Traffic::PointToPoint => (s, tag),
-            Traffic::Internal => (s.internal()?, s.internal_tag(tag)),
-        };
+        let (s, tag) = s.for_traffic(traffic, tag)?;
         // SAFETY: the caller's guarantee is the spanning give's.
         unsafe { s.give(block, dest, tag) }?;
         // To another node the give returns once MPI has sent the bytes (as
@@ -713,10 +710,7 @@ pub fn recv_owned_into(
 ) -> Result<()> {
     #[cfg(feature = "mpi")]
     if let Some(s) = comm.spanning() {
-        let (s, folded) = match traffic {
-            Traffic::PointToPoint => (s, tag),
-            Traffic::Internal => (s.internal()?, s.internal_tag(tag)),
-        };
+        let (s, folded) = s.for_traffic(traffic, tag)?;
         let (block, mut st) = s.take(align, source, folded)?;
         // The tag the caller asked for, not the duplicate's.
         if tag != ANY_TAG {

@@ -250,6 +250,16 @@ impl SpanningCommunicator {
         Ok(self.inner.internal.get_or_init(|| d))
     }
 
+    /// Where a give or take of `traffic` with `tag` goes: point-to-point
+    /// on this communicator, the layers' collective traffic on its private
+    /// duplicate with the tag folded there ([`Self::internal_tag`]).
+    pub(crate) fn for_traffic(&self, traffic: raw::Traffic, tag: i32) -> Result<(&Self, i32)> {
+        match traffic {
+            raw::Traffic::PointToPoint => Ok((self, tag)),
+            raw::Traffic::Internal => Ok((self.internal()?, self.internal_tag(tag))),
+        }
+    }
+
     /// `tag` of the layers' collective traffic (`Traffic::Internal`) as a
     /// tag of the private duplicate ([`SpanningCommunicator::internal`]):
     /// taken modulo the largest tag + 1, since their tags (opi's lie far

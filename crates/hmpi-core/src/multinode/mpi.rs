@@ -674,8 +674,7 @@ impl RawComm {
         check(rc, "Isend")?;
         Ok(RawRequest {
             handle: req,
-            recv_len: None,
-            send_len: buf.len(),
+            kind: Kind::Send(buf.len()),
             cancelling: false,
         })
     }
@@ -759,8 +758,7 @@ impl RawComm {
         )?;
         Ok(RawRequest {
             handle: req,
-            recv_len: Some(len),
-            send_len: 0,
+            kind: Kind::Recv(len),
             cancelling: false,
         })
     }
@@ -1128,13 +1126,20 @@ impl RawMessage {
 #[derive(Debug)]
 pub(crate) struct RawRequest {
     handle: ffi::MPI_Request,
-    /// A receive's buffer length (`None` for a send).
-    recv_len: Option<usize>,
-    /// A send's length: its status's count, without asking MPI.
-    send_len: usize,
+    /// A send or a receive, with its length.
+    kind: Kind,
     /// Whether a cancel was asked for: only then does a completed
     /// request's status say more than a plain completion.
     cancelling: bool,
+}
+
+/// What a [`RawRequest`] does.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    /// A send of this many bytes: its status's count, without asking MPI.
+    Send(usize),
+    /// A receive into a buffer of this many bytes.
+    Recv(usize),
 }
 
 // SAFETY: a request handle may be tested from any thread (serialised by
@@ -1161,8 +1166,10 @@ impl RawRequest {
         // SAFETY: a request MPI gave; outputs writable.
         let rc = call(|| unsafe { ffi::MPI_Test(&mut self.handle, &mut flag, &mut st) });
         if rc != 0 {
-            if let Some(cap) = self.recv_len.filter(|_| is_truncate(rc)) {
-                return truncated(&st, cap).map(Some);
+            if let Kind::Recv(cap) = self.kind {
+                if is_truncate(rc) {
+                    return truncated(&st, cap).map(Some);
+                }
             }
             check(rc, "Test")?;
         }
@@ -1178,11 +1185,11 @@ impl RawRequest {
             // SAFETY: a status MPI just wrote.
             unsafe { ffi::MPI_Test_cancelled(&st, &mut cancelled) };
         }
-        if self.recv_len.is_none() && cancelled == 0 {
+        if let (Kind::Send(len), 0) = (self.kind, cancelled) {
             return Ok(Some(MpiStatus {
                 source: st.MPI_SOURCE,
                 tag: st.MPI_TAG,
-                len: self.send_len,
+                len,
                 cancelled: false,
                 truncated: None,
             }));
