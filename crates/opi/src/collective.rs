@@ -50,9 +50,9 @@
 //! ```
 
 use crate::givable::Givable;
-use crate::p2p::{give_now, give_started, take_on};
+use crate::p2p::{give_by, give_now, take_on};
 use hmpi_core::point_to_point::Process;
-use hmpi_core::raw::Traffic;
+use hmpi_core::raw::{self, Traffic};
 use hmpi_core::traits::{Communicator, Destination};
 use hmpi_core::{Error, Result, SimpleCommunicator};
 
@@ -223,12 +223,19 @@ pub fn all_to_all_give<V: Givable, C: Communicator>(comm: &C, values: Vec<V>) ->
     // deadlock; a rank's value to itself goes through its own queue too,
     // which keeps the order of takes simple.
     for (j, v) in values.into_iter().enumerate() {
-        give_started(c, j as i32, TAG_ALL_TO_ALL, Traffic::Internal, v)?;
+        give_by(
+            raw::give_started,
+            c,
+            j as i32,
+            TAG_ALL_TO_ALL,
+            Traffic::Internal,
+            v,
+        )?;
     }
     let got = (0..c.size())
         .map(|r| take_on(c, r, TAG_ALL_TO_ALL, Traffic::Internal).map(|(v, _)| v))
         .collect::<Result<Vec<V>>>();
     // Even when a take failed: the values given away must leave.
-    hmpi_core::raw::complete_gives()?;
+    raw::complete_gives()?;
     got
 }

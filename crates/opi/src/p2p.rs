@@ -81,25 +81,16 @@ pub(crate) fn give_now<V: Givable>(
     give_by(raw::give, comm, dest, tag, traffic, v)
 }
 
-/// [`give_now`] that, to another node, returns once the send has started
-/// ([`raw::give_started`]; [`raw::complete_gives`] waits for it): for
-/// collectives whose members all give before they take.
-pub(crate) fn give_started<V: Givable>(
-    comm: &SimpleCommunicator,
-    dest: i32,
-    tag: i32,
-    traffic: Traffic,
-    v: V,
-) -> std::result::Result<(), GiveError<V>> {
-    give_by(raw::give_started, comm, dest, tag, traffic, v)
-}
-
 /// The raw tier's blocking gives ([`raw::give`], [`raw::give_started`]).
-type RawGive = unsafe fn(&SimpleCommunicator, Traffic, OwnedBlock, i32, i32) -> Result<()>;
+pub(crate) type RawGive =
+    unsafe fn(&SimpleCommunicator, Traffic, OwnedBlock, i32, i32) -> Result<()>;
 
-/// `v` given with `give`, checked to stay on the node if it must.
+/// `v` given with `give`, checked to stay on the node if it must: with
+/// [`raw::give_started`], a give to another node returns once its send
+/// has started ([`raw::complete_gives`] waits for it), for collectives
+/// whose members all give before they take.
 #[inline(always)]
-fn give_by<V: Givable>(
+pub(crate) fn give_by<V: Givable>(
     give: RawGive,
     comm: &SimpleCommunicator,
     dest: i32,
