@@ -1197,8 +1197,9 @@ fn windows(world: &SpanningCommunicator) {
     use hmpi_core::window::LockType;
     use multinode::SpanWindow;
     let (rank, size) = (world.rank(), world.size());
-    let n = 2 * size as usize + 4;
+    let n = 2 * size as usize + 6;
     let (acc, fao, ctr) = (2 * size as u64, 2 * size as u64 + 2, 2 * size as u64 + 3);
+    let (cas, repl) = (2 * size as u64 + 4, 2 * size as u64 + 5);
     let win = SpanWindow::<u64>::allocate(world, n).unwrap();
     assert_eq!((win.len(), win.rank(), win.size()), (n, rank, size));
     assert_eq!(win.read_local().unwrap(), vec![0; n]);
@@ -1236,6 +1237,36 @@ fn windows(world: &SpanningCommunicator) {
     let mut olds = world.all_gather(&[old]).unwrap();
     olds.sort_unstable();
     assert_eq!(olds, (0..size as u64).collect::<Vec<_>>());
+    // Compare-and-swap increments from every member on every member (its
+    // own element too): none lost.
+    for t in 0..size {
+        let mut seen = 0u64;
+        loop {
+            let old = win.compare_and_swap(t, seen + 1, seen, cas).unwrap();
+            if old == seen {
+                break;
+            }
+            seen = old;
+        }
+    }
+    // REPLACE into the next member, NO_OP reads back.
+    let next = (rank + 1) % size;
+    win.accumulate(next, &[1000 + rank as u64], repl, Op::replace())
+        .unwrap();
+    win.fence().unwrap();
+    let got = win.read_local().unwrap();
+    assert_eq!(got[cas as usize], size as u64);
+    assert_eq!(got[repl as usize], 1000 + ((rank + size - 1) % size) as u64);
+    assert_eq!(
+        win.fetch_and_op(next, 5, repl, Op::no_op()).unwrap(),
+        1000 + rank as u64
+    );
+    assert_eq!(
+        win.fetch_and_op(next, 7, repl, Op::replace()).unwrap(),
+        1000 + rank as u64
+    );
+    win.fence().unwrap();
+    assert_eq!(win.read_local().unwrap()[repl as usize], 7);
     // Read-modify-writes under an exclusive lock of member 0 (a local
     // origin for some, a remote one for others) lose no increment.
     for _ in 0..5 {
@@ -1288,8 +1319,12 @@ fn windows(world: &SpanningCommunicator) {
         hmpi_core::Error::Rank { .. }
     ));
     assert!(matches!(
-        bad(win.accumulate(last, &[1], 0, Op::replace())),
-        hmpi_core::Error::Op { .. }
+        bad(win.accumulate(last, &[1], 0, Op::max_loc())),
+        hmpi_core::Error::Op { .. } | hmpi_core::Error::Type { .. }
+    ));
+    assert!(matches!(
+        win.compare_and_swap(size, 1, 0, 0),
+        Err(hmpi_core::Error::Rank { .. })
     ));
     assert!(matches!(
         bad(fw.accumulate(last, &[1.0], 0, Op::bitwise_or())),

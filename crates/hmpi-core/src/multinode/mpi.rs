@@ -162,6 +162,54 @@ pub(crate) fn op_of(s: SystemOperation) -> Option<ffi::MPI_Op> {
     }
 }
 
+/// MPI's operation for `s` in a one-sided accumulate: [`op_of`]'s, and
+/// `MPI_REPLACE` and `MPI_NO_OP` too. rsmpi names no handle for those two,
+/// so they are made from their Fortran values (`MPI_Op_f2c`), which each
+/// library fixes in its `mpif.h`: Open MPI's are 13 and 14 (its `MPI_SUM`
+/// is 3), MPICH's `0x5800000d` and `0x5800000e` (its `MPI_SUM` is
+/// `0x58000003`). With a library whose `MPI_SUM` is neither, they are
+/// `None`.
+pub(crate) fn rma_op_of(s: SystemOperation) -> Option<ffi::MPI_Op> {
+    let (replace, no_op) = match s {
+        SystemOperation::Replace | SystemOperation::NoOp => {
+            // SAFETY: a constant handle; c2f reads no memory of ours.
+            match unsafe { ffi::RSMPI_Op_c2f(ffi::RSMPI_SUM) } {
+                3 => (13, 14),
+                0x5800_0003 => (0x5800_000d, 0x5800_000e),
+                _ => return None,
+            }
+        }
+        _ => return op_of(s),
+    };
+    let f = if s == SystemOperation::Replace {
+        replace
+    } else {
+        no_op
+    };
+    // SAFETY: a predefined operation's Fortran value (see above).
+    Some(unsafe { ffi::RSMPI_Op_f2c(f) })
+}
+
+/// A hash of this process's host name (`MPI_Get_processor_name`), to tell
+/// whether the members of a communicator share one machine.
+pub(crate) fn host_hash() -> Result<i64> {
+    let mut buf = vec![0 as std::ffi::c_char; 256];
+    let mut len: c_int = 0;
+    check(
+        // SAFETY: `buf` holds MPI_MAX_PROCESSOR_NAME (at most 256 in both
+        // MPIs) characters; MPI writes at most that many and their length.
+        call(|| unsafe { ffi::MPI_Get_processor_name(buf.as_mut_ptr(), &mut len) }),
+        "Get_processor_name",
+    )?;
+    // FNV-1a: equal names give equal hashes on every member.
+    let h = buf[..len.clamp(0, 256) as usize]
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &c| {
+            (h ^ u64::from(c as u8)).wrapping_mul(0x100_0000_01b3)
+        });
+    Ok(h as i64)
+}
+
 /// Whether MPI was finalized (then no handle may be freed).
 pub(crate) fn finalized() -> bool {
     let mut flag: c_int = 0;
@@ -1023,6 +1071,39 @@ impl RawWin {
         self.flush(rank)
     }
 
+    /// `MPI_Compare_and_swap` of one element of `dt`, completed at once:
+    /// the element at `disp` of `rank` before (replaced by `value` if it
+    /// equalled `compare`).
+    ///
+    /// # Safety
+    /// `value`, `compare` and `result` each hold one element of `dt`.
+    pub(crate) unsafe fn compare_and_swap(
+        &self,
+        value: *const u8,
+        compare: *const u8,
+        result: *mut u8,
+        dt: ffi::MPI_Datatype,
+        rank: i32,
+        disp: u64,
+    ) -> Result<()> {
+        check(
+            // SAFETY: the caller's guarantee; a predefined handle.
+            call(|| unsafe {
+                ffi::MPI_Compare_and_swap(
+                    value.cast(),
+                    compare.cast(),
+                    result.cast(),
+                    dt,
+                    rank,
+                    disp as ffi::MPI_Aint,
+                    self.handle,
+                )
+            }),
+            "Compare_and_swap",
+        )?;
+        self.flush(rank)
+    }
+
     /// `MPI_Fetch_and_op` with `MPI_SUM` of one `i64` at `disp` of `rank`,
     /// completed at once: the element before.
     pub(crate) fn fetch_add_i64(&self, value: i64, rank: i32, disp: u64) -> Result<i64> {
@@ -1210,7 +1291,7 @@ impl RawRequest {
 }
 
 /// Whether the MPI library is Open MPI (asked once).
-fn open_mpi() -> bool {
+pub(crate) fn open_mpi() -> bool {
     static OPEN_MPI: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *OPEN_MPI
         .get_or_init(|| ::mpi::environment::library_version().is_ok_and(|v| v.contains("Open MPI")))

@@ -17,9 +17,12 @@
 //!   node's too: MPI makes accumulates to one location atomic only with
 //!   respect to its own accumulates, so all of them take MPI's way, and
 //!   concurrent accumulates to a location stay atomic whoever issues them.
-//!   The operations are the predefined ones MPI's C binding names through
-//!   rsmpi (not `REPLACE` or `NO_OP`), on the numbers MPI has datatypes for
-//!   (not 128-bit integers); the others are [`Error::Op`];
+//!   The operations are MPI's predefined ones (`REPLACE` and `NO_OP`
+//!   included), on the numbers MPI has datatypes for (not 128-bit
+//!   integers); the others are [`Error::Op`];
+//! * **compare-and-swap** too (`MPI_Compare_and_swap`), on the bits of
+//!   the element (as an unsigned integer of its size: MPI compares
+//!   integers only);
 //! * **flush** completes this process's operations to a member at the
 //!   target (`MPI_Win_flush`; hmpi's are complete already);
 //! * **fence** (collective) completes every member's operations and
@@ -40,6 +43,10 @@
 //!   the lock needs no compare-and-swap.) Unlock flushes the operations to
 //!   the member before releasing the word.
 //!
+//! The MPI side is a [`NetWindow`]: the same MPI window over memory of the
+//! node heap, addressed in bytes, for layers that keep their own element
+//! types and tables (the global address space).
+//!
 //! Displacements count elements of `T`, as in [`crate::window::Window`].
 //! Creating and dropping a window are collective over the communicator
 //! (every member drops it at the same point of its program, before the
@@ -47,7 +54,8 @@
 
 use super::coll::Plain;
 use super::comm::SpanningCommunicator;
-use super::mpi::{datatype_of, op_of, RawWin};
+use super::mpi::{datatype_of, host_hash, open_mpi, rma_op_of, RawWin};
+use crate::datatype::BasicType;
 use crate::datatype::{Datatype, Equivalence};
 use crate::error::{Error, Result};
 use crate::op::SystemOperation;
@@ -62,13 +70,478 @@ use std::sync::Mutex;
 /// The writer bit of a lock word (readers count below it).
 const WRITER: i64 = 1 << 32;
 
+/// An MPI window over `size` bytes of the node heap at every member of a
+/// [`SpanningCommunicator`], addressed in bytes, in a passive-target epoch
+/// (`lock_all` with `MPI_MODE_NOCHECK`) from creation to drop. The memory
+/// belongs to the caller (normally an hmpi window of the node's members,
+/// which serves them directly); this is the way to it from other nodes,
+/// and the way every member takes for atomics (see the module docs).
+///
+/// Dropping it is collective (`MPI_Win_free`), and must come before the
+/// memory is freed.
+pub struct NetWindow {
+    raw: RawWin,
+    /// This process's rank.
+    rank: i32,
+    /// Per member: its rank among this node's members, -1 on another node.
+    local_of: Vec<i32>,
+    /// Per member: the bytes it exposes.
+    sizes: Vec<u64>,
+    /// This process's memory (its address).
+    base: usize,
+    /// Whether a compare-and-swap on this process's own memory is made here
+    /// with the processor's (see [`NetWindow::compare_and_swap`]).
+    own_cas_here: bool,
+}
+
+impl std::fmt::Debug for NetWindow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetWindow")
+            .field("rank", &self.rank)
+            .field("sizes", &self.sizes)
+            .finish()
+    }
+}
+
+/// The datatype of `n` elements of `dt` (a dense type of one basic type)
+/// as MPI's: its predefined datatype and the count of basic elements.
+fn mpi_elements(
+    dt: &Datatype,
+    n: usize,
+    what: &str,
+) -> Result<(BasicType, ffi::MPI_Datatype, usize)> {
+    let b = dt.basic_type().filter(|_| dt.dense_offset() == Some(0));
+    let mdt = b.and_then(datatype_of);
+    match (b, mdt) {
+        (Some(b), Some(m)) => Ok((b, m, n * (dt.size() / b.size().max(1)))),
+        _ => Err(Error::Type {
+            reason: format!(
+                "{what} across nodes takes dense elements of one number type MPI names \
+                 (integers and floats of at most 64 bits); not {:?}",
+                dt.basic_type()
+            ),
+        }),
+    }
+}
+
+/// MPI's unsigned integer datatype of `bytes` bytes (a compare-and-swap
+/// compares bits).
+fn bits_of(bytes: usize) -> Option<ffi::MPI_Datatype> {
+    datatype_of(match bytes {
+        1 => BasicType::U8,
+        2 => BasicType::U16,
+        4 => BasicType::U32,
+        8 => BasicType::U64,
+        _ => return None,
+    })
+}
+
+impl NetWindow {
+    /// The MPI window over the `size` bytes at `base` of every member of
+    /// `comm` (collective; sizes may differ).
+    ///
+    /// # Safety
+    /// The memory stays valid for reads and writes by MPI (on behalf of
+    /// any member) until the window is dropped, and is in the node heap or
+    /// otherwise reachable by MPI.
+    pub unsafe fn create(comm: &SpanningCommunicator, base: *mut u8, size: u64) -> Result<Self> {
+        comm.active()?;
+        let inner = &comm.inner;
+        let bytes = usize::try_from(size).map_err(|_| Error::TooLarge {
+            count: size,
+            element_size: 1,
+        })?;
+        // SAFETY: the caller's guarantee.
+        let raw = unsafe { RawWin::create(&inner.remote, base, bytes, 1) }?;
+        let sizes = inner
+            .remote
+            .allgather_i64(size as i64)?
+            .into_iter()
+            .map(|l| l as u64)
+            .collect();
+        let hosts = inner.remote.allgather_i64(host_hash()?)?;
+        Ok(NetWindow {
+            raw,
+            rank: inner.rank,
+            local_of: inner.local_of.clone(),
+            sizes,
+            base: base as usize,
+            own_cas_here: open_mpi() && hosts.iter().all(|&h| h == hosts[0]),
+        })
+    }
+
+    /// The bytes member `rank` exposes.
+    pub fn size_of(&self, rank: i32) -> Result<u64> {
+        self.sizes
+            .get(usize::try_from(rank).unwrap_or(usize::MAX))
+            .copied()
+            .ok_or(Error::Rank {
+                rank,
+                size: self.sizes.len() as i32,
+            })
+    }
+
+    /// Member `rank`'s rank among this node's members, if it is on this
+    /// node.
+    pub fn on_node(&self, rank: i32) -> Option<i32> {
+        let l = *self.local_of.get(usize::try_from(rank).ok()?)?;
+        (l >= 0).then_some(l)
+    }
+
+    /// [`Error::RmaRange`] unless `len` bytes from `disp` lie within member
+    /// `rank`'s memory.
+    fn check(&self, rank: i32, disp: u64, len: u64, what: &str) -> Result<()> {
+        let size = self.size_of(rank)?;
+        if disp.checked_add(len).is_none_or(|end| end > size) {
+            return Err(Error::RmaRange {
+                reason: format!("{what}: {len} bytes at {disp} of rank {rank}'s {size}"),
+            });
+        }
+        Ok(())
+    }
+
+    /// `MPI_Put` of the `len` bytes at `src` to byte `disp` of `rank`;
+    /// `src` may be reused when it returns, the bytes are at the target
+    /// after a flush.
+    ///
+    /// # Safety
+    /// `src` is readable for `len` bytes.
+    pub unsafe fn put(&self, src: *const u8, len: usize, rank: i32, disp: u64) -> Result<()> {
+        self.check(rank, disp, len as u64, "put")?;
+        if len == 0 {
+            return Ok(());
+        }
+        // SAFETY: the caller's guarantee, borrowed until the local flush;
+        // the target holds the bytes (checked).
+        unsafe { self.raw.put(src, len, rank, disp) }?;
+        self.raw.flush_local(rank)
+    }
+
+    /// `MPI_Get` of `len` bytes from byte `disp` of `rank` into `dst`,
+    /// there when it returns.
+    ///
+    /// # Safety
+    /// `dst` is writable for `len` bytes.
+    pub unsafe fn get(&self, dst: *mut u8, len: usize, rank: i32, disp: u64) -> Result<()> {
+        self.check(rank, disp, len as u64, "get")?;
+        if len == 0 {
+            return Ok(());
+        }
+        // SAFETY: the caller's guarantee, until the flush completes the
+        // get; the target holds the bytes (checked).
+        unsafe { self.raw.get(dst, len, rank, disp) }?;
+        self.raw.flush(rank)
+    }
+
+    /// The target's byte runs of `count` elements of `dt` from `disp`
+    /// (checked to lie in `rank`'s memory), in packing order.
+    fn runs(
+        &self,
+        dt: &Datatype,
+        count: usize,
+        rank: i32,
+        disp: u64,
+        what: &str,
+    ) -> Result<Vec<(u64, usize)>> {
+        let (lo, hi) = dt.reach(count)?.unwrap_or((0, 0));
+        if lo < 0 {
+            return Err(Error::RmaRange {
+                reason: format!(
+                    "{what}: the target datatype reaches {} bytes before its start",
+                    -lo
+                ),
+            });
+        }
+        self.check(rank, disp, hi as u64, what)?;
+        let ext = dt.extent() as i64;
+        let mut out = Vec::with_capacity(count * dt.block_count());
+        for k in 0..count as i64 {
+            for &(off, len) in dt.blocks() {
+                if len > 0 {
+                    out.push(((disp as i64 + k * ext + off as i64) as u64, len));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Puts `ocount` elements of `odt` at `origin` into `tcount` elements
+    /// of `tdt` from byte `disp` of `rank` (packed here, one `MPI_Put` per
+    /// contiguous run of the target's type map); `origin` may be reused
+    /// when it returns.
+    ///
+    /// # Safety
+    /// The origin's elements are readable at `origin`.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn put_typed(
+        &self,
+        origin: *const u8,
+        ocount: usize,
+        odt: &Datatype,
+        rank: i32,
+        disp: u64,
+        tcount: usize,
+        tdt: &Datatype,
+    ) -> Result<()> {
+        // SAFETY: the caller's guarantee.
+        let packed = unsafe { pack_origin(origin, ocount, odt) }?;
+        if tdt.packed_size(tcount)? != packed.len() {
+            return Err(Error::Type {
+                reason: format!(
+                    "put: the origin packs to {} bytes, the target's datatype holds {}",
+                    packed.len(),
+                    tdt.packed_size(tcount)?
+                ),
+            });
+        }
+        let mut at = 0;
+        for (d, len) in self.runs(tdt, tcount, rank, disp, "put")? {
+            // SAFETY: `packed` holds `len` bytes from `at` and lives past
+            // the local flush below; the target holds the run (checked).
+            unsafe { self.raw.put(packed.as_ptr().add(at), len, rank, d) }?;
+            at += len;
+        }
+        self.raw.flush_local(rank)
+    }
+
+    /// Gets `tcount` elements of `tdt` from byte `disp` of `rank` into
+    /// `ocount` elements of `odt` at `origin` (one `MPI_Get` per run, then
+    /// unpacked here); there when it returns.
+    ///
+    /// # Safety
+    /// The origin's elements are writable at `origin`.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn get_typed(
+        &self,
+        origin: *mut u8,
+        ocount: usize,
+        odt: &Datatype,
+        rank: i32,
+        disp: u64,
+        tcount: usize,
+        tdt: &Datatype,
+    ) -> Result<()> {
+        let n = odt.packed_size(ocount)?;
+        if tdt.packed_size(tcount)? != n {
+            return Err(Error::Type {
+                reason: format!(
+                    "get: the target's datatype holds {} bytes, the origin's {n}",
+                    tdt.packed_size(tcount)?
+                ),
+            });
+        }
+        let mut packed = vec![0u8; n];
+        let mut at = 0;
+        for (d, len) in self.runs(tdt, tcount, rank, disp, "get")? {
+            // SAFETY: `packed` has room for `len` bytes from `at` and is
+            // not touched before the flush; the target holds the run.
+            unsafe { self.raw.get(packed.as_mut_ptr().add(at), len, rank, d) }?;
+            at += len;
+        }
+        self.raw.flush(rank)?;
+        // SAFETY: the caller's guarantee: the origin's elements are
+        // writable at `origin`.
+        unsafe { odt.unpack_raw(&packed, origin, ocount) }?;
+        Ok(())
+    }
+
+    /// `MPI_Accumulate` of `count` elements of `dt` at `src` into byte
+    /// `disp` of `rank` with `op` (any predefined operation MPI has,
+    /// `REPLACE` included); `src` may be reused when it returns.
+    ///
+    /// # Safety
+    /// `src` holds `count` elements of `dt`.
+    pub unsafe fn accumulate(
+        &self,
+        src: *const u8,
+        count: usize,
+        dt: &Datatype,
+        rank: i32,
+        disp: u64,
+        op: SystemOperation,
+    ) -> Result<()> {
+        let (b, mdt, n) = mpi_elements(dt, count, "accumulate")?;
+        let mop = Self::op(op, b, "accumulate")?;
+        self.check(rank, disp, (count * dt.size()) as u64, "accumulate")?;
+        // SAFETY: the caller's guarantee: `n` elements of `mdt`, borrowed
+        // until the local flush.
+        unsafe { self.raw.accumulate(src, n, mdt, rank, disp, mop) }?;
+        self.raw.flush_local(rank)
+    }
+
+    /// `MPI_Fetch_and_op` of one element of `dt` at byte `disp` of `rank`:
+    /// `result` gets the element from before; complete when it returns.
+    ///
+    /// # Safety
+    /// `value` and `result` each hold one element of `dt`.
+    pub unsafe fn fetch_and_op(
+        &self,
+        value: *const u8,
+        result: *mut u8,
+        dt: &Datatype,
+        rank: i32,
+        disp: u64,
+        op: SystemOperation,
+    ) -> Result<()> {
+        let (b, mdt, n) = mpi_elements(dt, 1, "fetch_and_op")?;
+        if n != 1 {
+            return Err(Error::Type {
+                reason: "fetch_and_op across nodes takes one number".into(),
+            });
+        }
+        let mop = Self::op(op, b, "fetch_and_op")?;
+        self.check(rank, disp, dt.size() as u64, "fetch_and_op")?;
+        // SAFETY: the caller's guarantee: one element of `mdt` each.
+        unsafe { self.raw.fetch_and_op(value, result, mdt, rank, disp, mop) }
+    }
+
+    /// `MPI_Compare_and_swap` of one element of `dt` (1, 2, 4 or 8 bytes,
+    /// compared bit by bit) at byte `disp` of `rank`: `result` gets the
+    /// element from before; complete when it returns.
+    ///
+    /// Open MPI 4.1's one-sided component crashes in a compare-and-swap a
+    /// process aims at itself over shared memory (it takes the network
+    /// path, which has no endpoint to the process itself). When every
+    /// member runs on one machine under Open MPI, a process's own
+    /// compare-and-swap is therefore the processor's, on its memory: the
+    /// others' atomics reach that memory as processor atomics there too
+    /// (Open MPI emulates them at the target over shared memory).
+    ///
+    /// # Safety
+    /// `value`, `compare` and `result` each hold one element of `dt`.
+    pub unsafe fn compare_and_swap(
+        &self,
+        value: *const u8,
+        compare: *const u8,
+        result: *mut u8,
+        dt: &Datatype,
+        rank: i32,
+        disp: u64,
+    ) -> Result<()> {
+        let w = dt.size();
+        let Some(mdt) = bits_of(w).filter(|_| dt.dense_offset() == Some(0)) else {
+            return Err(Error::Type {
+                reason: format!(
+                    "compare_and_swap across nodes takes one element of 1, 2, 4 or 8 dense \
+                     bytes, not {w}"
+                ),
+            });
+        };
+        self.check(rank, disp, w as u64, "compare_and_swap")?;
+        if rank == self.rank && self.own_cas_here {
+            let at = (self.base as *mut u8).wrapping_add(disp as usize);
+            // SAFETY: the caller's guarantee for the three elements; `at`
+            // is in this process's memory (checked), which every member's
+            // atomics reach as processor atomics (see above).
+            return unsafe { own_cas(value, compare, result, at, w) };
+        }
+        // SAFETY: the caller's guarantee: one element of `mdt` each.
+        unsafe {
+            self.raw
+                .compare_and_swap(value, compare, result, mdt, rank, disp)
+        }
+    }
+
+    /// MPI's handle for `op` on elements of `b`.
+    fn op(op: SystemOperation, b: BasicType, what: &str) -> Result<ffi::MPI_Op> {
+        let applies = matches!(op, SystemOperation::Replace | SystemOperation::NoOp)
+            || op.element_type(&Datatype::basic(b)).is_ok();
+        match rma_op_of(op).filter(|_| applies) {
+            Some(m) => Ok(m),
+            None => Err(Error::Op {
+                reason: format!(
+                    "{what}: {} on elements of {b:?} is not available across nodes (MPI's \
+                     predefined operations on numbers of at most 64 bits)",
+                    op.name()
+                ),
+            }),
+        }
+    }
+
+    /// `MPI_Win_flush`: this process's operations to `rank` are complete
+    /// at the target.
+    pub fn flush(&self, rank: i32) -> Result<()> {
+        self.size_of(rank)?;
+        self.raw.flush(rank)
+    }
+
+    /// `MPI_Win_flush_all`.
+    pub fn flush_all(&self) -> Result<()> {
+        self.raw.flush_all()
+    }
+
+    /// `MPI_Win_sync`: this process's loads and stores of its memory and
+    /// what MPI's operations stored there agree.
+    pub fn sync(&self) -> Result<()> {
+        self.raw.sync()
+    }
+}
+
+/// `count` elements of `odt` at `origin`, packed.
+///
+/// # Safety
+/// The elements are readable at `origin`.
+unsafe fn pack_origin(origin: *const u8, count: usize, odt: &Datatype) -> Result<Vec<u8>> {
+    let mut packed = vec![0u8; odt.packed_size(count)?];
+    // SAFETY: the caller's guarantee.
+    unsafe { odt.pack_raw(origin, count, &mut packed) }?;
+    Ok(packed)
+}
+
+/// A compare-and-swap of `w` bytes on this process's memory at `at`.
+///
+/// # Safety
+/// `value`, `compare`, `result` hold `w` bytes; `at` is an element of `w`
+/// bytes of this process's memory that every other access reaches
+/// atomically.
+unsafe fn own_cas(
+    value: *const u8,
+    compare: *const u8,
+    result: *mut u8,
+    at: *mut u8,
+    w: usize,
+) -> Result<()> {
+    use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8};
+    if (at as usize) % w != 0 {
+        return Err(Error::RmaRange {
+            reason: format!("compare_and_swap: a {w}-byte element at a misaligned address"),
+        });
+    }
+    macro_rules! cas {
+        ($a:ty, $t:ty) => {{
+            // SAFETY: the caller's guarantee; `at` is aligned (checked).
+            let (v, c, a) = unsafe {
+                (
+                    value.cast::<$t>().read_unaligned(),
+                    compare.cast::<$t>().read_unaligned(),
+                    &*(at as *const $a),
+                )
+            };
+            // SYNC POINT: AcqRel on success, Acquire on failure, as the
+            // window layer's compare-and-swap.
+            let old = a
+                .compare_exchange(c, v, Ordering::AcqRel, Ordering::Acquire)
+                .unwrap_or_else(|x| x);
+            // SAFETY: `result` holds `w` bytes.
+            unsafe { result.cast::<$t>().write_unaligned(old) };
+        }};
+    }
+    match w {
+        1 => cas!(AtomicU8, u8),
+        2 => cas!(AtomicU16, u16),
+        4 => cas!(AtomicU32, u32),
+        _ => cas!(AtomicU64, u64),
+    }
+    Ok(())
+}
+
 /// A window of `len` elements of `T` per member over a spanning
 /// communicator (see the module docs).
 pub struct SpanWindow<T: Plain + Equivalence> {
     comm: SpanningCommunicator,
     /// The MPI window over the memory of `local` (freed before it; see
     /// the `Drop` impl for the order).
-    data: ManuallyDrop<RawWin>,
+    data: ManuallyDrop<NetWindow>,
     /// The MPI window over `lock_word` (freed before it).
     locks: ManuallyDrop<RawWin>,
     /// This member's lock word, touched only through `locks`.
@@ -125,10 +598,10 @@ impl<T: Plain + Equivalence> SpanWindow<T> {
         }
         let local = local?;
         local.lock_all(assert::NOCHECK)?;
-        let bytes = len * unit;
-        // SAFETY: `local`'s memory (`bytes` bytes at its base) lives as
-        // long as `local`, which is dropped after `data`.
-        let data = unsafe { RawWin::create(&inner.remote, local.base(), bytes, unit) }?;
+        // SAFETY: `local`'s memory (`len` elements at its base, in the
+        // node heap) lives as long as `local`, which is dropped after
+        // `data`.
+        let data = unsafe { NetWindow::create(comm, local.base(), (len * unit) as u64) }?;
         let lock_word = Box::new(UnsafeCell::new(0i64));
         // SAFETY: the box's i64 lives as long as the window (dropped after
         // `locks`) and is touched by MPI only.
@@ -228,25 +701,9 @@ impl<T: Plain + Equivalence> SpanWindow<T> {
         Ok((l >= 0).then_some(l))
     }
 
-    /// MPI's datatype and operation for an accumulate of `op` on `T`.
-    fn mpi_op(&self, op: SystemOperation, what: &str) -> Result<(ffi::MPI_Datatype, ffi::MPI_Op)> {
-        let b = match op {
-            SystemOperation::Replace | SystemOperation::NoOp => None,
-            _ => op.element_type(&self.dt)?,
-        };
-        let dt = b.and_then(datatype_of);
-        match (dt, op_of(op)) {
-            (Some(dt), Some(mop)) => Ok((dt, mop)),
-            _ => Err(Error::Op {
-                reason: format!(
-                    "{what}: {} on elements of {:?} is not available across nodes (MPI's \
-                     predefined operations other than REPLACE and NO_OP, on numbers of at \
-                     most 64 bits)",
-                    op.name(),
-                    self.dt.basic_type()
-                ),
-            }),
-        }
+    /// The byte displacement of element `disp`.
+    fn bytes(disp: u64) -> u64 {
+        disp.wrapping_mul(std::mem::size_of::<T>() as u64)
     }
 
     /// `MPI_Put` of `data` to `disp` of `rank`: complete at a member of
@@ -265,20 +722,16 @@ impl<T: Plain + Equivalence> SpanWindow<T> {
                     &self.dt,
                 )
             },
-            None => {
-                // SAFETY: `data` is borrowed until the local flush below,
-                // after which MPI no longer reads it; the target's window
-                // holds the elements (checked).
-                unsafe {
-                    self.data.put(
-                        data.as_ptr().cast(),
-                        std::mem::size_of_val(data),
-                        rank,
-                        disp,
-                    )
-                }?;
-                self.data.flush_local(rank)
-            }
+            // SAFETY: `data` holds its bytes; the target's window holds the
+            // elements (checked).
+            None => unsafe {
+                self.data.put(
+                    data.as_ptr().cast(),
+                    std::mem::size_of_val(data),
+                    rank,
+                    Self::bytes(disp),
+                )
+            },
         }
     }
 
@@ -291,19 +744,16 @@ impl<T: Plain + Equivalence> SpanWindow<T> {
                 self.local
                     .get(buf.as_mut_ptr().cast(), n, &self.dt, l, disp, n, &self.dt)
             },
-            None => {
-                // SAFETY: `buf` is borrowed until the flush below completes
-                // the get; the target's window holds the elements.
-                unsafe {
-                    self.data.get(
-                        buf.as_mut_ptr().cast(),
-                        std::mem::size_of_val(buf),
-                        rank,
-                        disp,
-                    )
-                }?;
-                self.data.flush(rank)
-            }
+            // SAFETY: `buf` is writable for its bytes; the target's window
+            // holds the elements.
+            None => unsafe {
+                self.data.get(
+                    buf.as_mut_ptr().cast(),
+                    std::mem::size_of_val(buf),
+                    rank,
+                    Self::bytes(disp),
+                )
+            },
         }
     }
 
@@ -312,14 +762,17 @@ impl<T: Plain + Equivalence> SpanWindow<T> {
     /// flush).
     pub fn accumulate(&self, rank: i32, data: &[T], disp: u64, op: SystemOperation) -> Result<()> {
         self.target(rank, disp, data.len(), "accumulate")?;
-        let (dt, mop) = self.mpi_op(op, "accumulate")?;
-        // SAFETY: `data` holds its elements of `T`, of MPI datatype `dt`,
-        // borrowed until the local flush below.
+        // SAFETY: `data` holds its elements of `T` (`self.dt`).
         unsafe {
-            self.data
-                .accumulate(data.as_ptr().cast(), data.len(), dt, rank, disp, mop)
-        }?;
-        self.data.flush_local(rank)
+            self.data.accumulate(
+                data.as_ptr().cast(),
+                data.len(),
+                &self.dt,
+                rank,
+                Self::bytes(disp),
+                op,
+            )
+        }
     }
 
     /// `MPI_Fetch_and_op`: the element at `disp` of `rank` before `op`
@@ -327,17 +780,36 @@ impl<T: Plain + Equivalence> SpanWindow<T> {
     /// when it returns).
     pub fn fetch_and_op(&self, rank: i32, value: T, disp: u64, op: SystemOperation) -> Result<T> {
         self.target(rank, disp, 1, "fetch_and_op")?;
-        let (dt, mop) = self.mpi_op(op, "fetch_and_op")?;
         let mut out = [value];
-        // SAFETY: one element of `T` (MPI datatype `dt`) each.
+        // SAFETY: one element of `T` (`self.dt`) each.
         unsafe {
             self.data.fetch_and_op(
                 (&value as *const T).cast(),
                 out.as_mut_ptr().cast(),
-                dt,
+                &self.dt,
                 rank,
-                disp,
-                mop,
+                Self::bytes(disp),
+                op,
+            )
+        }?;
+        Ok(out[0])
+    }
+
+    /// `MPI_Compare_and_swap`: the element at `disp` of `rank` before; it
+    /// became `value` if it equalled `compare` bit for bit (through MPI
+    /// for every target, complete when it returns).
+    pub fn compare_and_swap(&self, rank: i32, value: T, compare: T, disp: u64) -> Result<T> {
+        self.target(rank, disp, 1, "compare_and_swap")?;
+        let mut out = [value];
+        // SAFETY: one element of `T` (`self.dt`) each.
+        unsafe {
+            self.data.compare_and_swap(
+                (&value as *const T).cast(),
+                (&compare as *const T).cast(),
+                out.as_mut_ptr().cast(),
+                &self.dt,
+                rank,
+                Self::bytes(disp),
             )
         }?;
         Ok(out[0])
@@ -514,6 +986,11 @@ impl<T: Plain + Equivalence> SpanLock<'_, T> {
     /// `MPI_Fetch_and_op` at `disp`.
     pub fn fetch_and_op(&self, value: T, disp: u64, op: SystemOperation) -> Result<T> {
         self.win.fetch_and_op(self.rank, value, disp, op)
+    }
+
+    /// `MPI_Compare_and_swap` at `disp`.
+    pub fn compare_and_swap(&self, value: T, compare: T, disp: u64) -> Result<T> {
+        self.win.compare_and_swap(self.rank, value, compare, disp)
     }
 
     /// `MPI_Win_flush`.
