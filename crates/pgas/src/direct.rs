@@ -1,6 +1,8 @@
 //! The direct path: a global pointer resolved to an address with no lock
 //! and no hash map, so a put is a copy and an atomic a hardware atomic on
-//! another unit's memory, mapped at the same address here.
+//! another unit's memory, mapped at the same address here. A unit on
+//! another node has no address here: the direct path says so and the
+//! caller takes the segment's MPI window instead.
 //!
 //! * The **segment table** is a fixed array of [`SLOTS`] slots indexed by
 //!   segment id. A slot's state word says whether its segment is live or
@@ -46,6 +48,8 @@ pub(crate) struct Part {
     /// The unit's rank in the segment's team; [`NOT_MEMBER`] if it is not
     /// in the team.
     pub(crate) rank: u32,
+    /// Whether the unit is on this node (its `base` is an address here).
+    pub(crate) here: bool,
 }
 
 /// [`Part::rank`] of a unit outside the segment's team.
@@ -58,6 +62,9 @@ pub(crate) struct Fast {
     pub(crate) index: u16,
     /// The team's id (for messages).
     pub(crate) team_id: u64,
+    /// Whether the team spans nodes (then every atomic takes MPI's way,
+    /// so that all of them on one element are atomic with each other).
+    pub(crate) spans: bool,
     /// Per absolute unit.
     pub(crate) parts: Box<[Part]>,
 }
@@ -314,7 +321,7 @@ impl Table {
 /// Resolves an access of `len` bytes at `offset` of `unit`'s part of a
 /// pinned segment to its address, with the checks of the slow path: a
 /// unit of the segment's team, inside its part, the pointer naming the
-/// segment's team.
+/// segment's team. `None` for a unit on another node.
 #[inline]
 pub(crate) fn address(
     f: &Fast,
@@ -323,7 +330,7 @@ pub(crate) fn address(
     unit: u32,
     offset: u64,
     len: u64,
-) -> Result<*mut u8> {
+) -> Result<Option<*mut u8>> {
     if flags != f.index {
         return Err(crate::runtime::wrong_team(segment, f.index, flags));
     }
@@ -340,7 +347,10 @@ pub(crate) fn address(
             size: part.size,
         });
     }
-    Ok((part.base + offset) as usize as *mut u8)
+    if !part.here {
+        return Ok(None);
+    }
+    Ok(Some((part.base + offset) as usize as *mut u8))
 }
 
 #[cfg(test)]
@@ -352,10 +362,12 @@ mod tests {
         Fast {
             index: 0,
             team_id: 0,
+            spans: false,
             parts: vec![Part {
                 base,
                 size: 8,
                 rank: 0,
+                here: true,
             }]
             .into_boxed_slice(),
         }
@@ -369,7 +381,10 @@ mod tests {
         t.publish(3, one_part(64)).unwrap();
         {
             let p = t.pin(3).unwrap();
-            assert_eq!(address(p.fast, 3, 0, 0, 4, 4).unwrap() as usize, 68);
+            assert_eq!(
+                address(p.fast, 3, 0, 0, 4, 4).unwrap().unwrap() as usize,
+                68
+            );
             assert!(matches!(
                 address(p.fast, 3, 0, 0, 4, 5),
                 Err(Error::Offset { .. })

@@ -51,6 +51,12 @@ pub enum Error {
     },
     /// No segment id is left (16 bits of them, never reused).
     SegmentIds,
+    /// A local address was asked for memory of a unit on another node
+    /// (reach it with put and get).
+    Elsewhere {
+        /// The unit (absolute id).
+        unit: u32,
+    },
     /// An argument out of range (a size that overflows, a misaligned
     /// pointer, sizes that differ between the units of a symmetric
     /// allocation, a local pool that is exhausted).
@@ -101,6 +107,11 @@ impl fmt::Display for Error {
                 "no segment id is left: {} collective allocations were made and ids are \
                  never reused",
                 u16::MAX
+            ),
+            Error::Elsewhere { unit } => write!(
+                f,
+                "unit {unit} is on another node: its memory has no address here (reach it \
+                 with put and get)"
             ),
             Error::Arg { reason } => f.write_str(reason),
             Error::Runtime(e) => write!(f, "{e}"),

@@ -48,6 +48,7 @@ mod buddy;
 mod direct;
 mod error;
 mod gptr;
+mod net;
 mod ops;
 mod runtime;
 mod team;

@@ -195,25 +195,29 @@ impl Pgas {
     ) -> Result<()> {
         let len = reach(tcount, tdt)?;
         if let Some((oo, to, bytes)) = Self::dense_pair(ocount, odt, tcount, tdt, len) {
-            let (pin, p) = self.direct(dst, len)?;
-            // SAFETY: the caller's guarantee for the origin's `bytes` from
-            // `oo`; the target's are inside the unit's part of a live
-            // segment (checked for `len` ≥ `to + bytes`), mapped here and
-            // allocated while `pin` lives; `copy` allows an overlap (a put
-            // from one's own part).
-            unsafe { std::ptr::copy(origin.wrapping_offset(oo), p.wrapping_add(to), bytes) };
-            drop(pin);
-            return Ok(());
+            if let Some((pin, p)) = self.direct(dst, len)? {
+                // SAFETY: the caller's guarantee for the origin's `bytes`
+                // from `oo`; the target's are inside the unit's part of a
+                // live segment (checked for `len` ≥ `to + bytes`), mapped
+                // here and allocated while `pin` lives; `copy` allows an
+                // overlap (a put from one's own part).
+                unsafe { std::ptr::copy(origin.wrapping_offset(oo), p.wrapping_add(to), bytes) };
+                drop(pin);
+                return Ok(());
+            }
         }
-        self.with(dst, len, |p| {
+        self.with(dst, len, |p| match p.seg.here(p.rank) {
             // SAFETY: the caller's guarantee for the origin; the target
             // range was checked against the unit's part.
-            unsafe {
-                p.seg
+            Some(l) => unsafe {
+                Ok(p.seg
                     .win
-                    .put(origin, ocount, odt, p.rank, dst.offset, tcount, tdt)?
-            };
-            Ok(())
+                    .put(origin, ocount, odt, l, dst.offset, tcount, tdt)?)
+            },
+            // SAFETY: as above.
+            None => p.far(|n| unsafe {
+                n.put_typed(origin, ocount, odt, p.rank, dst.offset, tcount, tdt)
+            }),
         })
     }
 
@@ -234,20 +238,24 @@ impl Pgas {
     ) -> Result<()> {
         let len = reach(tcount, tdt)?;
         if let Some((oo, to, bytes)) = Self::dense_pair(ocount, odt, tcount, tdt, len) {
-            let (pin, p) = self.direct(src, len)?;
-            // SAFETY: as in `put_raw`, the other way round.
-            unsafe { std::ptr::copy(p.wrapping_add(to), origin.wrapping_offset(oo), bytes) };
-            drop(pin);
-            return Ok(());
+            if let Some((pin, p)) = self.direct(src, len)? {
+                // SAFETY: as in `put_raw`, the other way round.
+                unsafe { std::ptr::copy(p.wrapping_add(to), origin.wrapping_offset(oo), bytes) };
+                drop(pin);
+                return Ok(());
+            }
         }
-        self.with(src, len, |p| {
+        self.with(src, len, |p| match p.seg.here(p.rank) {
             // SAFETY: as in `put_raw`, the other way round.
-            unsafe {
-                p.seg
+            Some(l) => unsafe {
+                Ok(p.seg
                     .win
-                    .get(origin, ocount, odt, p.rank, src.offset, tcount, tdt)?
-            };
-            Ok(())
+                    .get(origin, ocount, odt, l, src.offset, tcount, tdt)?)
+            },
+            // SAFETY: as above.
+            None => p.far(|n| unsafe {
+                n.get_typed(origin, ocount, odt, p.rank, src.offset, tcount, tdt)
+            }),
         })
     }
 
@@ -277,7 +285,12 @@ impl Pgas {
     /// complete at both ends when it returns.
     pub fn put<T: Equivalence>(&self, dst: GlobalPtr<T>, src: &[T]) -> Result<()> {
         let len = bytes_of::<T>(src.len())?;
-        let (pin, p) = self.direct(dst.raw(), len)?;
+        let Some((pin, p)) = self.direct(dst.raw(), len)? else {
+            // SAFETY: `src` is readable for `len` bytes.
+            return self.net(dst.raw(), len, |n, rank, disp| unsafe {
+                n.put(src.as_ptr().cast(), len as usize, rank, disp)
+            });
+        };
         // SAFETY: `src` is readable for `len` bytes; the target's are
         // inside the unit's part of a live segment (checked), mapped here
         // and allocated while `pin` lives; `copy` allows an overlap (a put
@@ -290,7 +303,13 @@ impl Pgas {
     /// Gets the elements from `src` on into `dst` (`dart_get_blocking`).
     pub fn get<T: Equivalence>(&self, src: GlobalPtr<T>, dst: &mut [T]) -> Result<()> {
         let len = bytes_of::<T>(dst.len())?;
-        let (pin, p) = self.direct(src.raw(), len)?;
+        let Some((pin, p)) = self.direct(src.raw(), len)? else {
+            // SAFETY: `dst` is writable for `len` bytes (an `Equivalence`
+            // type is valid for every byte pattern).
+            return self.net(src.raw(), len, |n, rank, disp| unsafe {
+                n.get(dst.as_mut_ptr().cast(), len as usize, rank, disp)
+            });
+        };
         // SAFETY: as in `put`, the other way round (an `Equivalence` type
         // is valid for every byte pattern).
         unsafe { std::ptr::copy(p, dst.as_mut_ptr().cast::<u8>(), len as usize) };
@@ -305,7 +324,16 @@ impl Pgas {
 
     /// One element.
     pub fn get_value<T: Equivalence>(&self, src: GlobalPtr<T>) -> Result<T> {
-        let (pin, p) = self.direct(src.raw(), bytes_of::<T>(1)?)?;
+        let Some((pin, p)) = self.direct(src.raw(), bytes_of::<T>(1)?)? else {
+            let mut v = std::mem::MaybeUninit::<T>::uninit();
+            // SAFETY: room for one `T`.
+            self.net(src.raw(), bytes_of::<T>(1)?, |n, rank, disp| unsafe {
+                n.get(v.as_mut_ptr().cast(), std::mem::size_of::<T>(), rank, disp)
+            })?;
+            // SAFETY: the get wrote the element (an `Equivalence` type is
+            // valid for every byte pattern).
+            return Ok(unsafe { v.assume_init() });
+        };
         // SAFETY: one `T` inside a live segment (checked), mapped here and
         // allocated while `pin` lives, possibly unaligned; an
         // `Equivalence` type is valid for every byte pattern.
@@ -437,19 +465,13 @@ impl Pgas {
         }
         let dt = Pgas::dt::<T>();
         let mut old = std::mem::MaybeUninit::<T>::uninit();
-        self.with(g.raw(), bytes_of::<T>(1)?, |p| {
-            // SAFETY: one `T` readable at `value`, one writable at `old`.
-            unsafe {
-                p.seg.win.fetch_and_op(
-                    (&value as *const T).cast(),
-                    old.as_mut_ptr().cast(),
-                    &dt,
-                    p.rank,
-                    g.byte_offset(),
-                    op,
-                )?
-            };
-            Ok(())
+        let (v, o) = ((&value as *const T).cast(), old.as_mut_ptr().cast());
+        let at = g.byte_offset();
+        self.with(g.raw(), bytes_of::<T>(1)?, |p| match p.seg.net {
+            // SAFETY: one `T` readable at `v`, one writable at `o`.
+            None => unsafe { Ok(p.seg.win.fetch_and_op(v, o, &dt, p.rank, at, op)?) },
+            // SAFETY: as above.
+            Some(_) => p.far(|n| unsafe { n.fetch_and_op(v, o, &dt, p.rank, at, op) }),
         })?;
         // SAFETY: the operation wrote the element from before.
         Ok(unsafe { old.assume_init() })
@@ -467,8 +489,10 @@ impl Pgas {
         op: SystemOperation,
     ) -> Result<Option<T>> {
         let w = std::mem::size_of::<T>();
-        let (pin, p) = self.direct(g.raw(), w as u64)?;
-        if (p as usize) % w != 0 {
+        let Some((pin, p)) = self.direct(g.raw(), w as u64)? else {
+            return Ok(None);
+        };
+        if pin.fast.spans || (p as usize) % w != 0 {
             return Ok(None);
         }
         let old = if w == 8 {
@@ -503,8 +527,10 @@ impl Pgas {
         compare: T,
     ) -> Result<Option<T>> {
         let w = std::mem::size_of::<T>();
-        let (pin, p) = self.direct(g.raw(), w as u64)?;
-        if (p as usize) % w != 0 {
+        let Some((pin, p)) = self.direct(g.raw(), w as u64)? else {
+            return Ok(None);
+        };
+        if pin.fast.spans || (p as usize) % w != 0 {
             return Ok(None);
         }
         // SYNC POINT: AcqRel on success, Acquire on failure, as the
@@ -578,20 +604,13 @@ impl Pgas {
         }
         let dt = Pgas::dt::<T>();
         let mut old = std::mem::MaybeUninit::<T>::uninit();
-        self.with(g.raw(), bytes_of::<T>(1)?, |p| {
-            // SAFETY: one `T` each at `value` and `compare`, one writable
-            // at `old`.
-            unsafe {
-                p.seg.win.compare_and_swap(
-                    (&value as *const T).cast(),
-                    (&compare as *const T).cast(),
-                    old.as_mut_ptr().cast(),
-                    &dt,
-                    p.rank,
-                    g.byte_offset(),
-                )?
-            };
-            Ok(())
+        let (v, c) = ((&value as *const T).cast(), (&compare as *const T).cast());
+        let (o, at) = (old.as_mut_ptr().cast(), g.byte_offset());
+        self.with(g.raw(), bytes_of::<T>(1)?, |p| match p.seg.net {
+            // SAFETY: one `T` each at `v` and `c`, one writable at `o`.
+            None => unsafe { Ok(p.seg.win.compare_and_swap(v, c, o, &dt, p.rank, at)?) },
+            // SAFETY: as above.
+            Some(_) => p.far(|n| unsafe { n.compare_and_swap(v, c, o, &dt, p.rank, at) }),
         })?;
         // SAFETY: the operation wrote the element from before.
         Ok(unsafe { old.assume_init() })
@@ -606,21 +625,12 @@ impl Pgas {
         op: SystemOperation,
     ) -> Result<()> {
         let dt = Pgas::dt::<T>();
-        self.with(dst.raw(), bytes_of::<T>(src.len())?, |p| {
+        let (s, n, at) = (src.as_ptr().cast(), src.len(), dst.byte_offset());
+        self.with(dst.raw(), bytes_of::<T>(n)?, |p| match p.seg.net {
             // SAFETY: `src` is readable for its length.
-            unsafe {
-                p.seg.win.accumulate(
-                    src.as_ptr().cast(),
-                    src.len(),
-                    &dt,
-                    p.rank,
-                    dst.byte_offset(),
-                    src.len(),
-                    &dt,
-                    op,
-                )?
-            };
-            Ok(())
+            None => unsafe { Ok(p.seg.win.accumulate(s, n, &dt, p.rank, at, n, &dt, op)?) },
+            // SAFETY: as above.
+            Some(_) => p.far(|w| unsafe { w.accumulate(s, n, &dt, p.rank, at, op) }),
         })
     }
 
@@ -629,8 +639,7 @@ impl Pgas {
     /// Completes (and orders) the operations to `g`'s unit in `g`'s
     /// segment (`dart_flush`).
     pub fn flush(&self, g: Gptr) -> Result<()> {
-        let (pin, _) = self.direct(g, 0)?;
-        drop(pin);
+        drop(self.direct(g, 0)?);
         // SeqCst: the operations so far happen before the ones after (the
         // window's flush is this fence too; every transfer here is already
         // complete when its call returns).
@@ -641,8 +650,7 @@ impl Pgas {
     /// Completes the operations to every unit of `g`'s segment
     /// (`dart_flush_all`).
     pub fn flush_all(&self, g: Gptr) -> Result<()> {
-        let (pin, _) = self.direct(g, 0)?;
-        drop(pin);
+        drop(self.direct(g, 0)?);
         // SeqCst: as in `flush`.
         fence(Ordering::SeqCst);
         Ok(())
@@ -650,6 +658,12 @@ impl Pgas {
 
     /// Completes every operation of this unit, in every segment.
     pub fn quiet(&self) -> Result<()> {
-        self.each_segment(|w| Ok(w.flush_all()?))
+        self.each_segment(|s| {
+            s.win.flush_all()?;
+            match &s.net {
+                Some(n) => Ok(n.flush_all()?),
+                None => Ok(()),
+            }
+        })
     }
 }

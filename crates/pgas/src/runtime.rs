@@ -23,11 +23,25 @@
 //! address and size of its part. The node heap is mapped at one address
 //! in every rank, so that address is valid here, and a global pointer to
 //! any unit of the node converts to a local pointer ([`Pgas::local_ptr`]).
+//!
+//! # Across nodes
+//!
+//! With feature `mpi`, under `mpirun`, the units of a team may sit on
+//! several nodes (the team's communicator spans them). A segment of such a
+//! team is then two windows over the same memory: the runtime's window of
+//! the team's units on this node, which the direct path reaches by
+//! address as above, and an MPI window over every unit's part
+//! ([`hmpi_core::multinode::NetWindow`], in a `lock_all` epoch from
+//! allocation to free) for the units of other nodes: put and get to them
+//! are `MPI_Put` / `MPI_Get` and a flush. Atomics in such a segment take
+//! MPI's way for every unit, this node's too, since MPI makes atomics on
+//! one element atomic only with respect to each other.
 
 use crate::buddy::Buddy;
 use crate::direct::{self, Fast, Part, Pin, NOT_MEMBER};
 use crate::error::{arg, team_err, Error, Result};
 use crate::gptr::{GlobalPtr, Gptr};
+pub(crate) use crate::net::Net;
 use crate::team::{Table, Team, MAP_WORDS};
 use hmpi_core::comm::SimpleCommunicator;
 use hmpi_core::datatype::{Datatype, Equivalence};
@@ -45,15 +59,86 @@ pub const DEFAULT_POOL: u64 = 8 << 20;
 /// reserved block at offset 0, which no allocation gets).
 const TEAM_COUNTER: u64 = 8;
 
-/// A segment: its window, team and translation table.
+/// A segment: its windows, team and translation table.
 #[derive(Debug)]
 pub(crate) struct Segment {
     pub(crate) team: Team,
+    /// The window of the team's units on this node (all of them unless
+    /// the team spans nodes).
     pub(crate) win: Win,
-    /// Per team-relative unit: the address of its part.
+    /// The MPI window over every unit's part, when the team spans nodes.
+    pub(crate) net: Option<Net>,
+    /// Per team-relative unit: the address of its part (in its node's
+    /// heap).
     pub(crate) bases: Vec<u64>,
     /// Per team-relative unit: the bytes of its part.
     pub(crate) sizes: Vec<u64>,
+}
+
+impl Segment {
+    /// Team unit `rank`'s rank in [`Segment::win`], if it is on this node.
+    pub(crate) fn here(&self, rank: i32) -> Option<i32> {
+        match &self.net {
+            Some(n) => n.on_node(rank),
+            None => Some(rank),
+        }
+    }
+
+    /// Frees the segment's windows (collective over its team; the MPI
+    /// window goes before the memory it exposes).
+    fn close(self) -> Result<()> {
+        let Segment { net, win, .. } = self;
+        // Collective (`MPI_Win_free`), before the memory goes.
+        if let Some(n) = net {
+            n.free();
+        }
+        win.unlock_all()?;
+        Ok(win.free()?)
+    }
+}
+
+/// The windows of a segment of `nbytes` at every unit of `comm`: the
+/// runtime's (over this node's units when `comm` spans nodes) and, then,
+/// the MPI window over every part; both in a `lock_all` epoch.
+fn open(comm: &SimpleCommunicator, nbytes: u64) -> Result<(Win, Option<Net>)> {
+    #[cfg(feature = "mpi")]
+    if let Some(span) = comm.spanning() {
+        if span.nodes() == 1 {
+            // Every unit is on this node (ranked alike in its
+            // communicator): the node's window serves them all. (MPI is
+            // not asked: Open MPI 4.1 makes no window on a communicator of
+            // one process under MPI_THREAD_MULTIPLE.)
+            let win = Win::allocate(span.node_comm(), nbytes, 1)?;
+            win.lock_all(assert::NOCHECK)?;
+            return Ok((win, None));
+        }
+        let win = Win::allocate(span.node_comm(), nbytes, 1);
+        // Every node's outcome is agreed before MPI is asked for more.
+        let ok = i32::from(win.is_ok());
+        let mut all = 0i32;
+        comm.all_reduce_into(&ok, &mut all, SystemOperation::Min)?;
+        if all == 0 {
+            return Err(match win {
+                Err(e) => e.into(),
+                Ok(w) => {
+                    w.free()?;
+                    arg(format!(
+                        "{nbytes} bytes could not be allocated at every unit"
+                    ))
+                }
+            });
+        }
+        let win = win?;
+        // SAFETY: `win`'s memory (`nbytes` at its base, in the node heap)
+        // lives until the segment is closed, which drops the MPI window
+        // first.
+        let net = unsafe { Net::create(span, win.base(), nbytes) }?;
+        win.lock_all(assert::NOCHECK)?;
+        return Ok((win, Some(net)));
+    }
+    let win = Win::allocate(comm, nbytes, 1)?;
+    win.lock_all(assert::NOCHECK)?;
+    Ok((win, None))
 }
 
 #[derive(Debug, Default)]
@@ -72,6 +157,21 @@ pub(crate) struct Place<'a> {
     pub(crate) rank: i32,
     /// The address of the first byte here.
     pub(crate) addr: u64,
+}
+
+impl Place<'_> {
+    /// Runs `f` on the segment's MPI window (the segment spans nodes) and
+    /// completes what it started at the unit.
+    pub(crate) fn far<R>(&self, f: impl FnOnce(&Net) -> hmpi_core::Result<R>) -> Result<R> {
+        let Some(n) = &self.seg.net else {
+            return Err(Error::Runtime(hmpi_core::Error::Internal(
+                "a segment of one node taken for one spanning nodes".into(),
+            )));
+        };
+        let r = f(n)?;
+        n.flush(self.rank)?;
+        Ok(r)
+    }
 }
 
 /// The global address space of one unit: create it once after the
@@ -105,30 +205,32 @@ pub(crate) fn not_in_team(unit: u32, team_id: u64, segment: u16) -> Error {
     }
 }
 
-/// The translation table of a segment of `team` whose parts (by team
-/// rank) are at `bases` with `sizes`, indexed by absolute unit over
+/// The translation table of segment `seg`, indexed by absolute unit over
 /// `nunits` units.
-fn fast_table(team: &Team, bases: &[u64], sizes: &[u64], nunits: u32) -> Fast {
+fn fast_table(seg: &Segment, nunits: u32) -> Fast {
     let mut parts = vec![
         Part {
             base: 0,
             size: 0,
             rank: NOT_MEMBER,
+            here: false,
         };
         nunits as usize
     ];
-    for (rank, &unit) in team.units().iter().enumerate() {
+    for (rank, &unit) in seg.team.units().iter().enumerate() {
         if let Some(p) = parts.get_mut(unit as usize) {
             *p = Part {
-                base: bases[rank],
-                size: sizes[rank],
+                base: seg.bases[rank],
+                size: seg.sizes[rank],
                 rank: rank as u32,
+                here: seg.here(rank as i32).is_some(),
             };
         }
     }
     Fast {
-        index: team.index(),
-        team_id: team.id(),
+        index: seg.team.index(),
+        team_id: seg.team.id(),
+        spans: seg.net.is_some(),
         parts: parts.into_boxed_slice(),
     }
 }
@@ -174,26 +276,24 @@ impl Pgas {
                  HMPI_PGAS_POOL alike everywhere"
             )));
         }
-        let win = Win::allocate(&comm, size, 1)?;
+        let (win, net) = open(&comm, size)?;
         let mut bases = vec![0u64; comm.size() as usize];
         comm.all_gather_into(&(win.base() as u64), &mut bases[..])?;
-        win.lock_all(assert::NOCHECK)?;
         let all = Team::new(0, 0, comm);
+        let pools = Segment {
+            team: all.clone(),
+            win,
+            net,
+            bases,
+            sizes: all_sizes,
+        };
         let table = direct::Table::new();
-        table.publish(0, fast_table(&all, &bases, &all_sizes, all.size()))?;
+        table.publish(0, fast_table(&pools, all.size()))?;
         let mut segs = Segments {
             next: 1,
             ..Segments::default()
         };
-        segs.map.insert(
-            0,
-            Segment {
-                team: all.clone(),
-                win,
-                bases,
-                sizes: all_sizes,
-            },
-        );
+        segs.map.insert(0, pools);
         Ok(Pgas {
             teams: Mutex::new(Table::new(all.clone())),
             all,
@@ -299,26 +399,13 @@ impl Pgas {
     /// The job's next team id: one atomic add on the counter in unit 0's
     /// pool.
     fn next_team_id(&self) -> Result<u64> {
-        let one = 1u64;
-        let mut old = 0u64;
-        let dt = u64::equivalent_datatype();
-        let segs = self.segs();
-        let pool = segs
-            .map
-            .get(&0)
-            .ok_or_else(|| Error::Runtime(hmpi_core::Error::Internal("no pool".into())))?;
-        // SAFETY: one u64 readable at `one`, writable at `old`.
-        unsafe {
-            pool.win.fetch_and_op(
-                (&one as *const u64).cast(),
-                (&mut old as *mut u64).cast(),
-                &dt,
-                0,
-                TEAM_COUNTER,
-                SystemOperation::Sum,
-            )?
+        let counter = Gptr {
+            unit: self.all.units()[0],
+            segment: 0,
+            flags: self.all.index(),
+            offset: TEAM_COUNTER,
         };
-        Ok(old + 1)
+        Ok(self.fetch_add(GlobalPtr::<u64>::from_raw(counter), 1)? + 1)
     }
 
     /// Destroys `team` (`dart_team_destroy`, collective over it): its slot
@@ -398,7 +485,7 @@ impl Pgas {
     pub fn team_memalloc_aligned(&self, team: &Team, nbytes: u64) -> Result<Gptr> {
         team.check()?;
         let comm = team.comm();
-        let win = Win::allocate(comm, nbytes, 1)?;
+        let (win, net) = open(comm, nbytes)?;
         let n = team.size() as usize;
         let next = u64::from(self.segs().next);
         let mine = [next, nbytes, win.base() as u64];
@@ -407,30 +494,29 @@ impl Pgas {
         let id = all.chunks_exact(3).map(|c| c[0]).max().unwrap_or(next);
         let sizes: Vec<u64> = all.chunks_exact(3).map(|c| c[1]).collect();
         let bases: Vec<u64> = all.chunks_exact(3).map(|c| c[2]).collect();
-        if sizes.iter().any(|&s| s != nbytes) {
-            win.free()?;
+        let seg = Segment {
+            team: team.clone(),
+            win,
+            net,
+            bases,
+            sizes,
+        };
+        if seg.sizes.iter().any(|&s| s != nbytes) {
+            let sizes = seg.sizes.clone();
+            seg.close()?;
             return Err(arg(format!(
                 "team_memalloc_aligned: the units asked for different sizes ({sizes:?} bytes)"
             )));
         }
         let Ok(id16) = u16::try_from(id) else {
-            win.free()?;
+            seg.close()?;
             return Err(Error::SegmentIds);
         };
-        win.lock_all(assert::NOCHECK)?;
-        let fast = fast_table(team, &bases, &sizes, self.size());
+        let fast = fast_table(&seg, self.size());
         let mut segs = self.segs_mut();
         self.table.publish(id16, fast)?;
         segs.next = id as u32 + 1;
-        segs.map.insert(
-            id16,
-            Segment {
-                team: team.clone(),
-                win,
-                bases,
-                sizes,
-            },
-        );
+        segs.map.insert(id16, seg);
         Ok(Gptr {
             unit: team.units()[0],
             segment: id16,
@@ -459,9 +545,7 @@ impl Pgas {
         // No access of this unit's threads may still be copying into the
         // memory when the window gives it back.
         self.table.retire(g.segment)?;
-        seg.win.unlock_all()?;
-        seg.win.free()?;
-        Ok(())
+        seg.close()
     }
 
     fn missing(segs: &Segments, segment: u16) -> Error {
@@ -530,13 +614,27 @@ impl Pgas {
     /// the unit's part) but no lock and no map: the address, and the pin
     /// that keeps the segment's memory allocated until it is dropped. The
     /// caller must not pin again while holding it.
+    /// `None` for a unit on another node (with the checks passed).
     #[inline]
-    pub(crate) fn direct(&self, g: Gptr, len: u64) -> Result<(Pin<'_>, *mut u8)> {
+    pub(crate) fn direct(&self, g: Gptr, len: u64) -> Result<Option<(Pin<'_>, *mut u8)>> {
         let Some(pin) = self.table.pin(g.segment) else {
             return Err(self.gone(g.segment));
         };
         let a = direct::address(pin.fast, g.segment, g.flags, g.unit, g.offset, len)?;
-        Ok((pin, a))
+        Ok(a.map(|a| (pin, a)))
+    }
+
+    /// Calls `f` with the MPI window of the segment `g` points into (which
+    /// spans nodes), `g`'s unit's rank in it and `g`'s displacement,
+    /// checked for an access of `len` bytes; a transfer `f` starts is
+    /// complete at the target when this returns.
+    pub(crate) fn net<R>(
+        &self,
+        g: Gptr,
+        len: u64,
+        f: impl FnOnce(&Net, i32, u64) -> hmpi_core::Result<R>,
+    ) -> Result<R> {
+        self.with(g, len, |p| p.far(|n| f(n, p.rank, g.offset)))
     }
 
     #[cold]
@@ -553,20 +651,28 @@ impl Pgas {
     /// access of `len` bytes: for callers that need the window layer's
     /// other operations (`get_accumulate`, derived types at both ends) on
     /// global memory. The segment's `lock_all` epoch is open; `f` must not
-    /// close it.
+    /// close it. The window is the node's: a segment whose team spans
+    /// nodes is an [`Error::Elsewhere`] (its atomics must all take MPI's
+    /// way).
     pub fn with_window<R>(
         &self,
         g: Gptr,
         len: u64,
         f: impl FnOnce(&Win, i32, u64) -> hmpi_core::Result<R>,
     ) -> Result<R> {
-        self.with(g, len, |p| Ok(f(&p.seg.win, p.rank, g.offset)?))
+        self.with(g, len, |p| match p.seg.net {
+            None => Ok(f(&p.seg.win, p.rank, g.offset)?),
+            Some(_) => Err(Error::Elsewhere { unit: g.unit }),
+        })
     }
 
     /// The address here of `len` bytes at `g` (checked: a live segment, a
-    /// unit of its team, inside the unit's part).
+    /// unit of its team, inside the unit's part, on this node).
     pub fn local_addr(&self, g: Gptr, len: u64) -> Result<*mut u8> {
-        self.with(g, len, |p| Ok(p.addr as usize as *mut u8))
+        self.with(g, len, |p| match p.seg.here(p.rank) {
+            Some(_) => Ok(p.addr as usize as *mut u8),
+            None => Err(Error::Elsewhere { unit: g.unit }),
+        })
     }
 
     /// The global pointer of the byte at `addr` in this unit's part of the
@@ -605,11 +711,11 @@ impl Pgas {
         Ok(p.cast())
     }
 
-    /// Calls `f` with the window of every live segment.
-    pub(crate) fn each_segment(&self, mut f: impl FnMut(&Win) -> Result<()>) -> Result<()> {
+    /// Calls `f` with every live segment.
+    pub(crate) fn each_segment(&self, mut f: impl FnMut(&Segment) -> Result<()>) -> Result<()> {
         let segs = self.segs();
         for s in segs.map.values() {
-            f(&s.win)?;
+            f(s)?;
         }
         Ok(())
     }
@@ -630,9 +736,9 @@ impl Pgas {
         let mut first = Ok(());
         for i in ids {
             if let Some(s) = segs.map.remove(&i) {
-                let r = s.win.unlock_all().and_then(|()| s.win.free());
+                let r = s.close();
                 if first.is_ok() {
-                    first = r.map_err(Error::from);
+                    first = r;
                 }
             }
         }

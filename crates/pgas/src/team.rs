@@ -23,6 +23,7 @@ use hmpi_core::datatype::{Buffer, BufferMut};
 use hmpi_core::op::Operation;
 use hmpi_core::traits::{Communicator, CommunicatorCollectives, Root};
 use hmpi_core::Group;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -39,6 +40,8 @@ pub(crate) struct TeamInner {
     pub(crate) comm: SimpleCommunicator,
     /// Team-relative unit → absolute unit.
     pub(crate) units: Vec<u32>,
+    /// Absolute unit → team-relative unit.
+    pub(crate) of_unit: HashMap<u32, u32>,
     /// This unit's team-relative id.
     pub(crate) me: u32,
     pub(crate) destroyed: AtomicBool,
@@ -50,13 +53,26 @@ pub struct Team(pub(crate) Arc<TeamInner>);
 
 impl Team {
     pub(crate) fn new(id: u64, index: u16, comm: SimpleCommunicator) -> Team {
-        let units = comm.world_ranks().iter().map(|&w| w as u32).collect();
+        // The group names units by their rank in the job's world (MPI's
+        // under an MPI launcher, when the team spans nodes too).
+        let units: Vec<u32> = comm
+            .group()
+            .world_ranks()
+            .iter()
+            .map(|&w| w as u32)
+            .collect();
+        let of_unit = units
+            .iter()
+            .enumerate()
+            .map(|(r, &u)| (u, r as u32))
+            .collect();
         let me = comm.rank() as u32;
         Team(Arc::new(TeamInner {
             id,
             index,
             comm,
             units,
+            of_unit,
             me,
             destroyed: AtomicBool::new(false),
         }))
@@ -101,12 +117,10 @@ impl Team {
 
     /// The team-relative id of the absolute unit `world`.
     pub fn world_to_unit(&self, world: u32) -> Result<u32> {
-        i32::try_from(world)
-            .ok()
-            .and_then(|w| self.0.comm.rank_of_world(w))
-            .map(|r| r as u32)
-            // The world's communicator passes any rank through: bound it.
-            .filter(|&r| r < self.size())
+        self.0
+            .of_unit
+            .get(&world)
+            .copied()
             .ok_or_else(|| Error::Unit {
                 unit: world,
                 what: format!("team {}", self.id()),

@@ -219,7 +219,9 @@ fn atomics(world: &SimpleCommunicator, pg: &Pgas) {
         }
     }
     // Window accumulates and global-pointer atomics on one element mix:
-    // even units add through the window, odd ones with fetch_add.
+    // even units add through the window, odd ones with fetch_add. (A
+    // segment spanning nodes has no node window to offer: its atomics are
+    // all MPI's.)
     let dt = u64::equivalent_datatype();
     for _ in 0..K {
         let g = c.at_unit(0).add(7).unwrap();
@@ -238,6 +240,10 @@ fn atomics(world: &SimpleCommunicator, pg: &Pgas) {
                         SystemOperation::Sum,
                     )
                 }
+            })
+            .or_else(|e| match e {
+                Error::Elsewhere { .. } => pg.fetch_add(g, 3).map(drop),
+                e => Err(e),
             })
             .unwrap();
         } else {
@@ -326,15 +332,40 @@ where
     pg.team_memfree(g.raw()).unwrap();
 }
 
-/// Atomics of every element size: 1, 2, 4, 8 and 16 bytes, integer and
-/// floating point.
+/// Whether some unit is on another node (its pool has no address here).
+fn spans_nodes(pg: &Pgas) -> bool {
+    (0..pg.size()).any(|unit| {
+        let pool = Gptr {
+            unit,
+            segment: 0,
+            flags: 0,
+            offset: 0,
+        };
+        matches!(pg.local_addr(pool, 0), Err(Error::Elsewhere { .. }))
+    })
+}
+
+/// Atomics of every element size: 1, 2, 4, 8 and 16 bytes (8 across
+/// nodes), integer and floating point.
 fn atomic_sizes(world: &SimpleCommunicator, pg: &Pgas) {
     const K: usize = 150;
     atomic_sizes_of(pg, 3u8, K, |m| (3 * m) as u8);
     atomic_sizes_of(pg, 3u16, K, |m| (3 * m) as u16);
     atomic_sizes_of(pg, 3i32, K, |m| (3 * m) as i32);
     atomic_sizes_of(pg, 3u64, K, |m| (3 * m) as u64);
-    atomic_sizes_of(pg, 3u128 << 70, K, |m| (3 * m as u128) << 70);
+    if spans_nodes(pg) {
+        // MPI has no 16-byte number: across nodes they are refused.
+        let all = pg.team_all().clone();
+        let g = GlobalPtr::<u128>::from_raw(pg.team_memalloc_aligned(&all, 16).unwrap());
+        assert!(matches!(
+            pg.fetch_add(g, 1),
+            Err(Error::Runtime(hmpi_core::Error::Type { .. }))
+        ));
+        all.barrier().unwrap();
+        pg.team_memfree(g.raw()).unwrap();
+    } else {
+        atomic_sizes_of(pg, 3u128 << 70, K, |m| (3 * m as u128) << 70);
+    }
     atomic_sizes_of(pg, 0.25f32, K, |m| 0.25 * m as f32);
     atomic_sizes_of(pg, 0.5f64, K, |m| 0.5 * m as f64);
     world.barrier().unwrap();
@@ -728,7 +759,14 @@ fn array(world: &SimpleCommunicator, pg: &Pgas) {
                 // reference (the node heap is mapped here).
                 let g = a.gptr(len - 1).unwrap();
                 // SAFETY: nobody writes the array until the barrier.
-                assert_eq!(unsafe { *g.as_ref(pg).unwrap() }, model[len - 1]);
+                match unsafe { g.as_ref(pg) } {
+                    Ok(v) => assert_eq!(*v, model[len - 1]),
+                    // On another node: no address here, a get instead.
+                    Err(Error::Elsewhere { .. }) => {
+                        assert_eq!(pg.get_value(g).unwrap(), model[len - 1])
+                    }
+                    Err(e) => panic!("{e}"),
+                }
                 assert_eq!(g.is_local(pg), a.owner(len - 1).unwrap().0 as usize == me);
             }
             a.barrier().unwrap();

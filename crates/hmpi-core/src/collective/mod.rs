@@ -45,8 +45,7 @@ static IN_FLIGHT: Mutex<Vec<SimpleCommunicator>> = Mutex::new(Vec::new());
 /// Notes that `comm` has a nonblocking collective in flight (once the
 /// first time, the idle hook is installed).
 pub(crate) fn track(comm: &SimpleCommunicator) {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| vci::set_idle_hook(progress_in_flight));
+    install_idle_hook();
     let mut v = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
     if !v.iter().any(|c| c.same_as(comm)) {
         v.push(comm.clone());
@@ -62,11 +61,26 @@ pub(crate) fn others_in_flight(comm: &SimpleCommunicator) -> bool {
         .any(|c| !c.same_as(comm) && c.coll().ok().flatten().is_some_and(|k| k.in_flight() > 0))
 }
 
+/// Installs [`progress_in_flight`] as the engine's idle hook (once).
+pub(crate) fn install_idle_hook() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| vci::set_idle_hook(progress_in_flight));
+}
+
+/// Lets other engines progress while a thread waits: MPI's, under an MPI
+/// launcher with one-sided windows live (see `multinode::mpi::poke`).
+#[inline]
+pub(crate) fn progress_elsewhere() {
+    #[cfg(feature = "mpi")]
+    crate::multinode::mpi::poke();
+}
+
 /// The idle hook: moves every collective in flight on; forgets the
 /// communicators that have none left (so that what they hold, such as
 /// the VCIs of streams and endpoints, goes back once the program drops
 /// them). Skips a turn rather than wait for the list's lock.
 pub(crate) fn progress_in_flight() {
+    progress_elsewhere();
     let Ok(mut v) = IN_FLIGHT.try_lock() else {
         return;
     };

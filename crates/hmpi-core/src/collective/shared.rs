@@ -163,6 +163,7 @@ impl SeqWord {
                 backoff.snooze();
                 continue;
             }
+            super::progress_elsewhere();
             naps = naps.wrapping_add(1);
             if naps % NAPS_PER_CHECK == 0 {
                 if let Some(err) = failed() {

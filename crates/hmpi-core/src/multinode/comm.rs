@@ -216,6 +216,13 @@ impl SpanningCommunicator {
         Ok(self.inner.local_of[rank as usize] >= 0)
     }
 
+    /// Member `rank`'s rank in [`SpanningCommunicator::node_comm`], if it
+    /// is on this node.
+    pub fn node_comm_rank(&self, rank: i32) -> Option<i32> {
+        let l = *self.inner.local_of.get(usize::try_from(rank).ok()?)?;
+        (l >= 0).then_some(l)
+    }
+
     /// The node-local hmpi communicator of this node's members (ordered
     /// by their rank here).
     pub fn node_comm(&self) -> &SimpleCommunicator {

@@ -210,6 +210,55 @@ pub(crate) fn host_hash() -> Result<i64> {
     Ok(h as i64)
 }
 
+/// One-sided windows of this process that MPI may have to progress.
+static LIVE_WINDOWS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Counts a window made (`+1`) or freed (`-1`) for [`poke`].
+pub(crate) fn count_window(delta: isize) {
+    // Relaxed: a hint for `poke`; a poke more or less changes no result.
+    if delta > 0 {
+        LIVE_WINDOWS.fetch_add(1, Ordering::Relaxed);
+    } else {
+        LIVE_WINDOWS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Lets MPI progress, while a thread of this process waits for something
+/// else, when one-sided windows are live: MPI may complete another
+/// process's one-sided operation on this process's memory (an atomic over
+/// shared memory, in Open MPI) only while this process calls MPI, and a
+/// process waiting in a node-local phase would otherwise never do. One
+/// `MPI_Iprobe`; skipped when the serialising lock is busy (its holder is
+/// calling MPI already).
+pub(crate) fn poke() {
+    // Relaxed: see `count_window`.
+    if LIVE_WINDOWS.load(Ordering::Relaxed) == 0 || finalized() {
+        return;
+    }
+    let probe = || {
+        let mut flag: c_int = 0;
+        // SAFETY: a probe of the world with constant handles; `flag` is
+        // writable; the status is ignored.
+        unsafe {
+            ffi::MPI_Iprobe(
+                ffi::RSMPI_ANY_SOURCE,
+                ffi::RSMPI_ANY_TAG,
+                ffi::RSMPI_COMM_WORLD,
+                &mut flag,
+                ffi::RSMPI_STATUS_IGNORE,
+            )
+        };
+    };
+    // Relaxed: see `set_thread_multiple`.
+    if SERIALISE.load(Ordering::Relaxed) {
+        if let Ok(_g) = LOCK.try_lock() {
+            probe();
+        }
+    } else {
+        probe();
+    }
+}
+
 /// Whether MPI was finalized (then no handle may be freed).
 pub(crate) fn finalized() -> bool {
     let mut flag: c_int = 0;

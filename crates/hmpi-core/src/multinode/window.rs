@@ -103,6 +103,12 @@ impl std::fmt::Debug for NetWindow {
     }
 }
 
+impl Drop for NetWindow {
+    fn drop(&mut self) {
+        super::mpi::count_window(-1);
+    }
+}
+
 /// The datatype of `n` elements of `dt` (a dense type of one basic type)
 /// as MPI's: its predefined datatype and the count of basic elements.
 fn mpi_elements(
@@ -160,6 +166,8 @@ impl NetWindow {
             .map(|l| l as u64)
             .collect();
         let hosts = inner.remote.allgather_i64(host_hash()?)?;
+        super::mpi::count_window(1);
+        crate::collective::install_idle_hook();
         Ok(NetWindow {
             raw,
             rank: inner.rank,
@@ -468,6 +476,12 @@ impl NetWindow {
     /// `MPI_Win_flush_all`.
     pub fn flush_all(&self) -> Result<()> {
         self.raw.flush_all()
+    }
+
+    /// Frees the window (collective, `MPI_Win_free`: what other members
+    /// still do to this memory completes first); the same as dropping it.
+    pub fn free(self) {
+        drop(self);
     }
 
     /// `MPI_Win_sync`: this process's loads and stores of its memory and
