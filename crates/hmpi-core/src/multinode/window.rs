@@ -291,22 +291,31 @@ impl NetWindow {
         tcount: usize,
         tdt: &Datatype,
     ) -> Result<()> {
-        // SAFETY: the caller's guarantee.
-        let packed = unsafe { pack_origin(origin, ocount, odt) }?;
-        if tdt.packed_size(tcount)? != packed.len() {
+        let n = odt.packed_size(ocount)?;
+        if tdt.packed_size(tcount)? != n {
             return Err(Error::Type {
                 reason: format!(
-                    "put: the origin packs to {} bytes, the target's datatype holds {}",
-                    packed.len(),
+                    "put: the origin packs to {n} bytes, the target's datatype holds {}",
                     tdt.packed_size(tcount)?
                 ),
             });
         }
+        // A dense origin is sent from where it is; another one packed.
+        let packed;
+        let src = match odt.dense_offset() {
+            Some(oo) => origin.wrapping_offset(oo),
+            None => {
+                // SAFETY: the caller's guarantee.
+                packed = unsafe { pack_origin(origin, ocount, odt) }?;
+                packed.as_ptr()
+            }
+        };
         let mut at = 0;
         for (d, len) in self.runs(tdt, tcount, rank, disp, "put")? {
-            // SAFETY: `packed` holds `len` bytes from `at` and lives past
-            // the local flush below; the target holds the run (checked).
-            unsafe { self.raw.put(packed.as_ptr().add(at), len, rank, d) }?;
+            // SAFETY: `src` holds the `n` bytes in packing order (the
+            // caller's or `packed`, alive past the local flush below); the
+            // target holds the run (checked).
+            unsafe { self.raw.put(src.add(at), len, rank, d) }?;
             at += len;
         }
         self.raw.flush_local(rank)
@@ -338,18 +347,27 @@ impl NetWindow {
                 ),
             });
         }
-        let mut packed = vec![0u8; n];
+        // A dense origin receives where it is; another one is unpacked.
+        let dense = odt.dense_offset();
+        let mut packed = vec![0u8; if dense.is_some() { 0 } else { n }];
+        let dst = match dense {
+            Some(oo) => origin.wrapping_offset(oo),
+            None => packed.as_mut_ptr(),
+        };
         let mut at = 0;
         for (d, len) in self.runs(tdt, tcount, rank, disp, "get")? {
-            // SAFETY: `packed` has room for `len` bytes from `at` and is
-            // not touched before the flush; the target holds the run.
-            unsafe { self.raw.get(packed.as_mut_ptr().add(at), len, rank, d) }?;
+            // SAFETY: `dst` has room for the `n` bytes in packing order
+            // (the caller's or `packed`), not touched before the flush;
+            // the target holds the run.
+            unsafe { self.raw.get(dst.add(at), len, rank, d) }?;
             at += len;
         }
         self.raw.flush(rank)?;
-        // SAFETY: the caller's guarantee: the origin's elements are
-        // writable at `origin`.
-        unsafe { odt.unpack_raw(&packed, origin, ocount) }?;
+        if dense.is_none() {
+            // SAFETY: the caller's guarantee: the origin's elements are
+            // writable at `origin`.
+            unsafe { odt.unpack_raw(&packed, origin, ocount) }?;
+        }
         Ok(())
     }
 
