@@ -1222,6 +1222,33 @@ fn windows(world: &SpanningCommunicator) {
     }
     let ranks: u64 = (0..size as u64).sum();
     assert_eq!(got[acc as usize..acc as usize + 2], [size as u64, ranks]);
+    // Request-based puts into the second half of every member's slot
+    // pair, each rewriting what the put above wrote there, and gets of
+    // another member's first half, all in flight at once.
+    {
+        let again: Vec<[u64; 1]> = (0..size).map(|_| [rank as u64 * 100 + 2]).collect();
+        let mut firsts = vec![[0u64; 1]; size as usize];
+        let mut reqs = Vec::new();
+        for (t, (a, f)) in again.iter().zip(firsts.iter_mut()).enumerate() {
+            let t = t as i32;
+            reqs.push(win.rput(t, a, 2 * rank as u64 + 1).unwrap());
+            reqs.push(win.rget(t, f, 2 * ((t + rank) % size) as u64).unwrap());
+        }
+        let mut first = reqs.remove(0);
+        while !first.test().unwrap() {}
+        for r in reqs {
+            r.wait().unwrap();
+        }
+        for (t, f) in firsts.iter().enumerate() {
+            let s = (t as i32 + rank) % size;
+            assert_eq!(f[0], s as u64 * 100 + 1, "rget from {t}");
+        }
+        assert!(matches!(
+            win.rget(size, &mut [0u64], 0),
+            Err(hmpi_core::Error::Rank { .. })
+        ));
+    }
+    win.flush_all().unwrap();
     // Gets from every member, of another member's slot.
     for t in 0..size {
         let s = (t + rank) % size;
@@ -1257,6 +1284,8 @@ fn windows(world: &SpanningCommunicator) {
     let got = win.read_local().unwrap();
     assert_eq!(got[cas as usize], size as u64);
     assert_eq!(got[repl as usize], 1000 + ((rank + size - 1) % size) as u64);
+    // Everyone has read its element before the next member changes it.
+    win.fence().unwrap();
     assert_eq!(
         win.fetch_and_op(next, 5, repl, Op::no_op()).unwrap(),
         1000 + rank as u64
@@ -1267,6 +1296,24 @@ fn windows(world: &SpanningCommunicator) {
     );
     win.fence().unwrap();
     assert_eq!(win.read_local().unwrap()[repl as usize], 7);
+    // Get-accumulates of pairs from every member into the last one's
+    // `acc` pair: each sees a distinct prefix of the sums.
+    let mut before = [0u64; 2];
+    win.get_accumulate(last, &[1, 10], &mut before, acc, Op::sum())
+        .unwrap();
+    win.fence().unwrap();
+    let mut seen = world.all_gather(&[before[0]]).unwrap();
+    seen.sort_unstable();
+    assert_eq!(seen, (size as u64..2 * size as u64).collect::<Vec<_>>());
+    let mut now = [0u64; 2];
+    win.get_accumulate(last, &[0, 0], &mut now, acc, Op::no_op())
+        .unwrap();
+    assert_eq!(now, [2 * size as u64, ranks + 10 * size as u64]);
+    assert!(matches!(
+        win.get_accumulate(last, &[1], &mut [0, 0], acc, Op::sum()),
+        Err(hmpi_core::Error::Buffer { .. })
+    ));
+    win.fence().unwrap();
     // Read-modify-writes under an exclusive lock of member 0 (a local
     // origin for some, a remote one for others) lose no increment.
     for _ in 0..5 {

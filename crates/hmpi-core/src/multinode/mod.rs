@@ -57,7 +57,7 @@ mod window;
 pub use coll::Plain;
 pub use comm::{SpanMessage, SpanRequest, SpanningCommunicator};
 pub use icoll::CollRequest;
-pub use window::{NetWindow, SpanLock, SpanWindow};
+pub use window::{NetRequest, NetWindow, SpanLock, SpanRmaRequest, SpanWindow};
 
 use crate::error::{Error, Result};
 use mpi::RawComm;

@@ -1120,6 +1120,130 @@ impl RawWin {
         self.flush(rank)
     }
 
+    /// `MPI_Rput` of the `len` bytes at `src` to displacement `disp` of
+    /// `rank`: complete (the origin reusable) when its request is; at the
+    /// target after a flush.
+    ///
+    /// # Safety
+    /// `src` holds `len` bytes that stay unchanged until the request
+    /// completes; the target's window holds `len` bytes from `disp`.
+    pub(crate) unsafe fn rput(
+        &self,
+        src: *const u8,
+        len: usize,
+        rank: i32,
+        disp: u64,
+    ) -> Result<RawRequest> {
+        let n = count(len)?;
+        // SAFETY: a constant handle.
+        let mut handle = unsafe { ffi::RSMPI_REQUEST_NULL };
+        check(
+            // SAFETY: the caller's guarantee; `handle` is writable.
+            call(|| unsafe {
+                ffi::MPI_Rput(
+                    src.cast(),
+                    n,
+                    bytes(),
+                    rank,
+                    disp as ffi::MPI_Aint,
+                    n,
+                    bytes(),
+                    self.handle,
+                    &mut handle,
+                )
+            }),
+            "Rput",
+        )?;
+        Ok(RawRequest {
+            handle,
+            kind: Kind::Send(len),
+            cancelling: false,
+        })
+    }
+
+    /// `MPI_Rget` of `len` bytes from displacement `disp` of `rank` into
+    /// `dst`: there when its request completes.
+    ///
+    /// # Safety
+    /// `dst` is writable for `len` bytes and not otherwise accessed until
+    /// the request completes; the target's window holds `len` bytes from
+    /// `disp`.
+    pub(crate) unsafe fn rget(
+        &self,
+        dst: *mut u8,
+        len: usize,
+        rank: i32,
+        disp: u64,
+    ) -> Result<RawRequest> {
+        let n = count(len)?;
+        // SAFETY: a constant handle.
+        let mut handle = unsafe { ffi::RSMPI_REQUEST_NULL };
+        check(
+            // SAFETY: the caller's guarantee; `handle` is writable.
+            call(|| unsafe {
+                ffi::MPI_Rget(
+                    dst.cast(),
+                    n,
+                    bytes(),
+                    rank,
+                    disp as ffi::MPI_Aint,
+                    n,
+                    bytes(),
+                    self.handle,
+                    &mut handle,
+                )
+            }),
+            "Rget",
+        )?;
+        Ok(RawRequest {
+            handle,
+            kind: Kind::Send(len),
+            cancelling: false,
+        })
+    }
+
+    /// `MPI_Get_accumulate` of `n` elements of `dt`: `result` gets the
+    /// elements at `disp` of `rank` from before `op` combined `src` into
+    /// them; completed at once.
+    ///
+    /// # Safety
+    /// `src` holds `n` elements of `dt` (unless `op` is `MPI_NO_OP`),
+    /// `result` has room for `n`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn get_accumulate(
+        &self,
+        src: *const u8,
+        result: *mut u8,
+        n: usize,
+        dt: ffi::MPI_Datatype,
+        rank: i32,
+        disp: u64,
+        op: ffi::MPI_Op,
+    ) -> Result<()> {
+        let n = count(n)?;
+        check(
+            // SAFETY: the caller's guarantee; predefined handles.
+            call(|| unsafe {
+                ffi::MPI_Get_accumulate(
+                    src.cast(),
+                    n,
+                    dt,
+                    result.cast(),
+                    n,
+                    dt,
+                    rank,
+                    disp as ffi::MPI_Aint,
+                    n,
+                    dt,
+                    op,
+                    self.handle,
+                )
+            }),
+            "Get_accumulate",
+        )?;
+        self.flush(rank)
+    }
+
     /// `MPI_Compare_and_swap` of one element of `dt`, completed at once:
     /// the element at `disp` of `rank` before (replaced by `value` if it
     /// equalled `compare`).

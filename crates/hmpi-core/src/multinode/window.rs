@@ -109,6 +109,53 @@ impl Drop for NetWindow {
     }
 }
 
+/// A one-sided operation in flight through MPI ([`NetWindow::rput`],
+/// [`NetWindow::rget`]); dropping it waits for it.
+#[derive(Debug)]
+pub struct NetRequest(Option<super::mpi::RawRequest>);
+
+impl NetRequest {
+    /// Whether it is complete (`MPI_Test`).
+    pub fn test(&mut self) -> Result<bool> {
+        match &mut self.0 {
+            None => Ok(true),
+            Some(r) => {
+                let done = r.test()?.is_some();
+                if done {
+                    self.0 = None;
+                }
+                Ok(done)
+            }
+        }
+    }
+
+    /// Waits until it is complete (tests, spinning, then yielding).
+    pub fn wait(mut self) -> Result<()> {
+        self.wait_mut()
+    }
+
+    fn wait_mut(&mut self) -> Result<()> {
+        let mut polls = 0u32;
+        while !self.test()? {
+            if polls < 2000 {
+                polls += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for NetRequest {
+    fn drop(&mut self) {
+        // MPI may still read or write the caller's buffer: wait (an error
+        // leaves nothing pending, as MPI_Test frees a failed request).
+        let _ = self.wait_mut();
+    }
+}
+
 /// The datatype of `n` elements of `dt` (a dense type of one basic type)
 /// as MPI's: its predefined datatype and the count of basic elements.
 fn mpi_elements(
@@ -239,6 +286,45 @@ impl NetWindow {
         // get; the target holds the bytes (checked).
         unsafe { self.raw.get(dst, len, rank, disp) }?;
         self.raw.flush(rank)
+    }
+
+    /// `MPI_Rput` of the `len` bytes at `src` to byte `disp` of `rank`:
+    /// `src` may be reused once the request completes, the bytes are at
+    /// the target after a flush.
+    ///
+    /// # Safety
+    /// `src` holds `len` bytes, unchanged until the request completes (or
+    /// is dropped, which waits for it).
+    pub unsafe fn rput(
+        &self,
+        src: *const u8,
+        len: usize,
+        rank: i32,
+        disp: u64,
+    ) -> Result<NetRequest> {
+        self.check(rank, disp, len as u64, "rput")?;
+        // SAFETY: the caller's guarantee; the target holds the bytes.
+        let r = unsafe { self.raw.rput(src, len, rank, disp) }?;
+        Ok(NetRequest(Some(r)))
+    }
+
+    /// `MPI_Rget` of `len` bytes from byte `disp` of `rank` into `dst`:
+    /// there once the request completes.
+    ///
+    /// # Safety
+    /// `dst` is writable for `len` bytes and untouched until the request
+    /// completes (or is dropped, which waits for it).
+    pub unsafe fn rget(
+        &self,
+        dst: *mut u8,
+        len: usize,
+        rank: i32,
+        disp: u64,
+    ) -> Result<NetRequest> {
+        self.check(rank, disp, len as u64, "rget")?;
+        // SAFETY: the caller's guarantee; the target holds the bytes.
+        let r = unsafe { self.raw.rget(dst, len, rank, disp) }?;
+        Ok(NetRequest(Some(r)))
     }
 
     /// The target's byte runs of `count` elements of `dt` from `disp`
@@ -393,6 +479,38 @@ impl NetWindow {
         // until the local flush.
         unsafe { self.raw.accumulate(src, n, mdt, rank, disp, mop) }?;
         self.raw.flush_local(rank)
+    }
+
+    /// `MPI_Get_accumulate` of `count` elements of `dt`: `result` gets the
+    /// elements from byte `disp` of `rank` from before `op` combined `src`
+    /// into them (element-wise atomic, as accumulates are); complete when
+    /// it returns.
+    ///
+    /// # Safety
+    /// `src` holds `count` elements of `dt` (read unless `op` is
+    /// `NO_OP`), `result` has room for `count`.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn get_accumulate(
+        &self,
+        src: *const u8,
+        result: *mut u8,
+        count: usize,
+        dt: &Datatype,
+        rank: i32,
+        disp: u64,
+        op: SystemOperation,
+    ) -> Result<()> {
+        let (b, mdt, n) = mpi_elements(dt, count, "get_accumulate")?;
+        let mop = Self::op(op, b, "get_accumulate")?;
+        self.check(rank, disp, (count * dt.size()) as u64, "get_accumulate")?;
+        if n == 0 {
+            return Ok(());
+        }
+        // SAFETY: the caller's guarantee: `n` elements of `mdt` each.
+        unsafe {
+            self.raw
+                .get_accumulate(src, result, n, mdt, rank, disp, mop)
+        }
     }
 
     /// `MPI_Fetch_and_op` of one element of `dt` at byte `disp` of `rank`:
@@ -827,6 +945,84 @@ impl<T: Plain + Equivalence> SpanWindow<T> {
         Ok(out[0])
     }
 
+    /// `MPI_Rput` of `data` to `disp` of `rank`: `data` stays borrowed
+    /// until the request completes (at once for a member of this node,
+    /// whose copy is done in the call); the elements are at a member of
+    /// another node after a flush.
+    pub fn rput<'a>(&self, rank: i32, data: &'a [T], disp: u64) -> Result<SpanRmaRequest<'a>> {
+        match self.target(rank, disp, data.len(), "rput")? {
+            Some(_) => self.put(rank, data, disp).map(|()| SpanRmaRequest::done()),
+            // SAFETY: `data` stays borrowed by the request, which waits
+            // for MPI before the borrow ends; the target holds the
+            // elements (checked).
+            None => unsafe {
+                self.data.rput(
+                    data.as_ptr().cast(),
+                    std::mem::size_of_val(data),
+                    rank,
+                    Self::bytes(disp),
+                )
+            }
+            .map(SpanRmaRequest::pending),
+        }
+    }
+
+    /// `MPI_Rget` from `disp` of `rank` into `buf`: there once the request
+    /// completes (at once for a member of this node).
+    pub fn rget<'a>(&self, rank: i32, buf: &'a mut [T], disp: u64) -> Result<SpanRmaRequest<'a>> {
+        match self.target(rank, disp, buf.len(), "rget")? {
+            Some(_) => self.get(rank, buf, disp).map(|()| SpanRmaRequest::done()),
+            // SAFETY: as in `rput`; `buf` is borrowed mutably by the
+            // request.
+            None => unsafe {
+                self.data.rget(
+                    buf.as_mut_ptr().cast(),
+                    std::mem::size_of_val(buf),
+                    rank,
+                    Self::bytes(disp),
+                )
+            }
+            .map(SpanRmaRequest::pending),
+        }
+    }
+
+    /// `MPI_Get_accumulate`: `result` gets the elements from `disp` of
+    /// `rank` from before `op` combined `data` into them (through MPI for
+    /// every target, complete when it returns; `data` and `result` of one
+    /// length).
+    pub fn get_accumulate(
+        &self,
+        rank: i32,
+        data: &[T],
+        result: &mut [T],
+        disp: u64,
+        op: SystemOperation,
+    ) -> Result<()> {
+        if data.len() != result.len() {
+            return Err(Error::Buffer {
+                reason: format!(
+                    "get_accumulate: {} elements in, room for {} out",
+                    data.len(),
+                    result.len()
+                ),
+            });
+        }
+        self.target(rank, disp, data.len(), "get_accumulate")?;
+        // SAFETY: `data` holds its elements of `T` (`self.dt`), `result`
+        // room for as many.
+        unsafe {
+            self.data.get_accumulate(
+                data.as_ptr().cast(),
+                result.as_mut_ptr().cast(),
+                data.len(),
+                &self.dt,
+                rank,
+                Self::bytes(disp),
+                op,
+            )
+        }
+    }
+
     /// `MPI_Compare_and_swap`: the element at `disp` of `rank` before; it
     /// became `value` if it equalled `compare` bit for bit (through MPI
     /// for every target, complete when it returns).
@@ -985,6 +1181,47 @@ impl<T: Plain + Equivalence> Drop for SpanWindow<T> {
     }
 }
 
+/// A request of [`SpanWindow::rput`] / [`SpanWindow::rget`]: borrows the
+/// buffer until it completes; dropping it waits.
+#[derive(Debug)]
+#[must_use = "a request must be waited for (or tested until done)"]
+pub struct SpanRmaRequest<'a> {
+    net: Option<NetRequest>,
+    _buf: PhantomData<&'a mut [u8]>,
+}
+
+impl SpanRmaRequest<'_> {
+    fn done() -> Self {
+        SpanRmaRequest {
+            net: None,
+            _buf: PhantomData,
+        }
+    }
+
+    fn pending(r: NetRequest) -> Self {
+        SpanRmaRequest {
+            net: Some(r),
+            _buf: PhantomData,
+        }
+    }
+
+    /// Whether it is complete.
+    pub fn test(&mut self) -> Result<bool> {
+        match &mut self.net {
+            None => Ok(true),
+            Some(r) => r.test(),
+        }
+    }
+
+    /// Waits until it is complete.
+    pub fn wait(self) -> Result<()> {
+        match self.net {
+            None => Ok(()),
+            Some(r) => r.wait(),
+        }
+    }
+}
+
 /// A lock on one member of a [`SpanWindow`] ([`SpanWindow::lock`]).
 #[derive(Debug)]
 pub struct SpanLock<'w, T: Plain + Equivalence> {
@@ -1018,6 +1255,17 @@ impl<T: Plain + Equivalence> SpanLock<'_, T> {
     /// `MPI_Fetch_and_op` at `disp`.
     pub fn fetch_and_op(&self, value: T, disp: u64, op: SystemOperation) -> Result<T> {
         self.win.fetch_and_op(self.rank, value, disp, op)
+    }
+
+    /// `MPI_Get_accumulate` at `disp`.
+    pub fn get_accumulate(
+        &self,
+        data: &[T],
+        result: &mut [T],
+        disp: u64,
+        op: SystemOperation,
+    ) -> Result<()> {
+        self.win.get_accumulate(self.rank, data, result, disp, op)
     }
 
     /// `MPI_Compare_and_swap` at `disp`.
