@@ -1338,6 +1338,36 @@ fn windows(world: &SpanningCommunicator) {
     }
     win.flush_all().unwrap();
     win.fence().unwrap();
+    // Post/start/complete/wait around the ring: each member exposes
+    // itself to the previous one and accesses the next one, three epochs
+    // in a row (the last waited for with test).
+    let (prev, next) = ((rank + size - 1) % size, (rank + 1) % size);
+    let world_group = world.group();
+    let of = |r: i32| world_group.incl(&[r]).unwrap();
+    for epoch in 0..3u64 {
+        win.post(&of(prev)).unwrap();
+        win.start(&of(next)).unwrap();
+        win.put(next, &[epoch * 1000 + rank as u64], ctr).unwrap();
+        win.complete().unwrap();
+        if epoch < 2 {
+            win.wait().unwrap();
+        } else {
+            while !win.test().unwrap() {
+                std::thread::yield_now();
+            }
+        }
+        assert_eq!(
+            win.read_local().unwrap()[ctr as usize],
+            epoch * 1000 + prev as u64,
+            "epoch {epoch}"
+        );
+    }
+    assert!(matches!(
+        win.complete(),
+        Err(hmpi_core::Error::RmaSync { .. })
+    ));
+    assert!(matches!(win.wait(), Err(hmpi_core::Error::RmaSync { .. })));
+    win.fence().unwrap();
     // Floats: max through MPI, from every member.
     let fw = SpanWindow::<f64>::allocate(world, 1).unwrap();
     for t in 0..size {

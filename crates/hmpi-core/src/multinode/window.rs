@@ -704,6 +704,11 @@ pub struct SpanWindow<T: Plain + Equivalence> {
     dt: Datatype,
     /// The members this process holds a lock on.
     held: Mutex<Vec<bool>>,
+    /// Where the post/start/complete/wait tokens travel (a duplicate of
+    /// the communicator, so they meet no message of the program).
+    sync: SpanningCommunicator,
+    /// The generalized active-target epochs of this process.
+    pscw: Mutex<Pscw>,
     _t: PhantomData<T>,
 }
 
@@ -771,6 +776,8 @@ impl<T: Plain + Equivalence> SpanWindow<T> {
             lens,
             dt: T::equivalent_datatype(),
             held: Mutex::new(vec![false; inner.size as usize]),
+            sync: comm.duplicate()?,
+            pscw: Mutex::new(Pscw::default()),
             _t: PhantomData,
         })
     }
@@ -1079,6 +1086,114 @@ impl<T: Plain + Equivalence> SpanWindow<T> {
         Ok(())
     }
 
+    /// The members of `group` (processes named by MPI world rank) as ranks
+    /// of the window's communicator.
+    fn members_of(&self, group: &crate::Group, what: &str) -> Result<Vec<i32>> {
+        let all: Vec<i32> = (0..group.size()).collect();
+        group
+            .translate_ranks(&all, &self.comm.group())?
+            .into_iter()
+            .zip(group.world_ranks())
+            .map(|(r, w)| {
+                r.ok_or_else(|| Error::Group {
+                    reason: format!("{what}: process {w} is not a member of the window"),
+                })
+            })
+            .collect()
+    }
+
+    fn pscw(&self) -> std::sync::MutexGuard<'_, Pscw> {
+        self.pscw.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `MPI_Win_post`: opens an exposure epoch for the members of `group`
+    /// (each is told; their `start` waits for it). Their operations are
+    /// complete here when [`SpanWindow::wait`] returns.
+    pub fn post(&self, group: &crate::Group) -> Result<()> {
+        let origins = self.members_of(group, "post")?;
+        let mut e = self.pscw();
+        if e.exposure.is_some() {
+            return Err(Error::RmaSync {
+                reason: "post during an exposure epoch".into(),
+            });
+        }
+        // SeqCst: this process's stores to its memory come before the
+        // tokens that let the origins at it.
+        fence(Ordering::SeqCst);
+        self.data.sync()?;
+        for &o in &origins {
+            self.sync.send(&[], o, POSTED)?;
+        }
+        e.heard = vec![false; origins.len()];
+        e.exposure = Some(origins);
+        Ok(())
+    }
+
+    /// `MPI_Win_start`: opens an access epoch to the members of `group`,
+    /// once each of them has posted (it blocks until then).
+    pub fn start(&self, group: &crate::Group) -> Result<()> {
+        let targets = self.members_of(group, "start")?;
+        let mut e = self.pscw();
+        if e.access.is_some() {
+            return Err(Error::RmaSync {
+                reason: "start during an access epoch".into(),
+            });
+        }
+        for &t in &targets {
+            self.sync.recv(&mut [], t, POSTED)?;
+        }
+        e.access = Some(targets);
+        Ok(())
+    }
+
+    /// `MPI_Win_complete`: completes this process's operations at each
+    /// target of the access epoch, then tells it so.
+    pub fn complete(&self) -> Result<()> {
+        let targets = self.pscw().access.take().ok_or_else(|| Error::RmaSync {
+            reason: "complete without start".into(),
+        })?;
+        for &t in &targets {
+            self.flush(t)?;
+            self.sync.send(&[], t, COMPLETED)?;
+        }
+        Ok(())
+    }
+
+    /// `MPI_Win_wait`: waits until every origin of the exposure epoch has
+    /// completed; their operations are then visible here.
+    pub fn wait(&self) -> Result<()> {
+        while !self.test()? {
+            std::thread::yield_now();
+        }
+        Ok(())
+    }
+
+    /// `MPI_Win_test`: whether every origin of the exposure epoch has
+    /// completed (then the epoch is over, as after `wait`).
+    pub fn test(&self) -> Result<bool> {
+        let mut e = self.pscw();
+        let Some(origins) = e.exposure.clone() else {
+            return Err(Error::RmaSync {
+                reason: "wait or test without post".into(),
+            });
+        };
+        for (i, &o) in origins.iter().enumerate() {
+            if !e.heard[i] && self.sync.iprobe(o, COMPLETED)?.is_some() {
+                self.sync.recv(&mut [], o, COMPLETED)?;
+                e.heard[i] = true;
+            }
+        }
+        if e.heard.iter().all(|&h| h) {
+            e.exposure = None;
+            self.data.sync()?;
+            // SeqCst: this process's loads of its memory follow the
+            // tokens, after which the origins' stores are complete.
+            fence(Ordering::SeqCst);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
     /// `MPI_Win_lock` of member `rank` (see the module docs): a guard
     /// whose operations target that member, unlocked by
     /// [`SpanLock::unlock`] or its drop. [`Error::RmaSync`] if this
@@ -1179,6 +1294,22 @@ impl<T: Plain + Equivalence> Drop for SpanWindow<T> {
             ManuallyDrop::drop(&mut self.local);
         }
     }
+}
+
+/// The tag of a post token (on the window's own duplicate).
+const POSTED: i32 = 1;
+/// The tag of a complete token.
+const COMPLETED: i32 = 2;
+
+/// A process's generalized active-target epochs on a [`SpanWindow`].
+#[derive(Debug, Default)]
+struct Pscw {
+    /// The origins of the open exposure epoch.
+    exposure: Option<Vec<i32>>,
+    /// Per origin of the exposure epoch: whether its complete came.
+    heard: Vec<bool>,
+    /// The targets of the open access epoch.
+    access: Option<Vec<i32>>,
 }
 
 /// A request of [`SpanWindow::rput`] / [`SpanWindow::rget`]: borrows the
