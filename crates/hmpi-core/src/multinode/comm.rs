@@ -1219,6 +1219,12 @@ impl<'a> SpanRequest<'a> {
         // node often arrives within a few polls, and giving up the
         // processor costs a time slice on a busy machine), then yields
         // between tests so that more ranks than cores still progress.
+        if let State::Remote(r) = &mut self.state {
+            if let Some(s) = r.wait_send()? {
+                self.state = State::Taken;
+                return Ok(remote_status(&s));
+            }
+        }
         let mut polls = 0u32;
         loop {
             if let Some(st) = self.test()? {

@@ -1451,6 +1451,33 @@ impl RawRequest {
         Ok(Some(MpiStatus::from(&st, cancelled != 0)?))
     }
 
+    /// Blocks in MPI until a send completes (`MPI_Wait`), when that is
+    /// allowed: a send never asked to cancel, with MPI thread-multiple
+    /// (no serialising lock held meanwhile). `None` otherwise: test it.
+    pub(crate) fn wait_send(&mut self) -> Result<Option<MpiStatus>> {
+        let Kind::Send(len) = self.kind else {
+            return Ok(None);
+        };
+        if self.cancelling || !thread_multiple() {
+            return Ok(None);
+        }
+        // SAFETY: as in `RawComm::improbe`.
+        let mut st: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        check(
+            // SAFETY: a request MPI gave; the status is writable.
+            unsafe { ffi::MPI_Wait(&mut self.handle, &mut st) },
+            "Wait",
+        )?;
+        // As `test` reports a completed send.
+        Ok(Some(MpiStatus {
+            source: st.MPI_SOURCE,
+            tag: st.MPI_TAG,
+            len,
+            cancelled: false,
+            truncated: None,
+        }))
+    }
+
     /// Asks MPI to cancel the request (`MPI_Cancel`); complete it with
     /// [`RawRequest::test`] as usual.
     pub(crate) fn cancel(&mut self) -> Result<()> {
