@@ -784,8 +784,12 @@ impl SpanningCommunicator {
     }
 
     fn request<'a>(&self, state: State<'a>) -> SpanRequest<'a> {
+        let comm = match state {
+            State::Remote(_) | State::Done(_) => None,
+            _ => Some(Arc::clone(&self.inner)),
+        };
         SpanRequest {
-            comm: Arc::clone(&self.inner),
+            comm,
             state,
             _buf: PhantomData,
         }
@@ -1021,6 +1025,12 @@ enum State<'a> {
     Taken,
 }
 
+/// The communicator of a request in a state that keeps it.
+fn kept(comm: &Option<Arc<Inner>>) -> Result<&Inner> {
+    comm.as_deref()
+        .ok_or_else(|| Error::Internal("a request lost its communicator".into()))
+}
+
 /// A nonblocking take waiting to start or to match.
 struct Taking {
     /// Where the block goes (valid for the request's lifetime, under
@@ -1041,7 +1051,11 @@ const SPIN_POLLS: u32 = 2000;
 /// A nonblocking operation of a [`SpanningCommunicator`]; completed by
 /// [`SpanRequest::test`] / [`SpanRequest::wait`] (dropping it waits).
 pub struct SpanRequest<'a> {
-    comm: Arc<Inner>,
+    /// The communicator, for the states that go back to it (queued and
+    /// taking receives, and the node's requests whose source it
+    /// translates); an MPI request needs none, and cloning it for every
+    /// message cost two atomic operations of the message rate.
+    comm: Option<Arc<Inner>>,
     state: State<'a>,
     _buf: PhantomData<&'a mut [u8]>,
 }
@@ -1097,7 +1111,8 @@ impl<'a> SpanRequest<'a> {
             return Ok(());
         };
         finish_gives(false)?;
-        self.comm.progress_queue()?;
+        let comm = kept(&self.comm)?;
+        comm.progress_queue()?;
         t.before.retain(|w| {
             let w = w.lock().unwrap_or_else(|p| p.into_inner());
             matches!(w.state, WaitState::Waiting)
@@ -1114,11 +1129,11 @@ impl<'a> SpanRequest<'a> {
                 // SAFETY: the request becomes this one's state, which is
                 // completed or dropped (dropping waits), never leaked
                 // (`itake`'s contract).
-                let r = unsafe { raw::irecv_owned(&self.comm.local, out, t.align, l, t.tag) }?;
+                let r = unsafe { raw::irecv_owned(&comm.local, out, t.align, l, t.tag) }?;
                 State::Local(r)
             }
             Route::Remote(r) => {
-                let Some((msg, st)) = self.comm.remote.improbe(r, t.tag)? else {
+                let Some((msg, st)) = comm.remote.improbe(r, t.tag)? else {
                     return Ok(());
                 };
                 let block = recv_block(msg, &st, t.align)?;
@@ -1129,7 +1144,7 @@ impl<'a> SpanRequest<'a> {
             _ => {
                 return Err(Error::Rank {
                     rank: t.source,
-                    size: self.comm.size,
+                    size: comm.size,
                 })
             }
         };
@@ -1141,7 +1156,7 @@ impl<'a> SpanRequest<'a> {
     /// of the communicator), else `None`.
     pub fn test(&mut self) -> Result<Option<Status>> {
         if let State::Queued(_) = self.state {
-            self.comm.progress_queue()?;
+            kept(&self.comm)?.progress_queue()?;
             self.take_posted();
         }
         if let State::Take(_) = self.state {
@@ -1165,11 +1180,11 @@ impl<'a> SpanRequest<'a> {
                 }
             }
             .map(|mut st| {
-                if st.source >= 0 {
-                    let l = raw::source_in(&self.comm.local, st.source);
+                if let (true, Some(c)) = (st.source >= 0, &self.comm) {
+                    let l = raw::source_in(&c.local, st.source);
                     st.source = usize::try_from(l)
                         .ok()
-                        .and_then(|l| self.comm.local_members.get(l).copied())
+                        .and_then(|l| c.local_members.get(l).copied())
                         .unwrap_or(-1);
                 }
                 st

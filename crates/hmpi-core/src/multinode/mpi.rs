@@ -1532,20 +1532,90 @@ pub(crate) struct MpiStatus {
 
 impl MpiStatus {
     fn from(st: &ffi::MPI_Status, cancelled: bool) -> Result<MpiStatus> {
-        let mut n: c_int = 0;
-        check(
-            // SAFETY: a status MPI wrote; counted in bytes.
-            unsafe { ffi::MPI_Get_count(st, bytes(), &mut n) },
-            "Get_count",
-        )?;
         Ok(MpiStatus {
             source: st.MPI_SOURCE,
             tag: st.MPI_TAG,
-            len: usize::try_from(n).unwrap_or(0),
+            len: count_of(st)?,
             cancelled,
             truncated: None,
         })
     }
+}
+
+/// Where this library's `MPI_Status` keeps the count of bytes received.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum CountAt {
+    /// Open MPI: a `size_t` of bytes after four `int`s.
+    SizeAt16,
+    /// MPICH: the low 32 bits in the first `int`, the high ones above the
+    /// cancelled bit of the second.
+    SplitAt0,
+    /// Neither: ask MPI (`MPI_Get_count`).
+    Ask,
+}
+
+/// The count of bytes a receive's status reports. `MPI_Get_count` costs
+/// about as much as hmpi's whole share of a small remote receive, so the
+/// count is read from the status itself where its layout is recognised:
+/// once, by asking MPI to set known counts into a status
+/// (`MPI_Status_set_elements`) and checking where they land against
+/// `MPI_Get_count`; a library laid out otherwise is asked every time.
+fn count_of(st: &ffi::MPI_Status) -> Result<usize> {
+    static AT: std::sync::OnceLock<CountAt> = std::sync::OnceLock::new();
+    let at = *AT.get_or_init(|| {
+        [CountAt::SizeAt16, CountAt::SplitAt0]
+            .into_iter()
+            .find(|&c| {
+                [0, 7, 0x1234_5678].iter().all(|&n: &c_int| {
+                    // SAFETY: as in `RawComm::improbe`.
+                    let mut t: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+                    // SAFETY: `t` is a status of ours to write.
+                    let set = unsafe { ffi::MPI_Status_set_elements(&mut t, bytes(), n) };
+                    set == 0
+                        && read_count(&t, c) == Some(n as usize)
+                        && ask_count(&t).ok() == Some(n as usize)
+                })
+            })
+            .unwrap_or(CountAt::Ask)
+    });
+    match read_count(st, at) {
+        Some(n) => Ok(n),
+        None => ask_count(st),
+    }
+}
+
+/// The count where `at` says, if the status is large enough to hold it.
+fn read_count(st: &ffi::MPI_Status, at: CountAt) -> Option<usize> {
+    let p = (st as *const ffi::MPI_Status).cast::<u8>();
+    let size = std::mem::size_of::<ffi::MPI_Status>();
+    match at {
+        CountAt::SizeAt16 if size >= 16 + std::mem::size_of::<usize>() => {
+            // SAFETY: inside the status (checked), read unaligned.
+            Some(unsafe { p.add(16).cast::<usize>().read_unaligned() })
+        }
+        CountAt::SplitAt0 if size >= 8 => {
+            // SAFETY: inside the status (checked), read unaligned.
+            let (lo, hi) = unsafe {
+                (
+                    p.cast::<u32>().read_unaligned(),
+                    p.add(4).cast::<u32>().read_unaligned(),
+                )
+            };
+            usize::try_from(u64::from(lo) | u64::from(hi >> 1) << 32).ok()
+        }
+        _ => None,
+    }
+}
+
+/// `MPI_Get_count` in bytes.
+fn ask_count(st: &ffi::MPI_Status) -> Result<usize> {
+    let mut n: c_int = 0;
+    check(
+        // SAFETY: a status MPI wrote; counted in bytes.
+        unsafe { ffi::MPI_Get_count(st, bytes(), &mut n) },
+        "Get_count",
+    )?;
+    Ok(usize::try_from(n).unwrap_or(0))
 }
 
 /// Counts and displacements for pieces of `lens` bytes, and their sum.
