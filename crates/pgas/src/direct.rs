@@ -48,8 +48,33 @@ pub(crate) struct Part {
     /// The unit's rank in the segment's team; [`NOT_MEMBER`] if it is not
     /// in the team.
     pub(crate) rank: u32,
-    /// Whether the unit is on this node (its `base` is an address here).
-    pub(crate) here: bool,
+    /// `size + 1` for a unit on this node, 0 for one elsewhere (whose
+    /// `base` is no address here): an access ending at or past it leaves
+    /// the direct path, so a unit of another node costs the fast path
+    /// nothing but the bound it checks anyway.
+    pub(crate) limit: u64,
+}
+
+impl Part {
+    /// A unit on this node.
+    pub(crate) fn here(base: u64, size: u64, rank: u32) -> Part {
+        Part {
+            base,
+            size,
+            rank,
+            limit: size.saturating_add(1),
+        }
+    }
+
+    /// A unit on another node.
+    pub(crate) fn elsewhere(size: u64, rank: u32) -> Part {
+        Part {
+            base: 0,
+            size,
+            rank,
+            limit: 0,
+        }
+    }
 }
 
 /// [`Part::rank`] of a unit outside the segment's team.
@@ -321,7 +346,8 @@ impl Table {
 /// Resolves an access of `len` bytes at `offset` of `unit`'s part of a
 /// pinned segment to its address, with the checks of the slow path: a
 /// unit of the segment's team, inside its part, the pointer naming the
-/// segment's team. `None` for a unit on another node.
+/// segment's team. [`Error::Elsewhere`] for a unit on another node (the
+/// access otherwise allowed).
 #[inline]
 pub(crate) fn address(
     f: &Fast,
@@ -330,7 +356,7 @@ pub(crate) fn address(
     unit: u32,
     offset: u64,
     len: u64,
-) -> Result<Option<*mut u8>> {
+) -> Result<*mut u8> {
     if flags != f.index {
         return Err(crate::runtime::wrong_team(segment, f.index, flags));
     }
@@ -338,19 +364,26 @@ pub(crate) fn address(
         Some(p) if p.rank != NOT_MEMBER => p,
         _ => return Err(crate::runtime::not_in_team(unit, f.team_id, segment)),
     };
+    if offset.checked_add(len).is_none_or(|end| end >= part.limit) {
+        return Err(refused(part, segment, unit, offset, len));
+    }
+    Ok((part.base + offset) as usize as *mut u8)
+}
+
+/// Why an access left the direct path: past its part, or to a unit of
+/// another node.
+#[cold]
+fn refused(part: &Part, segment: u16, unit: u32, offset: u64, len: u64) -> Error {
     if offset.checked_add(len).is_none_or(|end| end > part.size) {
-        return Err(Error::Offset {
+        return Error::Offset {
             segment,
             unit,
             offset,
             len,
             size: part.size,
-        });
+        };
     }
-    if !part.here {
-        return Ok(None);
-    }
-    Ok(Some((part.base + offset) as usize as *mut u8))
+    Error::Elsewhere { unit }
 }
 
 #[cfg(test)]
@@ -363,13 +396,7 @@ mod tests {
             index: 0,
             team_id: 0,
             spans: false,
-            parts: vec![Part {
-                base,
-                size: 8,
-                rank: 0,
-                here: true,
-            }]
-            .into_boxed_slice(),
+            parts: vec![Part::here(base, 8, 0)].into_boxed_slice(),
         }
     }
 
@@ -381,10 +408,7 @@ mod tests {
         t.publish(3, one_part(64)).unwrap();
         {
             let p = t.pin(3).unwrap();
-            assert_eq!(
-                address(p.fast, 3, 0, 0, 4, 4).unwrap().unwrap() as usize,
-                68
-            );
+            assert_eq!(address(p.fast, 3, 0, 0, 4, 4).unwrap() as usize, 68);
             assert!(matches!(
                 address(p.fast, 3, 0, 0, 4, 5),
                 Err(Error::Offset { .. })

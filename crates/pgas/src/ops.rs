@@ -80,6 +80,17 @@ macro_rules! rmw {
     }};
 }
 
+/// The direct path's answer with a unit of another node as `None` (the
+/// caller then takes the segment's MPI window).
+#[inline(always)]
+fn here<T>(r: Result<T>) -> Result<Option<T>> {
+    match r {
+        Ok(x) => Ok(Some(x)),
+        Err(crate::error::Error::Elsewhere { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 fn bytes_of<T>(n: usize) -> Result<u64> {
     (n as u64)
         .checked_mul(std::mem::size_of::<T>() as u64)
@@ -195,7 +206,7 @@ impl Pgas {
     ) -> Result<()> {
         let len = reach(tcount, tdt)?;
         if let Some((oo, to, bytes)) = Self::dense_pair(ocount, odt, tcount, tdt, len) {
-            if let Some((pin, p)) = self.direct(dst, len)? {
+            if let Some((pin, p)) = here(self.direct(dst, len))? {
                 // SAFETY: the caller's guarantee for the origin's `bytes`
                 // from `oo`; the target's are inside the unit's part of a
                 // live segment (checked for `len` ≥ `to + bytes`), mapped
@@ -238,7 +249,7 @@ impl Pgas {
     ) -> Result<()> {
         let len = reach(tcount, tdt)?;
         if let Some((oo, to, bytes)) = Self::dense_pair(ocount, odt, tcount, tdt, len) {
-            if let Some((pin, p)) = self.direct(src, len)? {
+            if let Some((pin, p)) = here(self.direct(src, len))? {
                 // SAFETY: as in `put_raw`, the other way round.
                 unsafe { std::ptr::copy(p.wrapping_add(to), origin.wrapping_offset(oo), bytes) };
                 drop(pin);
@@ -281,15 +292,40 @@ impl Pgas {
 
     // ---------------------------------------------------------- typed
 
+    /// [`Pgas::put`] to a unit of another node, out of the direct path's
+    /// way (not inlined into it).
+    ///
+    /// # Safety
+    /// `src` is readable for `len` bytes.
+    #[cold]
+    #[inline(never)]
+    unsafe fn put_far(&self, dst: Gptr, src: *const u8, len: u64) -> Result<()> {
+        // SAFETY: the caller's guarantee.
+        self.net(dst, len, |n, rank, disp| unsafe {
+            n.put(src, len as usize, rank, disp)
+        })
+    }
+
+    /// [`Pgas::get`] from a unit of another node, as [`Pgas::put_far`].
+    ///
+    /// # Safety
+    /// `dst` is writable for `len` bytes.
+    #[cold]
+    #[inline(never)]
+    unsafe fn get_far(&self, src: Gptr, dst: *mut u8, len: u64) -> Result<()> {
+        // SAFETY: the caller's guarantee.
+        self.net(src, len, |n, rank, disp| unsafe {
+            n.get(dst, len as usize, rank, disp)
+        })
+    }
+
     /// Puts `src` into the elements from `dst` on (`dart_put_blocking`):
     /// complete at both ends when it returns.
     pub fn put<T: Equivalence>(&self, dst: GlobalPtr<T>, src: &[T]) -> Result<()> {
         let len = bytes_of::<T>(src.len())?;
-        let Some((pin, p)) = self.direct(dst.raw(), len)? else {
+        let Some((pin, p)) = here(self.direct(dst.raw(), len))? else {
             // SAFETY: `src` is readable for `len` bytes.
-            return self.net(dst.raw(), len, |n, rank, disp| unsafe {
-                n.put(src.as_ptr().cast(), len as usize, rank, disp)
-            });
+            return unsafe { self.put_far(dst.raw(), src.as_ptr().cast(), len) };
         };
         // SAFETY: `src` is readable for `len` bytes; the target's are
         // inside the unit's part of a live segment (checked), mapped here
@@ -303,12 +339,10 @@ impl Pgas {
     /// Gets the elements from `src` on into `dst` (`dart_get_blocking`).
     pub fn get<T: Equivalence>(&self, src: GlobalPtr<T>, dst: &mut [T]) -> Result<()> {
         let len = bytes_of::<T>(dst.len())?;
-        let Some((pin, p)) = self.direct(src.raw(), len)? else {
+        let Some((pin, p)) = here(self.direct(src.raw(), len))? else {
             // SAFETY: `dst` is writable for `len` bytes (an `Equivalence`
             // type is valid for every byte pattern).
-            return self.net(src.raw(), len, |n, rank, disp| unsafe {
-                n.get(dst.as_mut_ptr().cast(), len as usize, rank, disp)
-            });
+            return unsafe { self.get_far(src.raw(), dst.as_mut_ptr().cast(), len) };
         };
         // SAFETY: as in `put`, the other way round (an `Equivalence` type
         // is valid for every byte pattern).
@@ -324,12 +358,10 @@ impl Pgas {
 
     /// One element.
     pub fn get_value<T: Equivalence>(&self, src: GlobalPtr<T>) -> Result<T> {
-        let Some((pin, p)) = self.direct(src.raw(), bytes_of::<T>(1)?)? else {
+        let Some((pin, p)) = here(self.direct(src.raw(), bytes_of::<T>(1)?))? else {
             let mut v = std::mem::MaybeUninit::<T>::uninit();
             // SAFETY: room for one `T`.
-            self.net(src.raw(), bytes_of::<T>(1)?, |n, rank, disp| unsafe {
-                n.get(v.as_mut_ptr().cast(), std::mem::size_of::<T>(), rank, disp)
-            })?;
+            unsafe { self.get_far(src.raw(), v.as_mut_ptr().cast(), bytes_of::<T>(1)?) }?;
             // SAFETY: the get wrote the element (an `Equivalence` type is
             // valid for every byte pattern).
             return Ok(unsafe { v.assume_init() });
@@ -463,6 +495,18 @@ impl Pgas {
                 return Ok(old);
             }
         }
+        self.fetch_op_window(g, value, op)
+    }
+
+    /// [`Pgas::fetch_op`] through the segment's windows (out of the direct
+    /// path's way, not inlined into it).
+    #[inline(never)]
+    fn fetch_op_window<T: Equivalence>(
+        &self,
+        g: GlobalPtr<T>,
+        value: T,
+        op: SystemOperation,
+    ) -> Result<T> {
         let dt = Pgas::dt::<T>();
         let mut old = std::mem::MaybeUninit::<T>::uninit();
         let (v, o) = ((&value as *const T).cast(), old.as_mut_ptr().cast());
@@ -489,7 +533,7 @@ impl Pgas {
         op: SystemOperation,
     ) -> Result<Option<T>> {
         let w = std::mem::size_of::<T>();
-        let Some((pin, p)) = self.direct(g.raw(), w as u64)? else {
+        let Some((pin, p)) = here(self.direct(g.raw(), w as u64))? else {
             return Ok(None);
         };
         if pin.fast.spans || (p as usize) % w != 0 {
@@ -527,7 +571,7 @@ impl Pgas {
         compare: T,
     ) -> Result<Option<T>> {
         let w = std::mem::size_of::<T>();
-        let Some((pin, p)) = self.direct(g.raw(), w as u64)? else {
+        let Some((pin, p)) = here(self.direct(g.raw(), w as u64))? else {
             return Ok(None);
         };
         if pin.fast.spans || (p as usize) % w != 0 {
@@ -602,6 +646,13 @@ impl Pgas {
                 return Ok(old);
             }
         }
+        self.cas_window(g, value, compare)
+    }
+
+    /// [`Pgas::compare_and_swap`] through the segment's windows (out of
+    /// the direct path's way, not inlined into it).
+    #[inline(never)]
+    fn cas_window<T: Equivalence>(&self, g: GlobalPtr<T>, value: T, compare: T) -> Result<T> {
         let dt = Pgas::dt::<T>();
         let mut old = std::mem::MaybeUninit::<T>::uninit();
         let (v, c) = ((&value as *const T).cast(), (&compare as *const T).cast());
@@ -639,7 +690,7 @@ impl Pgas {
     /// Completes (and orders) the operations to `g`'s unit in `g`'s
     /// segment (`dart_flush`).
     pub fn flush(&self, g: Gptr) -> Result<()> {
-        drop(self.direct(g, 0)?);
+        drop(here(self.direct(g, 0))?);
         // SeqCst: the operations so far happen before the ones after (the
         // window's flush is this fence too; every transfer here is already
         // complete when its call returns).
@@ -650,7 +701,7 @@ impl Pgas {
     /// Completes the operations to every unit of `g`'s segment
     /// (`dart_flush_all`).
     pub fn flush_all(&self, g: Gptr) -> Result<()> {
-        drop(self.direct(g, 0)?);
+        drop(here(self.direct(g, 0))?);
         // SeqCst: as in `flush`.
         fence(Ordering::SeqCst);
         Ok(())

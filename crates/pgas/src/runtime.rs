@@ -208,22 +208,13 @@ pub(crate) fn not_in_team(unit: u32, team_id: u64, segment: u16) -> Error {
 /// The translation table of segment `seg`, indexed by absolute unit over
 /// `nunits` units.
 fn fast_table(seg: &Segment, nunits: u32) -> Fast {
-    let mut parts = vec![
-        Part {
-            base: 0,
-            size: 0,
-            rank: NOT_MEMBER,
-            here: false,
-        };
-        nunits as usize
-    ];
+    let mut parts = vec![Part::elsewhere(0, NOT_MEMBER); nunits as usize];
     for (rank, &unit) in seg.team.units().iter().enumerate() {
         if let Some(p) = parts.get_mut(unit as usize) {
-            *p = Part {
-                base: seg.bases[rank],
-                size: seg.sizes[rank],
-                rank: rank as u32,
-                here: seg.here(rank as i32).is_some(),
+            let (base, size) = (seg.bases[rank], seg.sizes[rank]);
+            *p = match seg.here(rank as i32) {
+                Some(_) => Part::here(base, size, rank as u32),
+                None => Part::elsewhere(size, rank as u32),
             };
         }
     }
@@ -614,14 +605,15 @@ impl Pgas {
     /// the unit's part) but no lock and no map: the address, and the pin
     /// that keeps the segment's memory allocated until it is dropped. The
     /// caller must not pin again while holding it.
-    /// `None` for a unit on another node (with the checks passed).
+    /// [`Error::Elsewhere`] for a unit on another node (with the checks
+    /// passed): the caller takes the segment's MPI window.
     #[inline]
-    pub(crate) fn direct(&self, g: Gptr, len: u64) -> Result<Option<(Pin<'_>, *mut u8)>> {
+    pub(crate) fn direct(&self, g: Gptr, len: u64) -> Result<(Pin<'_>, *mut u8)> {
         let Some(pin) = self.table.pin(g.segment) else {
             return Err(self.gone(g.segment));
         };
         let a = direct::address(pin.fast, g.segment, g.flags, g.unit, g.offset, len)?;
-        Ok(a.map(|a| (pin, a)))
+        Ok((pin, a))
     }
 
     /// Calls `f` with the MPI window of the segment `g` points into (which
