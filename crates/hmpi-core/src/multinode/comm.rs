@@ -389,19 +389,7 @@ impl SpanningCommunicator {
                 // ends (waited for below; an error of the wait leaves
                 // nothing pending, as MPI_Test completes it).
                 let mut req = unsafe { self.inner.remote.isend(buf, r, tag, sync) }?;
-                // Spins, then yields, as `SpanRequest::wait` does.
-                let mut polls = 0u32;
-                loop {
-                    if req.test()?.is_some() {
-                        return Ok(());
-                    }
-                    if polls < SPIN_POLLS {
-                        polls += 1;
-                        std::hint::spin_loop();
-                    } else {
-                        std::thread::yield_now();
-                    }
-                }
+                req.wait_polling().map(drop)
             }
             _ => Ok(()),
         }
@@ -1046,7 +1034,7 @@ struct Taking {
 }
 
 /// Tests of a request before its wait starts yielding the processor.
-const SPIN_POLLS: u32 = 2000;
+pub(super) const SPIN_POLLS: u32 = 2000;
 
 /// A nonblocking operation of a [`SpanningCommunicator`]; completed by
 /// [`SpanRequest::test`] / [`SpanRequest::wait`] (dropping it waits).

@@ -1195,6 +1195,8 @@ impl RawWin {
             }),
             "Rget",
         )?;
+        // A send's kind: its status (undefined for one-sided requests) is
+        // not read for a count.
         Ok(RawRequest {
             handle,
             kind: Kind::Send(len),
@@ -1440,13 +1442,7 @@ impl RawRequest {
             unsafe { ffi::MPI_Test_cancelled(&st, &mut cancelled) };
         }
         if let (Kind::Send(len), 0) = (self.kind, cancelled) {
-            return Ok(Some(MpiStatus {
-                source: st.MPI_SOURCE,
-                tag: st.MPI_TAG,
-                len,
-                cancelled: false,
-                truncated: None,
-            }));
+            return Ok(Some(MpiStatus::sent(&st, len)));
         }
         Ok(Some(MpiStatus::from(&st, cancelled != 0)?))
     }
@@ -1468,14 +1464,25 @@ impl RawRequest {
             unsafe { ffi::MPI_Wait(&mut self.handle, &mut st) },
             "Wait",
         )?;
-        // As `test` reports a completed send.
-        Ok(Some(MpiStatus {
-            source: st.MPI_SOURCE,
-            tag: st.MPI_TAG,
-            len,
-            cancelled: false,
-            truncated: None,
-        }))
+        Ok(Some(MpiStatus::sent(&st, len)))
+    }
+
+    /// Tests until complete, spinning first, then yielding between tests
+    /// (so that other threads may call MPI, and more ranks than cores
+    /// progress); its status.
+    pub(crate) fn wait_polling(&mut self) -> Result<MpiStatus> {
+        let mut polls = 0u32;
+        loop {
+            if let Some(st) = self.test()? {
+                return Ok(st);
+            }
+            if polls < super::comm::SPIN_POLLS {
+                polls += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
     }
 
     /// Asks MPI to cancel the request (`MPI_Cancel`); complete it with
@@ -1531,6 +1538,18 @@ pub(crate) struct MpiStatus {
 }
 
 impl MpiStatus {
+    /// A completed send's status: its length is the caller's, not asked
+    /// of MPI.
+    fn sent(st: &ffi::MPI_Status, len: usize) -> MpiStatus {
+        MpiStatus {
+            source: st.MPI_SOURCE,
+            tag: st.MPI_TAG,
+            len,
+            cancelled: false,
+            truncated: None,
+        }
+    }
+
     fn from(st: &ffi::MPI_Status, cancelled: bool) -> Result<MpiStatus> {
         Ok(MpiStatus {
             source: st.MPI_SOURCE,

@@ -135,16 +135,10 @@ impl NetRequest {
     }
 
     fn wait_mut(&mut self) -> Result<()> {
-        let mut polls = 0u32;
-        while !self.test()? {
-            if polls < 2000 {
-                polls += 1;
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
+        match self.0.take() {
+            Some(mut r) => r.wait_polling().map(drop),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -223,6 +217,43 @@ impl NetWindow {
             base: base as usize,
             own_cas_here: open_mpi() && hosts.iter().all(|&h| h == hosts[0]),
         })
+    }
+
+    /// The node's window of `size` bytes at this member (`Win::allocate`
+    /// on the node's communicator, `disp_unit` bytes per displacement)
+    /// and an MPI window over it, both in a `lock_all` epoch (collective
+    /// over `comm`; sizes may differ). `size` may be an error this member
+    /// found in its request: every member agrees on the outcome before MPI
+    /// is asked for more, so a failure anywhere fails it everywhere (with
+    /// the member's own error, or [`Error::Win`] where another failed).
+    /// Free the MPI window before the node's.
+    pub fn allocate(
+        comm: &SpanningCommunicator,
+        size: Result<u64>,
+        disp_unit: u64,
+    ) -> Result<(Win, NetWindow)> {
+        comm.active()?;
+        let inner = &comm.inner;
+        let local = size.and_then(|b| Win::allocate(&inner.local, b, disp_unit));
+        let ok = i32::from(local.is_ok());
+        if inner.remote.allreduce_min(ok)? == 0 {
+            return Err(match local {
+                Err(e) => e,
+                Ok(w) => {
+                    w.free()?;
+                    Error::Win {
+                        reason: "the window could not be made on another member".into(),
+                    }
+                }
+            });
+        }
+        let local = local?;
+        local.lock_all(assert::NOCHECK)?;
+        // SAFETY: `local`'s memory (its size at its base, in the node
+        // heap) lives as long as `local`, which the caller frees after
+        // the MPI window.
+        let net = unsafe { Self::create(comm, local.base(), local.size()) }?;
+        Ok((local, net))
     }
 
     /// The bytes member `rank` exposes.
@@ -577,7 +608,12 @@ impl NetWindow {
             // SAFETY: the caller's guarantee for the three elements; `at`
             // is in this process's memory (checked), which every member's
             // atomics reach as processor atomics (see above).
-            return unsafe { own_cas(value, compare, result, at, w) };
+            unsafe { own_cas(value, compare, result, at, w) }?;
+            // Those atomics are done by this process's MPI calls: one
+            // spinning on its own element (a lock word, while another
+            // member's release waits to be done here) must still make
+            // some.
+            return self.raw.flush(rank);
         }
         // SAFETY: the caller's guarantee: one element of `mdt` each.
         unsafe {
@@ -698,8 +734,6 @@ pub struct SpanWindow<T: Plain + Equivalence> {
     lock_word: ManuallyDrop<Box<UnsafeCell<i64>>>,
     /// This node's members' memory, hmpi's window.
     local: ManuallyDrop<Win>,
-    /// Per member, its length in elements.
-    lens: Vec<u64>,
     /// `T`'s datatype, built once.
     dt: Datatype,
     /// The members this process holds a lock on.
@@ -716,7 +750,7 @@ impl<T: Plain + Equivalence> std::fmt::Debug for SpanWindow<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SpanWindow")
             .field("rank", &self.comm.rank())
-            .field("lens", &self.lens)
+            .field("data", &*self.data)
             .finish()
     }
 }
@@ -726,13 +760,9 @@ impl<T: Plain + Equivalence> SpanWindow<T> {
     /// (`MPI_Win_allocate`; collective, members may give different
     /// lengths). A failure at any member fails it everywhere.
     pub fn allocate(comm: &SpanningCommunicator, len: usize) -> Result<Self> {
-        comm.active()?;
         let inner = &comm.inner;
         let unit = std::mem::size_of::<T>();
-        let bytes = (len as u64).checked_mul(unit as u64);
-        // The node's hmpi window (collective on the node); its outcome
-        // is agreed by every member before MPI is asked for more.
-        let local = match (unit, bytes) {
+        let bytes = match (unit, (len as u64).checked_mul(unit as u64)) {
             (0, _) => Err(Error::Type {
                 reason: "a window of zero-sized elements".into(),
             }),
@@ -740,40 +770,20 @@ impl<T: Plain + Equivalence> SpanWindow<T> {
                 count: len as u64,
                 element_size: unit,
             }),
-            (_, Some(b)) => Win::allocate(&inner.local, b, unit as u64),
+            (_, Some(b)) => Ok(b),
         };
-        let ok = i32::from(local.is_ok());
-        if inner.remote.allreduce_min(ok)? == 0 {
-            return Err(match local {
-                Err(e) => e,
-                Ok(_) => Error::Win {
-                    reason: "the window could not be made on another member".into(),
-                },
-            });
-        }
-        let local = local?;
-        local.lock_all(assert::NOCHECK)?;
-        // SAFETY: `local`'s memory (`len` elements at its base, in the
-        // node heap) lives as long as `local`, which is dropped after
-        // `data`.
-        let data = unsafe { NetWindow::create(comm, local.base(), (len * unit) as u64) }?;
+        // `local` is dropped after `data` (see the `Drop` impl).
+        let (local, data) = NetWindow::allocate(comm, bytes, unit as u64)?;
         let lock_word = Box::new(UnsafeCell::new(0i64));
         // SAFETY: the box's i64 lives as long as the window (dropped after
         // `locks`) and is touched by MPI only.
         let locks = unsafe { RawWin::create(&inner.remote, lock_word.get().cast(), 8, 8) }?;
-        let lens = inner
-            .remote
-            .allgather_i64(len as i64)?
-            .into_iter()
-            .map(|l| l as u64)
-            .collect();
         Ok(SpanWindow {
             comm: comm.clone(),
             data: ManuallyDrop::new(data),
             locks: ManuallyDrop::new(locks),
             lock_word: ManuallyDrop::new(lock_word),
             local: ManuallyDrop::new(local),
-            lens,
             dt: T::equivalent_datatype(),
             held: Mutex::new(vec![false; inner.size as usize]),
             sync: comm.duplicate()?,
@@ -794,7 +804,13 @@ impl<T: Plain + Equivalence> SpanWindow<T> {
 
     /// This member's length in elements.
     pub fn len(&self) -> usize {
-        self.lens[self.comm.rank() as usize] as usize
+        self.len_of(self.comm.rank()).unwrap_or(0) as usize
+    }
+
+    /// Member `rank`'s length in elements (its bytes, which the MPI window
+    /// keeps, over the element's).
+    fn len_of(&self, rank: i32) -> Result<u64> {
+        Ok(self.data.size_of(rank)? / std::mem::size_of::<T>() as u64)
     }
 
     /// Whether this member exposes no element.
@@ -842,20 +858,13 @@ impl<T: Plain + Equivalence> SpanWindow<T> {
     /// it is here.
     fn target(&self, rank: i32, disp: u64, n: usize, what: &str) -> Result<Option<i32>> {
         self.comm.active()?;
-        let len = *self
-            .lens
-            .get(usize::try_from(rank).unwrap_or(usize::MAX))
-            .ok_or(Error::Rank {
-                rank,
-                size: self.comm.size(),
-            })?;
+        let len = self.len_of(rank)?;
         if disp.checked_add(n as u64).is_none_or(|end| end > len) {
             return Err(Error::RmaRange {
                 reason: format!("{what}: {n} elements at {disp} of rank {rank}'s window of {len}"),
             });
         }
-        let l = self.comm.inner.local_of[rank as usize];
-        Ok((l >= 0).then_some(l))
+        Ok(self.data.on_node(rank))
     }
 
     /// The byte displacement of element `disp`.
@@ -1171,20 +1180,23 @@ impl<T: Plain + Equivalence> SpanWindow<T> {
     /// `MPI_Win_test`: whether every origin of the exposure epoch has
     /// completed (then the epoch is over, as after `wait`).
     pub fn test(&self) -> Result<bool> {
-        let mut e = self.pscw();
-        let Some(origins) = e.exposure.clone() else {
+        let mut g = self.pscw();
+        let Pscw {
+            exposure, heard, ..
+        } = &mut *g;
+        let Some(origins) = exposure else {
             return Err(Error::RmaSync {
                 reason: "wait or test without post".into(),
             });
         };
-        for (i, &o) in origins.iter().enumerate() {
-            if !e.heard[i] && self.sync.iprobe(o, COMPLETED)?.is_some() {
+        for (&o, h) in origins.iter().zip(heard.iter_mut()) {
+            if !*h && self.sync.iprobe(o, COMPLETED)?.is_some() {
                 self.sync.recv(&mut [], o, COMPLETED)?;
-                e.heard[i] = true;
+                *h = true;
             }
         }
-        if e.heard.iter().all(|&h| h) {
-            e.exposure = None;
+        if heard.iter().all(|&h| h) {
+            *exposure = None;
             self.data.sync()?;
             // SeqCst: this process's loads of its memory follow the
             // tokens, after which the origins' stores are complete.
