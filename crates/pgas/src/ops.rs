@@ -225,9 +225,10 @@ impl Pgas {
                     .win
                     .put(origin, ocount, odt, l, dst.offset, tcount, tdt)?)
             },
-            // SAFETY: as above.
-            None => p.far(|n| unsafe {
-                n.put_typed(origin, ocount, odt, p.rank, dst.offset, tcount, tdt)
+            None => p.far(|n| {
+                // SAFETY: as above.
+                unsafe { n.put_typed(origin, ocount, odt, p.rank, dst.offset, tcount, tdt) }?;
+                n.flush(p.rank)
             }),
         })
     }
@@ -300,9 +301,10 @@ impl Pgas {
     #[cold]
     #[inline(never)]
     unsafe fn put_far(&self, dst: Gptr, src: *const u8, len: u64) -> Result<()> {
-        // SAFETY: the caller's guarantee.
-        self.net(dst, len, |n, rank, disp| unsafe {
-            n.put(src, len as usize, rank, disp)
+        self.net(dst, len, |n, rank, disp| {
+            // SAFETY: the caller's guarantee.
+            unsafe { n.put(src, len as usize, rank, disp) }?;
+            n.flush(rank)
         })
     }
 
@@ -680,8 +682,11 @@ impl Pgas {
         self.with(dst.raw(), bytes_of::<T>(n)?, |p| match p.seg.net {
             // SAFETY: `src` is readable for its length.
             None => unsafe { Ok(p.seg.win.accumulate(s, n, &dt, p.rank, at, n, &dt, op)?) },
-            // SAFETY: as above.
-            Some(_) => p.far(|w| unsafe { w.accumulate(s, n, &dt, p.rank, at, op) }),
+            Some(_) => p.far(|w| {
+                // SAFETY: as above.
+                unsafe { w.accumulate(s, n, &dt, p.rank, at, op) }?;
+                w.flush(p.rank)
+            }),
         })
     }
 

@@ -112,28 +112,8 @@ fn open(comm: &SimpleCommunicator, nbytes: u64) -> Result<(Win, Option<Net>)> {
             win.lock_all(assert::NOCHECK)?;
             return Ok((win, None));
         }
-        let win = Win::allocate(span.node_comm(), nbytes, 1);
-        // Every node's outcome is agreed before MPI is asked for more.
-        let ok = i32::from(win.is_ok());
-        let mut all = 0i32;
-        comm.all_reduce_into(&ok, &mut all, SystemOperation::Min)?;
-        if all == 0 {
-            return Err(match win {
-                Err(e) => e.into(),
-                Ok(w) => {
-                    w.free()?;
-                    arg(format!(
-                        "{nbytes} bytes could not be allocated at every unit"
-                    ))
-                }
-            });
-        }
-        let win = win?;
-        // SAFETY: `win`'s memory (`nbytes` at its base, in the node heap)
-        // lives until the segment is closed, which drops the MPI window
-        // first.
-        let net = unsafe { Net::create(span, win.base(), nbytes) }?;
-        win.lock_all(assert::NOCHECK)?;
+        // The segment is closed with the MPI window first.
+        let (win, net) = Net::allocate(span, Ok(nbytes), 1)?;
         return Ok((win, Some(net)));
     }
     let win = Win::allocate(comm, nbytes, 1)?;
@@ -160,17 +140,17 @@ pub(crate) struct Place<'a> {
 }
 
 impl Place<'_> {
-    /// Runs `f` on the segment's MPI window (the segment spans nodes) and
-    /// completes what it started at the unit.
+    /// Runs `f` on the segment's MPI window (the segment spans nodes).
+    /// The window's gets and atomics are complete when they return; its
+    /// puts and accumulates only at the origin, so their callers flush
+    /// the unit after them.
     pub(crate) fn far<R>(&self, f: impl FnOnce(&Net) -> hmpi_core::Result<R>) -> Result<R> {
         let Some(n) = &self.seg.net else {
             return Err(Error::Runtime(hmpi_core::Error::Internal(
                 "a segment of one node taken for one spanning nodes".into(),
             )));
         };
-        let r = f(n)?;
-        n.flush(self.rank)?;
-        Ok(r)
+        Ok(f(n)?)
     }
 }
 
@@ -618,8 +598,7 @@ impl Pgas {
 
     /// Calls `f` with the MPI window of the segment `g` points into (which
     /// spans nodes), `g`'s unit's rank in it and `g`'s displacement,
-    /// checked for an access of `len` bytes; a transfer `f` starts is
-    /// complete at the target when this returns.
+    /// checked for an access of `len` bytes (see [`Place::far`]).
     pub(crate) fn net<R>(
         &self,
         g: Gptr,
