@@ -81,7 +81,7 @@ use crate::stream::{self, StreamVci};
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use vci::endpoint::{from_sender, on_vci, SENDERS, SENDER_STRIDE};
+use vci::endpoint::{from_sender, on_vci, CONTEXT_MAX, SENDERS, SENDER_STRIDE};
 
 /// The most endpoints one process may create in one call (the sender
 /// indexes a context word tells apart, and at most one per VCI).
@@ -103,27 +103,64 @@ struct Table {
     index: Box<[u8]>,
 }
 
-/// What one endpoint's communicator knows of the endpoints: the table,
-/// its own VCI and index, and the reservation of its VCI (none for VCI 0).
+/// What one endpoint's communicator knows of the endpoints: the bits its
+/// messages' context words carry, its own VCI and index, and the
+/// reservation of its VCI (none for VCI 0).
+///
+/// A word is a context (which has no VCI or sender bits of its own) with
+/// bits computed here once: the VCI and the sender index of
+/// [`on_vci`] and [`from_sender`] are each message's whole cost of being
+/// on an endpoint.
 #[derive(Debug)]
 pub(crate) struct EpPart {
-    table: Arc<Table>,
+    /// By endpoint rank: the bits of a send to it (its VCI, this index).
+    send: Box<[u32]>,
+    /// By endpoint rank: the bits of a receive from it (this VCI, its
+    /// index).
+    recv: Box<[u32]>,
+    /// The bits of a receive from `ANY_SOURCE` (this VCI, index 0).
+    any: u32,
     vci: usize,
     index: u32,
     _hold: Option<Arc<StreamVci>>,
 }
 
 impl EpPart {
+    fn new(table: &Table, vci: usize, index: u32, hold: Option<Arc<StreamVci>>) -> EpPart {
+        EpPart {
+            send: table
+                .vci
+                .iter()
+                .map(|&v| on_vci(from_sender(0, index), usize::from(v)))
+                .collect(),
+            recv: table
+                .index
+                .iter()
+                .map(|&j| on_vci(from_sender(0, u32::from(j)), vci))
+                .collect(),
+            any: on_vci(0, vci),
+            vci,
+            index,
+            _hold: hold,
+        }
+    }
+
+    /// `ctx` with `bits`, as `on_vci(from_sender(ctx, ..), ..)` would make
+    /// it.
+    #[inline(always)]
+    fn word(ctx: u32, bits: u32) -> u32 {
+        debug_assert_eq!(ctx & CONTEXT_MAX, ctx, "a context with bits");
+        ctx | bits
+    }
+
     /// The context word of a send of this endpoint to endpoint rank
     /// `dest` in context `ctx`: on `dest`'s VCI, naming this endpoint's
     /// index. `PROC_NULL` (the engine sends nowhere): `ctx`.
     #[inline]
     pub(crate) fn send_word(&self, ctx: u32, dest: i32) -> u32 {
-        match usize::try_from(dest)
-            .ok()
-            .and_then(|d| self.table.vci.get(d))
-        {
-            Some(&v) => on_vci(from_sender(ctx, self.index), usize::from(v)),
+        // A negative rank is far out of range as a usize.
+        match self.send.get(dest as usize) {
+            Some(&b) => Self::word(ctx, b),
             None => ctx,
         }
     }
@@ -134,11 +171,7 @@ impl EpPart {
     /// which matches every index (see the module docs).
     #[inline]
     pub(crate) fn recv_word(&self, ctx: u32, source: i32) -> u32 {
-        let j = usize::try_from(source)
-            .ok()
-            .and_then(|s| self.table.index.get(s))
-            .map_or(0, |&j| u32::from(j));
-        on_vci(from_sender(ctx, j), self.vci)
+        Self::word(ctx, *self.recv.get(source as usize).unwrap_or(&self.any))
     }
 }
 
@@ -303,10 +336,10 @@ fn create(parent: &SimpleCommunicator, n: usize) -> Result<Vec<Endpoint>> {
         *slot = e as i32;
     }
     let from_world: Arc<[i32]> = from_world.into();
-    let table = Arc::new(Table {
+    let table = Table {
         vci: vci_of.into(),
         index: index.into(),
-    });
+    };
     let me = parent.my_rank() as usize;
     let base: usize = all[..me].iter().map(|&(c, _)| c as usize).sum();
     let mut ids: Vec<_> = (1..n).map(|_| id.share()).collect();
@@ -314,13 +347,8 @@ fn create(parent: &SimpleCommunicator, n: usize) -> Result<Vec<Endpoint>> {
     let mut holds = held.into_iter();
     let mut eps = Vec::with_capacity(n);
     for (j, id) in ids.into_iter().enumerate() {
-        let part = EpPart {
-            table: table.clone(),
-            vci: vcis[j],
-            index: j as u32,
-            // The reserved VCIs come first; VCI 0, if used, is not held.
-            _hold: holds.next(),
-        };
+        // The reserved VCIs come first; VCI 0, if used, is not held.
+        let part = EpPart::new(&table, vcis[j], j as u32, holds.next());
         let c = SimpleCommunicator::new_endpoint(
             id,
             world.clone(),
@@ -361,16 +389,11 @@ mod tests {
     fn words_of_endpoints() {
         // Two processes: ranks 0, 1 in process A (VCIs 1, 2), rank 2 in B
         // (VCI 0).
-        let table = Arc::new(Table {
+        let table = Table {
             vci: vec![1, 2, 0].into(),
             index: vec![0, 1, 0].into(),
-        });
-        let part = |vci, index| EpPart {
-            table: table.clone(),
-            vci,
-            index,
-            _hold: None,
         };
+        let part = |vci, index| EpPart::new(&table, vci, index, None);
         let (a1, b0) = (part(2, 1), part(0, 0));
         // A message from rank 1 to rank 2 meets rank 2's receive from
         // rank 1, not its receive from rank 0; ANY_SOURCE's word is the

@@ -105,6 +105,7 @@ use crate::info::Info;
 use crate::stream::StreamVci;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use vci::endpoint::{on_vci, CONTEXT_MAX};
 use vci::{ANY_SOURCE, ANY_TAG};
 
 /// Key: no receive of the communicator uses `ANY_SOURCE`.
@@ -295,14 +296,22 @@ fn field_at(w: u64, shift: u32) -> Option<TagBits> {
 #[derive(Debug, Default)]
 pub(crate) struct VciMap {
     word: AtomicU64,
-    /// The stream VCI of each member, and this rank's stream (kept
+    /// A stream communicator's members' VCIs and this rank's stream (kept
     /// reserved while the communicator lives).
     stream: OnceLock<Streams>,
 }
 
 /// A stream communicator's members' stream VCIs, by communicator rank,
 /// and this rank's stream.
-type Streams = (Box<[u8]>, Option<Arc<StreamVci>>);
+#[derive(Debug)]
+struct Streams {
+    vcis: Box<[u8]>,
+    /// The VCI bits of a context word to each member ([`on_vci`]'s with
+    /// context 0; 0 with one VCI per rank), computed once: a message's
+    /// word is its context with these bits, the whole of the stream path.
+    bits: Box<[u32]>,
+    _hold: Option<Arc<StreamVci>>,
+}
 
 impl VciMap {
     /// Puts `h` in effect (a stream communicator keeps its streams).
@@ -316,10 +325,27 @@ impl VciMap {
     }
 
     /// Binds the communicator to its members' stream VCIs, by
-    /// communicator rank (once).
-    pub(crate) fn set_stream(&self, vcis: Box<[u8]>, hold: Option<Arc<StreamVci>>) -> Result<()> {
+    /// communicator rank (once), on a rank with `vci_count` VCIs.
+    pub(crate) fn set_stream(
+        &self,
+        vcis: Box<[u8]>,
+        vci_count: usize,
+        hold: Option<Arc<StreamVci>>,
+    ) -> Result<()> {
+        let bits = vcis
+            .iter()
+            .map(|&v| match vci_count {
+                // One VCI: nothing to spread.
+                1 => 0,
+                _ => on_vci(0, usize::from(v)),
+            })
+            .collect();
         self.stream
-            .set((vcis, hold))
+            .set(Streams {
+                vcis,
+                bits,
+                _hold: hold,
+            })
             .map_err(|_| Error::Internal("a communicator bound to streams twice".into()))?;
         // Relaxed: as in `set`; the table itself is published by the
         // OnceLock (a reader that sees the bit finds it set, and one that
@@ -330,7 +356,7 @@ impl VciMap {
 
     /// The stream VCI of each member, if this is a stream communicator.
     pub(crate) fn stream(&self) -> Option<&[u8]> {
-        self.stream.get().map(|(b, _)| &b[..])
+        self.stream.get().map(|s| &s.vcis[..])
     }
 
     #[inline(always)]
@@ -356,17 +382,16 @@ impl VciMap {
     /// communicator it is every message's path.
     #[inline(always)]
     fn stream_word(&self, ctx: u32, dest: i32) -> u32 {
-        let Some(&v) = self
-            .stream()
-            .and_then(|t| usize::try_from(dest).ok().and_then(|d| t.get(d)))
-        else {
+        // A context has no VCI bits of its own (it is at most
+        // `CONTEXT_MAX`), so or-ing the member's is `on_vci`; a negative
+        // rank is far out of range as a usize.
+        match self.stream.get().and_then(|s| s.bits.get(dest as usize)) {
+            Some(&b) => {
+                debug_assert_eq!(ctx & CONTEXT_MAX, ctx, "a context with VCI bits");
+                ctx | b
+            }
             // PROC_NULL: the engine sends nowhere.
-            return ctx;
-        };
-        match crate::environment::endpoint() {
-            Ok(ep) if ep.vci_count() > 1 => vci::endpoint::on_vci(ctx, usize::from(v)),
-            // One VCI: nothing to spread.
-            _ => ctx,
+            None => ctx,
         }
     }
 
@@ -444,7 +469,7 @@ impl VciMap {
             }
             k + s + t
         };
-        vci::endpoint::on_vci(ctx, (v % n) as usize)
+        on_vci(ctx, (v % n) as usize)
     }
 }
 

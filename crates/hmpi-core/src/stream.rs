@@ -206,7 +206,7 @@ pub fn comm_on(parent: &SimpleCommunicator, stream: Option<&Stream>) -> Result<S
         })
         .collect::<Result<Box<[u8]>>>()?;
     d.vci_map()
-        .set_stream(table, stream.map(|s| s.vci.clone()))?;
+        .set_stream(table, ep.vci_count(), stream.map(|s| s.vci.clone()))?;
     debug_assert_eq!(d.size(), all.len() as i32);
     Ok(d)
 }
