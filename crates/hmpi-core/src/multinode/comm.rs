@@ -424,6 +424,14 @@ impl SpanningCommunicator {
                 }
             }
         }
+        self.recv_by_request(buf, source, tag)
+    }
+
+    /// [`SpanningCommunicator::recv`] through a request: every receive
+    /// but one from another node with nothing queued. Out of line, so that
+    /// the path to `MPI_Recv` does not carry this one's frame.
+    #[inline(never)]
+    fn recv_by_request(&self, buf: &mut [u8], source: i32, tag: i32) -> Result<Status> {
         // SAFETY: the request is waited for before `buf`'s borrow ends.
         let req = unsafe { self.irecv(buf, source, tag) }?;
         req.wait()
@@ -1213,8 +1221,27 @@ impl<'a> SpanRequest<'a> {
     }
 
     /// Waits for the operation to finish; its status.
+    #[inline]
     pub fn wait(mut self) -> Result<Status> {
-        self.wait_mut()
+        // A send to another node, the common request of a message window,
+        // is waited for here, without the general wait's frame.
+        match self.wait_remote_send()? {
+            Some(st) => Ok(st),
+            None => self.wait_mut(),
+        }
+    }
+
+    /// A send to another node blocks in MPI (see [`RawRequest::wait_send`]);
+    /// its status, or `None` if this request is waited for otherwise.
+    #[inline(always)]
+    fn wait_remote_send(&mut self) -> Result<Option<Status>> {
+        if let State::Remote(r) = &mut self.state {
+            if let Some(s) = r.wait_send()? {
+                self.state = State::Taken;
+                return Ok(Some(remote_status(&s)));
+            }
+        }
+        Ok(None)
     }
 
     fn wait_mut(&mut self) -> Result<Status> {
@@ -1222,11 +1249,8 @@ impl<'a> SpanRequest<'a> {
         // node often arrives within a few polls, and giving up the
         // processor costs a time slice on a busy machine), then yields
         // between tests so that more ranks than cores still progress.
-        if let State::Remote(r) = &mut self.state {
-            if let Some(s) = r.wait_send()? {
-                self.state = State::Taken;
-                return Ok(remote_status(&s));
-            }
+        if let Some(st) = self.wait_remote_send()? {
+            return Ok(st);
         }
         let mut polls = 0u32;
         loop {

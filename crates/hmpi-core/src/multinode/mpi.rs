@@ -48,11 +48,22 @@ pub(crate) fn call<R>(f: impl FnOnce() -> R) -> R {
     }
 }
 
-/// An MPI return code as a result.
+/// An MPI return code as a result. Inline: it follows every MPI call of
+/// the message path, where a call and its frame would be paid by every
+/// message; the error's text is built out of line.
+#[inline(always)]
 fn check(rc: c_int, what: &str) -> Result<()> {
-    if rc == 0 {
-        return Ok(());
+    match rc {
+        0 => Ok(()),
+        _ => Err(failed(rc, what)),
     }
+}
+
+/// The error of MPI return code `rc` (not success) of call `what`, with
+/// MPI's text for it.
+#[cold]
+#[inline(never)]
+fn failed(rc: c_int, what: &str) -> Error {
     let mut buf = vec![0 as std::ffi::c_char; 1024];
     let mut len: c_int = 0;
     // SAFETY: `buf` holds MPI_MAX_ERROR_STRING (at most 1024 in both MPIs)
@@ -67,9 +78,9 @@ fn check(rc: c_int, what: &str) -> Result<()> {
     } else {
         format!("error code {rc}")
     };
-    Err(Error::Comm {
+    Error::Comm {
         reason: format!("MPI {what}: {msg}"),
-    })
+    }
 }
 
 /// Receive buffers for MPI: an empty `Vec`'s pointer is a dangling
@@ -1550,6 +1561,7 @@ impl MpiStatus {
         }
     }
 
+    #[inline]
     fn from(st: &ffi::MPI_Status, cancelled: bool) -> Result<MpiStatus> {
         Ok(MpiStatus {
             source: st.MPI_SOURCE,
@@ -1579,6 +1591,7 @@ enum CountAt {
 /// once, by asking MPI to set known counts into a status
 /// (`MPI_Status_set_elements`) and checking where they land against
 /// `MPI_Get_count`; a library laid out otherwise is asked every time.
+#[inline]
 fn count_of(st: &ffi::MPI_Status) -> Result<usize> {
     static AT: std::sync::OnceLock<CountAt> = std::sync::OnceLock::new();
     let at = *AT.get_or_init(|| {
@@ -1604,6 +1617,7 @@ fn count_of(st: &ffi::MPI_Status) -> Result<usize> {
 }
 
 /// The count where `at` says, if the status is large enough to hold it.
+#[inline]
 fn read_count(st: &ffi::MPI_Status, at: CountAt) -> Option<usize> {
     let p = (st as *const ffi::MPI_Status).cast::<u8>();
     let size = std::mem::size_of::<ffi::MPI_Status>();
