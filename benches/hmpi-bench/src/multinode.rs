@@ -186,10 +186,8 @@ mod imp {
                     for _ in 0..WINDOW {
                         // SAFETY: every request is waited for below, before
                         // `buf`'s borrow ends.
-                        reqs.push(
-                            unsafe { self.span.isend(buf, peer, TAG, false) }
-                                .map_err(fail("isend"))?,
-                        );
+                        unsafe { self.span.isend_into(&mut reqs, buf, peer, TAG, false) }
+                            .map_err(fail("isend"))?;
                     }
                     for r in reqs {
                         r.wait().map_err(fail("wait"))?;

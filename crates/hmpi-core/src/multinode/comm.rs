@@ -481,7 +481,83 @@ impl SpanningCommunicator {
     /// # Safety
     /// The request must be completed or dropped (which waits), never
     /// leaked: the engines read `buf` until then.
+    #[inline]
     pub unsafe fn isend<'a>(
+        &self,
+        buf: &'a [u8],
+        dest: i32,
+        tag: i32,
+        sync: bool,
+    ) -> Result<SpanRequest<'a>> {
+        if self.remote_without_checks(dest, tag, buf.len()) {
+            // SAFETY: the caller completes or drops the request; the
+            // length fits.
+            let (rc, r) = unsafe { self.inner.remote.start_send(buf, dest, tag, sync) };
+            return match rc {
+                0 => Ok(SpanRequest::remote(r)),
+                _ => Err(super::mpi::failed(rc, "Isend")),
+            };
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.isend_routed(buf, dest, tag, sync) }
+    }
+
+    /// [`SpanningCommunicator::isend`] that keeps the request at the end
+    /// of `reqs`, as `MPI_Isend` writes into an array of requests: for a
+    /// window of sends. A request to another node is built there, where
+    /// one returned and then pushed would be copied right after its
+    /// stores, which stalls the processor on every message (see
+    /// docs/performance.md, "Store forwarding").
+    ///
+    /// # Safety
+    /// As for [`SpanningCommunicator::isend`]: every request of `reqs` is
+    /// completed or dropped (which waits), never leaked.
+    #[inline]
+    pub unsafe fn isend_into<'a>(
+        &self,
+        reqs: &mut Vec<SpanRequest<'a>>,
+        buf: &'a [u8],
+        dest: i32,
+        tag: i32,
+        sync: bool,
+    ) -> Result<()> {
+        if self.remote_without_checks(dest, tag, buf.len()) {
+            // SAFETY: the caller completes or drops the request; the
+            // length fits.
+            let (rc, r) = unsafe { self.inner.remote.start_send(buf, dest, tag, sync) };
+            if rc != 0 {
+                return Err(super::mpi::failed(rc, "Isend"));
+            }
+            // Pushed here, not through a value shared with the general
+            // path below: the compiler would build that one in a
+            // temporary and copy it.
+            reqs.push(SpanRequest::remote(r));
+            return Ok(());
+        }
+        // SAFETY: the caller's contract.
+        reqs.push(unsafe { self.isend_routed(buf, dest, tag, sync) }?);
+        Ok(())
+    }
+
+    /// Whether a message of `len` bytes to `dest` with `tag` goes to
+    /// another node and passes every check (runtime active, rank, tag,
+    /// length): the message path's test, which builds no `Result` (see
+    /// `RawComm::start_send`); the general path
+    /// ([`SpanningCommunicator::isend_routed`]) reports what fails.
+    #[inline(always)]
+    fn remote_without_checks(&self, dest: i32, tag: i32, len: usize) -> bool {
+        let i = &*self.inner;
+        crate::environment::endpoint().is_ok()
+            && (0..=i.tag_ub).contains(&tag)
+            && (0..i.size).contains(&dest)
+            && i.local_of.get(dest as usize).is_some_and(|&l| l < 0)
+            && len <= std::ffi::c_int::MAX as usize
+    }
+
+    /// [`SpanningCommunicator::isend`] on the general path: checks with
+    /// their errors, this node's engine, `PROC_NULL`.
+    #[inline(never)]
+    unsafe fn isend_routed<'a>(
         &self,
         buf: &'a [u8],
         dest: i32,
@@ -1054,6 +1130,18 @@ pub struct SpanRequest<'a> {
     comm: Option<Arc<Inner>>,
     state: State<'a>,
     _buf: PhantomData<&'a mut [u8]>,
+}
+
+impl<'a> SpanRequest<'a> {
+    /// A request of MPI's (which needs no communicator).
+    #[inline(always)]
+    fn remote(r: RawRequest) -> SpanRequest<'a> {
+        SpanRequest {
+            comm: None,
+            state: State::Remote(r),
+            _buf: PhantomData,
+        }
+    }
 }
 
 impl std::fmt::Debug for SpanRequest<'_> {

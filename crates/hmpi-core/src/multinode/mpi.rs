@@ -63,7 +63,7 @@ fn check(rc: c_int, what: &str) -> Result<()> {
 /// MPI's text for it.
 #[cold]
 #[inline(never)]
-fn failed(rc: c_int, what: &str) -> Error {
+pub(crate) fn failed(rc: c_int, what: &str) -> Error {
     let mut buf = vec![0 as std::ffi::c_char; 1024];
     let mut len: c_int = 0;
     // SAFETY: `buf` holds MPI_MAX_ERROR_STRING (at most 1024 in both MPIs)
@@ -752,7 +752,32 @@ impl RawComm {
         tag: i32,
         sync: bool,
     ) -> Result<RawRequest> {
-        let n = count(buf.len())?;
+        count(buf.len())?;
+        // SAFETY: the caller's contract; the length fits (checked).
+        let (rc, req) = unsafe { self.start_send(buf, dest, tag, sync) };
+        check(rc, "Isend")?;
+        Ok(req)
+    }
+
+    /// [`RawComm::isend`] for a buffer of at most `c_int::MAX` bytes, with
+    /// MPI's return code beside the request (a null one unless 0) rather
+    /// than a `Result`: a value that small stays in registers, where a
+    /// `Result` of this crate's error goes through memory, and reading it
+    /// back right after its narrow stores stalls the processor (see
+    /// docs/performance.md, "Store forwarding"). For the message path.
+    ///
+    /// # Safety
+    /// As for [`RawComm::isend`]; `buf.len() <= c_int::MAX`.
+    #[inline(always)]
+    pub(crate) unsafe fn start_send(
+        &self,
+        buf: &[u8],
+        dest: i32,
+        tag: i32,
+        sync: bool,
+    ) -> (c_int, RawRequest) {
+        debug_assert!(c_int::try_from(buf.len()).is_ok());
+        let n = buf.len() as c_int;
         // SAFETY: as in `dup`.
         let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
         // SAFETY: `buf` holds `n` bytes, valid until completion (caller).
@@ -779,12 +804,18 @@ impl RawComm {
                 )
             }
         });
-        check(rc, "Isend")?;
-        Ok(RawRequest {
-            handle: req,
-            kind: Kind::Send(buf.len()),
-            cancelling: false,
-        })
+        (
+            rc,
+            RawRequest {
+                handle: req,
+                kind: Kind::Send {
+                    len: buf.len(),
+                    to: dest,
+                    tag,
+                },
+                cancelling: false,
+            },
+        )
     }
 
     /// Sends `buf` to `dest` with `tag`, blocking in MPI (`MPI_Send`;
@@ -1167,7 +1198,11 @@ impl RawWin {
         )?;
         Ok(RawRequest {
             handle,
-            kind: Kind::Send(len),
+            kind: Kind::Send {
+                len,
+                to: rank,
+                tag: 0,
+            },
             cancelling: false,
         })
     }
@@ -1210,7 +1245,11 @@ impl RawWin {
         // not read for a count.
         Ok(RawRequest {
             handle,
-            kind: Kind::Send(len),
+            kind: Kind::Send {
+                len,
+                to: rank,
+                tag: 0,
+            },
             cancelling: false,
         })
     }
@@ -1403,8 +1442,10 @@ pub(crate) struct RawRequest {
 /// What a [`RawRequest`] does.
 #[derive(Debug, Clone, Copy)]
 enum Kind {
-    /// A send of this many bytes: its status's count, without asking MPI.
-    Send(usize),
+    /// A send of `len` bytes to rank `to` with `tag` (a one-sided request:
+    /// its target, tag 0): its status, without asking MPI (for a send,
+    /// MPI's says no more).
+    Send { len: usize, to: i32, tag: i32 },
     /// A receive into a buffer of this many bytes.
     Recv(usize),
 }
@@ -1452,8 +1493,8 @@ impl RawRequest {
             // SAFETY: a status MPI just wrote.
             unsafe { ffi::MPI_Test_cancelled(&st, &mut cancelled) };
         }
-        if let (Kind::Send(len), 0) = (self.kind, cancelled) {
-            return Ok(Some(MpiStatus::sent(&st, len)));
+        if let (Kind::Send { len, to, tag }, 0) = (self.kind, cancelled) {
+            return Ok(Some(MpiStatus::sent(len, to, tag)));
         }
         Ok(Some(MpiStatus::from(&st, cancelled != 0)?))
     }
@@ -1461,21 +1502,22 @@ impl RawRequest {
     /// Blocks in MPI until a send completes (`MPI_Wait`), when that is
     /// allowed: a send never asked to cancel, with MPI thread-multiple
     /// (no serialising lock held meanwhile). `None` otherwise: test it.
+    #[inline]
     pub(crate) fn wait_send(&mut self) -> Result<Option<MpiStatus>> {
-        let Kind::Send(len) = self.kind else {
+        let Kind::Send { len, to, tag } = self.kind else {
             return Ok(None);
         };
         if self.cancelling || !thread_multiple() {
             return Ok(None);
         }
-        // SAFETY: as in `RawComm::improbe`.
-        let mut st: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        // MPI's status of a send tells nothing the request does not know;
+        // ignored, so that nothing reads back what MPI just wrote.
         check(
-            // SAFETY: a request MPI gave; the status is writable.
-            unsafe { ffi::MPI_Wait(&mut self.handle, &mut st) },
+            // SAFETY: a request MPI gave; `MPI_STATUS_IGNORE` is allowed.
+            unsafe { ffi::MPI_Wait(&mut self.handle, ffi::RSMPI_STATUS_IGNORE) },
             "Wait",
         )?;
-        Ok(Some(MpiStatus::sent(&st, len)))
+        Ok(Some(MpiStatus::sent(len, to, tag)))
     }
 
     /// Tests until complete, spinning first, then yielding between tests
@@ -1549,12 +1591,12 @@ pub(crate) struct MpiStatus {
 }
 
 impl MpiStatus {
-    /// A completed send's status: its length is the caller's, not asked
-    /// of MPI.
-    fn sent(st: &ffi::MPI_Status, len: usize) -> MpiStatus {
+    /// A completed send's status, as the node's engine gives one: the
+    /// destination as its source, the send's tag and length.
+    fn sent(len: usize, to: i32, tag: i32) -> MpiStatus {
         MpiStatus {
-            source: st.MPI_SOURCE,
-            tag: st.MPI_TAG,
+            source: to,
+            tag,
             len,
             cancelled: false,
             truncated: None,
