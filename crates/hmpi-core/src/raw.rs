@@ -172,7 +172,7 @@ pub fn source_in(comm: &SimpleCommunicator, world: i32) -> i32 {
 /// An engine error of an operation on `comm`, a failed process named by
 /// its rank in `comm` (see [`Error::ProcFailed`]).
 #[cold]
-fn failed_in(comm: &SimpleCommunicator, e: vci::Error) -> Error {
+pub(crate) fn failed_in(comm: &SimpleCommunicator, e: vci::Error) -> Error {
     Error::from(e).in_comm(|world| comm.rank_of_world(world))
 }
 

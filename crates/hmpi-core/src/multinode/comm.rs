@@ -413,22 +413,46 @@ impl SpanningCommunicator {
         // blocked in MPI would hold. The queue is checked without being
         // held: a receive queued meanwhile by another thread is concurrent
         // with this one, so either may match first.
-        if super::mpi::thread_multiple() && source >= 0 {
-            if let Route::Remote(r) = self.route(source, false)? {
-                let tag = self.check_tag(tag, true)?;
-                // Acquire: pairs with the Release store of a push made
-                // before this call (on this thread, or on another that
-                // synchronised with it), so such a receive is seen.
-                if self.inner.queued.load(Ordering::Acquire) == 0 {
-                    return Ok(remote_status(&self.inner.remote.recv(buf, r, tag)?));
+        // From this node, likewise, the node's engine receives it, as a
+        // receive on the node's own communicator (no request, no
+        // communicator reference taken).
+        if source >= 0 {
+            match self.route(source, false)? {
+                Route::Remote(r) if super::mpi::thread_multiple() => {
+                    let tag = self.check_tag(tag, true)?;
+                    if self.nothing_queued() {
+                        return Ok(remote_status(&self.inner.remote.recv(buf, r, tag)?));
+                    }
                 }
+                Route::Local(l) => {
+                    let tag = self.check_tag(tag, true)?;
+                    if self.nothing_queued() {
+                        let mut st = Status::empty();
+                        raw::recv_with_status(&self.inner.local, buf, l, tag, &mut st)?;
+                        if st.source >= 0 {
+                            st.source = source;
+                        }
+                        return Ok(st);
+                    }
+                }
+                _ => {}
             }
         }
         self.recv_by_request(buf, source, tag)
     }
 
+    /// Whether no receive waits in the queue (read without its lock: see
+    /// [`SpanningCommunicator::recv`]).
+    #[inline(always)]
+    fn nothing_queued(&self) -> bool {
+        // Acquire: pairs with the Release store of a push made before this
+        // call (on this thread, or on another that synchronised with it),
+        // so such a receive is seen.
+        self.inner.queued.load(Ordering::Acquire) == 0
+    }
+
     /// [`SpanningCommunicator::recv`] through a request: every receive
-    /// but one from another node with nothing queued. Out of line, so that
+    /// but one from a given member with nothing queued. Out of line, so that
     /// the path to `MPI_Recv` does not carry this one's frame.
     #[inline(never)]
     fn recv_by_request(&self, buf: &mut [u8], source: i32, tag: i32) -> Result<Status> {
@@ -534,9 +558,49 @@ impl SpanningCommunicator {
             reqs.push(SpanRequest::remote(r));
             return Ok(());
         }
+        // A standard send to this node that finishes as it starts (a small
+        // message) leaves a status made of what is known here, the node
+        // engine's request never built: what was left to copy.
+        if !sync {
+            if let Some(l) = self.node_without_checks(dest, tag) {
+                if let Ok(to) = raw::send_target(&self.inner.local, l, tag) {
+                    // SAFETY: the caller's contract; with no place given, a
+                    // send that would wait does not start (`NoPlace`).
+                    match unsafe { raw::isend_or_in(to, || None, buf) } {
+                        Ok(raw::Start::Finished(_)) => {
+                            reqs.push(SpanRequest {
+                                comm: None,
+                                state: State::Done(Status {
+                                    source: dest,
+                                    tag,
+                                    count: buf.len() as u64,
+                                    error: None,
+                                    cancelled: false,
+                                }),
+                                _buf: PhantomData,
+                            });
+                            return Ok(());
+                        }
+                        Ok(_) => {}
+                        Err(e) => return Err(raw::failed_in(&self.inner.local, e)),
+                    }
+                }
+            }
+        }
         // SAFETY: the caller's contract.
         reqs.push(unsafe { self.isend_routed(buf, dest, tag, sync) }?);
         Ok(())
+    }
+
+    /// `dest` as a rank of the node's communicator if a message to it with
+    /// `tag` stays on this node and passes the checks (runtime active,
+    /// rank, tag), as [`SpanningCommunicator::remote_without_checks`].
+    #[inline(always)]
+    fn node_without_checks(&self, dest: i32, tag: i32) -> Option<i32> {
+        let i = &*self.inner;
+        let l = *i.local_of.get(usize::try_from(dest).ok()?)?;
+        (l >= 0 && (0..=i.tag_ub).contains(&tag) && crate::environment::endpoint().is_ok())
+            .then_some(l)
     }
 
     /// Whether a message of `len` bytes to `dest` with `tag` goes to
@@ -1057,6 +1121,21 @@ fn remote_status(st: &MpiStatus) -> Status {
     out
 }
 
+/// What a test of a node request says, as a status: a truncated receive
+/// or a failed delivery finishes with its error in the status (as MPI's
+/// requests do here); other errors are errors.
+fn node_outcome(r: std::result::Result<Option<Status>, vci::Error>) -> Result<Option<Status>> {
+    match r {
+        Ok(st) => Ok(st),
+        Err(
+            vci::Error::Truncate { status, .. }
+            | vci::Error::Transfer { status, .. }
+            | vci::Error::Alloc { status, .. },
+        ) => Ok(Some(status)),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// A receive in the queue.
 struct Waiting {
     buf: *mut u8,
@@ -1250,29 +1329,13 @@ impl<'a> SpanRequest<'a> {
             }
         }
         let st = match &mut self.state {
-            State::Local(r) => match r.test() {
-                Ok(Some(st)) => Some(st),
-                Ok(None) => None,
-                Err(
-                    vci::Error::Truncate { status, .. }
-                    | vci::Error::Transfer { status, .. }
-                    | vci::Error::Alloc { status, .. },
-                ) => Some(status),
+            State::Local(r) => match node_outcome(r.test()) {
+                Ok(st) => st.map(|st| self.node_status(st)),
                 Err(e) => {
                     self.state = State::Taken;
-                    return Err(e.into());
+                    return Err(e);
                 }
-            }
-            .map(|mut st| {
-                if let (true, Some(c)) = (st.source >= 0, &self.comm) {
-                    let l = raw::source_in(&c.local, st.source);
-                    st.source = usize::try_from(l)
-                        .ok()
-                        .and_then(|l| c.local_members.get(l).copied())
-                        .unwrap_or(-1);
-                }
-                st
-            }),
+            },
             State::Remote(r) => match r.test() {
                 Ok(x) => x.map(|s| remote_status(&s)),
                 Err(e) => {
@@ -1342,6 +1405,16 @@ impl<'a> SpanRequest<'a> {
         }
         let mut polls = 0u32;
         loop {
+            // A request of the node's engine (a receive out of the queue
+            // included, once posted) waits as the engine's own do:
+            // spinning, then yielding, then sleeping on the doorbell, where
+            // a yield on every test gave the processor away on each look
+            // (on a busy machine, a time slice per message).
+            if let State::Local(r) = &mut self.state {
+                let st = node_outcome(r.wait_in_place().into_result().map(Some));
+                self.state = State::Taken;
+                return st.map(|st| self.node_status(st.expect("a waited request finished")));
+            }
             if let Some(st) = self.test()? {
                 self.state = State::Taken;
                 return Ok(st);
@@ -1355,6 +1428,19 @@ impl<'a> SpanRequest<'a> {
                 std::thread::yield_now();
             }
         }
+    }
+
+    /// A status of the node's engine with its source as a rank of this
+    /// communicator.
+    fn node_status(&self, mut st: Status) -> Status {
+        if let (true, Some(c)) = (st.source >= 0, &self.comm) {
+            let l = raw::source_in(&c.local, st.source);
+            st.source = usize::try_from(l)
+                .ok()
+                .and_then(|l| c.local_members.get(l).copied())
+                .unwrap_or(-1);
+        }
+        st
     }
 
     /// Cancels a receive that has not matched yet (`MPI_Cancel`); it then
