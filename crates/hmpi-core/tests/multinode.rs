@@ -229,6 +229,7 @@ fn suite(universe: &hmpi_core::Universe, world: &SpanningCommunicator) {
     let nodes: u32 = std::env::var(multinode::NODES_VAR).map_or(1, |v| v.parse().unwrap());
     layout(universe, world, nodes);
     ordering(world);
+    send_windows(world);
     wildcards(world);
     probes(world);
     synchronous(world);
@@ -307,6 +308,66 @@ fn ordering(world: &SpanningCommunicator) {
     }
     world.barrier().unwrap();
     let _ = rank;
+}
+
+/// Windows of sends started with `isend_into` (to this node and to
+/// others, small ones that finish at once and large ones that wait),
+/// mixed with `isend` to the same peers, keep each pair's order and
+/// report each send's status; a bad rank or tag is an error that leaves
+/// the window as it was.
+fn send_windows(world: &SpanningCommunicator) {
+    let (rank, size) = (world.rank(), world.size());
+    const K: usize = 24;
+    // Every third message large: past the fast box and the eager limits.
+    let len = |k: usize| if k % 3 == 2 { 200_000 } else { 8 + k };
+    let msgs: Vec<Vec<Vec<u8>>> = (0..size)
+        .map(|d| {
+            (0..K)
+                .map(|k| filled(rank, len(k), (d as u32) << 8 | k as u32))
+                .collect()
+        })
+        .collect();
+    let mut reqs = Vec::new();
+    for d in 0..size {
+        for (k, m) in msgs[d as usize].iter().enumerate() {
+            if k % 2 == 0 {
+                // SAFETY: every request is waited for below, before
+                // `msgs` goes.
+                unsafe { world.isend_into(&mut reqs, m, d, 8, false) }.unwrap();
+            } else {
+                // SAFETY: as above.
+                reqs.push(unsafe { world.isend(m, d, 8, false) }.unwrap());
+            }
+        }
+    }
+    assert_eq!(reqs.len(), size as usize * K);
+    let before = reqs.len();
+    // SAFETY: nothing is started by a failing call.
+    let bad = unsafe { world.isend_into(&mut reqs, &msgs[0][0], size, 8, false) };
+    assert!(matches!(bad, Err(hmpi_core::Error::Rank { .. })), "{bad:?}");
+    // SAFETY: as above.
+    let bad = unsafe { world.isend_into(&mut reqs, &msgs[0][0], 0, -5, false) };
+    assert!(matches!(bad, Err(hmpi_core::Error::Tag { .. })), "{bad:?}");
+    assert_eq!(reqs.len(), before);
+    let mut buf = vec![0u8; 200_000];
+    for s in 0..size {
+        for k in 0..K {
+            let st = world.recv(&mut buf, s, 8).unwrap();
+            assert_eq!((st.source, st.tag, st.count), (s, 8, len(k) as u64));
+            let salt = (rank as u32) << 8 | k as u32;
+            check_filled(&buf[..len(k)], s, salt, "a window's message");
+        }
+    }
+    for (i, r) in reqs.into_iter().enumerate() {
+        let (d, k) = ((i / K) as i32, i % K);
+        let st = r.wait().unwrap();
+        assert_eq!(
+            (st.source, st.tag, st.count),
+            (d, 8, len(k) as u64),
+            "send {k} to {d}"
+        );
+    }
+    world.barrier().unwrap();
 }
 
 /// ANY_SOURCE receives take local and remote senders, each in order;
