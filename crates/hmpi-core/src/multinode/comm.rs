@@ -513,10 +513,10 @@ impl SpanningCommunicator {
         tag: i32,
         sync: bool,
     ) -> Result<SpanRequest<'a>> {
-        if self.remote_without_checks(dest, tag, buf.len()) {
+        if let Some(Route::Remote(r)) = self.send_route(dest, tag, buf.len()) {
             // SAFETY: the caller completes or drops the request; the
             // length fits.
-            let (rc, r) = unsafe { self.inner.remote.start_send(buf, dest, tag, sync) };
+            let (rc, r) = unsafe { self.inner.remote.start_send(buf, r, tag, sync) };
             return match rc {
                 0 => Ok(SpanRequest::remote(r)),
                 _ => Err(super::mpi::failed(rc, "Isend")),
@@ -545,24 +545,25 @@ impl SpanningCommunicator {
         tag: i32,
         sync: bool,
     ) -> Result<()> {
-        if self.remote_without_checks(dest, tag, buf.len()) {
-            // SAFETY: the caller completes or drops the request; the
-            // length fits.
-            let (rc, r) = unsafe { self.inner.remote.start_send(buf, dest, tag, sync) };
-            if rc != 0 {
-                return Err(super::mpi::failed(rc, "Isend"));
+        match self.send_route(dest, tag, buf.len()) {
+            Some(Route::Remote(r)) => {
+                // SAFETY: the caller completes or drops the request; the
+                // length fits.
+                let (rc, r) = unsafe { self.inner.remote.start_send(buf, r, tag, sync) };
+                if rc != 0 {
+                    return Err(super::mpi::failed(rc, "Isend"));
+                }
+                // Pushed here, not through a value shared with the general
+                // path below: the compiler would build that one in a
+                // temporary and copy it.
+                reqs.push(SpanRequest::remote(r));
+                return Ok(());
             }
-            // Pushed here, not through a value shared with the general
-            // path below: the compiler would build that one in a
-            // temporary and copy it.
-            reqs.push(SpanRequest::remote(r));
-            return Ok(());
-        }
-        // A standard send to this node that finishes as it starts (a small
-        // message) leaves a status made of what is known here, the node
-        // engine's request never built: what was left to copy.
-        if !sync {
-            if let Some(l) = self.node_without_checks(dest, tag) {
+            // A standard send to this node that finishes as it starts (a
+            // small message) leaves a status made of what is known here,
+            // the node engine's request never built: what was left to
+            // copy.
+            Some(Route::Local(l)) if !sync => {
                 if let Ok(to) = raw::send_target(&self.inner.local, l, tag) {
                     // SAFETY: the caller's contract; with no place given, a
                     // send that would wait does not start (`NoPlace`).
@@ -586,36 +587,31 @@ impl SpanningCommunicator {
                     }
                 }
             }
+            _ => {}
         }
         // SAFETY: the caller's contract.
         reqs.push(unsafe { self.isend_routed(buf, dest, tag, sync) }?);
         Ok(())
     }
 
-    /// `dest` as a rank of the node's communicator if a message to it with
-    /// `tag` stays on this node and passes the checks (runtime active,
-    /// rank, tag), as [`SpanningCommunicator::remote_without_checks`].
+    /// The route of a send of `len` bytes to `dest` with `tag` on the
+    /// message path, when every check passes (runtime active, member rank,
+    /// tag, a length MPI can count): `None` for anything else (`PROC_NULL`,
+    /// a bad argument), which the general path
+    /// ([`SpanningCommunicator::isend_routed`]) takes and reports. Builds
+    /// no `Result` (see `RawComm::start_send`).
     #[inline(always)]
-    fn node_without_checks(&self, dest: i32, tag: i32) -> Option<i32> {
+    fn send_route(&self, dest: i32, tag: i32, len: usize) -> Option<Route> {
         let i = &*self.inner;
         let l = *i.local_of.get(usize::try_from(dest).ok()?)?;
-        (l >= 0 && (0..=i.tag_ub).contains(&tag) && crate::environment::endpoint().is_ok())
-            .then_some(l)
-    }
-
-    /// Whether a message of `len` bytes to `dest` with `tag` goes to
-    /// another node and passes every check (runtime active, rank, tag,
-    /// length): the message path's test, which builds no `Result` (see
-    /// `RawComm::start_send`); the general path
-    /// ([`SpanningCommunicator::isend_routed`]) reports what fails.
-    #[inline(always)]
-    fn remote_without_checks(&self, dest: i32, tag: i32, len: usize) -> bool {
-        let i = &*self.inner;
-        crate::environment::endpoint().is_ok()
-            && (0..=i.tag_ub).contains(&tag)
-            && (0..i.size).contains(&dest)
-            && i.local_of.get(dest as usize).is_some_and(|&l| l < 0)
+        let ok = (0..=i.tag_ub).contains(&tag)
             && len <= std::ffi::c_int::MAX as usize
+            && crate::environment::endpoint().is_ok();
+        ok.then_some(if l >= 0 {
+            Route::Local(l)
+        } else {
+            Route::Remote(dest)
+        })
     }
 
     /// [`SpanningCommunicator::isend`] on the general path: checks with
@@ -1121,17 +1117,17 @@ fn remote_status(st: &MpiStatus) -> Status {
     out
 }
 
-/// What a test of a node request says, as a status: a truncated receive
-/// or a failed delivery finishes with its error in the status (as MPI's
+/// A finished node request's outcome as a status: a truncated receive or
+/// a failed delivery finishes with its error in the status (as MPI's
 /// requests do here); other errors are errors.
-fn node_outcome(r: std::result::Result<Option<Status>, vci::Error>) -> Result<Option<Status>> {
+fn node_outcome(r: std::result::Result<Status, vci::Error>) -> Result<Status> {
     match r {
         Ok(st) => Ok(st),
         Err(
             vci::Error::Truncate { status, .. }
             | vci::Error::Transfer { status, .. }
             | vci::Error::Alloc { status, .. },
-        ) => Ok(Some(status)),
+        ) => Ok(status),
         Err(e) => Err(e.into()),
     }
 }
@@ -1329,9 +1325,10 @@ impl<'a> SpanRequest<'a> {
             }
         }
         let st = match &mut self.state {
-            State::Local(r) => match node_outcome(r.test()) {
-                Ok(st) => st.map(|st| self.node_status(st)),
-                Err(e) => {
+            State::Local(r) => match r.test().transpose().map(node_outcome) {
+                None => None,
+                Some(Ok(st)) => Some(self.node_status(st)),
+                Some(Err(e)) => {
                     self.state = State::Taken;
                     return Err(e);
                 }
@@ -1411,9 +1408,9 @@ impl<'a> SpanRequest<'a> {
             // a yield on every test gave the processor away on each look
             // (on a busy machine, a time slice per message).
             if let State::Local(r) = &mut self.state {
-                let st = node_outcome(r.wait_in_place().into_result().map(Some));
+                let st = node_outcome(r.wait_in_place().into_result());
                 self.state = State::Taken;
-                return st.map(|st| self.node_status(st.expect("a waited request finished")));
+                return st.map(|st| self.node_status(st));
             }
             if let Some(st) = self.test()? {
                 self.state = State::Taken;

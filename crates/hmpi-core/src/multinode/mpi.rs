@@ -1196,15 +1196,7 @@ impl RawWin {
             }),
             "Rput",
         )?;
-        Ok(RawRequest {
-            handle,
-            kind: Kind::Send {
-                len,
-                to: rank,
-                tag: 0,
-            },
-            cancelling: false,
-        })
+        Ok(RawRequest::one_sided(handle, len, rank))
     }
 
     /// `MPI_Rget` of `len` bytes from displacement `disp` of `rank` into
@@ -1241,17 +1233,7 @@ impl RawWin {
             }),
             "Rget",
         )?;
-        // A send's kind: its status (undefined for one-sided requests) is
-        // not read for a count.
-        Ok(RawRequest {
-            handle,
-            kind: Kind::Send {
-                len,
-                to: rank,
-                tag: 0,
-            },
-            cancelling: false,
-        })
+        Ok(RawRequest::one_sided(handle, len, rank))
     }
 
     /// `MPI_Get_accumulate` of `n` elements of `dt`: `result` gets the
@@ -1455,6 +1437,21 @@ enum Kind {
 unsafe impl Send for RawRequest {}
 
 impl RawRequest {
+    /// The request of a one-sided transfer (`MPI_Rput`, `MPI_Rget`) of
+    /// `len` bytes with `rank`: a send's kind, as its status (undefined
+    /// for one-sided requests) is not read for a count.
+    fn one_sided(handle: ffi::MPI_Request, len: usize, rank: i32) -> RawRequest {
+        RawRequest {
+            handle,
+            kind: Kind::Send {
+                len,
+                to: rank,
+                tag: 0,
+            },
+            cancelling: false,
+        }
+    }
+
     /// Its status once complete (`MPI_Test`); the request is then gone.
     ///
     /// A receive of a message longer than its buffer completes with
