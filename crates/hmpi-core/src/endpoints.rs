@@ -145,14 +145,6 @@ impl EpPart {
         }
     }
 
-    /// `ctx` with `bits`, as `on_vci(from_sender(ctx, ..), ..)` would make
-    /// it.
-    #[inline(always)]
-    fn word(ctx: u32, bits: u32) -> u32 {
-        debug_assert_eq!(ctx & CONTEXT_MAX, ctx, "a context with bits");
-        ctx | bits
-    }
-
     /// The context word of a send of this endpoint to endpoint rank
     /// `dest` in context `ctx`: on `dest`'s VCI, naming this endpoint's
     /// index. `PROC_NULL` (the engine sends nowhere): `ctx`.
@@ -160,7 +152,7 @@ impl EpPart {
     pub(crate) fn send_word(&self, ctx: u32, dest: i32) -> u32 {
         // A negative rank is far out of range as a usize.
         match self.send.get(dest as usize) {
-            Some(&b) => Self::word(ctx, b),
+            Some(&b) => with_bits(ctx, b),
             None => ctx,
         }
     }
@@ -171,8 +163,17 @@ impl EpPart {
     /// which matches every index (see the module docs).
     #[inline]
     pub(crate) fn recv_word(&self, ctx: u32, source: i32) -> u32 {
-        Self::word(ctx, *self.recv.get(source as usize).unwrap_or(&self.any))
+        with_bits(ctx, *self.recv.get(source as usize).unwrap_or(&self.any))
     }
+}
+
+/// Context `ctx` with VCI and sender `bits` computed once (an endpoint's
+/// or a stream member's), as `on_vci(from_sender(ctx, ..), ..)` would
+/// make it: a context has no such bits of its own.
+#[inline(always)]
+pub(crate) fn with_bits(ctx: u32, bits: u32) -> u32 {
+    debug_assert_eq!(ctx & CONTEXT_MAX, ctx, "a context with bits");
+    ctx | bits
 }
 
 /// One endpoint of an endpoints communicator, for one thread: `Send`, not

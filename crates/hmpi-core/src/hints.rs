@@ -105,7 +105,7 @@ use crate::info::Info;
 use crate::stream::StreamVci;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use vci::endpoint::{on_vci, CONTEXT_MAX};
+use vci::endpoint::on_vci;
 use vci::{ANY_SOURCE, ANY_TAG};
 
 /// Key: no receive of the communicator uses `ANY_SOURCE`.
@@ -382,14 +382,9 @@ impl VciMap {
     /// communicator it is every message's path.
     #[inline(always)]
     fn stream_word(&self, ctx: u32, dest: i32) -> u32 {
-        // A context has no VCI bits of its own (it is at most
-        // `CONTEXT_MAX`), so or-ing the member's is `on_vci`; a negative
-        // rank is far out of range as a usize.
+        // A negative rank is far out of range as a usize.
         match self.stream.get().and_then(|s| s.bits.get(dest as usize)) {
-            Some(&b) => {
-                debug_assert_eq!(ctx & CONTEXT_MAX, ctx, "a context with VCI bits");
-                ctx | b
-            }
+            Some(&b) => crate::endpoints::with_bits(ctx, b),
             // PROC_NULL: the engine sends nowhere.
             None => ctx,
         }
